@@ -1,0 +1,1 @@
+"""streamsim: a deterministic simulator of GPU stream and communication ordering."""

@@ -1,0 +1,190 @@
+"""The trace: every op the engine ran, with its agent, timing, accesses and sync edges.
+
+The trace is the hinge of streamsim's pipeline: the engine writes it, the analyses and renderers read
+it and nothing else. Records are frozen dataclasses so that a stage cannot alter what another sees.
+
+Ordering is carried by three fields of an :class:`Op` (see docs/SEMANTICS.md):
+
+* ``issuer``: the host action that enqueued a stream op (the *enqueue* edge);
+* ``after``: ops that end before this op starts (events, NCCL enqueue, handle waits, host syncs,
+  ``is_completed()`` observed True, ``record_stream`` on free);
+* ``joins``: ops whose start happens before this op's *end* (message and collective edges: the
+  sender's read is ordered before everything that follows the receive, not before the receive
+  itself).
+
+Program order (consecutive ops of one agent) is implicit in ``Op.index``. ``start_seq``/``end_seq``
+place the op's start and end in one global sequence that is a linear extension of happens-before
+(the engine's own execution order), so an analysis can process the trace in one pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+HOST = "host"
+STREAM = "stream"
+
+READ = "read"
+WRITE = "write"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Agent:
+    """Something that runs ops one at a time: a host thread or a stream of one rank."""
+
+    rank: int
+    kind: str  # HOST or STREAM
+    name: str  # "main", "compute", "nccl:pp", "gloo:cpu"
+
+    def __str__(self) -> str:
+        return f"rank{self.rank}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Bytes ``[offset, offset + nbytes)`` of the storage ``buffer`` on ``rank``."""
+
+    rank: int
+    buffer: str
+    offset: int
+    nbytes: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+    def overlaps(self, other: "View") -> bool:
+        return (self.rank == other.rank and self.buffer == other.buffer
+                and self.offset < other.end and other.offset < self.end)
+
+    def __str__(self) -> str:
+        return f"rank{self.rank}:{self.buffer}[{self.offset}:{self.end}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One read or write of a view by an op, during ``window`` (fractions of the op's duration)."""
+
+    view: View
+    mode: str  # READ or WRITE
+    window: tuple[float, float] = (0.0, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One op as it ran: a host action, a kernel, a comm op, an event record, a wait, ..."""
+
+    id: int
+    agent: Agent
+    index: int  # position in its agent's program order (0-based)
+    kind: str  # launch, host, record, wait_event, sync_*, isend, irecv, wait, query, free, ...
+    name: str
+    enqueued: float  # when the host issued it (host actions: their start)
+    start: float
+    end: float
+    start_seq: int
+    end_seq: int
+    accesses: tuple[Access, ...] = ()
+    issuer: int | None = None
+    after: tuple[int, ...] = ()
+    joins: tuple[int, ...] = ()
+    location: str = ""  # "models/x.py:42" or "log.jsonl:7"
+    step: int | None = None
+    line: int | None = None  # op-log line, when the input was an op log
+    handle: str | None = None  # the Work handle name of an async op
+    attrs: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def window_time(self, access: Access) -> tuple[float, float]:
+        """Simulated interval during which ``access`` touches memory."""
+        d = self.end - self.start
+        return (self.start + access.window[0] * d, self.start + access.window[1] * d)
+
+    def describe(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        step = f" step {self.step}" if self.step is not None else ""
+        return f"{self.name} on {self.agent}{step}{where}"
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """An agent that could not make progress when the simulation stalled."""
+
+    agent: Agent
+    op: int | None  # the op it is blocked in (or waiting to start)
+    reason: str  # human text: "rendezvous send to rank1 (waits for its matching recv)"
+    waits_for: tuple[Agent, ...] = ()  # agents whose progress would unblock it
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """The simulation stopped with agents still blocked and no event left that could unblock them."""
+
+    time: float
+    blocked: tuple[Blocked, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A non-fatal observation made while simulating (e.g. waiting an event never recorded)."""
+
+    kind: str  # "event-never-recorded", "handle-never-waited", "unmatched-send", ...
+    message: str
+    op: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Everything one simulation produced, enough for every analysis and renderer."""
+
+    ops: tuple[Op, ...]
+    agents: tuple[Agent, ...]
+    stall: Stall | None = None
+    notes: tuple[Note, ...] = ()
+    end_time: float = 0.0
+    source: str = ""  # model path or op-log path
+    meta: Mapping[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def op(self, op_id: int) -> Op:
+        op = self.ops[op_id]
+        assert op.id == op_id, "trace ops must be stored by id"
+        return op
+
+    def in_hb_order(self) -> Iterator[tuple[Op, bool]]:
+        """Yield ``(op, is_start)`` in global sequence order: a linear extension of happens-before."""
+        slots: list[tuple[Op, bool] | None] = [None] * (2 * len(self.ops))
+        for op in self.ops:
+            slots[op.start_seq] = (op, True)
+            slots[op.end_seq] = (op, False)
+        for s in slots:
+            if s is not None:
+                yield s
+
+
+def trace_from_ops(ops: list[dict], **kw) -> Trace:
+    """Build a trace by hand (for tests): each dict holds Op fields except id, index and seqs.
+
+    Each op starts and ends before the next one starts, so ``after`` and ``joins`` must name earlier
+    ops (enough for hand-written examples; the engine records real overlapping orders).
+    """
+    agents: dict[Agent, int] = {}
+    built: list[Op] = []
+    seq = 0
+    for i, spec in enumerate(ops):
+        agent = spec["agent"]
+        idx = agents.get(agent, 0)
+        agents[agent] = idx + 1
+        fields = dict(enqueued=spec.get("start", 0.0), start=0.0, end=0.0)
+        fields.update(spec)
+        built.append(Op(id=i, index=idx, start_seq=seq, end_seq=seq + 1, **fields))
+        seq += 2
+    return Trace(ops=tuple(built), agents=tuple(sorted(agents)), **kw)
