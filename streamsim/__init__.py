@@ -1,1 +1,16 @@
-"""streamsim: a deterministic simulator of GPU stream and communication ordering."""
+"""streamsim: a deterministic simulator of GPU stream and communication ordering.
+
+The public API for models: :class:`Simulation` (ranks, groups, host programs), :class:`Param`, and
+the access helper :func:`during`. See docs in the README and docs/SEMANTICS.md.
+"""
+from .api import Event, Group, Host, Simulation, Stream, Work
+from .engine import BoundExceeded, ModelError
+from .memory import Buffer, during
+from .model import Model, Param, Params, load_model
+from .runner import simulate
+from .trace import Access, Agent, Op, Trace, View
+
+__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "Buffer", "during", "Param",
+           "Params", "Model", "load_model", "simulate", "ModelError", "BoundExceeded", "Trace",
+           "Op", "Agent", "View", "Access"]
+__version__ = "0.1.0"

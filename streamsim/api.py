@@ -1,0 +1,518 @@
+"""The modelling API: what a model's host programs call, shaped like torch.cuda and torch.distributed.
+
+A host program is a plain function ``program(host, *args)``. It runs on one host thread of one rank
+and calls methods of :class:`Host` (``host.launch``, ``host.group("pp").isend``, ``work.wait()``,
+``event.synchronize()``...), which read like the worker code they mirror.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterable, Iterator, Sequence
+
+from greenlet import getcurrent
+
+from .engine import Engine, GroupConfig, ModelError, _Host, _Rec
+from .memory import Buffer, Tensor, accesses, as_view, nbytes_of
+from .trace import Blocked, Note, Trace, WRITE, Access
+
+
+class Simulation:
+    """A set of ranks, process groups and host programs, run once into a :class:`Trace`."""
+
+    def __init__(self, *, seed: int | None = None, jitter: float = 0.0, launch_overhead: float = 0.0,
+                 max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None):
+        self.engine = Engine(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time,
+                             launch_overhead=launch_overhead, perturb=perturb)
+        self._ran = False
+
+    def group(self, name: str, ranks: Sequence[int], backend: str = "nccl", *,
+              latency: float | None = None, bandwidth: float | None = None,
+              eager_bytes: int | None = None, blocking_wait: bool = False) -> GroupConfig:
+        """Declare a process group (``new_group``): NCCL ops run on comm stream ``nccl:<name>``."""
+        if backend not in ("nccl", "gloo"):
+            raise ModelError(f"group {name!r}: backend must be 'nccl' or 'gloo', not {backend!r}")
+        if name in self.engine.groups:
+            raise ModelError(f"group {name!r} declared twice")
+        defaults = GroupConfig(name, tuple(ranks), backend)
+        if backend == "gloo":
+            defaults.latency, defaults.bandwidth = 30.0, 2_000.0
+        cfg = GroupConfig(name, tuple(ranks), backend,
+                          defaults.latency if latency is None else latency,
+                          defaults.bandwidth if bandwidth is None else bandwidth,
+                          defaults.eager_bytes if eager_bytes is None else eager_bytes,
+                          blocking_wait)
+        self.engine.groups[name] = cfg
+        return cfg
+
+    def spawn(self, rank: int, program: Callable, *args, thread: str = "main") -> None:
+        """Run ``program(host, *args)`` on host thread ``thread`` of ``rank``."""
+        self.engine.add_host(rank, thread, program, args, Host)
+
+    def run(self, source: str = "", meta: dict | None = None) -> Trace:
+        if self._ran:
+            raise ModelError("a Simulation runs once; build a new one for another run")
+        self._ran = True
+        return self.engine.run(source, meta)
+
+
+class Stream:
+    """A CUDA stream of one rank (``torch.cuda.Stream``)."""
+
+    __slots__ = ("_host", "name")
+
+    def __init__(self, host: "Host", name: str):
+        self._host, self.name = host, name
+
+    def wait_event(self, event: "Event") -> None:
+        """``stream.wait_event(e)``: later ops of this stream wait for the event's captured work."""
+        self._host._caller().wait_event(event, self)
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event or self._host.event()
+        event.record(self)
+        return event
+
+    def wait_stream(self, other: "Stream") -> None:
+        """``stream.wait_stream(other)``: record an event on ``other`` and wait it here."""
+        ev = self._host.event(f"wait_stream:{other.name}")
+        ev.record(other)
+        self.wait_event(ev)
+
+    def synchronize(self) -> None:
+        """``stream.synchronize()``: the host blocks until this stream's work so far is done."""
+        self._host._caller().sync_stream(self.name)
+
+    def __repr__(self) -> str:
+        return f"Stream(rank{self._host.rank}:{self.name})"
+
+
+class Event:
+    """A CUDA event (``torch.cuda.Event``): captures a stream's position when recorded."""
+
+    __slots__ = ("_host", "name", "_recorded")
+
+    def __init__(self, host: "Host", name: str):
+        self._host, self.name = host, name
+        self._recorded: _Rec | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._host._caller().record(self, stream)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """``event.wait(stream)``: the stream (current by default) waits for the captured work."""
+        h = self._host._caller()
+        h.wait_event(self, stream or h.current_stream())
+
+    def synchronize(self) -> None:
+        """``event.synchronize()``: the host blocks until the captured work is done."""
+        self._host._caller().sync_event(self)
+
+    def query(self) -> bool:
+        """``event.query()``: True when the captured work is done (then it orders it before the host)."""
+        return self._host._caller().query_event(self)
+
+    def __repr__(self) -> str:
+        return f"Event({self.name})"
+
+
+class Work:
+    """An async handle (``torch.distributed.Work``) of one comm op."""
+
+    __slots__ = ("_host", "_rec", "_cfg", "name", "waited")
+
+    def __init__(self, host: "Host", rec: _Rec, cfg: GroupConfig, name: str):
+        self._host, self._rec, self._cfg, self.name = host, rec, cfg, name
+        self.waited = False
+
+    def wait(self, blocking: bool | None = None) -> None:
+        """NCCL: the current stream waits for the op (host blocks only with blocking wait).
+        Gloo: the host blocks until the op is done."""
+        self._host._caller().wait_work(self, blocking)
+
+    def is_completed(self) -> bool:
+        """True when the op has finished at this point of simulated time (orders it if True)."""
+        return self._host._caller().query_work(self)
+
+    def __repr__(self) -> str:
+        return f"Work({self.name})"
+
+
+class Group:
+    """A process group as seen from one rank: ``host.group("pp")``."""
+
+    __slots__ = ("_host", "cfg")
+
+    def __init__(self, host: "Host", cfg: GroupConfig):
+        self._host, self.cfg = host, cfg
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def rank_in_group(self) -> int:
+        return self.cfg.ranks.index(self._host.rank)
+
+    @property
+    def size(self) -> int:
+        return len(self.cfg.ranks)
+
+    def _need(self, backend: str, what: str) -> None:
+        if self.cfg.backend != backend:
+            raise ModelError(f"{what} needs a {backend} group; {self.cfg.name!r} is "
+                             f"{self.cfg.backend}")
+
+    def isend(self, tensors: Tensor | Sequence[Tensor], dst: int, *, nbytes: int | None = None,
+              dur: float | None = None, name: str | None = None, handle: str | None = None) -> Work:
+        self._need("nccl", "isend")
+        return self._host._caller().p2p(self.cfg, "isend", _listify(tensors), dst, nbytes, dur,
+                                        name, handle)
+
+    def irecv(self, tensors: Tensor | Sequence[Tensor], src: int, *, nbytes: int | None = None,
+              name: str | None = None, handle: str | None = None) -> Work:
+        self._need("nccl", "irecv")
+        return self._host._caller().p2p(self.cfg, "irecv", _listify(tensors), src, nbytes, None,
+                                        name, handle)
+
+    def all_reduce(self, tensors: Tensor | Sequence[Tensor], **kw) -> Work:
+        t = _listify(tensors)
+        return self._collective("all_reduce", t, t, **kw)
+
+    def all_gather(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+                   **kw) -> Work:
+        return self._collective("all_gather", _listify(inputs), _listify(outputs), **kw)
+
+    def broadcast(self, tensors: Tensor | Sequence[Tensor], src: int, **kw) -> Work:
+        t = _listify(tensors)
+        reads = t if self._host.rank == src else []
+        return self._collective("broadcast", reads, t, **kw)
+
+    def _collective(self, kind: str, inputs: list, outputs: list, *, nbytes: int | None = None,
+                    dur: float | None = None, name: str | None = None,
+                    handle: str | None = None) -> Work:
+        self._need("nccl", kind)
+        return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
+                                               handle)
+
+    def send_object(self, nbytes: int, dst: int, *, name: str | None = None) -> None:
+        """Gloo ``send_object``: the host blocks (rendezvous above the eager threshold)."""
+        self._need("gloo", "send_object")
+        self._host._caller().send_object(self.cfg, nbytes, dst, name)
+
+    def recv_object(self, src: int, *, name: str | None = None) -> None:
+        """Gloo ``recv_object``: the host blocks until the matching object arrives."""
+        self._need("gloo", "recv_object")
+        self._host._caller().recv_object(self.cfg, src, name)
+
+    def isend_object(self, nbytes: int, dst: int, *, name: str | None = None,
+                     handle: str | None = None) -> Work:
+        """Gloo non-blocking object send; returns a gloo Work (its wait blocks the host)."""
+        self._need("gloo", "isend_object")
+        return self._host._caller().isend_object(self.cfg, nbytes, dst, name, handle)
+
+
+def _listify(t) -> list:
+    return list(t) if isinstance(t, (list, tuple)) else [t]
+
+
+class Host:
+    """One host thread of one rank: the object a host program receives and calls."""
+
+    def __init__(self, engine: Engine, h: _Host):
+        self._e, self._h = engine, h
+        self.rank = h.agent.rank
+        self.thread = h.agent.name
+        self._events: dict[str, Event] = {}
+        self._buffers: dict[str, Buffer] = {}
+        self._handles = 0
+        self._recorded_streams: dict[str, list[str]] = {}
+        self.log: list[str] = []  # an action log a model may append to (for call-order tests)
+
+    # -- context ---------------------------------------------------------------------------------
+    def _caller(self) -> "Host":
+        """The host thread that is running now (objects may be shared between threads)."""
+        e = self._e
+        if e.main_glet is None or getcurrent() is e.main_glet:
+            raise ModelError("streamsim API calls must be made from a running host program "
+                             "(a function passed to Simulation.spawn)")
+        return e.current.api
+
+    @property
+    def step(self) -> int | None:
+        return self._h.step
+
+    @step.setter
+    def step(self, value: int | None) -> None:
+        """Label the ops that follow with a step number (shown in reports)."""
+        self._h.step = value
+
+    @property
+    def now(self) -> float:
+        return self._h.clock
+
+    def stream(self, name: str = "compute") -> Stream:
+        self._e.stream(self.rank, name)
+        return Stream(self, name)
+
+    def current_stream(self) -> Stream:
+        return Stream(self, self._h.current_stream)
+
+    @contextlib.contextmanager
+    def use_stream(self, stream: Stream | str) -> Iterator[Stream]:
+        """``with torch.cuda.stream(s):`` — ops issued inside go to ``stream``."""
+        name = stream if isinstance(stream, str) else stream.name
+        self._e.stream(self.rank, name)
+        prev, self._h.current_stream = self._h.current_stream, name
+        try:
+            yield Stream(self, name)
+        finally:
+            self._h.current_stream = prev
+
+    def event(self, name: str | None = None) -> Event:
+        if name is None:
+            name = f"event{len(self._events)}"
+        ev = self._events.get(name)
+        if ev is None:
+            ev = self._events[name] = Event(self, name)
+        return ev
+
+    def buffer(self, name: str, nbytes: int, stream: Stream | str | None = None) -> Buffer:
+        """A tensor's storage: allocated on ``stream`` (default: the current stream)."""
+        s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
+        buf = Buffer(self.rank, name, nbytes, s)
+        self._buffers[name] = buf
+        return buf
+
+    # -- stream ops --------------------------------------------------------------------------------
+    def launch(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
+               dur: float = 1.0, stream: Stream | str | None = None) -> None:
+        """Launch a kernel on ``stream`` (default: the current stream)."""
+        self._e.enqueue(self._h, self._stream_name(stream), "launch", name, dur,
+                        accesses(reads, writes))
+
+    def copy(self, dst: Tensor, src: Tensor, *, dur: float = 1.0, name: str = "copy_",
+             stream: Stream | str | None = None) -> None:
+        """``dst.copy_(src)`` on the current stream."""
+        self.launch(name, reads=[src], writes=[dst], dur=dur, stream=stream)
+
+    def _stream_name(self, stream: Stream | str | None) -> str:
+        if stream is None:
+            return self._h.current_stream
+        return stream if isinstance(stream, str) else stream.name
+
+    def record(self, event: Event, stream: Stream | None = None) -> None:
+        rec = self._e.enqueue(self._h, self._stream_name(stream), "record", f"record({event.name})",
+                              0.0)
+        rec.attrs["event"] = event.name
+        event._recorded = rec
+
+    def wait_event(self, event: Event, stream: Stream | str | None = None) -> None:
+        after = [event._recorded] if event._recorded is not None else []
+        rec = self._e.enqueue(self._h, self._stream_name(stream), "wait_event",
+                              f"wait_event({event.name})", 0.0, after=after)
+        rec.attrs["event"] = event.name
+        if not after:
+            self._note_unrecorded(event, rec)
+
+    def _note_unrecorded(self, event: Event, rec: _Rec) -> None:
+        self._e.notes.append(Note("event-never-recorded", f"{rec.name} at {rec.location}: event "
+                                  f"{event.name!r} was never recorded, so the wait orders nothing",
+                                  rec.id))
+
+    def free(self, buffer: Buffer) -> None:
+        """Drop the last reference: the caching allocator takes the block back on its stream.
+
+        The free is a write on the allocation stream; after ``record_stream(s)`` it also waits for
+        ``s``'s work issued so far (the allocator's event).
+        """
+        e = self._e
+        lasts = [e.stream(self.rank, n).last for n in self._recorded_streams.pop(buffer.name, ())]
+        rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
+                        (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
+        rec.attrs["buffer"] = buffer.name
+
+    def record_stream(self, buffer: Buffer, stream: Stream | str) -> None:
+        """``tensor.record_stream(s)``: a later free also waits for ``s``'s work up to the free."""
+        name = stream if isinstance(stream, str) else stream.name
+        rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.name}, {name})")
+        rec.attrs.update(buffer=buffer.name, stream=name)
+        self._recorded_streams.setdefault(buffer.name, []).append(name)
+
+    # -- host work and syncs ------------------------------------------------------------------------
+    def host_work(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
+                  dur: float = 0.0) -> None:
+        """Python work on the host thread itself (e.g. filling a pinned buffer)."""
+        self._e.host_op(self._h, "host", name, dur, accesses(reads, writes))
+
+    def sleep(self, dur: float, name: str = "host work") -> None:
+        self.host_work(name, dur=dur)
+
+    def sync_event(self, event: Event) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_event", f"{event.name}.synchronize()")
+        rec.attrs["event"] = event.name
+        if event._recorded is None:
+            self._note_unrecorded(event, rec)
+        else:
+            e.wait_recs(h, rec, [event._recorded], f"{event.name}.synchronize() waits for its "
+                        "captured work")
+        e.end_blocking(h, rec)
+
+    def sync_stream(self, stream_name: str) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_stream", f"{stream_name}.synchronize()")
+        s = e.stream(self.rank, stream_name)
+        e.wait_recs(h, rec, [s.last] if s.last else [], f"{stream_name}.synchronize()")
+        e.end_blocking(h, rec)
+
+    def synchronize(self) -> None:
+        """``torch.cuda.synchronize()``: the host blocks until every stream of the rank drains."""
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_device", "cuda.synchronize()")
+        lasts = [s.last for a, s in sorted(e.streams.items()) if a.rank == self.rank and s.last]
+        e.wait_recs(h, rec, lasts, "cuda.synchronize() waits for every stream")
+        e.end_blocking(h, rec)
+
+    def query_event(self, event: Event) -> bool:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "query", f"{event.name}.query()")
+        target = event._recorded
+        done = target is None or target.done
+        if done and target is not None:
+            rec.after.append(target)
+        rec.attrs["result"] = done
+        e.end_blocking(h, rec)
+        return done
+
+    def group(self, name: str) -> Group:
+        cfg = self._e.groups.get(name)
+        if cfg is None:
+            raise ModelError(f"unknown process group {name!r}")
+        if self.rank not in cfg.ranks:
+            raise ModelError(f"rank {self.rank} is not in group {name!r} (ranks {list(cfg.ranks)})")
+        return Group(self, cfg)
+
+    # -- comm ----------------------------------------------------------------------------------------
+    def _new_handle(self, given: str | None, kind: str) -> str:
+        self._handles += 1
+        return given or f"{kind}#{self._handles}"
+
+    def p2p(self, cfg: GroupConfig, kind: str, tensors: list, peer: int, nbytes: int | None,
+            dur: float | None, name: str | None, handle: str | None) -> Work:
+        if peer not in cfg.ranks:
+            raise ModelError(f"{kind}: peer rank {peer} is not in group {cfg.name!r}")
+        e = self._e
+        size = nbytes_of(tensors) if nbytes is None else nbytes
+        is_send = kind == "isend"
+        current = e.stream(self.rank, self._h.current_stream)
+        after = [current.last] if current.last is not None else []  # NCCL enqueue edge
+        mode = "read" if is_send else "write"
+        acc = accesses(tensors, ()) if is_send else accesses((), tensors)
+        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind,
+                        name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
+                        (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
+                        acc, after=after)
+        src, dst = (self.rank, peer) if is_send else (peer, self.rank)
+        m = e.p2p_entry(cfg.name, src, dst, is_send)
+        if is_send:
+            m.send = rec
+        else:
+            m.recv = rec
+        rec.match = m
+        rec.handle = self._new_handle(handle, kind)
+        rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode)
+        return self._work(rec, cfg)
+
+    def _work(self, rec: _Rec, cfg: GroupConfig) -> Work:
+        work = Work(self, rec, cfg, rec.handle)
+        if rec.issuer is not None:
+            self._e.works[rec.issuer] = work
+        return work
+
+    def collective(self, cfg: GroupConfig, kind: str, inputs: list, outputs: list,
+                   nbytes: int | None, dur: float | None, name: str | None,
+                   handle: str | None) -> Work:
+        e = self._e
+        size = nbytes_of(outputs or inputs) if nbytes is None else nbytes
+        current = e.stream(self.rank, self._h.current_stream)
+        after = [current.last] if current.last is not None else []
+        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
+                        cfg.transfer_time(size) if dur is None else dur,
+                        accesses(inputs, outputs), after=after)
+        rec.match = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
+        rec.handle = self._new_handle(handle, kind)
+        rec.attrs.update(group=cfg.name, nbytes=size)
+        return self._work(rec, cfg)
+
+    def wait_work(self, work: Work, blocking: bool | None) -> None:
+        e, h = self._e, self._h
+        work.waited = True
+        target = work._rec
+        gloo = work._cfg.backend == "gloo"
+        if blocking is None:
+            blocking = work._cfg.blocking_wait
+        if gloo or blocking:
+            rec = e.blocking_op(h, "wait", f"{work.name}.wait()")
+            rec.attrs.update(handle=work.name, blocking=True)
+            e.wait_recs(h, rec, [target], f"{work.name}.wait() blocks the host")
+            e.end_blocking(h, rec)
+        else:
+            rec = e.enqueue(h, h.current_stream, "wait", f"{work.name}.wait()", 0.0,
+                            after=[target])
+            rec.attrs.update(handle=work.name, blocking=False)
+
+    def query_work(self, work: Work) -> bool:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
+        done = work._rec.done
+        if done:
+            rec.after.append(work._rec)
+            work.waited = True
+        rec.attrs.update(handle=work.name, result=done)
+        e.end_blocking(h, rec)
+        return done
+
+    def send_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "send_object", name or f"send_object to rank{dst}")
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes)
+        m = e.p2p_entry(cfg.name, self.rank, dst, True)
+        m.send = rec
+        if nbytes > cfg.eager_bytes and not m.recv_started.triggered:
+            e.block(h, m.recv_started, Blocked(h.agent, rec.id, f"blocking send_object to rank"
+                                               f"{dst} ({nbytes} B > gloo eager threshold) waits "
+                                               "for the matching recv_object",
+                                               e._peer_agents(m.recv, dst)))
+        e.block(h, e.env.timeout(cfg.transfer_time(nbytes)))
+        e.end_blocking(h, rec)
+        m.arrival = e.env.now
+        m.arrived.succeed()
+
+    def recv_object(self, cfg: GroupConfig, src: int, name: str | None) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "recv_object", name or f"recv_object from rank{src}")
+        rec.attrs.update(group=cfg.name, peer=src)
+        m = e.p2p_entry(cfg.name, src, self.rank, False)
+        m.recv = rec
+        m.recv_started.succeed()
+        if not m.arrived.triggered:
+            e.block(h, m.arrived, Blocked(h.agent, rec.id, f"recv_object from rank{src} waits for "
+                                          "the matching send", e._peer_agents(m.send, src)))
+        rec.joins.append(m.send.id)
+        e.end_blocking(h, rec)
+
+    def isend_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,
+                     handle: str | None) -> Work:
+        e = self._e
+        rec = e.enqueue(self._h, f"gloo:{cfg.name}", "isend_object",
+                        name or f"isend_object to rank{dst}", cfg.transfer_time(nbytes))
+        m = e.p2p_entry(cfg.name, self.rank, dst, True)
+        m.send = rec
+        rec.match = m
+        rec.handle = self._new_handle(handle, "isend_object")
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes)
+        return self._work(rec, cfg)
+
+
+def _names(tensors: list) -> str:
+    return ", ".join(as_view(t).buffer for t in tensors)

@@ -1,0 +1,541 @@
+"""The simulation engine: simpy processes for host threads and streams, p2p and collectives.
+
+It runs ops with the ordering and timing rules of docs/SEMANTICS.md and records a :class:`Trace`. It
+knows nothing of hazards. Host programs run as greenlets so that a model reads like the worker it
+mirrors (``work.wait()``, not ``yield from work.wait()``); a host runs ahead on its own clock and only
+hands control to simpy when it must observe or wait for the device (syncs, queries, blocking sends).
+Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog is quadratic.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import simpy
+from greenlet import greenlet
+
+from .trace import HOST, STREAM, Access, Agent, Blocked, Note, Op, Stall, Trace
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+P2P_SENDS = frozenset({"isend", "isend_object"})
+P2P_KINDS = P2P_SENDS | {"irecv"}
+COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast"})
+
+
+class ModelError(Exception):
+    """A mistake in a model or op log: reported as one line, exit code 2."""
+
+
+class BoundExceeded(ModelError):
+    """The simulation passed its op-count or simulated-time bound (a runaway model)."""
+
+
+@dataclass
+class GroupConfig:
+    """A process group: its backend and cost model (microseconds, bytes per microsecond)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    backend: str = "nccl"  # "nccl" or "gloo"
+    latency: float = 10.0
+    bandwidth: float = 25_000.0  # bytes/us (25 GB/s)
+    eager_bytes: int = 64 * 1024
+    blocking_wait: bool = False
+
+    def transfer_time(self, nbytes: int) -> float:
+        return self.latency + nbytes / self.bandwidth
+
+
+class _Rec:
+    """A mutable op record while the simulation runs; frozen into an :class:`Op` at the end."""
+
+    __slots__ = ("id", "agent", "index", "kind", "name", "enqueued", "start", "end", "start_seq",
+                 "end_seq", "accesses", "issuer", "after", "joins", "location", "step", "line",
+                 "handle", "attrs", "dur", "done", "waiters", "match")
+
+    def __init__(self, id: int, agent: Agent, index: int, kind: str, name: str):
+        self.id, self.agent, self.index, self.kind, self.name = id, agent, index, kind, name
+        self.enqueued = self.start = self.end = 0.0
+        self.start_seq = self.end_seq = -1
+        self.accesses: tuple[Access, ...] = ()
+        self.issuer: int | None = None
+        self.after: list[_Rec] = []
+        self.joins: list[int] = []
+        self.location = ""
+        self.step: int | None = None
+        self.line: int | None = None
+        self.handle: str | None = None
+        self.attrs: dict[str, Any] = {}
+        self.dur = 0.0
+        self.done = False
+        self.waiters: list[simpy.Event] | None = None
+        self.match: Any = None
+
+    def freeze(self) -> Op:
+        return Op(id=self.id, agent=self.agent, index=self.index, kind=self.kind, name=self.name,
+                  enqueued=self.enqueued, start=self.start, end=self.end,
+                  start_seq=self.start_seq, end_seq=self.end_seq, accesses=self.accesses,
+                  issuer=self.issuer, after=tuple(r.id for r in self.after),
+                  joins=tuple(self.joins), location=self.location, step=self.step,
+                  line=self.line, handle=self.handle, attrs=self.attrs)
+
+
+class _Stream:
+    """A FIFO device queue (compute stream, NCCL comm stream, or gloo work channel)."""
+
+    __slots__ = ("agent", "queue", "wake", "last", "blocked", "process")
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.queue: deque[_Rec] = deque()
+        self.wake: simpy.Event | None = None
+        self.last: _Rec | None = None  # the last op enqueued (its "current position")
+        self.blocked: Blocked | None = None
+
+
+class _Host:
+    """One host thread: its clock runs ahead of simpy's until it must wait for the device."""
+
+    __slots__ = ("agent", "clock", "glet", "current_stream", "step", "blocked", "finished",
+                 "api", "issued", "injected_hold")
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.clock = 0.0
+        self.glet: greenlet | None = None
+        self.current_stream = "compute"
+        self.step: int | None = None
+        self.blocked: Blocked | None = None
+        self.finished = False
+        self.api: Any = None
+        self.issued = 0  # host actions issued by the program itself (injected ones not counted)
+        self.injected_hold = False
+
+
+class _P2P:
+    """One matched (or half-matched) point-to-point transfer."""
+
+    __slots__ = ("send", "recv", "recv_started", "arrived", "arrival")
+
+    def __init__(self, env: simpy.Environment):
+        self.send: _Rec | None = None
+        self.recv: _Rec | None = None
+        self.recv_started = env.event()
+        self.arrived = env.event()
+        self.arrival: float | None = None
+
+
+class _Collective:
+    __slots__ = ("members", "expected", "all_started", "end")
+
+    def __init__(self, env: simpy.Environment, expected: int):
+        self.members: list[_Rec] = []
+        self.expected = expected
+        self.all_started = env.event()
+        self.end = 0.0
+
+
+class Engine:
+    """Runs host programs and streams on simpy and records the trace."""
+
+    def __init__(self, *, seed: int | None = None, jitter: float = 0.0, max_ops: int = 5_000_000,
+                 max_time: float = 1e12, launch_overhead: float = 0.0,
+                 perturb: Callable[[random.Random, _Rec], float] | None = None):
+        if jitter < 0:
+            raise ModelError(f"jitter must be >= 0, got {jitter}")
+        self.env = simpy.Environment()
+        self.rng = random.Random(0 if seed is None else seed)
+        self.seed, self.jitter = seed, jitter
+        self.max_ops, self.max_time = max_ops, max_time
+        self.launch_overhead = launch_overhead
+        self.perturb = perturb
+        self.recs: list[_Rec] = []
+        self.seq = 0
+        self.agent_counts: dict[Agent, int] = {}
+        self.streams: dict[Agent, _Stream] = {}
+        self.hosts: dict[Agent, _Host] = {}
+        self.groups: dict[str, GroupConfig] = {}
+        self.p2p: dict[tuple, _P2P] = {}
+        self.p2p_issued: dict[tuple, int] = {}
+        self.collectives: dict[tuple, _Collective] = {}
+        self.coll_issued: dict[tuple, int] = {}
+        self.notes: list[Note] = []
+        self.current: _Host | None = None
+        self.main_glet: greenlet | None = None
+        self.injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
+        self.post_injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
+        self.issued_by_key: dict[tuple[Agent, int], list[_Rec]] = {}
+        self.keyed = False  # set by inject_fixes: remember which action issued which ops
+        self.works: dict[int, Any] = {}  # issuing host op id -> the Work the model received
+        self.location_of: Callable[[], str] = _model_location
+
+    # -- records -------------------------------------------------------------------------------
+    def new_rec(self, agent: Agent, kind: str, name: str, dur: float = 0.0) -> _Rec:
+        if len(self.recs) >= self.max_ops:
+            raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
+                                "a runaway loop? raise the bound with --max-ops")
+        idx = self.agent_counts.get(agent, 0)
+        self.agent_counts[agent] = idx + 1
+        rec = _Rec(len(self.recs), agent, idx, kind, name)
+        rec.dur = self.scaled(dur, rec)
+        self.recs.append(rec)
+        return rec
+
+    def scaled(self, dur: float, rec: _Rec) -> float:
+        """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
+        if dur < 0:
+            raise ModelError(f"negative duration {dur} for {rec.name}")
+        if self.jitter and dur > 0:
+            dur *= math.exp(self.jitter * (2.0 * self.rng.random() - 1.0))
+        if self.perturb is not None:
+            dur += self.perturb(self.rng, rec)
+        return dur
+
+    def mark_start(self, rec: _Rec, t: float) -> None:
+        rec.start = float(t)
+        rec.start_seq = self.seq
+        self.seq += 1
+
+    def mark_end(self, rec: _Rec, t: float) -> None:
+        rec.end = float(t)
+        rec.end_seq = self.seq
+        self.seq += 1
+        rec.done = True
+        if rec.waiters:
+            for ev in rec.waiters:
+                ev.succeed()
+            rec.waiters = None
+
+    def done_event(self, rec: _Rec) -> simpy.Event:
+        ev = self.env.event()
+        if rec.waiters is None:
+            rec.waiters = []
+        rec.waiters.append(ev)
+        return ev
+
+    # -- agents ----------------------------------------------------------------------------------
+    def stream(self, rank: int, name: str) -> _Stream:
+        agent = Agent(rank, STREAM, name)
+        s = self.streams.get(agent)
+        if s is None:
+            s = self.streams[agent] = _Stream(agent)
+            self.env.process(self._stream_loop(s))
+        return s
+
+    def add_host(self, rank: int, thread: str, program: Callable, args: tuple, api_factory) -> None:
+        agent = Agent(rank, HOST, thread)
+        if agent in self.hosts:
+            raise ModelError(f"host thread {thread!r} of rank {rank} spawned twice")
+        h = self.hosts[agent] = _Host(agent)
+        h.api = api_factory(self, h)
+        self.stream(rank, "compute")
+        self.env.process(self._host_driver(h, program, args))
+
+    # -- host side -------------------------------------------------------------------------------
+    def _host_driver(self, h: _Host, program: Callable, args: tuple):
+        g = h.glet = greenlet(program)
+        self.current = h
+        request = g.switch(h.api, *args)
+        while not g.dead:
+            yield request
+            self.current = h
+            request = g.switch()
+        if self.post_injections:
+            self.current = h
+            done = greenlet(lambda: self.run_injections(h, self.post_injections,
+                                                        (h.agent, h.issued - 1)))
+            request = done.switch()
+            while not done.dead:
+                yield request
+                request = done.switch()
+        h.finished = True
+        h.blocked = None
+
+    def block(self, h: _Host, ev: simpy.Event, blocked: Blocked | None = None) -> Any:
+        """From inside a host greenlet: wait (in simulated time) for ``ev``."""
+        h.blocked = blocked
+        value = self.main_glet.switch(ev)
+        h.blocked = None
+        if self.env.now > h.clock:
+            h.clock = self.env.now
+        return value
+
+    def sync_clock(self, h: _Host) -> None:
+        """Bring simpy's time up to the host's clock, so the host can observe device state."""
+        if h.clock > self.env.now:
+            if h.clock > self.max_time:
+                raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                    f"on {h.agent}; raise the bound with --max-time")
+            self.block(h, self.env.timeout(h.clock - self.env.now))
+
+    def host_op(self, h: _Host, kind: str, name: str, dur: float = 0.0,
+                accesses: tuple[Access, ...] = (), location: str | None = None) -> _Rec:
+        """Issue a non-blocking host action: it occupies the host for ``dur``."""
+        if self.current is not h:
+            raise ModelError("streamsim API calls must be made from a running host program "
+                             "(a function passed to Simulation.spawn)")
+        key = self._before_issue(h)
+        rec = self.new_rec(h.agent, kind, name, dur)
+        rec.accesses = accesses
+        rec.step = h.step
+        rec.location = self.location_of() if location is None else location
+        rec.enqueued = h.clock
+        self.mark_start(rec, h.clock)
+        h.clock += rec.dur
+        self.mark_end(rec, h.clock)
+        if key is not None and self.keyed:
+            self.issued_by_key.setdefault(key, []).append(rec)
+        return rec
+
+    def blocking_op(self, h: _Host, kind: str, name: str, location: str | None = None) -> _Rec:
+        """Start a host action that will block; the caller waits and then calls :meth:`end_blocking`."""
+        if self.current is not h:
+            raise ModelError("streamsim API calls must be made from a running host program "
+                             "(a function passed to Simulation.spawn)")
+        key = self._before_issue(h)
+        rec = self.new_rec(h.agent, kind, name)
+        rec.step = h.step
+        rec.location = self.location_of() if location is None else location
+        rec.enqueued = h.clock
+        self.sync_clock(h)
+        self.mark_start(rec, h.clock)
+        if key is not None and self.keyed:
+            self.issued_by_key.setdefault(key, []).append(rec)
+        return rec
+
+    def end_blocking(self, h: _Host, rec: _Rec) -> None:
+        h.clock = max(h.clock, self.env.now)
+        self.mark_end(rec, h.clock)
+
+    def wait_recs(self, h: _Host, rec: _Rec, deps: Iterable[_Rec], reason: str) -> None:
+        """Block host ``h`` (inside blocking op ``rec``) until every op of ``deps`` has ended."""
+        for dep in deps:
+            rec.after.append(dep)
+            if not dep.done:
+                self.block(h, self.done_event(dep),
+                           Blocked(h.agent, rec.id, reason, (dep.agent,)))
+
+    def _before_issue(self, h: _Host) -> tuple[Agent, int] | None:
+        """Run fix injections around the program's next action; return that action's key.
+
+        Injections are keyed by (host agent, n): the program's n-th action, not counting injected
+        ones, so a fix found in one run can be applied to the same program in a re-run.
+        """
+        if h.injected_hold:
+            return None
+        if self.post_injections:
+            self.run_injections(h, self.post_injections, (h.agent, h.issued - 1))
+        key = (h.agent, h.issued)
+        h.issued += 1
+        if self.injections:
+            self.run_injections(h, self.injections, key)
+        return key
+
+    def run_injections(self, h: _Host, table: dict, key: tuple[Agent, int]) -> None:
+        todo = table.pop(key, None)
+        if todo:
+            h.injected_hold = True
+            try:
+                for fn in todo:
+                    fn()
+            finally:
+                h.injected_hold = False
+
+    def enqueue(self, h: _Host, stream_name: str, kind: str, name: str, dur: float = 0.0,
+                accesses: tuple[Access, ...] = (), after: Iterable[_Rec] = (),
+                issue_kind: str | None = None, location: str | None = None) -> _Rec:
+        """Issue a stream op: a host action (launch overhead) that enqueues ``kind`` on a stream."""
+        issue = self.host_op(h, issue_kind or kind, name, self.launch_overhead, (), location)
+        s = self.stream(h.agent.rank, stream_name)
+        rec = self.new_rec(s.agent, kind, name, dur)
+        rec.accesses = accesses
+        rec.issuer = issue.id
+        rec.step = h.step
+        rec.location = issue.location
+        rec.enqueued = h.clock
+        rec.after.extend(after)
+        rec.attrs["current_stream"] = h.current_stream
+        s.last = rec
+        s.queue.append(rec)
+        if s.wake is not None:
+            wake, s.wake = s.wake, None
+            wake.succeed()
+        return rec
+
+    # -- device side -----------------------------------------------------------------------------
+    def _stream_loop(self, s: _Stream):
+        env = self.env
+        q = s.queue
+        while True:
+            if not q:
+                s.wake = env.event()
+                yield s.wake
+                continue
+            rec = q.popleft()
+            if rec.enqueued > env.now:
+                yield env.timeout(rec.enqueued - env.now)
+            for dep in rec.after:
+                if not dep.done:
+                    s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for {dep.name} "
+                                        f"on {dep.agent}", (dep.agent,))
+                    yield self.done_event(dep)
+                    s.blocked = None
+            if rec.kind in P2P_KINDS:
+                yield from self._run_p2p(s, rec)
+            elif rec.kind in COLLECTIVE_KINDS:
+                yield from self._run_collective(s, rec)
+            else:
+                self.mark_start(rec, env.now)
+                if rec.dur > 0:
+                    yield env.timeout(rec.dur)
+                self.mark_end(rec, env.now)
+
+    def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> _P2P:
+        """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
+        side = (group, src, dst, is_send)
+        k = self.p2p_issued.get(side, 0)
+        self.p2p_issued[side] = k + 1
+        key = (group, src, dst, k)
+        m = self.p2p.get(key)
+        if m is None:
+            m = self.p2p[key] = _P2P(self.env)
+        return m
+
+    def _run_p2p(self, s: _Stream, rec: _Rec):
+        env = self.env
+        m: _P2P = rec.match
+        cfg = self.groups[rec.attrs["group"]]
+        self.mark_start(rec, env.now)
+        if rec.kind in P2P_SENDS:
+            if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
+                s.blocked = Blocked(s.agent, rec.id, f"rendezvous {rec.name} to rank"
+                                    f"{rec.attrs['peer']} waits for the matching receive",
+                                    self._peer_agents(m.recv, rec.attrs["peer"]))
+                yield m.recv_started
+                s.blocked = None
+            if rec.dur > 0:
+                yield env.timeout(rec.dur)
+            self.mark_end(rec, env.now)
+            m.arrival = env.now
+            m.arrived.succeed()
+        else:
+            m.recv_started.succeed()
+            if not m.arrived.triggered:
+                s.blocked = Blocked(s.agent, rec.id, f"{rec.name} from rank{rec.attrs['peer']} "
+                                    "waits for the matching send's data",
+                                    self._peer_agents(m.send, rec.attrs["peer"]))
+                yield m.arrived
+                s.blocked = None
+            rec.joins.append(m.send.id)
+            self.mark_end(rec, env.now)
+
+    def _peer_agents(self, peer_rec: _Rec | None, peer_rank: int) -> tuple[Agent, ...]:
+        if peer_rec is not None:
+            return (peer_rec.agent,)
+        return tuple(a for a in self.hosts if a.rank == peer_rank and not self.hosts[a].finished)
+
+    def collective_entry(self, group: str, rank: int, size: int) -> _Collective:
+        k = self.coll_issued.get((group, rank), 0)
+        self.coll_issued[(group, rank)] = k + 1
+        c = self.collectives.get((group, k))
+        if c is None:
+            c = self.collectives[(group, k)] = _Collective(self.env, size)
+        return c
+
+    def _run_collective(self, s: _Stream, rec: _Rec):
+        env = self.env
+        c: _Collective = rec.match
+        self.mark_start(rec, env.now)
+        c.members.append(rec)
+        if len(c.members) == c.expected:
+            c.end = env.now + max(m.dur for m in c.members)
+            c.all_started.succeed()
+        else:
+            ranks = self.groups[rec.attrs["group"]].ranks
+            started = {m.agent.rank for m in c.members}
+            waiting = tuple(a for a in self.hosts if a.rank in ranks and a.rank not in started)
+            s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for every rank of group "
+                                f"{rec.attrs['group']!r} to join", waiting)
+            yield c.all_started
+            s.blocked = None
+        if c.end > env.now:
+            yield env.timeout(c.end - env.now)
+        rec.joins.extend(m.id for m in c.members if m is not rec)
+        self.mark_end(rec, env.now)
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self, source: str = "", meta: dict | None = None) -> Trace:
+        self.main_glet = greenlet.getcurrent()
+        env, limit = self.env, self.max_time
+        step, peek = env.step, env.peek
+        try:
+            while True:  # env.run(until=...) would jump the clock to the bound; step instead
+                t = peek()
+                if t > limit:
+                    if t == float("inf"):
+                        break
+                    raise BoundExceeded(f"simulated time passed max_time={limit:g} us; "
+                                        "a runaway model? raise the bound with --max-time")
+                step()
+        except simpy.core.EmptySchedule:
+            pass
+        blocked = [h.blocked or Blocked(h.agent, None, "blocked", ())
+                   for h in self.hosts.values() if not h.finished]
+        blocked += [s.blocked for s in self.streams.values() if s.blocked is not None]
+        stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
+        for r in self.recs:  # ops caught mid-way by a stall end where the simulation stopped
+            if r.start_seq >= 0 and not r.done:
+                r.attrs["unfinished"] = True
+                self.mark_end(r, self.env.now)
+        self._unmatched_notes()
+        started = [r for r in self.recs if r.start_seq >= 0]
+        ops = _freeze_dense(started) if len(started) != len(self.recs) else \
+            tuple(r.freeze() for r in started)
+        agents = sorted(set(self.hosts) | set(self.streams))
+        end_time = max((op.end for op in ops), default=0.0)
+        return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(self.notes),
+                     end_time=end_time, source=source, meta=dict(meta or {}))
+
+    def _unmatched_notes(self) -> None:
+        for (group, src, dst, k), m in sorted(self.p2p.items(), key=lambda kv: kv[0][:3] + (kv[0][3],)):
+            if m.send is not None and m.recv is None:
+                self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
+                                       f"on group {group!r} ({m.send.name}) has no matching "
+                                       "receive", m.send.id))
+
+
+def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:
+    """Freeze the ops that ran, renumbering ids densely (never-started ops hold no sequence slot)."""
+    new_id = {r.id: i for i, r in enumerate(recs)}
+    ops = []
+    for r in recs:
+        r.after = [a for a in r.after if a.id in new_id]
+        op = r.freeze()
+        ops.append(Op(**{**{f: getattr(op, f) for f in Op.__slots__}, "id": new_id[r.id],
+                         "issuer": new_id.get(op.issuer) if op.issuer is not None else None,
+                         "after": tuple(new_id[a] for a in op.after),
+                         "joins": tuple(new_id[j] for j in op.joins if j in new_id)}))
+    return tuple(ops)
+
+
+def _model_location() -> str:
+    """``file:line`` of the innermost caller outside the streamsim package (the model's line)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return ""
+    path = f.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:
+        pass
+    return f"{path}:{f.f_lineno}"

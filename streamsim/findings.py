@@ -1,0 +1,156 @@
+"""What the analyses found: data hazards (with fixes), a deadlock, warnings; and their JSON form.
+
+These records are what reports render. They hold op ids, not ops, so they stay small and comparable;
+the ``*_json`` helpers take the trace to describe the ops they name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .trace import Agent, Blocked, Op, Trace
+
+RAW = "RAW"
+WAR = "WAR"
+WAW = "WAW"
+USE_AFTER_FREE = "use-after-free"
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """The cheapest sync that adds a hazard's missing happens-before edge.
+
+    ``kind`` is ``wait_handle`` (wait the Work of op ``handle_op``; on ``wait_stream`` when it is set,
+    i.e. an NCCL ``work.wait()`` made while that stream is current, else a host-blocking wait),
+    ``event`` (record an event on ``event_stream`` right after host op ``record_after`` and wait it on
+    ``wait_stream``), ``event_sync`` (record on ``event_stream``, ``event.synchronize()`` on the host) or
+    ``record_stream`` (``tensor.record_stream(event_stream)`` before the free). ``before`` is the host op
+    before which the sync must be inserted.
+    """
+
+    kind: str
+    text: str
+    before: int
+    handle_op: int | None = None
+    record_after: int | None = None
+    event_stream: Agent | None = None
+    wait_stream: Agent | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    """Two conflicting accesses to bytes ``range`` of ``rank``'s ``buffer`` with no HB path between them.
+
+    ``first`` is the op the analysis met first (it started first in this run); ``kind`` is RAW, WAR,
+    WAW or use-after-free (when either op is a ``free``). ``manifest``: the access windows overlapped
+    in this run's timing.
+    """
+
+    kind: str
+    rank: int
+    buffer: str
+    range: tuple[int, int]
+    first: int
+    second: int
+    first_mode: str
+    second_mode: str
+    manifest: bool
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlock:
+    """Agents blocked for good when the simulation stalled, and the wait-for cycle if there is one."""
+
+    blocked: tuple[Blocked, ...]
+    cycle: tuple[Agent, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Warning:  # noqa: A001 - the report's word; shadows the builtin only inside this module
+    """A non-fatal finding: a handle never waited, an event waited but never recorded, ..."""
+
+    kind: str
+    message: str
+    op: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """Everything the analyses found in one trace."""
+
+    hazards: tuple[Hazard, ...] = ()
+    deadlock: Deadlock | None = None
+    warnings: tuple[Warning, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        """No hazard and no deadlock (warnings do not count)."""
+        return not self.hazards and self.deadlock is None
+
+
+# --- JSON form: plain dicts, lists, strings and numbers only ---------------------------------------
+
+def op_json(op: Op) -> dict[str, Any]:
+    """Describe an op for a report: who ran it, where it came from, when."""
+    d: dict[str, Any] = {
+        "id": op.id, "name": op.name, "kind": op.kind, "agent": str(op.agent), "rank": op.agent.rank,
+        "step": op.step, "location": op.location, "start": op.start, "end": op.end,
+    }
+    if op.line is not None:
+        d["line"] = op.line
+    return d
+
+
+def _agent(a: Agent | None) -> str | None:
+    return None if a is None else str(a)
+
+
+def fix_json(fix: Fix, trace: Trace) -> dict[str, Any]:
+    return {
+        "kind": fix.kind, "text": fix.text, "before": op_json(trace.op(fix.before)),
+        "handle_op": fix.handle_op, "record_after": fix.record_after,
+        "event_stream": _agent(fix.event_stream), "wait_stream": _agent(fix.wait_stream),
+    }
+
+
+def hazard_json(h: Hazard, trace: Trace) -> dict[str, Any]:
+    return {
+        "kind": h.kind, "buffer": h.buffer, "rank": h.rank, "range": [h.range[0], h.range[1]],
+        "first": op_json(trace.op(h.first)), "second": op_json(trace.op(h.second)),
+        "first_mode": h.first_mode, "second_mode": h.second_mode, "manifest": h.manifest,
+        "fix": None if h.fix is None else fix_json(h.fix, trace),
+    }
+
+
+def deadlock_json(d: Deadlock, trace: Trace) -> dict[str, Any]:
+    return {
+        "blocked": [{"agent": str(b.agent), "op": None if b.op is None else op_json(trace.op(b.op)),
+                     "reason": b.reason, "waits_for": [str(a) for a in b.waits_for]}
+                    for b in d.blocked],
+        "cycle": None if d.cycle is None else [str(a) for a in d.cycle],
+    }
+
+
+def warning_json(w: Warning, trace: Trace) -> dict[str, Any]:
+    return {"kind": w.kind, "message": w.message,
+            "op": None if w.op is None else op_json(trace.op(w.op))}
+
+
+def findings_json(f: Findings, trace: Trace) -> dict[str, Any]:
+    return {
+        "hazards": [hazard_json(h, trace) for h in f.hazards],
+        "deadlock": None if f.deadlock is None else deadlock_json(f.deadlock, trace),
+        "warnings": [warning_json(w, trace) for w in f.warnings],
+    }
+
+
+def to_json_dict(obj: Hazard | Fix | Deadlock | Warning | Findings | Op, trace: Trace) -> dict[str, Any]:
+    """Plain-dict form of any finding record (ops are described with :func:`op_json`)."""
+    for cls, fn in ((Findings, findings_json), (Hazard, hazard_json), (Fix, fix_json),
+                    (Deadlock, deadlock_json), (Warning, warning_json)):
+        if isinstance(obj, cls):
+            return fn(obj, trace)  # type: ignore[arg-type]
+    if isinstance(obj, Op):
+        return op_json(obj)
+    raise TypeError(f"no JSON form for {type(obj).__name__}")

@@ -1,0 +1,83 @@
+"""Buffers, views and access references as a model names them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+from .trace import READ, WRITE, Access, View
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A view plus the window of the op's duration during which it is touched."""
+
+    view: View
+    window: tuple[float, float] = (0.0, 1.0)
+
+
+class Buffer:
+    """A named storage of ``nbytes`` on one rank, allocated on ``stream`` (its allocation stream)."""
+
+    __slots__ = ("rank", "name", "nbytes", "stream")
+
+    def __init__(self, rank: int, name: str, nbytes: int, stream: str = "compute"):
+        self.rank, self.name, self.nbytes, self.stream = rank, name, int(nbytes), stream
+
+    @property
+    def whole(self) -> View:
+        return View(self.rank, self.name, 0, self.nbytes)
+
+    def view(self, offset: int, nbytes: int) -> View:
+        """Bytes ``[offset, offset + nbytes)`` of this buffer (like a tensor slice)."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"view [{offset}:{offset + nbytes}] outside buffer {self.name!r} "
+                             f"of {self.nbytes} bytes")
+        return View(self.rank, self.name, offset, nbytes)
+
+    def __getitem__(self, s: slice) -> View:
+        start = 0 if s.start is None else s.start
+        stop = self.nbytes if s.stop is None else s.stop
+        return self.view(start, stop - start)
+
+    def during(self, start: float, end: float) -> Ref:
+        """This buffer, touched only during fraction ``[start, end]`` of the op."""
+        return during(self, start, end)
+
+    def __repr__(self) -> str:
+        return f"Buffer(rank{self.rank}:{self.name}, {self.nbytes} B)"
+
+
+Tensor = Union[Buffer, View, Ref]
+
+
+def during(target: Tensor, start: float, end: float) -> Ref:
+    """``target`` accessed only during fraction ``[start, end]`` of the op's duration."""
+    if not 0.0 <= start <= end <= 1.0:
+        raise ValueError(f"access window [{start}, {end}] must satisfy 0 <= start <= end <= 1")
+    return Ref(as_view(target), (float(start), float(end)))
+
+
+def as_view(t: Tensor) -> View:
+    if isinstance(t, Buffer):
+        return t.whole
+    if isinstance(t, View):
+        return t
+    if isinstance(t, Ref):
+        return t.view
+    raise TypeError(f"expected a Buffer, View or Ref, got {type(t).__name__}")
+
+
+def accesses(reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = ()) -> tuple[Access, ...]:
+    """Turn a model's ``reads=``/``writes=`` lists into trace accesses."""
+    out = []
+    for mode, items in ((READ, reads), (WRITE, writes)):
+        for t in items:
+            if isinstance(t, Ref):
+                out.append(Access(t.view, mode, t.window))
+            else:
+                out.append(Access(as_view(t), mode))
+    return tuple(out)
+
+
+def nbytes_of(tensors: Iterable[Tensor]) -> int:
+    return sum(as_view(t).nbytes for t in tensors)

@@ -1,0 +1,151 @@
+"""Model files: typed parameters, named variants, and a ``build(sim, params, variant)`` function.
+
+A model is a Python file::
+
+    from streamsim import Param
+    PARAMS = [Param("steps", int, 3, "scheduler steps")]
+    VARIANTS = {"racy": "no wait before the next forward", "fixed": "wait the send handle"}
+    def build(sim, p, variant): ...
+
+Loading and parameter errors raise :class:`ModelError` with one line naming the file, line or field.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from .engine import ModelError
+
+_TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A model parameter: ``--set name=value`` on the command line."""
+
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+    choices: tuple = ()
+
+    def parse(self, text: str) -> Any:
+        """Parse a ``--set`` value, or raise ModelError naming the field."""
+        try:
+            if self.type is bool:
+                low = text.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value: Any = low in ("1", "true", "yes", "on")
+            else:
+                value = self.type(text)
+        except ValueError:
+            raise ModelError(f"--set {self.name}={text}: expected {_TYPES.get(self.type, self.type)}")
+        return self.check(value)
+
+    def check(self, value: Any) -> Any:
+        if self.choices and value not in self.choices:
+            raise ModelError(f"--set {self.name}={value}: must be one of "
+                             f"{', '.join(map(str, self.choices))}")
+        return value
+
+
+class Params(dict):
+    """Parameter values with attribute access (``p.pp``), as a model's ``build`` receives them."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no parameter {name!r}") from None
+
+
+@dataclass
+class Model:
+    """A loaded model file."""
+
+    path: str
+    name: str
+    params: dict[str, Param]
+    variants: dict[str, str]
+    build: Callable
+    doc: str = ""
+    module: Any = field(default=None, repr=False)
+
+    @property
+    def default_variant(self) -> str:
+        return next(iter(self.variants))
+
+    def resolve(self, sets: Iterable[str] | Mapping[str, Any] = ()) -> Params:
+        """Defaults overridden by ``--set k=v`` strings (or a mapping of typed values)."""
+        values = Params({p.name: p.default for p in self.params.values()})
+        items = sets.items() if isinstance(sets, Mapping) else [_split_set(s) for s in sets]
+        for key, value in items:
+            param = self.params.get(key)
+            if param is None:
+                raise ModelError(f"{self.path}: unknown parameter {key!r} (known: "
+                                 f"{', '.join(self.params)})")
+            values[key] = param.parse(value) if isinstance(value, str) else param.check(value)
+        return values
+
+    def check_variant(self, variant: str | None) -> str:
+        if variant is None:
+            return self.default_variant
+        if variant not in self.variants:
+            raise ModelError(f"{self.path}: unknown variant {variant!r} (known: "
+                             f"{', '.join(self.variants)})")
+        return variant
+
+
+def _split_set(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ModelError(f"--set {text}: expected key=value")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def load_model(path: str) -> Model:
+    """Import a model file; any failure is one ModelError line naming the file and line."""
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: no such model file")
+    name = "streamsim_model_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        with open(path, encoding="utf-8") as f:
+            code = compile(f.read(), path, "exec")
+    except SyntaxError as e:
+        raise ModelError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise ModelError(f"{path}: cannot read: {e}") from None
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{user_frame(e, path)}: error while loading: {type(e).__name__}: {e}") from None
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise ModelError(f"{path}: a model must define build(sim, params, variant)")
+    params = getattr(module, "PARAMS", [])
+    if not all(isinstance(p, Param) for p in params):
+        raise ModelError(f"{path}: PARAMS must be a list of streamsim.Param")
+    variants = dict(getattr(module, "VARIANTS", {}) or {"default": "the only variant"})
+    return Model(path=path, name=os.path.splitext(os.path.basename(path))[0],
+                 params={p.name: p for p in params}, variants=variants, build=build,
+                 doc=(module.__doc__ or "").strip(), module=module)
+
+
+def user_frame(exc: BaseException, path: str) -> str:
+    """``path:line`` of the deepest traceback frame inside ``path`` (or just ``path``)."""
+    where = path
+    real = os.path.realpath(path)
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.realpath(frame.filename) == real:
+            where = f"{path}:{frame.lineno}"
+    return where

@@ -1,0 +1,42 @@
+"""Run a model (one variant, one parameter set, one seed) into a trace, optionally with fixes."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from .api import Simulation
+from .engine import BoundExceeded, ModelError
+from .model import Model, Params, load_model, user_frame
+from .trace import Trace
+
+
+def simulate(model: Model | str, variant: str | None = None,
+             params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
+             jitter: float = 0.0, fixes: Sequence = (), base: Trace | None = None,
+             max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None) -> Trace:
+    """Build and run one variant of a model; errors in the model become one-line ModelErrors.
+
+    ``fixes`` (from :func:`streamsim.fixes.propose_fix` on ``base``, the run they were found in)
+    are injected as extra syncs at the places they name, to measure what the fix costs.
+    """
+    if isinstance(model, str):
+        model = load_model(model)
+    variant = model.check_variant(variant)
+    values = params if isinstance(params, Params) else model.resolve(params)
+    sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time,
+                     perturb=perturb)
+    meta = {"model": model.name, "variant": variant, "params": dict(values), "seed": seed,
+            "jitter": jitter}
+    try:
+        model.build(sim, values, variant)
+        if fixes:
+            from .inject import inject_fixes
+            inject_fixes(sim.engine, base, fixes)
+        return sim.run(source=model.path, meta=meta)
+    except BoundExceeded as e:
+        raise BoundExceeded(f"{model.path}: {e}") from None
+    except ModelError as e:
+        msg = str(e)
+        raise ModelError(msg if msg.startswith(model.path) else
+                         f"{user_frame(e, model.path)}: {msg}") from None
+    except Exception as e:
+        raise ModelError(f"{user_frame(e, model.path)}: {type(e).__name__}: {e}") from None
