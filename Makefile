@@ -11,7 +11,6 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,0 +1,30 @@
+"""Write files atomically: a temp file in the same folder, then rename; never a half-written file."""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    write_with(path, lambda f: f.write(data.encode("utf-8") if isinstance(data, str) else data))
+
+
+def write_with(path: str, fill: Callable) -> None:
+    """Call ``fill(binary_file)`` on a temp file beside ``path``; rename on success, delete on error."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,95 @@
+"""The ``streamsim`` command line: run | check | compare | variants | graph | timeline.
+
+Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from .engine import ModelError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every user mistake
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _add_run_options(p: argparse.ArgumentParser, *, variant_many: bool = False) -> None:
+    p.add_argument("model", help="model file (.py)")
+    if variant_many:
+        p.add_argument("--variant", action="append", help="variant to compare (repeatable; "
+                       "default: all)")
+    else:
+        p.add_argument("--variant", help="variant to run (default: the model's first)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a model parameter (repeatable)")
+    _add_sim_options(p)
+
+
+def _add_sim_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=None, help="seed for jitter (default: none)")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="multiplicative duration jitter F: factors in [e^-F, e^F] (default 0)")
+    p.add_argument("--max-ops", type=int, default=5_000_000, help="stop a runaway model here")
+    p.add_argument("--max-time", type=float, default=1e12,
+                   help="stop a runaway model at this simulated time (us)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="streamsim", description="Deterministic simulator of GPU stream and "
+                     "communication ordering: finds hazards that some legal timing allows.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("variants", help="list a model's variants and parameters")
+    p.add_argument("model")
+
+    p = sub.add_parser("run", help="simulate one variant and report its findings")
+    _add_run_options(p)
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--out", metavar="DIR", help="write report.{md,json,html}, pictures, trace")
+    p.add_argument("--no-fix-cost", action="store_true",
+                   help="do not re-simulate with the proposed fixes to measure their cost")
+
+    p = sub.add_parser("check", help="analyse an op log (JSON Lines, see OPLOG.md)")
+    p.add_argument("oplog")
+    _add_sim_options(p)
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--out", metavar="DIR", help="write report.{md,json,html}, pictures, trace")
+
+    p = sub.add_parser("compare", help="run variants side by side: hazards and what they cost")
+    _add_run_options(p, variant_many=True)
+    p.add_argument("--baseline", default=None,
+                   help="variant the costs are relative to (default: the model's BASELINE)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+
+    for name, what in (("graph", "happens-before graph of the first hazard"),
+                       ("timeline", "Gantt chart of the run")):
+        p = sub.add_parser(name, help=f"draw the {what}")
+        p.add_argument("input", help="model file (.py) or op log (.jsonl)")
+        p.add_argument("--variant")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        _add_sim_options(p)
+        p.add_argument("-o", "--output", required=True, help="output file; format from extension")
+        p.add_argument("--window", type=int, default=None, metavar="STEPS",
+                       help="keep only the steps within STEPS of the first hazard")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import commands
+    try:
+        return getattr(commands, f"cmd_{args.command}")(args)
+    except ModelError as e:
+        print(f"streamsim: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The work behind each CLI command: load, simulate, analyse, report."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .analysis import analyse, cost_fixes
+from .atomic import write_atomic
+from .engine import ModelError
+from .metrics import compute_metrics
+from .model import Model, load_model
+from .report import Report, dumps_json, render_text
+from .runner import simulate
+from .trace import Trace
+
+
+def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True) -> Report:
+    variant = model.check_variant(variant)
+    params = model.resolve(sets)
+    opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time)
+    trace = simulate(model, variant, params, **opts)
+    findings = analyse(trace)
+    cost = None
+    if fix_cost:
+        cost = cost_fixes(trace, findings,
+                          lambda fixes: simulate(model, variant, params, fixes=fixes, base=trace,
+                                                 **opts))
+    return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
+                  model=model.name, variant=variant, params=dict(params), seed=args.seed,
+                  jitter=args.jitter, fix_cost=cost)
+
+
+def oplog_report(path: str, args) -> Report:
+    from .oplog import load_oplog, simulate_oplog
+    trace = simulate_oplog(load_oplog(path), seed=args.seed, jitter=args.jitter,
+                           max_ops=args.max_ops, max_time=args.max_time)
+    return Report(source=path, trace=trace, findings=analyse(trace),
+                  metrics=compute_metrics(trace), seed=args.seed, jitter=args.jitter)
+
+
+def _emit(report: Report, fmt: str, out: str | None) -> int:
+    if out:
+        from .outputs import write_outputs
+        write_outputs(report, out)
+    if fmt == "json":
+        sys.stdout.write(dumps_json(report))
+    elif fmt == "markdown":
+        from .markdown import render_markdown
+        sys.stdout.write(render_markdown(report))
+    else:
+        sys.stdout.write(render_text(report))
+        if out:
+            sys.stdout.write(f"wrote {out}/\n")
+    return report.exit_code
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    print(f"{model.path}: {model.doc.splitlines()[0] if model.doc else model.name}")
+    print("variants:")
+    width = max(map(len, model.variants))
+    for name, text in model.variants.items():
+        print(f"  {name:{width}}  {text}")
+    if model.params:
+        print("parameters (--set name=value):")
+        w = max(map(len, model.params))
+        for p in model.params.values():
+            choices = f" [{'|'.join(map(str, p.choices))}]" if p.choices else ""
+            print(f"  {p.name:{w}}  {p.type.__name__:5} = {p.default!s:10} {p.help}{choices}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    report = _model_report(model, args.variant, args.set, args, fix_cost=not args.no_fix_cost)
+    return _emit(report, args.format, args.out)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    return _emit(oplog_report(args.oplog, args), args.format, args.out)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_variants, render_compare, compare_json
+    model = load_model(args.model)
+    variants = [model.check_variant(v) for v in (args.variant or model.variants)]
+    rows = compare_variants(model, variants, args.set, args, baseline=args.baseline)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(compare_json(rows, model, args), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_compare(rows, model, markdown=args.format == "markdown",
+                                        baseline=args.baseline))
+    return 1 if any(not r.report.findings.clean for r in rows) else 0

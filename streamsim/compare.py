@@ -1,0 +1,97 @@
+"""Variants side by side: hazards, deadlock, and what each safe variant costs against a baseline."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .analysis import analyse
+from .metrics import compute_metrics
+from .model import Model
+from .report import Report
+from .runner import simulate
+
+
+@dataclass(frozen=True)
+class Row:
+    variant: str
+    report: Report
+
+    @property
+    def manifest(self) -> int:
+        return sum(h.manifest for h in self.report.findings.hazards)
+
+    @property
+    def latent(self) -> int:
+        return len(self.report.findings.hazards) - self.manifest
+
+
+def compare_variants(model: Model, variants: list[str], sets, args, *,
+                     baseline: str | None = None) -> list[Row]:
+    """Simulate and analyse each variant with the same parameters and seed."""
+    params = model.resolve(sets)
+    rows = []
+    for v in variants:
+        trace = simulate(model, v, params, seed=args.seed, jitter=args.jitter,
+                         max_ops=args.max_ops, max_time=args.max_time)
+        rows.append(Row(v, Report(source=model.path, trace=trace, findings=analyse(trace),
+                                  metrics=compute_metrics(trace), model=model.name, variant=v,
+                                  params=dict(params), seed=args.seed, jitter=args.jitter)))
+    return rows
+
+
+def baseline_of(model: Model, rows: list[Row], explicit: str | None = None) -> Row | None:
+    name = explicit or getattr(model.module, "BASELINE", None)
+    for r in rows:
+        if r.variant == name:
+            return r
+    return None if name else rows[0]
+
+
+def _rel(x: float, base: float) -> str:
+    return f"{(x - base) / base:+.1%}" if base else "n/a"
+
+
+def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
+                   baseline: str | None = None) -> str:
+    """One table: hazards (manifest/latent), deadlock, makespan, step latency, bubble, cost."""
+    base = baseline_of(model, rows, baseline)
+    head = ["variant", "hazards", "manifest", "latent", "deadlock", "makespan us", "mean step us",
+            "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
+    body = []
+    for r in rows:
+        m, f = r.report.metrics, r.report.findings
+        verdict = "SAFE" if f.clean else "UNSAFE"
+        cost = "baseline" if base is r else (
+            "(deadlock)" if f.deadlock else _rel(m.makespan_us, base.report.metrics.makespan_us)
+            if base else "")
+        body.append([f"{r.variant}", f"{len(f.hazards)} {verdict}", str(r.manifest), str(r.latent),
+                     "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
+                     f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}", f"{m.bubble_share:.1%}",
+                     cost])
+    params = " ".join(f"{k}={v}" for k, v in rows[0].report.params.items()) if rows else ""
+    title = f"{model.name}: {len(rows)} variants; {params}"
+    if markdown:
+        out = [f"**{title}**", "", "| " + " | ".join(head) + " |",
+               "|" + "|".join("---" for _ in head) + "|"]
+        out += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(out) + "\n"
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [title, fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in body]
+    return "\n".join(out) + "\n"
+
+
+def compare_json(rows: list[Row], model: Model, args) -> dict:
+    base = baseline_of(model, rows, getattr(args, "baseline", None))
+    out = []
+    for r in rows:
+        m = r.report.metrics
+        out.append({"variant": r.variant, "hazards": len(r.report.findings.hazards),
+                    "manifest": r.manifest, "latent": r.latent,
+                    "deadlock": r.report.findings.deadlock is not None,
+                    "metrics": m.to_json_dict(),
+                    "makespan_change_vs_baseline": None if base is None or not base.report.metrics.makespan_us
+                    else round((m.makespan_us - base.report.metrics.makespan_us)
+                               / base.report.metrics.makespan_us, 6)})
+    return {"model": model.name, "params": dict(rows[0].report.params) if rows else {},
+            "seed": args.seed, "baseline": base.variant if base else None, "variants": out}

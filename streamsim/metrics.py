@@ -1,0 +1,115 @@
+"""Timing metrics of one run: makespan, step latency, stream busy time, bubble, overlap.
+
+They answer the reviewer's second question (what does the safe schedule cost?) from the trace alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .trace import STREAM, Trace
+
+COMPUTE_KINDS = frozenset({"launch"})
+COMM_PREFIXES = ("nccl:", "gloo:")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    makespan_us: float
+    steps: int
+    mean_step_us: float
+    p99_step_us: float
+    bubble_share: float  # idle share of compute streams over the makespan, averaged over ranks
+    comm_overlap_share: float  # share of comm-stream busy time that overlaps compute
+    busy_us: dict[str, float]  # per stream agent
+
+    def to_json_dict(self) -> dict:
+        d = asdict(self)
+        return {k: (_round(v) if isinstance(v, float) else
+                    {a: _round(b) for a, b in v.items()} if isinstance(v, dict) else v)
+                for k, v in d.items()}
+
+
+def _round(x: float) -> float:
+    return round(x, 3)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation: a reported p99 is a step that happened)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = max(0, math.ceil(q / 100.0 * len(ordered)) - 1)
+    return ordered[k]
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _total(intervals: list[tuple[float, float]]) -> float:
+    return sum(e - s for s, e in intervals)
+
+
+def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def compute_metrics(trace: Trace) -> Metrics:
+    """Metrics of ``trace`` (times in simulated microseconds)."""
+    makespan = trace.end_time
+    busy: dict = {}
+    step_span: dict[int, list[float]] = {}
+    for op in trace.ops:
+        if op.step is not None and op.agent.kind == STREAM:
+            span = step_span.get(op.step)
+            if span is None:
+                step_span[op.step] = [op.start, op.end]
+            else:
+                span[0] = min(span[0], op.start)
+                span[1] = max(span[1], op.end)
+        if op.agent.kind == STREAM and op.end > op.start:
+            busy.setdefault(op.agent, []).append((op.start, op.end))
+    compute: dict[int, list] = {}
+    comm: dict[int, list] = {}
+    for agent, ivs in busy.items():
+        target = comm if agent.name.startswith(COMM_PREFIXES) else compute
+        target.setdefault(agent.rank, []).extend(ivs)
+    ranks = sorted({a.rank for a in trace.agents})
+    idle = []
+    overlap_num = overlap_den = 0.0
+    for r in ranks:
+        c = _merge(compute.get(r, []))
+        m = _merge(comm.get(r, []))
+        if makespan > 0:
+            idle.append(1.0 - _total(c) / makespan)
+        overlap_num += _intersection(c, m)
+        overlap_den += _total(m)
+    latencies = [e - s for s, e in step_span.values()]
+    return Metrics(
+        makespan_us=makespan,
+        steps=len(latencies),
+        mean_step_us=sum(latencies) / len(latencies) if latencies else 0.0,
+        p99_step_us=_percentile(latencies, 99),
+        bubble_share=sum(idle) / len(idle) if idle else 0.0,
+        comm_overlap_share=overlap_num / overlap_den if overlap_den else 0.0,
+        busy_us={str(a): _total(_merge(iv)) for a, iv in sorted(busy.items())},
+    )
