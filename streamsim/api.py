@@ -12,8 +12,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 from greenlet import getcurrent
 
 from .engine import Engine, GroupConfig, ModelError, _Host, _Rec
-from .memory import Buffer, Tensor, accesses, as_view, nbytes_of
-from .trace import Blocked, Note, Trace, WRITE, Access
+from .memory import Buffer, Ref, Tensor, accesses, as_view, nbytes_of
+from .trace import Blocked, Note, Trace, READ, WRITE, Access
 
 
 class Simulation:
@@ -194,10 +194,11 @@ class Group:
         return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
                                                handle)
 
-    def send_object(self, nbytes: int, dst: int, *, name: str | None = None) -> None:
+    def send_object(self, nbytes: int, dst: int, *, name: str | None = None,
+                    dur: float | None = None) -> None:
         """Gloo ``send_object``: the host blocks (rendezvous above the eager threshold)."""
         self._need("gloo", "send_object")
-        self._host._caller().send_object(self.cfg, nbytes, dst, name)
+        self._host._caller().send_object(self.cfg, nbytes, dst, name, dur)
 
     def recv_object(self, src: int, *, name: str | None = None) -> None:
         """Gloo ``recv_object``: the host blocks until the matching object arrives."""
@@ -205,10 +206,10 @@ class Group:
         self._host._caller().recv_object(self.cfg, src, name)
 
     def isend_object(self, nbytes: int, dst: int, *, name: str | None = None,
-                     handle: str | None = None) -> Work:
+                     handle: str | None = None, dur: float | None = None) -> Work:
         """Gloo non-blocking object send; returns a gloo Work (its wait blocks the host)."""
         self._need("gloo", "isend_object")
-        return self._host._caller().isend_object(self.cfg, nbytes, dst, name, handle)
+        return self._host._caller().isend_object(self.cfg, nbytes, dst, name, handle, dur)
 
 
 def _listify(t) -> list:
@@ -226,6 +227,7 @@ class Host:
         self._buffers: dict[str, Buffer] = {}
         self._handles = 0
         self._recorded_streams: dict[str, list[str]] = {}
+        self._whole: dict[str, dict[Buffer, Access]] = {READ: {}, WRITE: {}}
         self.log: list[str] = []  # an action log a model may append to (for call-order tests)
 
     # -- context ---------------------------------------------------------------------------------
@@ -288,12 +290,30 @@ class Host:
                dur: float = 1.0, stream: Stream | str | None = None) -> None:
         """Launch a kernel on ``stream`` (default: the current stream)."""
         self._e.enqueue(self._h, self._stream_name(stream), "launch", name, dur,
-                        accesses(reads, writes))
+                        self._accesses(reads, writes))
 
     def copy(self, dst: Tensor, src: Tensor, *, dur: float = 1.0, name: str = "copy_",
              stream: Stream | str | None = None) -> None:
         """``dst.copy_(src)`` on the current stream."""
         self.launch(name, reads=[src], writes=[dst], dur=dur, stream=stream)
+
+    def _accesses(self, reads: Iterable[Tensor], writes: Iterable[Tensor]) -> tuple[Access, ...]:
+        """:func:`memory.accesses`, reusing one frozen Access per whole buffer and mode (a new View
+        and Access per kernel argument is most of the cost of a launch)."""
+        if not reads and not writes:
+            return ()
+        out = []
+        for mode, items in ((READ, reads), (WRITE, writes)):
+            cache = self._whole[mode]
+            for t in items:
+                acc = cache.get(t) if type(t) is Buffer else None
+                if acc is None:
+                    acc = Access(as_view(t), mode, t.window) if isinstance(t, Ref) else \
+                        Access(as_view(t), mode)
+                    if type(t) is Buffer:
+                        cache[t] = acc
+                out.append(acc)
+        return tuple(out)
 
     def _stream_name(self, stream: Stream | str | None) -> str:
         if stream is None:
@@ -307,6 +327,7 @@ class Host:
         event._recorded = rec
 
     def wait_event(self, event: Event, stream: Stream | str | None = None) -> None:
+        self._e.settle(self._h)
         after = [event._recorded] if event._recorded is not None else []
         rec = self._e.enqueue(self._h, self._stream_name(stream), "wait_event",
                               f"wait_event({event.name})", 0.0, after=after)
@@ -326,6 +347,7 @@ class Host:
         ``s``'s work issued so far (the allocator's event).
         """
         e = self._e
+        e.settle(self._h)
         lasts = [e.stream(self.rank, n).last for n in self._recorded_streams.pop(buffer.name, ())]
         rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
                         (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
@@ -342,7 +364,7 @@ class Host:
     def host_work(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
                   dur: float = 0.0) -> None:
         """Python work on the host thread itself (e.g. filling a pinned buffer)."""
-        self._e.host_op(self._h, "host", name, dur, accesses(reads, writes))
+        self._e.host_op(self._h, "host", name, dur, self._accesses(reads, writes))
 
     def sleep(self, dur: float, name: str = "host work") -> None:
         self.host_work(name, dur=dur)
@@ -361,6 +383,7 @@ class Host:
     def sync_stream(self, stream_name: str) -> None:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "sync_stream", f"{stream_name}.synchronize()")
+        rec.attrs["stream"] = stream_name
         s = e.stream(self.rank, stream_name)
         e.wait_recs(h, rec, [s.last] if s.last else [], f"{stream_name}.synchronize()")
         e.end_blocking(h, rec)
@@ -369,7 +392,8 @@ class Host:
         """``torch.cuda.synchronize()``: the host blocks until every stream of the rank drains."""
         e, h = self._e, self._h
         rec = e.blocking_op(h, "sync_device", "cuda.synchronize()")
-        lasts = [s.last for a, s in sorted(e.streams.items()) if a.rank == self.rank and s.last]
+        lasts = [s.last for a, s in sorted(e.streams.items())  # gloo work is not a CUDA stream
+                 if a.rank == self.rank and s.last and not a.name.startswith("gloo:")]
         e.wait_recs(h, rec, lasts, "cuda.synchronize() waits for every stream")
         e.end_blocking(h, rec)
 
@@ -402,6 +426,7 @@ class Host:
         if peer not in cfg.ranks:
             raise ModelError(f"{kind}: peer rank {peer} is not in group {cfg.name!r}")
         e = self._e
+        e.settle(self._h)
         size = nbytes_of(tensors) if nbytes is None else nbytes
         is_send = kind == "isend"
         current = e.stream(self.rank, self._h.current_stream)
@@ -420,7 +445,7 @@ class Host:
             m.recv = rec
         rec.match = m
         rec.handle = self._new_handle(handle, kind)
-        rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode)
+        rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode, dur=rec.dur)
         return self._work(rec, cfg)
 
     def _work(self, rec: _Rec, cfg: GroupConfig) -> Work:
@@ -433,6 +458,7 @@ class Host:
                    nbytes: int | None, dur: float | None, name: str | None,
                    handle: str | None) -> Work:
         e = self._e
+        e.settle(self._h)
         size = nbytes_of(outputs or inputs) if nbytes is None else nbytes
         current = e.stream(self.rank, self._h.current_stream)
         after = [current.last] if current.last is not None else []
@@ -441,7 +467,7 @@ class Host:
                         accesses(inputs, outputs), after=after)
         rec.match = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
         rec.handle = self._new_handle(handle, kind)
-        rec.attrs.update(group=cfg.name, nbytes=size)
+        rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)
         return self._work(rec, cfg)
 
     def wait_work(self, work: Work, blocking: bool | None) -> None:
@@ -472,10 +498,12 @@ class Host:
         e.end_blocking(h, rec)
         return done
 
-    def send_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None) -> None:
+    def send_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,
+                    dur: float | None = None) -> None:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "send_object", name or f"send_object to rank{dst}")
-        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes)
+        dur = cfg.transfer_time(nbytes) if dur is None else dur
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=dur)
         m = e.p2p_entry(cfg.name, self.rank, dst, True)
         m.send = rec
         if nbytes > cfg.eager_bytes and not m.recv_started.triggered:
@@ -483,7 +511,7 @@ class Host:
                                                f"{dst} ({nbytes} B > gloo eager threshold) waits "
                                                "for the matching recv_object",
                                                e._peer_agents(m.recv, dst)))
-        e.block(h, e.env.timeout(cfg.transfer_time(nbytes)))
+        e.block(h, e.env.timeout(dur))
         e.end_blocking(h, rec)
         m.arrival = e.env.now
         m.arrived.succeed()
@@ -502,15 +530,16 @@ class Host:
         e.end_blocking(h, rec)
 
     def isend_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,
-                     handle: str | None) -> Work:
+                     handle: str | None, dur: float | None = None) -> Work:
         e = self._e
         rec = e.enqueue(self._h, f"gloo:{cfg.name}", "isend_object",
-                        name or f"isend_object to rank{dst}", cfg.transfer_time(nbytes))
+                        name or f"isend_object to rank{dst}",
+                        cfg.transfer_time(nbytes) if dur is None else dur)
         m = e.p2p_entry(cfg.name, self.rank, dst, True)
         m.send = rec
         rec.match = m
         rec.handle = self._new_handle(handle, "isend_object")
-        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes)
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=rec.dur)
         return self._work(rec, cfg)
 
 

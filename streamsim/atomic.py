@@ -11,8 +11,17 @@ def write_atomic(path: str, data: str | bytes) -> None:
     write_with(path, lambda f: f.write(data.encode("utf-8") if isinstance(data, str) else data))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_with(path: str, fill: Callable) -> None:
-    """Call ``fill(binary_file)`` on a temp file beside ``path``; rename on success, delete on error."""
+    """Call ``fill(binary_file)`` on a temp file beside ``path``; rename on success, delete on error.
+
+    The file gets the permissions a plain ``open(path, "w")`` would give (``mkstemp`` makes it 0600).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
@@ -21,6 +30,7 @@ def write_with(path: str, fill: Callable) -> None:
             fill(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:

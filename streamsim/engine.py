@@ -8,6 +8,7 @@ Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog 
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import random
@@ -78,21 +79,52 @@ class _Rec:
         self.match: Any = None
 
     def freeze(self) -> Op:
-        return Op(id=self.id, agent=self.agent, index=self.index, kind=self.kind, name=self.name,
-                  enqueued=self.enqueued, start=self.start, end=self.end,
-                  start_seq=self.start_seq, end_seq=self.end_seq, accesses=self.accesses,
-                  issuer=self.issuer, after=tuple(r.id for r in self.after),
-                  joins=tuple(self.joins), location=self.location, step=self.step,
-                  line=self.line, handle=self.handle, attrs=self.attrs)
+        # Equivalent to Op(id=self.id, ...) at a sixth of the cost of the frozen dataclass's
+        # __init__ (one object.__setattr__ call per field): fill a plain object with Op's slots,
+        # then make it an Op (same layout, so CPython allows the __class__ assignment).
+        op = _OpBuilder()
+        op.id = self.id
+        op.agent = self.agent
+        op.index = self.index
+        op.kind = self.kind
+        op.name = self.name
+        op.enqueued = self.enqueued
+        op.start = self.start
+        op.end = self.end
+        op.start_seq = self.start_seq
+        op.end_seq = self.end_seq
+        op.accesses = self.accesses
+        op.issuer = self.issuer
+        op.after = tuple([r.id for r in self.after]) if self.after else ()
+        op.joins = tuple(self.joins)
+        op.location = self.location
+        op.step = self.step
+        op.line = self.line
+        op.handle = self.handle
+        op.attrs = self.attrs
+        op.__class__ = Op
+        return op
+
+
+class _OpBuilder:
+    """:class:`Op`'s slots, writable; see :meth:`_Rec.freeze`."""
+
+    __slots__ = Op.__slots__
+
+
+assert Op.__slots__ == ("id", "agent", "index", "kind", "name", "enqueued", "start", "end",
+                        "start_seq", "end_seq", "accesses", "issuer", "after", "joins", "location",
+                        "step", "line", "handle", "attrs"), "Op's fields changed: update _Rec.freeze"
 
 
 class _Stream:
     """A FIFO device queue (compute stream, NCCL comm stream, or gloo work channel)."""
 
-    __slots__ = ("agent", "queue", "wake", "last", "blocked", "process")
+    __slots__ = ("agent", "queue", "wake", "last", "blocked", "process", "count")
 
     def __init__(self, agent: Agent):
         self.agent = agent
+        self.count = 0  # ops created on this agent so far (the next op's index)
         self.queue: deque[_Rec] = deque()
         self.wake: simpy.Event | None = None
         self.last: _Rec | None = None  # the last op enqueued (its "current position")
@@ -103,10 +135,11 @@ class _Host:
     """One host thread: its clock runs ahead of simpy's until it must wait for the device."""
 
     __slots__ = ("agent", "clock", "glet", "current_stream", "step", "blocked", "finished",
-                 "api", "issued", "injected_hold")
+                 "api", "issued", "injected_hold", "shared", "count")
 
     def __init__(self, agent: Agent):
         self.agent = agent
+        self.count = 0  # ops created on this agent so far (the next op's index)
         self.clock = 0.0
         self.glet: greenlet | None = None
         self.current_stream = "compute"
@@ -116,6 +149,7 @@ class _Host:
         self.api: Any = None
         self.issued = 0  # host actions issued by the program itself (injected ones not counted)
         self.injected_hold = False
+        self.shared = False  # another host thread of this rank exists: act in simulated-time order
 
 
 class _P2P:
@@ -157,8 +191,9 @@ class Engine:
         self.perturb = perturb
         self.recs: list[_Rec] = []
         self.seq = 0
-        self.agent_counts: dict[Agent, int] = {}
+        self.seq_holes = False  # wait_recs moved a blocking op's start: renumber seqs densely
         self.streams: dict[Agent, _Stream] = {}
+        self.stream_at: dict[tuple[int, str], _Stream] = {}  # (rank, name): no Agent hashing
         self.hosts: dict[Agent, _Host] = {}
         self.groups: dict[str, GroupConfig] = {}
         self.p2p: dict[tuple, _P2P] = {}
@@ -173,18 +208,28 @@ class Engine:
         self.issued_by_key: dict[tuple[Agent, int], list[_Rec]] = {}
         self.keyed = False  # set by inject_fixes: remember which action issued which ops
         self.works: dict[int, Any] = {}  # issuing host op id -> the Work the model received
-        self.location_of: Callable[[], str] = _model_location
+        self.location_of: Callable[[], str] = _location_finder()
+        self.tag_rec: Callable[[_Rec], None] | None = None  # op-log replay: line and name per op
 
     # -- records -------------------------------------------------------------------------------
-    def new_rec(self, agent: Agent, kind: str, name: str, dur: float = 0.0) -> _Rec:
-        if len(self.recs) >= self.max_ops:
+    def new_rec(self, agent: Agent, kind: str, name: str, dur: float = 0.0,
+                owner: _Host | _Stream | None = None) -> _Rec:
+        """A new op of ``agent`` (whose _Host or _Stream is ``owner``, looked up when not given)."""
+        recs = self.recs
+        n = len(recs)
+        if n >= self.max_ops:
             raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
                                 "a runaway loop? raise the bound with --max-ops")
-        idx = self.agent_counts.get(agent, 0)
-        self.agent_counts[agent] = idx + 1
-        rec = _Rec(len(self.recs), agent, idx, kind, name)
-        rec.dur = self.scaled(dur, rec)
-        self.recs.append(rec)
+        if owner is None:
+            owner = self.hosts.get(agent) or self.streams[agent]
+        idx = owner.count
+        owner.count = idx + 1
+        rec = _Rec(n, agent, idx, kind, name)
+        if self.tag_rec is not None:
+            self.tag_rec(rec)
+        if dur or self.perturb is not None:  # (scaling 0 is 0: skip the call on the hot path)
+            rec.dur = self.scaled(dur, rec)
+        recs.append(rec)
         return rec
 
     def scaled(self, dur: float, rec: _Rec) -> float:
@@ -221,10 +266,10 @@ class Engine:
 
     # -- agents ----------------------------------------------------------------------------------
     def stream(self, rank: int, name: str) -> _Stream:
-        agent = Agent(rank, STREAM, name)
-        s = self.streams.get(agent)
+        s = self.stream_at.get((rank, name))
         if s is None:
-            s = self.streams[agent] = _Stream(agent)
+            agent = Agent(rank, STREAM, name)
+            s = self.stream_at[(rank, name)] = self.streams[agent] = _Stream(agent)
             self.env.process(self._stream_loop(s))
         return s
 
@@ -234,6 +279,10 @@ class Engine:
             raise ModelError(f"host thread {thread!r} of rank {rank} spawned twice")
         h = self.hosts[agent] = _Host(agent)
         h.api = api_factory(self, h)
+        peers = [x for a, x in self.hosts.items() if a.rank == rank]
+        if len(peers) > 1:  # threads of a rank share streams and events: no running ahead
+            for x in peers:
+                x.shared = True
         self.stream(rank, "compute")
         self.env.process(self._host_driver(h, program, args))
 
@@ -266,6 +315,13 @@ class Engine:
             h.clock = self.env.now
         return value
 
+    def settle(self, h: _Host) -> None:
+        """Before touching state shared with the rank's other host threads (streams, events, p2p
+        counters), bring simpy's time up to this host's clock so threads act in simulated-time
+        order, not in the order their greenlets happened to run ahead."""
+        if h.shared and h.clock > self.env.now:
+            self.sync_clock(h)
+
     def sync_clock(self, h: _Host) -> None:
         """Bring simpy's time up to the host's clock, so the host can observe device state."""
         if h.clock > self.env.now:
@@ -280,15 +336,27 @@ class Engine:
         if self.current is not h:
             raise ModelError("streamsim API calls must be made from a running host program "
                              "(a function passed to Simulation.spawn)")
-        key = self._before_issue(h)
-        rec = self.new_rec(h.agent, kind, name, dur)
+        if h.shared:
+            self.settle(h)
+        if self.injections or self.post_injections or self.keyed or h.injected_hold:
+            key = self._before_issue(h)
+        else:  # _before_issue with nothing to inject (the hot path)
+            h.issued += 1
+            key = None
+        rec = self.new_rec(h.agent, kind, name, dur, h)
         rec.accesses = accesses
         rec.step = h.step
         rec.location = self.location_of() if location is None else location
-        rec.enqueued = h.clock
-        self.mark_start(rec, h.clock)
+        rec.enqueued = rec.start = float(h.clock)  # mark_start and mark_end, inlined (hot path)
+        rec.start_seq = seq = self.seq
         h.clock += rec.dur
-        self.mark_end(rec, h.clock)
+        if h.clock > self.max_time:  # a host that never blocks must still stop at the bound
+            raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                f"on {h.agent}; raise the bound with --max-time")
+        rec.end = float(h.clock)
+        rec.end_seq = seq + 1
+        self.seq = seq + 2
+        rec.done = True  # nothing can wait for an op that is created finished
         if key is not None and self.keyed:
             self.issued_by_key.setdefault(key, []).append(rec)
         return rec
@@ -299,7 +367,7 @@ class Engine:
             raise ModelError("streamsim API calls must be made from a running host program "
                              "(a function passed to Simulation.spawn)")
         key = self._before_issue(h)
-        rec = self.new_rec(h.agent, kind, name)
+        rec = self.new_rec(h.agent, kind, name, 0.0, h)
         rec.step = h.step
         rec.location = self.location_of() if location is None else location
         rec.enqueued = h.clock
@@ -320,6 +388,11 @@ class Engine:
             if not dep.done:
                 self.block(h, self.done_event(dep),
                            Blocked(h.agent, rec.id, reason, (dep.agent,)))
+                # `after` ops end before this op starts in the global sequence (trace contract):
+                # move the op's start past dep's end; run() closes the hole this leaves.
+                rec.start_seq = self.seq
+                self.seq += 1
+                self.seq_holes = True
 
     def _before_issue(self, h: _Host) -> tuple[Agent, int] | None:
         """Run fix injections around the program's next action; return that action's key.
@@ -352,8 +425,8 @@ class Engine:
                 issue_kind: str | None = None, location: str | None = None) -> _Rec:
         """Issue a stream op: a host action (launch overhead) that enqueues ``kind`` on a stream."""
         issue = self.host_op(h, issue_kind or kind, name, self.launch_overhead, (), location)
-        s = self.stream(h.agent.rank, stream_name)
-        rec = self.new_rec(s.agent, kind, name, dur)
+        s = self.stream_at.get((h.agent.rank, stream_name)) or self.stream(h.agent.rank, stream_name)
+        rec = self.new_rec(s.agent, kind, name, dur, s)
         rec.accesses = accesses
         rec.issuer = issue.id
         rec.step = h.step
@@ -390,11 +463,20 @@ class Engine:
                 yield from self._run_p2p(s, rec)
             elif rec.kind in COLLECTIVE_KINDS:
                 yield from self._run_collective(s, rec)
-            else:
-                self.mark_start(rec, env.now)
+            else:  # mark_start and mark_end, inlined (hot path)
+                rec.start = float(env.now)
+                rec.start_seq = self.seq
+                self.seq += 1
                 if rec.dur > 0:
                     yield env.timeout(rec.dur)
-                self.mark_end(rec, env.now)
+                rec.end = float(env.now)
+                rec.end_seq = self.seq
+                self.seq += 1
+                rec.done = True
+                if rec.waiters:
+                    for ev in rec.waiters:
+                        ev.succeed()
+                    rec.waiters = None
 
     def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> _P2P:
         """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
@@ -471,6 +553,18 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, source: str = "", meta: dict | None = None) -> Trace:
+        """Simulate until every host finished or nothing can move, and return the trace."""
+        # The run allocates millions of long-lived objects and almost no cyclic garbage: with the
+        # cyclic collector on, its full collections rescan them all and take most of the time.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(source, meta)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self, source: str, meta: dict | None) -> Trace:
         self.main_glet = greenlet.getcurrent()
         env, limit = self.env, self.max_time
         step, peek = env.step, env.peek
@@ -485,6 +579,11 @@ class Engine:
                 step()
         except simpy.core.EmptySchedule:
             pass
+        except Exception as exc:
+            orig = exc.__cause__  # simpy re-raises a copy of a failed process's exception:
+            if type(orig) is type(exc):  # raise the original, whose traceback has the model's line
+                raise orig from None
+            raise
         blocked = [h.blocked or Blocked(h.agent, None, "blocked", ())
                    for h in self.hosts.values() if not h.finished]
         blocked += [s.blocked for s in self.streams.values() if s.blocked is not None]
@@ -495,6 +594,8 @@ class Engine:
                 self.mark_end(r, self.env.now)
         self._unmatched_notes()
         started = [r for r in self.recs if r.start_seq >= 0]
+        if self.seq_holes:
+            _dense_seqs(started, self.seq)
         ops = _freeze_dense(started) if len(started) != len(self.recs) else \
             tuple(r.freeze() for r in started)
         agents = sorted(set(self.hosts) | set(self.streams))
@@ -508,6 +609,22 @@ class Engine:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _dense_seqs(recs: list[_Rec], bound: int) -> None:
+    """Renumber start/end sequence positions 0..2n-1, keeping their order (fills wait_recs' holes)."""
+    slots: list = [None] * bound
+    for r in recs:
+        slots[r.start_seq] = (r, True)
+        slots[r.end_seq] = (r, False)
+    k = 0
+    for s in slots:
+        if s is not None:
+            if s[1]:
+                s[0].start_seq = k
+            else:
+                s[0].end_seq = k
+            k += 1
 
 
 def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:
@@ -531,11 +648,43 @@ def _model_location() -> str:
         f = f.f_back
     if f is None:
         return ""
-    path = f.f_code.co_filename
+    return f"{_display_path(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def _location_finder() -> Callable[[], str]:
+    """:func:`_model_location`, cached: one per engine (so a later run in another working directory
+    computes its own paths). Per code object it keeps the display path (relpath is slow) and the
+    ``file:line`` string of each instruction offset (``f_lineno`` scans the line table), so ops
+    issued from one model line share one location string."""
+    codes: dict[int, tuple] = {}  # id(code) -> (code, path or None inside streamsim, {lasti: loc})
+    getframe = sys._getframe
+
+    def location() -> str:
+        f = getframe(2)
+        while f is not None:
+            code = f.f_code
+            entry = codes.get(id(code))
+            if entry is None:  # the entry holds the code object: its id is not reused meanwhile
+                filename = code.co_filename
+                entry = codes[id(code)] = (code, None if filename.startswith(_PACKAGE_DIR)
+                                           else _display_path(filename), {})
+            if entry[1] is not None:
+                lines = entry[2]
+                loc = lines.get(f.f_lasti)
+                if loc is None:
+                    loc = lines[f.f_lasti] = f"{entry[1]}:{f.f_lineno}"
+                return loc
+            f = f.f_back
+        return ""
+    return location
+
+
+def _display_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
     try:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):
             path = rel
     except ValueError:
         pass
-    return f"{path}:{f.f_lineno}"
+    return path

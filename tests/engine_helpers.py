@@ -1,0 +1,53 @@
+"""Small helpers for the engine's simulated-timeline tests: run programs, look ops up by name."""
+from __future__ import annotations
+
+from typing import Callable
+
+import streamsim.api as ss
+from streamsim.trace import Op, Trace
+
+KB = 1024
+MB = 1 << 20
+
+
+def simulate(*programs: Callable, groups: tuple = (), **sim_kw) -> Trace:
+    """Run ``programs[i]`` as the main host thread of rank ``i``.
+
+    ``groups`` holds ``(name, ranks, kwargs)`` tuples passed to ``Simulation.group``.
+    """
+    sim = ss.Simulation(**sim_kw)
+    for name, ranks, kw in groups:
+        sim.group(name, ranks, **kw)
+    for rank, program in enumerate(programs):
+        if program is not None:
+            sim.spawn(rank, program)
+    return sim.run()
+
+
+def find(tr: Trace, agent: str, name: str | None = None, kind: str | None = None) -> list[Op]:
+    """Ops of ``agent`` (e.g. ``"rank0/compute"``) with this name and/or kind, in program order."""
+    return [op for op in tr.ops if str(op.agent) == agent
+            and (name is None or op.name == name) and (kind is None or op.kind == kind)]
+
+
+def one(tr: Trace, agent: str, name: str | None = None, kind: str | None = None) -> Op:
+    """The single op of ``agent`` matching ``name``/``kind`` (fails loudly otherwise)."""
+    found = find(tr, agent, name, kind)
+    assert len(found) == 1, f"expected one {kind or ''} {name or ''} op on {agent}, got {found}"
+    return found[0]
+
+
+def issued(tr: Trace, op: Op) -> Op:
+    """The host action that enqueued stream op ``op`` (checks the enqueue edge is recorded)."""
+    assert op.issuer is not None, f"{op.describe()} has no issuer"
+    host_op = tr.op(op.issuer)
+    assert host_op.agent.kind == "host" and host_op.agent.rank == op.agent.rank
+    return host_op
+
+
+def timing(op: Op) -> tuple[float, float]:
+    return (op.start, op.end)
+
+
+def approx(x: float, y: float, eps: float = 1e-9) -> bool:
+    return abs(x - y) <= eps * max(1.0, abs(x), abs(y))

@@ -1,0 +1,168 @@
+"""Model-file errors: each is one ModelError line naming the file and line, or the field."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from streamsim import BoundExceeded, ModelError, load_model, simulate
+
+GOOD = '''\
+"""A tiny valid model."""
+from streamsim import Param
+
+PARAMS = [Param("pp", int, 2, "pipeline stages"), Param("scale", float, 1.0),
+          Param("fast", bool, False), Param("mode", str, "a", choices=("a", "b"))]
+VARIANTS = {"racy": "no wait", "fixed": "wait the handle"}
+
+
+def build(sim, p, variant):
+    def prog(host):
+        host.launch("k", dur=10 * p.scale)
+    for r in range(p.pp):
+        sim.spawn(r, prog)
+'''
+
+
+def write(tmp_path, text, name="model.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def one_line(err) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+def test_good_model_runs(tmp_path):
+    """The fixture model itself loads and runs (so the error tests below test only their error)."""
+    path = write(tmp_path, GOOD)
+    tr = simulate(path, "fixed", ["pp=3", "scale=2.5", "fast=yes", "mode=b"])
+    assert len([op for op in tr.ops if op.agent.kind == "stream"]) == 3
+    assert tr.meta["params"] == {"pp": 3, "scale": 2.5, "fast": True, "mode": "b"}
+    assert tr.ops[1].duration == 25.0
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    """A syntax error is `path:LINE: syntax error: ...`."""
+    path = write(tmp_path, "def build(sim, p, variant):\n    x = (1,\n\n")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    msg = one_line(err)
+    assert msg.startswith(f"{path}:2: syntax error: "), msg
+
+
+def test_syntax_error_on_a_later_line(tmp_path):
+    """The line is the offending one, not the first line of the file."""
+    path = write(tmp_path, GOOD + "\n\ndef broken(:\n    pass\n")
+    line = GOOD.count("\n") + 3
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err).startswith(f"{path}:{line}: syntax error: ")
+
+
+def test_error_while_loading_names_the_line(tmp_path):
+    """An exception raised at import time names the model's line and the exception."""
+    path = write(tmp_path, "import streamsim\nX = 1 / 0\ndef build(sim, p, v): pass\n")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert one_line(err) == f"{path}:2: error while loading: ZeroDivisionError: division by zero"
+
+
+def test_missing_file_and_missing_build(tmp_path):
+    """A missing file or a file without build() is named in one line."""
+    with pytest.raises(ModelError) as err:
+        load_model(str(tmp_path / "nope.py"))
+    assert one_line(err) == f"{tmp_path / 'nope.py'}: no such model file"
+    path = write(tmp_path, "X = 1\n")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert "must define build(sim, params, variant)" in one_line(err)
+
+
+def test_unknown_variant(tmp_path):
+    """An unknown variant names the model, the variant and the known variants."""
+    path = write(tmp_path, GOOD)
+    with pytest.raises(ModelError) as err:
+        simulate(path, "nope")
+    assert one_line(err) == f"{path}: unknown variant 'nope' (known: racy, fixed)"
+
+
+def test_unknown_set_key(tmp_path):
+    """An unknown `--set` key names the key and the known parameters."""
+    path = write(tmp_path, GOOD)
+    with pytest.raises(ModelError) as err:
+        simulate(path, params=["stages=4"])
+    assert one_line(err) == f"{path}: unknown parameter 'stages' (known: pp, scale, fast, mode)"
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("pp=abc", "--set pp=abc: expected int"),
+    ("scale=fast", "--set scale=fast: expected float"),
+    ("fast=maybe", "--set fast=maybe: expected bool"),
+    ("mode=c", "--set mode=c: must be one of a, b"),
+    ("pp", "--set pp: expected key=value"),
+])
+def test_ill_typed_set_value_names_the_field(tmp_path, setting, expected):
+    """An ill-typed or out-of-choices `--set` value is one line naming the field and the type."""
+    path = write(tmp_path, GOOD)
+    with pytest.raises(ModelError) as err:
+        simulate(path, params=[setting])
+    assert expected in one_line(err)
+
+
+def test_exception_in_a_host_program_names_the_model_line(tmp_path):
+    """An exception raised inside a host program while simulating becomes a ModelError naming the
+    model file and the line that raised, with the exception's type and message."""
+    path = write(tmp_path, '''\
+        def build(sim, p, variant):
+            def prog(host):
+                host.launch("k", dur=1)
+                host.synchronize()
+                raise ValueError("bad shape")
+            sim.spawn(0, prog)
+        ''')
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err) == f"{path}:5: ValueError: bad shape"
+
+
+def test_api_misuse_in_a_host_program_names_the_model_line(tmp_path):
+    """A ModelError raised by the API inside a host program (unknown group) names the model line."""
+    path = write(tmp_path, '''\
+        def build(sim, p, variant):
+            def prog(host):
+                host.launch("k", dur=1)
+                host.group("tp").all_reduce(host.buffer("x", 8))
+            sim.spawn(0, prog)
+        ''')
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err) == f"{path}:4: unknown process group 'tp'"
+
+
+def test_exception_in_build_names_the_model_line(tmp_path):
+    """An exception in build() itself (outside host programs) names its line too."""
+    path = write(tmp_path, '''\
+        def build(sim, p, variant):
+            sim.group("g", [0, 1], backend="mpi")
+        ''')
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err) == f"{path}:2: group 'g': backend must be 'nccl' or 'gloo', not 'mpi'"
+
+
+def test_runaway_model_names_the_model_and_the_bound(tmp_path):
+    """A runaway host loop stops with a BoundExceeded naming the model file and max_ops."""
+    path = write(tmp_path, '''\
+        def build(sim, p, variant):
+            def prog(host):
+                while True:
+                    host.launch("k", dur=1)
+            sim.spawn(0, prog)
+        ''')
+    with pytest.raises(BoundExceeded) as err:
+        simulate(path, max_ops=1000)
+    assert one_line(err).startswith(f"{path}: the model issued more than 1000 ops (max_ops)")
