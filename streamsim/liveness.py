@@ -1,0 +1,71 @@
+"""Liveness: the deadlock behind a stall (wait-for cycle), handles never waited, engine notes."""
+from __future__ import annotations
+
+import networkx as nx
+
+from .findings import Deadlock, Warning
+from .trace import Agent, Trace
+
+HANDLE_NEVER_WAITED = "handle-never-waited"
+
+
+def wait_for_graph(trace: Trace) -> nx.DiGraph:
+    """Blocked agent → each agent whose progress would unblock it (empty without a stall)."""
+    g = nx.DiGraph()
+    if trace.stall is None:
+        return g
+    for b in sorted(trace.stall.blocked, key=lambda b: b.agent):
+        g.add_node(b.agent)
+    for b in sorted(trace.stall.blocked, key=lambda b: b.agent):
+        for w in sorted(b.waits_for):
+            g.add_edge(b.agent, w)
+    return g
+
+
+def find_cycle(g: nx.DiGraph) -> tuple[Agent, ...] | None:
+    """The shortest wait-for cycle, rotated to start at its smallest agent; ties broken by the
+    smallest sequence of agents. Deterministic for a given graph."""
+    best: tuple[Agent, ...] | None = None
+    for a in sorted(g):
+        for b in sorted(g.successors(a)):
+            if not nx.has_path(g, b, a):
+                continue
+            path = nx.shortest_path(g, b, a)  # BFS: deterministic for sorted insertion
+            cyc = (a, *path[:-1]) if b != a else (a,)
+            k = cyc.index(min(cyc))
+            cyc = cyc[k:] + cyc[:k]
+            if best is None or (len(cyc), cyc) < (len(best), best):
+                best = cyc
+    return best
+
+
+def deadlock_from_stall(trace: Trace) -> Deadlock | None:
+    """Every blocked agent (sorted by agent) and the wait-for cycle, when the simulation stalled."""
+    if trace.stall is None or not trace.stall.blocked:
+        return None
+    blocked = tuple(sorted(trace.stall.blocked, key=lambda b: (b.agent, b.op if b.op is not None else -1)))
+    return Deadlock(blocked=blocked, cycle=find_cycle(wait_for_graph(trace)))
+
+
+def unwaited_handles(trace: Trace) -> list[int]:
+    """Ids of async ops with a handle that no ``wait`` or completed ``query`` lists in ``after``."""
+    waited = {r for op in trace.ops if op.kind in ("wait", "query") for r in op.after}
+    return [op.id for op in trace.ops if op.handle is not None and op.id not in waited]
+
+
+def warnings(trace: Trace) -> list[Warning]:
+    """Engine notes as warnings, plus every handle never waited; sorted by op id then kind."""
+    out = [Warning(n.kind, n.message, n.op) for n in trace.notes]
+    noted = {(w.kind, w.op) for w in out}
+    for oid in unwaited_handles(trace):
+        if (HANDLE_NEVER_WAITED, oid) in noted:
+            continue
+        op = trace.op(oid)
+        out.append(Warning(
+            HANDLE_NEVER_WAITED,
+            f"handle {op.handle} of {op.describe()} is never waited (no wait() and no "
+            f"is_completed() observed True): nothing orders later work after it",
+            oid))
+    big = len(trace.ops)
+    out.sort(key=lambda w: (big if w.op is None else w.op, w.kind, w.message))
+    return out
