@@ -1,0 +1,474 @@
+"""Read and validate an op log (docs OPLOG.md) into an :class:`OpLog`.
+
+An op log is JSON Lines: what each host thread issued, in order. :func:`load_oplog` checks every
+line statically (JSON, op, fields, types, handles, views, groups) and stops at the first mistake
+with one :class:`~streamsim.engine.ModelError` ``FILE:LINE: what is wrong``, so that nothing is
+reported as analysed that was not. Everything the replay needs is resolved here, once: each buffer
+ref becomes a concrete view, each ``wait``/``query`` names the line whose handle it waits, each
+group gets its backend and ranks, so that the replay (``oplog_replay``) only has to issue ops.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import COLLECTIVE_KINDS, ModelError
+from .memory import Ref
+from .trace import View
+
+COMMON = ("op", "rank", "host", "stream", "name", "dur")
+# op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
+FIELDS: dict[str, tuple[str, ...]] = {
+    "launch": ("reads", "writes"),
+    "host": ("reads", "writes"),
+    "record": ("event",),
+    "wait_event": ("event",),
+    "sync_event": ("event",),
+    "sync_stream": (),
+    "sync_device": (),
+    "isend": ("tensors", "peer", "group", "handle", "nbytes"),
+    "irecv": ("tensors", "peer", "group", "handle", "nbytes"),
+    **{k: ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
+       for k in sorted(COLLECTIVE_KINDS)},
+    "send_object": ("peer", "group", "nbytes"),
+    "recv_object": ("peer", "group", "nbytes"),
+    "isend_object": ("peer", "group", "handle", "nbytes"),
+    "wait": ("handle", "blocking"),
+    "query": ("handle",),
+    "alloc": ("buffer", "nbytes"),
+    "free": ("buffer",),
+    "record_stream": ("buffer",),
+}
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "record": ("event",), "wait_event": ("event",), "sync_event": ("event",),
+    "isend": ("tensors", "peer"), "irecv": ("tensors", "peer"),
+    "send_object": ("peer",), "recv_object": ("peer",), "isend_object": ("peer",),
+    "wait": ("handle",), "query": ("handle",),
+    "alloc": ("buffer",), "free": ("buffer",), "record_stream": ("buffer",),
+}
+NCCL_OPS = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS
+GLOO_OPS = frozenset({"send_object", "recv_object", "isend_object"})
+HANDLE_OPS = NCCL_OPS | {"isend_object"}
+DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
+DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
+
+
+@dataclass(slots=True)
+class Line:
+    """One op of the log, validated and resolved (buffer refs are concrete :class:`Ref` views);
+    read-only by convention (not frozen: building a frozen dataclass costs a call per field).
+
+    ``reads``/``writes`` hold a kernel's or host work's refs, a send's tensors (``reads``), a
+    receive's (``writes``), a collective's inputs and outputs. ``target`` is, for ``wait`` and
+    ``query``, the line number of the op whose handle they name. For ``alloc``, ``free`` and
+    ``record_stream``, ``nbytes`` is the size of the buffer's life (given by its alloc, else the
+    largest extent any ref names), and a ``free``'s ``stream`` is the allocation stream.
+    """
+
+    lineno: int
+    op: str
+    location: str
+    rank: int = 0
+    host: str = "main"
+    stream: str = "compute"
+    name: str = ""
+    dur: float = 1.0
+    reads: tuple[Ref, ...] = ()
+    writes: tuple[Ref, ...] = ()
+    event: str | None = None
+    peer: int | None = None
+    group: str | None = None
+    ranks: tuple[int, ...] | None = None
+    handle: str | None = None
+    nbytes: int | None = None
+    blocking: bool = False
+    buffer: str | None = None
+    target: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """A process group the log uses: backend from its ops, ranks = users, peers and ``ranks`` lists."""
+
+    name: str
+    backend: str  # "nccl" or "gloo"
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpLog:
+    """A parsed op log: its lines in file order, host threads in order of appearance, groups."""
+
+    path: str
+    lines: tuple[Line, ...]
+    threads: tuple[tuple[int, str], ...]
+    groups: dict[str, GroupSpec] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def thread_lines(self, rank: int, host: str) -> list[Line]:
+        return [ln for ln in self.lines if ln.rank == rank and ln.host == host]
+
+
+def load_oplog(path: str | os.PathLike) -> OpLog:
+    """Read and validate the op log at ``path``; any mistake is a ``ModelError`` ``FILE:LINE: ...``."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the op log: {e.strerror or e}") from None
+    return parse_oplog(data, path)
+
+
+def parse_oplog(data: str | bytes, path: str = "<oplog>") -> OpLog:
+    """Validate op-log text (``path`` only names it in messages and locations)."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # many small long-lived objects, no cycles: the cyclic GC would only rescan them
+    try:
+        return _Parser(path).parse(data)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ValueError(f"duplicate field {k!r}")
+            seen.add(k)
+    return d
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
+_ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
+
+
+class _Bad(Exception):
+    """A mistake on the line being parsed (the parser adds ``FILE:LINE:``)."""
+
+
+@dataclass
+class _RawRef:
+    rank: int
+    buffer: str
+    offset: int
+    nbytes: int | None
+    window: tuple[float, float]
+    life: int | None  # explicit size of the buffer's current life, None if implicit
+
+
+class _Parser:
+    """Two passes: check each line and record refs (pass 1), then resolve sizes and build Lines."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lineno = 0
+        self.lead = 0
+        self.handles: dict[tuple[int, str], int] = {}  # (rank, handle) -> issuing line
+        # (rank, buffer) -> its current life in file order: (size or None if implicit, alloc line,
+        # allocation stream); a buffer with no entry is alive from the start, on compute.
+        self.lives: dict[tuple[int, str], tuple[int | None, int, str]] = {}
+        self.implicit: dict[tuple[int, str], int] = {}  # largest extent named in implicit lives
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.threads: dict[tuple[int, str], None] = {}
+        self.interned: dict[tuple, Ref] = {}  # equal refs resolve to one Ref object
+
+    def fail(self, msg: str) -> ModelError:
+        return ModelError(f"{self.path}:{self.lineno}: {msg}")
+
+    def parse(self, data: str | bytes) -> OpLog:
+        raw: list[tuple[int, dict[str, Any]]] = []
+        chunks = data.split(b"\n" if isinstance(data, bytes) else "\n")
+        for i, chunk in enumerate(chunks, 1):
+            self.lineno = i
+            if isinstance(chunk, bytes):
+                try:
+                    text = chunk.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise self.fail(f"not valid UTF-8 (byte {e.start + 1})") from None
+            else:
+                text = chunk
+            if i == 1 and text.startswith("\ufeff"):
+                text = text[1:]
+            s = text.strip()
+            if not s or s.startswith("#"):
+                continue
+            self.lead = len(text) - len(text.lstrip())  # for JSON error columns
+            try:
+                raw.append((i, self.check(s)))
+            except _Bad as e:
+                raise self.fail(str(e)) from None
+        lines = []
+        for i, spec in raw:
+            self.lineno = i
+            try:
+                lines.append(self.build(i, spec))
+            except _Bad as e:
+                raise self.fail(str(e)) from None
+        groups = {}
+        for name, g in self.groups.items():
+            ranks = tuple(sorted(g["ranks"]))
+            for lineno, given in g["lists"]:
+                if tuple(sorted(given)) != ranks:
+                    self.lineno = lineno
+                    raise self.fail(f"ranks {sorted(given)} differ from the ranks {list(ranks)} of "
+                                    f"group {name!r} (every rank that uses it or is a peer in it)")
+            groups[name] = GroupSpec(name, g["backend"], ranks)
+        return OpLog(self.path, tuple(lines), tuple(self.threads), groups)
+
+    # -- pass 1 ------------------------------------------------------------------------------------
+    def check(self, s: str) -> dict[str, Any]:
+        try:
+            obj = _DECODER.decode(s)
+        except ValueError as e:
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            col = f" (column {e.colno + self.lead})" if isinstance(e, json.JSONDecodeError) else ""
+            raise _Bad(f"malformed JSON: {msg}{col}") from None
+        except RecursionError:
+            raise _Bad("malformed JSON: nested too deeply") from None
+        if not isinstance(obj, dict):
+            raise _Bad(f"expected a JSON object, got {_type_name(obj)}")
+        if "op" not in obj:
+            raise _Bad("missing required field 'op'")
+        op = obj["op"]
+        if not isinstance(op, str):
+            raise _Bad(f"field 'op' must be a string, got {_type_name(op)}")
+        if op not in FIELDS:
+            raise _Bad(f"unknown op {op!r} (expected one of: {', '.join(FIELDS)})")
+        allowed = _ALLOWED[op]
+        if not obj.keys() <= allowed:
+            extra = next(k for k in obj if k not in allowed)
+            raise _Bad(f"unknown field {extra!r} for op {op!r}")
+        for k in REQUIRED.get(op, ()):
+            if k not in obj:
+                raise _Bad(f"missing required field {k!r} for op {op!r}")
+        spec: dict[str, Any] = {"op": op}
+        spec["rank"] = rank = self.nat(obj, "rank", 0)
+        spec["host"] = self.text(obj, "host", "main")
+        spec["stream"] = self.text(obj, "stream", "compute")
+        name = obj.get("name", op)
+        if not isinstance(name, str):
+            raise _Bad(f"field 'name' must be a string, got {_type_name(name)}")
+        spec["name"] = name
+        dur = obj.get("dur", 1.0)
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not math.isfinite(dur):
+            raise _Bad(f"field 'dur' must be a finite number, got {_type_name(dur)}")
+        if dur < 0:
+            raise _Bad(f"negative dur {dur}")
+        spec["dur"] = float(dur)
+        self.threads.setdefault((rank, spec["host"]), None)
+        self.check_fields(obj, spec)
+        return spec
+
+    def check_fields(self, obj: dict, spec: dict) -> None:
+        """The op-specific fields of one line (``spec`` holds the common ones already)."""
+        op = spec["op"]
+        if op in ("launch", "host"):
+            spec["reads"] = self.refs(obj, "reads", spec["rank"])
+            spec["writes"] = self.refs(obj, "writes", spec["rank"])
+        elif op in ("record", "wait_event", "sync_event"):
+            spec["event"] = self.text(obj, "event")
+        elif op in NCCL_OPS or op in GLOO_OPS:
+            self.check_comm(obj, spec)
+        elif op in ("wait", "query"):
+            handle = self.text(obj, "handle")
+            target = self.handles.get((spec["rank"], handle))
+            if target is None:
+                raise _Bad(f"{op} on unknown handle {handle!r} (no earlier line of rank "
+                           f"{spec['rank']} issues it)")
+            spec["handle"], spec["target"] = handle, target
+            if op == "wait":
+                blocking = obj.get("blocking", False)
+                if not isinstance(blocking, bool):
+                    raise _Bad(f"field 'blocking' must be a boolean, got {_type_name(blocking)}")
+                spec["blocking"] = blocking
+        elif op == "alloc":
+            key = (spec["rank"], self.text(obj, "buffer"))
+            size = self.nat(obj, "nbytes", None)
+            spec["buffer"], spec["nbytes"] = key[1], size
+            self.lives[key] = (size, self.lineno, spec["stream"])
+            if size is None:
+                self.implicit.setdefault(key, 0)
+        elif op in ("free", "record_stream"):
+            # Both act on the buffer's life at this point of the file (not of the replay, where
+            # another thread's alloc may run earlier or later): resolve it now.
+            key = (spec["rank"], self.text(obj, "buffer"))
+            spec["buffer"] = key[1]
+            size, _, stream = self.lives.get(key, (None, 0, "compute"))
+            if key not in self.lives:  # alive from the start
+                self.implicit.setdefault(key, 0)
+            spec["nbytes"] = size  # None: the implicit size, known after pass 1
+            if op == "free":
+                spec["stream"] = stream  # a free goes to the allocation stream
+
+    def check_comm(self, obj: dict, spec: dict) -> None:
+        op, rank = spec["op"], spec["rank"]
+        backend = "nccl" if op in NCCL_OPS else "gloo"
+        group = self.text(obj, "group", DEFAULT_GROUP[op])
+        g = self.groups.setdefault(group, {"backend": backend, "line": self.lineno,
+                                           "ranks": set(), "lists": []})
+        if g["backend"] != backend:
+            raise _Bad(f"group {group!r} is used by {backend} op {op!r} here but by "
+                       f"{g['backend']} ops at line {g['line']}")
+        g["ranks"].add(rank)
+        spec["group"] = group
+        spec["nbytes"] = self.nat(obj, "nbytes", None)
+        if "peer" in FIELDS[op]:
+            spec["peer"] = self.nat(obj, "peer")
+            g["ranks"].add(spec["peer"])
+        if op in ("isend", "irecv"):
+            refs = self.refs(obj, "tensors", rank)
+            spec["reads" if op == "isend" else "writes"] = refs
+        elif op in COLLECTIVE_KINDS:
+            has_t, has_io = "tensors" in obj, ("inputs" in obj, "outputs" in obj)
+            if has_t and any(has_io):
+                raise _Bad(f"{op} takes 'tensors' (in place) or 'inputs' and 'outputs', not both")
+            if has_t:
+                spec["reads"] = spec["writes"] = self.refs(obj, "tensors", rank)
+            elif all(has_io):
+                spec["reads"] = self.refs(obj, "inputs", rank)
+                spec["writes"] = self.refs(obj, "outputs", rank)
+            else:
+                raise _Bad(f"missing required field 'tensors' (or 'inputs' and 'outputs') "
+                           f"for op {op!r}")
+            if "ranks" in obj:
+                ranks = obj["ranks"]
+                if not isinstance(ranks, list) or not ranks or not all(
+                        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
+                    raise _Bad("field 'ranks' must be a non-empty array of non-negative integers")
+                if len(set(ranks)) != len(ranks):
+                    raise _Bad(f"field 'ranks' names a rank twice: {ranks}")
+                if rank not in ranks:
+                    raise _Bad(f"ranks {ranks} of this {op} do not include its own rank {rank}")
+                spec["ranks"] = tuple(ranks)
+                g["ranks"].update(ranks)
+                g["lists"].append((self.lineno, ranks))
+        if op in HANDLE_OPS:
+            handle = self.text(obj, "handle", None)
+            spec["handle"] = handle
+            if handle is not None:
+                self.handles[(rank, handle)] = self.lineno
+
+    # -- field checks ---------------------------------------------------------------------------------
+    _MISSING = object()
+
+    def nat(self, obj: dict, key: str, default: Any = _MISSING) -> Any:
+        if key not in obj and default is not self._MISSING:
+            return default
+        v = obj[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise _Bad(f"field {key!r} must be a non-negative integer, got "
+                       f"{v if isinstance(v, int) and not isinstance(v, bool) else _type_name(v)}")
+        return v
+
+    def text(self, obj: dict, key: str, default: Any = _MISSING) -> Any:
+        if key not in obj and default is not self._MISSING:
+            return default
+        v = obj[key]
+        if not isinstance(v, str) or not v:
+            raise _Bad(f"field {key!r} must be a non-empty string, got "
+                       f"{'an empty string' if v == '' else _type_name(v)}")
+        return v
+
+    def refs(self, obj: dict, key: str, rank: int) -> list[_RawRef]:
+        items = obj.get(key, [])
+        if not isinstance(items, list):
+            raise _Bad(f"field {key!r} must be an array of buffer refs, got {_type_name(items)}")
+        return [self.ref(item, key, rank) for item in items]
+
+    def ref(self, item: Any, key: str, rank: int) -> _RawRef:
+        window = (0.0, 1.0)
+        if isinstance(item, str) and item:
+            buf, offset, nbytes = item, 0, None
+        elif isinstance(item, dict):
+            for k in item:
+                if k not in ("buffer", "offset", "nbytes", "window"):
+                    raise _Bad(f"unknown field {k!r} in a buffer ref of {key!r}")
+            if "buffer" not in item:
+                raise _Bad(f"a buffer ref of {key!r} is missing its 'buffer'")
+            buf = self.text(item, "buffer")
+            offset = self.nat(item, "offset", 0)
+            nbytes = self.nat(item, "nbytes", None)
+            if "window" in item:
+                w = item["window"]
+                if not (isinstance(w, list) and len(w) == 2 and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                        for x in w)):
+                    raise _Bad(f"bad window {json.dumps(w)} in {key!r}: expected [start, end], "
+                               "fractions of the op's duration")
+                if not 0.0 <= w[0] <= w[1] <= 1.0:
+                    raise _Bad(f"bad window {json.dumps(w)} in {key!r}: must satisfy "
+                               "0 <= start <= end <= 1")
+                window = (float(w[0]), float(w[1]))
+        else:
+            raise _Bad(f"a buffer ref in {key!r} must be a buffer name or an object "
+                       f"{{\"buffer\", \"offset\", \"nbytes\"}}, got "
+                       f"{'an empty string' if item == '' else _type_name(item)}")
+        k = (rank, buf)
+        life = self.lives.get(k)
+        size = life[0] if life else None
+        if size is not None:
+            if (offset + nbytes > size) if nbytes is not None else (offset > size or offset == size > 0):
+                end = "" if nbytes is None else offset + nbytes
+                raise _Bad(f"view [{offset}:{end}] of buffer {buf!r} is outside its {size} bytes "
+                           f"(allocated at line {life[1]})")
+        else:
+            extent = offset + nbytes if nbytes is not None else offset + 1
+            if extent > self.implicit.get(k, 0):
+                self.implicit[k] = extent
+        return _RawRef(rank, buf, offset, nbytes, window, size)
+
+    # -- pass 2 -----------------------------------------------------------------------------------
+    def resolve(self, refs: list[_RawRef]) -> tuple[Ref, ...]:
+        out = []
+        interned = self.interned
+        for r in refs:
+            size = r.life if r.life is not None else max(self.implicit.get((r.rank, r.buffer), 0),
+                                                          DEFAULT_SIZE)
+            n = max(size - r.offset if r.nbytes is None else r.nbytes, 0)
+            key = (r.rank, r.buffer, r.offset, n, r.window)
+            ref = interned.get(key)
+            if ref is None:
+                ref = interned[key] = Ref(View(r.rank, r.buffer, r.offset, n), r.window)
+            out.append(ref)
+        return tuple(out)
+
+    def build(self, lineno: int, spec: dict) -> Line:
+        spec = dict(spec)
+        for k in ("reads", "writes"):
+            if k in spec:
+                spec[k] = self.resolve(spec[k])
+        if spec["op"] in ("alloc", "free", "record_stream") and spec["nbytes"] is None:
+            spec["nbytes"] = max(self.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
+        return Line(lineno=lineno, location=f"{self.path}:{lineno}", **spec)
+
+

@@ -1,0 +1,213 @@
+"""Replay a parsed op log through the engine: one host program per (rank, host thread).
+
+Each program issues its thread's lines in order through the modelling API, exactly as a model would,
+so an op log and a model are simulated and analysed by the same code. While a line runs, the engine's
+``tag_rec`` hook stamps every op it creates with the line number and the line's name, and
+``location_of`` answers ``FILE:LINE``: reports then point into the log.
+
+``dur`` is the duration of kernels (``launch``), host work (``host``), sends (``isend``,
+``send_object``, ``isend_object``) and collectives. Receives end when their data arrives, and
+records, waits, syncs, queries, ``alloc``, ``free`` and ``record_stream`` take no time of their own,
+so their ``dur`` is not used. ``alloc`` is a host action of its own (kind ``alloc``, no access,
+``attrs`` naming buffer, size and allocation stream) so that it has a place in reports; it enqueues
+nothing (allocation is host work), so it changes no stream's order.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from .api import Event, Host, Simulation, Work
+from .engine import COLLECTIVE_KINDS, ModelError, _Rec
+from .memory import Buffer
+from .oplog_read import Line, OpLog, load_oplog
+from .trace import Agent, Blocked, Trace
+
+
+def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
+                   max_ops: int = 5_000_000, max_time: float = 1e12, fixes: Sequence = (),
+                   base: Trace | None = None, perturb=None) -> Trace:
+    """Simulate an op log (an :class:`OpLog` or a path) into a trace; ops carry ``line``/``location``.
+
+    ``fixes`` found in ``base`` (a trace of the same log) are injected as for a model, to cost them;
+    ``perturb`` is the engine's duration perturbation (a schedule-exploration strategy).
+    Every mistake the run reveals is a ``ModelError`` naming ``FILE:LINE``.
+    """
+    if not isinstance(oplog, OpLog):
+        oplog = load_oplog(oplog)
+    sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb)
+    for g in oplog.groups.values():
+        sim.group(g.name, g.ranks, g.backend)
+    replay = _Replay(sim, oplog)
+    by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
+    for line in oplog.lines:
+        by_thread[(line.rank, line.host)].append(line)
+    for (rank, host), lines in by_thread.items():
+        sim.spawn(rank, replay.program, lines, thread=host)
+    meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter}
+    try:
+        if fixes:
+            from .inject import inject_fixes
+            inject_fixes(sim.engine, base, fixes)
+        return sim.run(source=oplog.path, meta=meta)
+    except ModelError as e:
+        msg = str(e)
+        if msg.startswith(oplog.path + ":"):
+            raise
+        raise type(e)(f"{oplog.path}: {msg}") from None
+    except Exception as e:  # an engine bug must still end in one line, not a traceback
+        raise ModelError(f"{oplog.path}: internal error: {type(e).__name__}: {e}") from e
+
+
+class _Replay:
+    """State shared by the host programs of one replay: per-rank buffers, events and handles."""
+
+    def __init__(self, sim: Simulation, oplog: OpLog):
+        self.engine = e = sim.engine
+        self.oplog = oplog
+        self.current: dict[Agent, Line] = {}
+        self.events: dict[tuple[int, str], Event] = {}
+        self.works: dict[int, Work] = {}  # issuing line -> its Work
+        self.pending: dict[int, object] = {}  # issuing line -> simpy event a waiter blocks on
+        self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
+        e.tag_rec = self.tag
+        e.location_of = self.location
+        self.run: dict[str, Callable[[Host, Line], None]] = {
+            "launch": self.launch, "host": self.host_work, "record": self.record,
+            "wait_event": self.wait_event, "sync_event": self.sync_event,
+            "sync_stream": lambda h, ln: h.sync_stream(ln.stream),
+            "sync_device": lambda h, ln: h.synchronize(),
+            "isend": self.p2p, "irecv": self.p2p,
+            **{k: self.collective for k in COLLECTIVE_KINDS},
+            "send_object": self.send_object, "recv_object": self.recv_object,
+            "isend_object": self.isend_object, "wait": self.wait, "query": self.query,
+            "alloc": self.alloc, "free": self.free, "record_stream": self.record_stream,
+        }
+
+    # -- engine hooks ------------------------------------------------------------------------------
+    def tag(self, rec: _Rec) -> None:
+        h = self.engine.current
+        if h is None or h.injected_hold:  # an injected fix is not the line's own op
+            return
+        line = self.current.get(h.agent)
+        if line is not None:
+            rec.line = line.lineno
+            rec.name = line.name
+
+    def location(self) -> str:
+        h = self.engine.current
+        line = self.current.get(h.agent) if h is not None else None
+        return line.location if line is not None else self.oplog.path
+
+    # -- the host program --------------------------------------------------------------------------
+    def program(self, host: Host, lines: list[Line]) -> None:
+        agent = host._h.agent
+        run = self.run
+        for line in lines:
+            self.current[agent] = line
+            try:
+                run[line.op](host, line)
+            except ModelError as e:
+                msg = str(e)
+                if msg.startswith(self.oplog.path + ":"):
+                    raise
+                raise type(e)(f"{line.location}: {msg}") from None
+            except Exception as e:
+                raise ModelError(f"{line.location}: {type(e).__name__}: {e}") from e
+
+    # -- per-rank names ------------------------------------------------------------------------------
+    def event(self, host: Host, name: str) -> Event:
+        key = (host.rank, name)
+        ev = self.events.get(key)
+        if ev is None:
+            ev = self.events[key] = host.event(name)
+        return ev
+
+    def issued(self, line: Line, work: Work) -> None:
+        self.works[line.lineno] = work
+        ev = self.pending.pop(line.lineno, None)
+        if ev is not None:
+            ev.succeed()
+
+    def work(self, host: Host, line: Line) -> Work:
+        """The Work of the line ``line`` names; another thread may not have issued it yet: wait."""
+        w = self.works.get(line.target)
+        if w is None:
+            e = self.engine
+            ev = self.pending.get(line.target)
+            if ev is None:
+                ev = self.pending[line.target] = e.env.event()
+            issuer = self.lines[line.target]
+            e.block(host._h, ev, Blocked(host._h.agent, None, f"{line.op} on handle "
+                                         f"{line.handle!r} waits for line {line.target} to be "
+                                         "issued", (Agent(issuer.rank, "host", issuer.host),)))
+            w = self.works[line.target]
+        return w
+
+    # -- ops -------------------------------------------------------------------------------------------
+    def launch(self, host: Host, ln: Line) -> None:
+        host.launch(ln.name, reads=ln.reads, writes=ln.writes, dur=ln.dur, stream=ln.stream)
+
+    def host_work(self, host: Host, ln: Line) -> None:
+        host.host_work(ln.name, reads=ln.reads, writes=ln.writes, dur=ln.dur)
+
+    def record(self, host: Host, ln: Line) -> None:
+        host.record(self.event(host, ln.event), ln.stream)
+
+    def wait_event(self, host: Host, ln: Line) -> None:
+        host.wait_event(self.event(host, ln.event), ln.stream)
+
+    def sync_event(self, host: Host, ln: Line) -> None:
+        host.sync_event(self.event(host, ln.event))
+
+    def p2p(self, host: Host, ln: Line) -> None:
+        group = host.group(ln.group)
+        with host.use_stream(ln.stream):
+            if ln.op == "isend":
+                w = group.isend(list(ln.reads), ln.peer, nbytes=ln.nbytes, dur=ln.dur,
+                                name=ln.name, handle=ln.handle)
+            else:
+                w = group.irecv(list(ln.writes), ln.peer, nbytes=ln.nbytes, name=ln.name,
+                                handle=ln.handle)
+        self.issued(ln, w)
+
+    def collective(self, host: Host, ln: Line) -> None:
+        cfg = host.group(ln.group).cfg
+        with host.use_stream(ln.stream):
+            w = host.collective(cfg, ln.op, list(ln.reads), list(ln.writes), ln.nbytes, ln.dur,
+                                ln.name, ln.handle)
+        self.issued(ln, w)
+
+    def send_object(self, host: Host, ln: Line) -> None:
+        host.group(ln.group).send_object(ln.nbytes or 0, ln.peer, name=ln.name, dur=ln.dur)
+
+    def recv_object(self, host: Host, ln: Line) -> None:
+        host.group(ln.group).recv_object(ln.peer, name=ln.name)
+
+    def isend_object(self, host: Host, ln: Line) -> None:
+        w = host.group(ln.group).isend_object(ln.nbytes or 0, ln.peer, name=ln.name,
+                                              handle=ln.handle, dur=ln.dur)
+        self.issued(ln, w)
+
+    def wait(self, host: Host, ln: Line) -> None:
+        w = self.work(host, ln)
+        if ln.blocking or w._cfg.backend == "gloo":
+            w.wait(blocking=ln.blocking)
+        else:  # NCCL: the current stream waits for the op
+            with host.use_stream(ln.stream):
+                w.wait(blocking=False)
+
+    def query(self, host: Host, ln: Line) -> None:
+        self.work(host, ln).is_completed()
+
+    def alloc(self, host: Host, ln: Line) -> None:
+        rec = self.engine.host_op(host._h, "alloc", ln.name)
+        rec.attrs.update(buffer=ln.buffer, nbytes=ln.nbytes, stream=ln.stream)
+
+    # The reader resolved which life of the buffer a free or record_stream acts on (its size and
+    # allocation stream): the Buffer is that life.
+    def free(self, host: Host, ln: Line) -> None:
+        host.free(Buffer(host.rank, ln.buffer, ln.nbytes, ln.stream))
+
+    def record_stream(self, host: Host, ln: Line) -> None:
+        host.record_stream(Buffer(host.rank, ln.buffer, ln.nbytes), ln.stream)

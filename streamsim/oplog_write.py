@@ -1,0 +1,381 @@
+"""Write any trace as an op log: the host-side program of each (rank, host thread), one line an action.
+
+A host action that enqueued a stream op becomes a line of the stream op's kind with what is needed
+to re-simulate it (stream, buffer refs, exact duration, peer, group, handle, ...). Lines are
+interleaved by host issue time, ties broken by the engine's issue order, so the file is
+deterministic, each thread keeps its program order, and threads first appear in the order they were
+spawned. Re-simulating the log reproduces the trace's ops, timings and hence findings
+(tests/test_oplog.py checks it on models and on random logs). Where the format is narrower than the
+API, the writer says the same thing another way:
+
+* a buffer freed on a stream other than ``compute`` gets an ``alloc`` line (its allocation stream);
+* a handle name the log's newest-wins rule would bind to the wrong op becomes ``name~k``;
+* a wait on an Event the model never recorded gets a fresh event name (events are per rank in a log,
+  per host thread in the API), so that it stays a no-op;
+* ``event.query()`` becomes ``sync_event`` when it returned True (same edge, no wait) and a
+  zero-length ``host`` action when it returned False (no edge).
+
+Not carried: step labels, group cost settings (latency, bandwidth, eager threshold: the replay uses
+the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host action
+whose stream op never started (the run stalled first) left no stream op to describe.
+"""
+from __future__ import annotations
+
+import gc
+import io
+import json
+import math
+import os
+from typing import Any, TextIO
+
+from .engine import COLLECTIVE_KINDS
+from .trace import HOST, READ, Access, Op, Trace, View
+
+_SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
+_COMM = frozenset({"isend", "irecv", "isend_object", "send_object", "recv_object"}) | COLLECTIVE_KINDS
+_STREAM_OPS = frozenset({"launch", "record", "wait_event", "free", "isend", "irecv",
+                         "isend_object"}) | COLLECTIVE_KINDS  # a host action enqueues them
+_ON_ITS_STREAM = frozenset({"launch", "record", "wait_event"})  # line's stream = op's
+_ON_CURRENT_STREAM = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS  # line's stream = current
+
+
+def dump_oplog(trace: Trace, out: str | os.PathLike | TextIO) -> int:
+    """Write ``trace`` as an op log to a path or text file; return the number of op lines."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # a big trace is millions of objects: the cyclic GC would rescan them, for nothing
+    try:
+        text, count = _Writer(trace).render()
+    finally:
+        if was_enabled:
+            gc.enable()
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        out.write(text)
+    return count
+
+
+def oplog_text(trace: Trace) -> str:
+    """The op log of ``trace`` as a string."""
+    buf = io.StringIO()
+    dump_oplog(trace, buf)
+    return buf.getvalue()
+
+
+def _exact_dur(start: float, end: float) -> float:
+    """A duration ``d`` with ``start + d == end`` in floating point, so a replay ends where this did."""
+    d = end - start
+    for _ in range(8):
+        t = start + d
+        if t == end:
+            return d
+        d = math.nextafter(d, math.inf if t < end else -math.inf)
+    return end - start
+
+
+class _Writer:
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.enqueued: dict[int, Op] = {op.issuer: op for op in trace.ops if op.issuer is not None}
+        self.size: dict[tuple[int, str], int] = {}
+        for op in trace.ops:
+            for a in op.accesses:
+                k = (a.view.rank, a.view.buffer)
+                if a.view.end > self.size.get(k, 0):
+                    self.size[k] = a.view.end
+        self.handle_name: dict[int, str] = {}  # op id -> handle name in the log
+        self.alloc_size: dict[tuple[int, str], int] = {}  # buffers in an alloc'd life -> size
+        self.sized: set[tuple[int, str]] = set()  # implicit buffers whose size a ref has stated
+        self.by_handle: dict[tuple[int, str], list[tuple[tuple[float, int], Op]]] | None = None
+
+    # -- building entries -------------------------------------------------------------------------
+    def render(self) -> tuple[str, int]:
+        entries = []  # (sort key, host op, dict or comment string)
+        for h in self.trace.ops:
+            if h.agent.kind == HOST:
+                entries.append(((h.start, h.id, _SUB_LINE), h, self.line(h)))
+        entries += self.synthetic_allocs(entries)
+        entries.sort(key=lambda e: e[0])
+        self.name_handles(entries)
+        self.name_events(entries)
+        out = [f"# streamsim op log (version 1) of {self.trace.source or 'a simulated trace'}"]
+        lives = self.ref_lives(entries)
+        count = 0
+        for _, h, d in entries:
+            if isinstance(d, str):
+                out.append(f"# {h.agent}: {d}")
+                continue
+            if not d:  # an alloc replaced by a synthetic one
+                continue
+            out.append(json.dumps(self.finish(d, lives), separators=(",", ":"), ensure_ascii=False))
+            count += 1
+        return "\n".join(out) + "\n", count
+
+    def line(self, h: Op) -> dict[str, Any] | str:
+        """The line of host action ``h`` (with raw Accesses in ref fields), or a comment."""
+        s = self.enqueued.get(h.id)
+        kind = s.kind if s is not None else h.kind
+        op = s or h  # the op that carries the details
+        if s is None and (kind in _STREAM_OPS or kind == "wait" and "handle" not in h.attrs):
+            return f"{kind} {h.name!r} issued here never reached its stream (the run stalled)"
+        d: dict[str, Any] = {"op": kind}
+        if h.agent.rank:
+            d["rank"] = h.agent.rank
+        if h.agent.name != "main":
+            d["host"] = h.agent.name
+        if kind in _ON_ITS_STREAM or kind == "wait" and s is not None:
+            d["stream"] = s.agent.name
+        elif kind in _ON_CURRENT_STREAM:
+            d["stream"] = s.attrs.get("current_stream", "compute")
+        elif kind == "sync_stream":
+            d["stream"] = self.synced_stream(h)
+        elif kind in ("record_stream", "alloc"):
+            d["stream"] = h.attrs.get("stream", "compute")
+        d["name"] = h.name
+        if kind in ("launch", "host"):
+            reads = [a for a in op.accesses if a.mode == READ]
+            writes = [a for a in op.accesses if a.mode != READ]
+            if reads:
+                d["reads"] = reads
+            if writes:
+                d["writes"] = writes
+            d["dur"] = _exact_dur(op.start, op.end)
+        elif kind in ("record", "wait_event", "sync_event"):
+            d["event"] = op.attrs["event"]
+            if kind != "record" and not op.after:
+                d["_unrecorded"] = True  # the model's Event was never recorded (name_events)
+        elif kind in _COMM:
+            self.comm(kind, op, d)
+        elif kind in ("wait", "query"):
+            return self.waiting(kind, h, s, d)
+        elif kind in ("free", "record_stream", "alloc"):
+            d["buffer"] = op.attrs.get("buffer") or op.accesses[0].view.buffer
+            if kind == "alloc":
+                d["nbytes"] = op.attrs.get("nbytes", self.size.get((h.agent.rank, d["buffer"]), 1))
+        elif kind not in ("sync_device", "sync_stream"):
+            return f"{kind} {h.name!r}: not an op-log op, left out"
+        return d
+
+    def comm(self, kind: str, op: Op, d: dict[str, Any]) -> None:
+        attrs = op.attrs
+        if kind in ("isend", "irecv"):
+            d["tensors"] = list(op.accesses)
+        elif kind in COLLECTIVE_KINDS:
+            ins = [a for a in op.accesses if a.mode == READ]
+            outs = [a for a in op.accesses if a.mode != READ]
+            if [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
+                d["tensors"] = outs
+            else:
+                d["inputs"], d["outputs"] = ins, outs
+            if "ranks" in attrs:
+                d["ranks"] = list(attrs["ranks"])
+        if "peer" in attrs:
+            d["peer"] = attrs["peer"]
+        d["group"] = attrs["group"]
+        if op.handle is not None:
+            d["handle"] = op  # named once every line is known (name_handles)
+        if "nbytes" in attrs:
+            d["nbytes"] = attrs["nbytes"]
+        if kind not in ("irecv", "recv_object"):
+            d["dur"] = attrs.get("dur", op.end - op.start)
+
+    def waiting(self, kind: str, h: Op, s: Op | None, d: dict[str, Any]) -> dict[str, Any] | str:
+        """A ``wait`` or ``query`` line; an event query becomes ``sync_event`` (True) or ``host``."""
+        op = s or h
+        if kind == "query" and "handle" not in h.attrs:  # event.query(): not in the format
+            recorded = [self.trace.op(r) for r in h.after]
+            if recorded and "event" in recorded[0].attrs:
+                return {**d, "op": "sync_event", "event": recorded[0].attrs["event"]}
+            return {**d, "op": "host", "dur": 0.0}
+        target = self.target(h, op)
+        if target is None:
+            return f"{kind} {h.name!r}: the op of its handle is not in the trace (the run stalled)"
+        if target.agent.rank != h.agent.rank:
+            return f"{kind} {h.name!r} waits a handle of rank {target.agent.rank}: not expressible"
+        d["handle"] = target
+        if kind == "wait" and op.attrs.get("blocking"):
+            d["blocking"] = True
+        return d
+
+    def target(self, h: Op, op: Op) -> Op | None:
+        """The op whose handle a wait/query names: its ``after`` edge, or by name (query False)."""
+        if op.after:
+            return self.trace.op(op.after[0])
+        if self.by_handle is None:
+            self.by_handle = {}
+            for o in self.trace.ops:
+                if o.handle is not None and o.issuer is not None:
+                    issue = self.trace.op(o.issuer)
+                    self.by_handle.setdefault((o.agent.rank, o.handle), []).append(
+                        ((issue.start, issue.id), o))
+        best = None  # the newest op of the rank with that handle issued before h
+        for key, o in self.by_handle.get((h.agent.rank, h.attrs.get("handle")), ()):
+            if key < (h.start, h.id) and (best is None or key > best[0]):
+                best = (key, o)
+        return best[1] if best else None
+
+    def synced_stream(self, h: Op) -> str:
+        if "stream" in h.attrs:
+            return h.attrs["stream"]
+        if h.after:
+            return self.trace.op(h.after[0]).agent.name
+        suffix = ".synchronize()"
+        return h.name[:-len(suffix)] if h.name.endswith(suffix) else "compute"
+
+    def synthetic_allocs(self, entries: list) -> list:
+        """Make every life of a freed buffer explicit, so the replay frees exactly these bytes on
+        exactly this stream: an ``alloc`` before the buffer's first use and after each free that is
+        followed by more use, sized to cover its segment (the free included), on the stream of the
+        segment's free. The trace's own allocs of such buffers are replaced (set to None)."""
+        segments: dict[tuple[int, str], list[list]] = {}
+        for e in sorted(entries, key=lambda e: e[0]):
+            d = e[2]
+            if not isinstance(d, dict):
+                continue
+            rank = e[1].agent.rank
+            bufs = {(a.view.rank, a.view.buffer) for a in self.accesses_of(d)}
+            if "buffer" in d:
+                bufs.add((rank, d["buffer"]))
+            for k in bufs:
+                segs = segments.setdefault(k, [[]])
+                segs[-1].append(e)
+                if d["op"] == "free" and k == (rank, d["buffer"]):
+                    segs.append([])
+        out = []
+        for (rank, buf), segs in segments.items():
+            if len(segs) == 1:  # never freed: implicit sizing by refs is exact
+                continue
+            stream = "compute"
+            for seg in segs:
+                live = [e for e in seg if e[2]["op"] != "alloc"]
+                for e in seg:
+                    if e[2]["op"] == "alloc":
+                        e[2].clear()  # replaced by the synthetic alloc of its segment
+                if not live:
+                    continue
+                size = max((a.view.end for e in live for a in self.accesses_of(e[2])
+                            if (a.view.rank, a.view.buffer) == (rank, buf)), default=0)
+                last = live[-1]
+                if last[2]["op"] == "free":
+                    free = self.enqueued[last[1].id]
+                    stream = free.agent.name
+                    size = max(size, free.accesses[0].view.end if free.accesses else 0)
+                first = live[0]
+                d = {"op": "alloc"}
+                if rank:
+                    d["rank"] = rank
+                if first[1].agent.name != "main":
+                    d["host"] = first[1].agent.name
+                d.update(stream=stream, buffer=buf, nbytes=size)
+                out.append((first[0][:2] + (_SUB_ALLOC_BEFORE,), first[1], d))
+        return out
+
+    def name_handles(self, entries: list) -> None:
+        """Handle names per rank: the original name, unless the log's newest-wins rule would bind
+        some wait/query to another op of the same name; then a unique ``name~k``."""
+        latest: dict[tuple[int, str], int] = {}
+        clash: set[int] = set()
+        used: dict[int, set[str]] = {}
+        for _, h, d in entries:
+            if not isinstance(d, dict) or "handle" not in d:
+                continue
+            op: Op = d["handle"]
+            key = (h.agent.rank, op.handle)
+            if d["op"] in ("wait", "query"):
+                if latest.get(key) != op.id:
+                    clash.add(op.id)
+            else:
+                latest[key] = op.id
+                used.setdefault(h.agent.rank, set()).add(op.handle)
+        for _, h, d in entries:
+            if isinstance(d, dict) and "handle" in d and d["op"] not in ("wait", "query"):
+                op = d["handle"]
+                name = op.handle
+                if op.id in clash:
+                    names = used[h.agent.rank]
+                    k = 2
+                    while f"{name}~{k}" in names:
+                        k += 1
+                    name = f"{name}~{k}"
+                    names.add(name)
+                self.handle_name[op.id] = name
+
+    @staticmethod
+    def name_events(entries: list) -> None:
+        """A wait on an Event the model never recorded must stay a no-op in the replay, where events
+        are named per rank: if another Event of that name was recorded before, use a fresh name."""
+        recorded: set[tuple[int, str]] = set()
+        names: dict[int, set[str]] = {}
+        for _, h, d in entries:
+            if isinstance(d, dict) and "event" in d:
+                names.setdefault(h.agent.rank, set()).add(d["event"])
+        for _, h, d in entries:
+            if not isinstance(d, dict) or "event" not in d:
+                continue
+            key = (h.agent.rank, d["event"])
+            if d["op"] == "record":
+                recorded.add(key)
+            elif d.pop("_unrecorded", False) and key in recorded:
+                taken, k = names[h.agent.rank], 1
+                while f"{d['event']}~unrecorded{k}" in taken:
+                    k += 1
+                d["event"] = f"{d['event']}~unrecorded{k}"
+                taken.add(d["event"])
+
+    # -- buffer refs ----------------------------------------------------------------------------------
+    def ref_lives(self, entries: list) -> dict[tuple[int, str], int]:
+        """Size a plain buffer name stands for in the replay, for buffers alive from the start."""
+        implicit: dict[tuple[int, str], int] = {}
+        explicit: set[tuple[int, str]] = set()
+        for _, h, d in entries:
+            if not isinstance(d, dict) or not d:
+                continue
+            if d["op"] == "alloc":
+                explicit.add((h.agent.rank, d["buffer"]))
+            for a in self.accesses_of(d):
+                k = (a.view.rank, a.view.buffer)
+                if k not in explicit and a.view.end > implicit.get(k, 0):
+                    implicit[k] = a.view.end
+        return implicit
+
+    @staticmethod
+    def accesses_of(d: dict[str, Any]) -> list[Access]:
+        return [a for k in ("reads", "writes", "tensors", "inputs", "outputs") for a in d.get(k, ())]
+
+    def finish(self, d: dict[str, Any], implicit: dict[tuple[int, str], int]) -> dict[str, Any]:
+        """Turn Views into refs (a plain name when the replay reads it as the same bytes)."""
+        out = {}
+        for k, v in d.items():
+            if k == "stream" and v == "compute" or k == "name" and v == d["op"] or k[0] == "_":
+                continue  # the defaults, and the writer's own marks
+            if k == "handle":
+                out[k] = self.handle_name[v.id]
+            elif k in ("reads", "writes", "tensors", "inputs", "outputs"):
+                out[k] = [self.ref(a, implicit) for a in v]
+            else:
+                out[k] = v
+        if d["op"] == "alloc":
+            self.alloc_size[(d.get("rank", 0), d["buffer"])] = d["nbytes"]
+        return out
+
+    def ref(self, a: Access, implicit: dict[tuple[int, str], int]) -> str | dict[str, Any]:
+        """A plain name when the replay reads the name as exactly these bytes: the buffer's alloc'd
+        size, or its implicit size once an explicit ref has stated it (the first whole ref does)."""
+        v: View = a.view
+        k = (v.rank, v.buffer)
+        size = self.alloc_size.get(k)
+        stated = size is not None or k in self.sized
+        if size is None:
+            size = implicit.get(k)
+        if v.offset == 0 and v.nbytes == size and size:
+            if stated and a.window == (0.0, 1.0):
+                return v.buffer
+            self.sized.add(k)
+        r: dict[str, Any] = {"buffer": v.buffer}
+        if v.offset:
+            r["offset"] = v.offset
+        r["nbytes"] = v.nbytes
+        if a.window != (0.0, 1.0):
+            r["window"] = [a.window[0], a.window[1]]
+        return r
