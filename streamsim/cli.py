@@ -35,6 +35,10 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-ops", type=int, default=5_000_000, help="stop a runaway model here")
     p.add_argument("--max-time", type=float, default=1e12,
                    help="stop a runaway model at this simulated time (us)")
+    p.add_argument("--strategy", choices=("random", "pct"), default="random",
+                   help="schedule perturbation: random = jitter only; pct = PCT delays at "
+                   "depth-1 seeded change points (see streamsim.explore)")
+    p.add_argument("--depth", type=int, default=2, help="PCT bug depth d (default 2)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,14 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", required=True, help="output file; format from extension")
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
                        help="keep only the steps within STEPS of the first hazard")
+    from . import explore_cli
+    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from . import commands
+    from . import commands, explore_cli
+    handler = getattr(commands, f"cmd_{args.command}", None) or \
+        getattr(explore_cli, f"cmd_{args.command}")
     try:
-        return getattr(commands, f"cmd_{args.command}")(args)
+        return handler(args)
     except ModelError as e:
         print(f"streamsim: {e}", file=sys.stderr)
         return 2

@@ -20,6 +20,9 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
     variant = model.check_variant(variant)
     params = model.resolve(sets)
     opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time)
+    from .explore import perturb_for
+    opts["perturb"] = perturb_for(model, variant, params, depth=getattr(args, "depth", 2),
+                                  strategy=getattr(args, "strategy", "random"), **opts)
     trace = simulate(model, variant, params, **opts)
     findings = analyse(trace)
     cost = None
@@ -93,3 +96,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(render_compare(rows, model, markdown=args.format == "markdown",
                                         baseline=args.baseline))
     return 1 if any(not r.report.findings.clean for r in rows) else 0
+
+
+# --- graph and timeline: one picture ---------------------------------------------------------------
+
+def _input_report(args: argparse.Namespace) -> Report:
+    """Run the input of ``graph``/``timeline``: a model (.py) or an op log (.jsonl); fixes are not
+    costed (a picture does not need them)."""
+    if args.input.endswith(".jsonl"):
+        return oplog_report(args.input, args)
+    return _model_report(load_model(args.input), args.variant, args.set, args, fix_cost=False)
+
+
+def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
+    """Check ``-o``'s extension, run the input, write ``render(report, fmt, window)`` atomically."""
+    fmt = os.path.splitext(args.output)[1].lstrip(".").lower()
+    if fmt not in formats:
+        raise ModelError(f"{args.output}: cannot tell the format from the extension "
+                         f"(use {', '.join('.' + f for f in formats)})")
+    if args.window is not None and args.window < 0:
+        raise ModelError(f"--window must be >= 0, not {args.window}")
+    report = _input_report(args)
+    write_atomic(args.output, render(report, fmt, args.window))
+    print(f"{report.summary()}\nwrote {args.output}")
+    return report.exit_code
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Draw the HB slice of the first hazard (else of the deadlock, else the whole run)."""
+    from .outputs import graph_file
+    return _picture(args, ("png", "svg", "pdf", "dot"), graph_file)
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    """Draw the run's timeline, the first hazard highlighted."""
+    from .outputs import timeline_file
+    return _picture(args, ("png", "svg", "pdf"), timeline_file)

@@ -1,0 +1,381 @@
+"""The content of a hazard report as a list of simple blocks, rendered to Markdown and to HTML.
+
+One function, :func:`build_document`, decides *what* a report says (summary, parameters, each finding
+with its accesses, buffer, why nothing orders them, manifest or latent, the fix and its cost, the
+pictures, deadlock, warnings, metrics); :mod:`streamsim.markdown` and :mod:`streamsim.html` only decide
+*how* it looks. So the Markdown and the HTML page always say the same thing.
+
+Inline text is a tuple of spans ``(style, text)`` with style ``""`` (plain), ``"code"`` or ``"b"``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+from .findings import Hazard
+from .report import Report, hazard_groups
+from .trace import Op, Trace
+from .why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
+
+Span = tuple[str, str]
+Text = tuple[Span, ...]
+
+MAX_OCCURRENCES = 5  # other occurrences listed per hazard pattern
+MAX_WARNINGS = 3  # warnings shown per kind
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: Text
+
+
+@dataclass(frozen=True)
+class Para:
+    text: Text
+
+
+@dataclass(frozen=True)
+class Bullets:
+    """A list; each item is its text and optional sub-items."""
+
+    items: tuple[tuple[Text, tuple[Text, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Text, ...], ...]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A picture: ``key`` names it for inlining (``hb``, ``timeline``), ``src`` is its relative path."""
+
+    key: str
+    src: str
+    alt: str
+    caption: Text = ()
+
+
+Block = Union[Heading, Para, Bullets, Table, Image]
+
+
+@dataclass(frozen=True)
+class Pictures:
+    """Which pictures exist beside the report (relative paths), and why the HB one may not."""
+
+    hb: str | None = None
+    hb_caption: str = ""
+    timeline: str | None = None
+    timeline_caption: str = ""
+    missing_hb: str = ""  # the line to print instead of the HB picture
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --- inline helpers -------------------------------------------------------------------------------
+
+def t(*parts: str | Span) -> Text:
+    """Inline text from plain strings and ``(style, text)`` spans."""
+    return tuple(p if isinstance(p, tuple) else ("", p) for p in parts if p != "")
+
+
+def code(s: object) -> Span:
+    return ("code", str(s))
+
+
+def bold(s: object) -> Span:
+    return ("b", str(s))
+
+
+def us(x: float) -> str:
+    return f"{x:,.1f} µs"
+
+
+def nbytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"
+
+
+def op_short(op: Op) -> Text:
+    """``name`` (step k) on agent."""
+    step = f" step {op.step}" if op.step is not None else ""
+    return t(code(op.name), f"{step} on {op.agent}")
+
+
+def op_full(op: Op) -> Text:
+    where = t(" at ", code(op.location)) if op.location else ()
+    line = f" (op log line {op.line})" if op.line is not None and not op.location else ""
+    return op_short(op) + where + t(line, f", ran {us(op.start)} – {us(op.end)}")
+
+
+MAX_CHAIN = 8  # edges shown in full; a longer chain shows its ends and names what lies between
+
+
+def chain(trace: Trace, links: Sequence[Link]) -> Text:
+    """``a`` —kind→ ``b`` —kind→ ``c``; a chain longer than ``MAX_CHAIN`` edges keeps its first and
+    last three and says how many edges, through which agents, it skips."""
+    def run(part: Sequence[Link]) -> Text:
+        out: Text = ()
+        for link in part:
+            out += t(f" —{link.kind}→ ") + op_short(trace.op(link.dst))
+        return out
+    out: Text = op_short(trace.op(links[0].src))
+    if len(links) <= MAX_CHAIN:
+        return out + run(links)
+    middle = links[3:-3]
+    through = list(dict.fromkeys(str(trace.op(l.dst).agent) for l in middle[:-1]))
+    more = f" and {len(through) - 5} more" if len(through) > 6 else ""
+    kinds = sorted({l.kind for l in middle})
+    return (out + run(links[:3])
+            + t(f" —… {len(middle)} more edges ({', '.join(kinds)}) through "
+                f"{', '.join(through[:5] if more else through)}{more} …→ ")
+            + op_short(trace.op(middle[-1].dst)) + run(links[-3:]))
+
+
+# --- the document ---------------------------------------------------------------------------------
+
+def build_document(report: Report, pictures: Pictures | None = None) -> list[Block]:
+    """Every block of ``report``'s document; ``pictures`` (when the files exist) are embedded."""
+    r = report
+    title = f"{r.model} [{r.variant}]" if r.model else r.source
+    doc: list[Block] = [Heading(1, t("streamsim report: ", title)),
+                        Para(t(bold(r.summary()))),
+                        Para(t("Source ", code(r.source), "; simulated ", f"{len(r.trace.ops):,} ops "
+                               f"on {len(r.trace.agents)} agents; exit code {r.exit_code}."))]
+    doc += _parameters(r)
+    doc += _hazards(r, pictures)
+    doc += _deadlock(r, pictures)
+    if not r.findings.hazards and r.findings.deadlock is None:
+        doc.append(Heading(2, t("Findings")))
+        doc.append(Para(t("No data hazard and no deadlock: every pair of conflicting accesses is "
+                          "ordered by happens-before.")))
+        if pictures is not None and pictures.missing_hb:
+            doc.append(Para(t(pictures.missing_hb)))
+    doc += _warnings(r)
+    doc += _metrics(r, pictures)
+    return doc
+
+
+def _parameters(r: Report) -> list[Block]:
+    """Variant, every parameter, seed and jitter; three name/value pairs a row when there are many."""
+    pairs = [(t("variant"), t(code(r.variant)))] if r.variant else []
+    pairs += [(t(code(k)), t(code(v))) for k, v in r.params.items()]
+    pairs += [(t("seed"), t(code(r.seed))), (t("jitter"), t(code(r.jitter)))]
+    per_row = 3 if len(pairs) > 8 else 1
+    rows = []
+    for i in range(0, len(pairs), per_row):
+        row: tuple[Text, ...] = ()
+        for name, value in pairs[i:i + per_row]:
+            row += (name, value)
+        rows.append(row + ((), ()) * (per_row - len(pairs[i:i + per_row])))
+    return [Heading(2, t("Parameters")), Table(("parameter", "value") * per_row, tuple(rows))]
+
+
+def _verdict(h: Hazard, why: Why) -> Text:
+    ov = why.overlap
+    if h.manifest:
+        if ov is not None:
+            return t(bold("MANIFEST"), f": the two access windows overlapped during "
+                     f"[{ov[0]:,.1f}, {ov[1]:,.1f}] µs ({ov[1] - ov[0]:,.1f} µs) in this run; the "
+                     "data really was corrupted in this timing.")
+        return t(bold("MANIFEST"), ": the access windows overlapped in this run.")
+    return t(bold("latent"), f": in this run the accesses were {why.gap:,.1f} µs apart, so this "
+             "timing happened to be safe; nothing guarantees it, and another timing (longer "
+             "transfer, jitter, other load) overlaps them.")
+
+
+def _why_items(trace: Trace, h: Hazard, why: Why) -> list[tuple[Text, tuple[Text, ...]]]:
+    x, y = trace.op(why.x), trace.op(why.y)
+    items: list[tuple[Text, tuple[Text, ...]]] = []
+    for op, links in ((x, why.x_after), (y, why.y_after)):
+        subs = tuple(op_short(trace.op(l.src)) + t(f" ({EDGE_TEXT.get(l.kind, l.kind)})")
+                     for l in links)
+        head = op_short(op) + t(" is ordered after:" if subs else " is ordered after nothing.")
+        items.append((head, subs))
+    within = "" if why.complete else f" (the search looked {HORIZON // 2:,} ops either way)"
+    if why.x_reaches is None:
+        items.append((op_short(x) + t(f" is ordered before no op of {y.agent}: nothing on "
+                                      f"{y.agent} ever waits for it{within}."), ()))
+    else:
+        end = trace.op(why.x_reaches[-1].dst)
+        items.append((t(f"The first op of {y.agent} that ") + op_short(x)
+                      + t(" is ordered before is ") + op_short(end) + t(": after ") + op_short(y)
+                      + t(" in program order, too late. The chain:"),
+                      (chain(trace, why.x_reaches),)))
+    if why.y_covered is None:
+        items.append((op_short(y) + t(f" is ordered after no op of {x.agent}: {y.agent} never "
+                                      f"waits for {x.agent} before it{within}."), ()))
+    else:
+        start = trace.op(why.y_covered[0].src)
+        items.append((t(f"The last op of {x.agent} that ") + op_short(y)
+                      + t(" is ordered after is ") + op_short(start) + t(": before ") + op_short(x)
+                      + t(" in program order, not enough. The chain:"),
+                      (chain(trace, why.y_covered),)))
+    fix = " (the fix below adds it)" if h.fix is not None else \
+        " (no single sync can add it: the two ops run on different host threads)"
+    items.append((t(bold("Missing edge"), ": ") + op_short(x) + t(" → ") + op_short(y)
+                  + t(fix + "."), ()))
+    return items
+
+
+def _fix_cost(r: Report) -> Text:
+    c = r.fix_cost
+    if c is None:
+        return t("Cost not measured (", code("run"), " re-simulates with the fixes unless ",
+                 code("--no-fix-cost"), "; op logs are not re-simulated).")
+    text = t(f"Measured cost of applying all {c.syncs} proposed sync{'s' * (c.syncs != 1)} "
+             "(re-simulated): makespan ", bold(f"{us(c.before.makespan_us)} → "
+                                              f"{us(c.after.makespan_us)} "
+                                              f"({c.makespan_change:+.1%})"),
+             f", mean step {us(c.before.mean_step_us)} → {us(c.after.mean_step_us)}; "
+             f"{c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left")
+    if c.deadlock_after:
+        text += t(", but the fixed run ", bold("DEADLOCKS"))
+    return text + t(".")
+
+
+def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
+    groups = hazard_groups(r)
+    if not groups:
+        return []
+    trace = r.trace
+    index = HBIndex(trace)
+    costed = False
+    doc: list[Block] = [Heading(2, t(f"Data hazards ({len(r.findings.hazards)} in "
+                                     f"{len(groups)} pattern{'s' * (len(groups) != 1)})")),
+                        Para(t("A pattern is one missing edge repeated (same kind, buffer, ops and "
+                               "source lines); each is explained below from its first "
+                               "occurrence.")),
+                        _summary_table(trace, groups)]
+    for n, ((kind, buffer, *_), hs) in enumerate(groups, 1):
+        h = hs[0]
+        manifest = sum(x.manifest for x in hs)
+        ranks = ", ".join(map(str, sorted({x.rank for x in hs})))
+        doc.append(Heading(3, t(f"{n}. {kind} on ", code(buffer),
+                                f": {len(hs)} occurrence{'s' * (len(hs) != 1)} ({manifest} "
+                                f"manifest, {len(hs) - manifest} latent), rank{'s' * (',' in ranks)} "
+                                f"{ranks}")))
+        why = explain(trace, h, index)
+        a, b = trace.op(h.first), trace.op(h.second)
+        lo, hi = h.range
+        doc.append(Para(t("First occurrence, in full:")))
+        doc.append(Bullets((
+            (t(bold("first"), f": {h.first_mode} by ") + op_full(a)
+             + t(f"; access window [{_win(why, a.id)}] µs"), ()),
+            (t(bold("second"), f": {h.second_mode} by ") + op_full(b)
+             + t(f"; access window [{_win(why, b.id)}] µs"), ()),
+            (t(bold("memory"), ": bytes ", code(f"[{lo}, {hi})"), f" ({nbytes(hi - lo)}) of buffer ",
+               code(buffer), f" on rank {h.rank}"), ()),
+            (_verdict(h, why), ()),
+        )))
+        doc.append(Para(t(bold("Why nothing orders them."), " Happens-before comes only from "
+                          "program order, enqueue, events, handle waits, messages, NCCL enqueue "
+                          "and host syncs; simulated time orders nothing.")))
+        doc.append(Bullets(tuple(_why_items(trace, h, why))))
+        if h.fix is not None:
+            doc.append(Para(t(bold("Fix"), ": ", h.fix.text, ".")))
+            doc.append(Para(_fix_cost(r) if not costed else
+                            t("Cost: all proposed fixes are re-simulated together, see above.")))
+            costed = True
+        if len(hs) > 1:
+            items = []
+            for x in hs[1:1 + MAX_OCCURRENCES]:
+                xa, xb = trace.op(x.first), trace.op(x.second)
+                items.append((t(f"{x.first_mode} ") + op_short(xa) + t(f" / {x.second_mode} ")
+                                + op_short(xb) + t(", ", "manifest" if x.manifest else "latent"), ()))
+            if len(hs) > 1 + MAX_OCCURRENCES:
+                items.append((t(f"… and {len(hs) - 1 - MAX_OCCURRENCES} more of this pattern "
+                                "(all in report.json)"), ()))
+            doc.append(Para(t("Other occurrences of this pattern:")))
+            doc.append(Bullets(tuple(items)))
+        if n == 1:
+            doc += _hb_picture(pictures)
+    return doc
+
+
+def _summary_table(trace: Trace, groups: list) -> Table:
+    rows = []
+    for n, ((kind, buffer, *_), hs) in enumerate(groups, 1):
+        a, b = trace.op(hs[0].first), trace.op(hs[0].second)
+        manifest = sum(x.manifest for x in hs)
+        rows.append((t(str(n)), t(kind), t(code(buffer)),
+                     t(f"{hs[0].first_mode} ", code(a.name), f" on {a.agent.name}"),
+                     t(f"{hs[0].second_mode} ", code(b.name), f" on {b.agent.name}"),
+                     t(str(len(hs))), t(str(manifest)),
+                     t(", ".join(map(str, sorted({x.rank for x in hs}))))))
+    return Table(("#", "kind", "buffer", "first access", "second access", "occurrences",
+                  "manifest", "ranks"), tuple(rows))
+
+
+def _win(why: Why, op_id: int) -> str:
+    lo, hi = why.x_window if op_id == why.x else why.y_window
+    return f"{lo:,.1f}, {hi:,.1f}"
+
+
+def _hb_picture(pictures: Pictures | None) -> list[Block]:
+    if pictures is None:
+        return []
+    if pictures.hb is None:
+        return [Para(t(pictures.missing_hb))] if pictures.missing_hb else []
+    return [Image("hb", pictures.hb, "happens-before slice", t(pictures.hb_caption))]
+
+
+def _deadlock(r: Report, pictures: Pictures | None) -> list[Block]:
+    d = r.findings.deadlock
+    if d is None:
+        return []
+    trace = r.trace
+    rows = []
+    for b in d.blocked:
+        op = t("—") if b.op is None or not 0 <= b.op < len(trace.ops) else op_short(trace.op(b.op))
+        rows.append((t(str(b.agent)), op, t(b.reason),
+                     t(", ".join(map(str, b.waits_for)) or "—")))
+    doc: list[Block] = [Heading(2, t("Deadlock")),
+                        Para(t("The simulation stalled with these agents blocked for good:")),
+                        Table(("agent", "blocked in", "reason", "waits for"), tuple(rows))]
+    if d.cycle:
+        doc.append(Para(t(bold("Wait-for cycle"), ": ",
+                          code(" → ".join(map(str, d.cycle + d.cycle[:1]))))))
+    else:
+        doc.append(Para(t("No wait-for cycle: an agent waits for something that never comes.")))
+    if not r.findings.hazards:
+        doc += _hb_picture(pictures)
+    return doc
+
+
+def _warnings(r: Report) -> list[Block]:
+    ws = r.findings.warnings
+    if not ws:
+        return []
+    by_kind: dict[str, list] = {}
+    for w in ws:
+        by_kind.setdefault(w.kind, []).append(w)
+    items = []
+    for kind, group in by_kind.items():
+        subs = tuple(t(w.message) for w in group[:MAX_WARNINGS])
+        if len(group) > MAX_WARNINGS:
+            subs += (t(f"… and {len(group) - MAX_WARNINGS} more {kind}"),)
+        items.append((t(code(kind), f" ({len(group)})"), subs))
+    return [Heading(2, t(f"Warnings ({len(ws)})")), Bullets(tuple(items))]
+
+
+def _metrics(r: Report, pictures: Pictures | None) -> list[Block]:
+    m = r.metrics
+    rows = [("makespan", us(m.makespan_us)), ("steps", str(m.steps)),
+            ("mean step", us(m.mean_step_us)), ("p99 step", us(m.p99_step_us)),
+            ("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
+            ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
+    c = r.fix_cost
+    if c is not None:
+        rows.append(("makespan with the fixes", f"{us(c.after.makespan_us)} ({c.makespan_change:+.1%})"))
+        rows.append(("mean step with the fixes", us(c.after.mean_step_us)))
+    doc: list[Block] = [Heading(2, t("Timing")),
+                        Table(("metric", "value"), tuple((t(k), t(v)) for k, v in rows))]
+    if pictures is not None and pictures.timeline:
+        doc.append(Image("timeline", pictures.timeline, "timeline", t(pictures.timeline_caption)))
+    for note in (pictures.notes if pictures is not None else ()):
+        doc.append(Para(t(note)))
+    return doc

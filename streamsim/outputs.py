@@ -1,0 +1,164 @@
+"""Write every output of one run into a folder: reports, pictures, graph, Perfetto trace.
+
+``write_outputs(report, out_dir)`` renders everything in memory first and only then writes, each file
+atomically (:func:`streamsim.atomic.write_atomic`: a temp file, then rename). So a renderer that fails
+leaves the folder as it was, never a half-written file, and a finished run never mixes its files with
+those of an earlier one (pictures an earlier run left and this one does not make are removed).
+
+Files: ``report.md``, ``report.json``, ``report.html``, ``hb.svg``, ``hb.png``, ``hb.dot`` (the HB slice
+of the first hazard, else of the deadlock; absent, with a line in the report, when there is neither),
+``timeline.png`` and ``trace.json`` (Chrome trace format, opens in Perfetto).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .atomic import write_atomic
+from .document import Pictures, build_document
+from .draw_hb import draw_hb, short_fix
+from .figures import figure_bytes
+from .html import page_title, to_html
+from .markdown import to_markdown
+from .perfetto import dumps_chrome_trace
+from .report import Report, dumps_json
+from .slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, issue_order, keep_steps,
+                     step_range)
+from .timeline import draw_timeline
+
+HB_FILES = ("hb.svg", "hb.png", "hb.dot")
+ALL_FILES = ("report.md", "report.json", "report.html", *HB_FILES, "timeline.png", "trace.json")
+LONG_RUN_STEPS = 8  # above this many steps the timeline keeps the steps around the hazard
+WINDOW = 2
+
+
+@dataclass(frozen=True)
+class HBPicture:
+    """The HB slice to draw: its graph, title, node tags and missing-edge label."""
+
+    graph: nx.DiGraph
+    title: str
+    subtitle: str
+    tags: dict[int, str]
+    missing_label: str
+    caption: str
+
+
+def title_of(report: Report) -> str:
+    return f"{report.model} [{report.variant}]" if report.model else os.path.basename(report.source)
+
+
+def hb_picture(report: Report) -> HBPicture | None:
+    """The slice of the first hazard, else of the deadlock; None when the run has neither."""
+    t, f = report.trace, report.findings
+    if f.hazards:
+        h = f.hazards[0]
+        x, y = issue_order(t, h)
+        g = hazard_graph(t, h)
+        mode = {h.first: h.first_mode, h.second: h.second_mode}
+        step = lambda op: f" (step {op.step})" if op.step is not None else ""  # noqa: E731
+        verdict = "MANIFEST" if h.manifest else "latent"
+        return HBPicture(
+            g, f"{h.kind} on {h.buffer}: {x.name}{step(x)} vs {y.name}{step(y)}, {verdict}",
+            f"{title_of(report)}: happens-before slice of the first hazard",
+            {x.id: mode[x.id].upper(), y.id: mode[y.id].upper()},
+            short_fix(t, h.fix),
+            "Happens-before slice of the first hazard: one lane per rank and stream or host "
+            "thread, ops left to right in happens-before order, arrows styled by edge kind. The "
+            "red ops are the two conflicting accesses; the red dashed arrow is the edge nothing "
+            "provides, labelled with the fix. Full size: hb.svg, hb.png; the graph: hb.dot.")
+    if f.deadlock is not None:
+        g = deadlock_graph(t, f.deadlock)
+        return HBPicture(g, g.graph["name"], f"{title_of(report)}: the blocked ops and what "
+                         "precedes them", {n: "BLOCKED" for n in g.graph["focus"]}, "",
+                         "The ops the blocked agents are stuck in (red) and the ops before them; "
+                         "red dashed arrows: who waits for whom. Full size: hb.svg, hb.png; the "
+                         "graph: hb.dot.")
+    return None
+
+
+def render_outputs(report: Report) -> dict[str, bytes]:
+    """Every output file's name and bytes, rendered in memory (nothing is written)."""
+    t, f = report.trace, report.findings
+    files: dict[str, bytes] = {}
+    svgs: dict[str, str] = {}
+
+    pic = hb_picture(report)
+    if pic is not None:
+        fig = draw_hb(pic.graph, t, title=pic.title, tags=pic.tags,
+                      missing_label=pic.missing_label, note=pic.subtitle)
+        files["hb.png"] = figure_bytes(fig, "png")
+        files["hb.svg"] = figure_bytes(fig, "svg")
+        files["hb.dot"] = dot_text(pic.graph).encode()
+        svgs["hb"] = files["hb.svg"].decode()
+
+    hazard = f.hazards[0] if f.hazards else None
+    window = WINDOW if hazard is not None and report.metrics.steps > LONG_RUN_STEPS else None
+    fig = draw_timeline(t, hazard, title=report.summary(), window=window)
+    files["timeline.png"] = figure_bytes(fig, "png")
+    svgs["timeline"] = figure_bytes(fig, "svg").decode()
+
+    pictures = Pictures(
+        hb="hb.svg" if pic is not None else None, hb_caption=pic.caption if pic else "",
+        timeline="timeline.png",
+        timeline_caption="Timeline: one lane per rank × stream and host thread, ops coloured by "
+        "kind" + ("; red hatched: the first hazard's two access windows." if hazard else "."),
+        missing_hb="" if pic is not None else
+        "No happens-before picture: the run has no hazard and no deadlock to explain.",
+        notes=("Files: report.json (machine-readable findings), trace.json (open in "
+               "https://ui.perfetto.dev)" + (", hb.dot (the HB slice)" if pic else "") + ".",))
+    blocks = build_document(report, pictures)  # one document, two renderings: same content
+    files["report.md"] = to_markdown(blocks).encode()
+    files["report.html"] = to_html(blocks, page_title(report), svgs, f.clean).encode()
+    files["report.json"] = dumps_json(report).encode()
+    files["trace.json"] = dumps_chrome_trace(
+        t, f, {"model": report.model, "variant": report.variant, "source": report.source}).encode()
+    return files
+
+
+def graph_file(report: Report, fmt: str, window: int | None = None) -> bytes:
+    """One HB picture (``fmt`` png, svg or pdf) or its DOT text (``dot``): the slice of the first
+    hazard, else of the deadlock, else the whole run (capped); ``window`` keeps the steps within
+    that many steps of the finding."""
+    pic = hb_picture(report)
+    if pic is None:
+        g = hb_graph(report.trace, (0,))  # a long run: the ops around its start
+        pic = HBPicture(g, "no hazard, no deadlock: the run's first ops", title_of(report), {},
+                        "", "")
+    g, cut = pic.graph, 0
+    if window is not None:
+        focus = pic.graph.graph.get("focus", ())
+        g, cut = keep_steps(g, report.trace, step_range(report.trace, focus, window), focus)
+    if fmt == "dot":
+        return dot_text(g).encode()
+    note = pic.subtitle + (f"; steps within {window} of the finding ({cut} ops left out)"
+                           if cut else "")
+    fig = draw_hb(g, report.trace, title=pic.title, tags=pic.tags,
+                  missing_label=pic.missing_label, note=note)
+    return figure_bytes(fig, fmt)
+
+
+def timeline_file(report: Report, fmt: str, window: int | None = None) -> bytes:
+    """The timeline picture as ``fmt`` (png, svg or pdf); ``window`` as for :func:`graph_file`."""
+    f = report.findings
+    fig = draw_timeline(report.trace, f.hazards[0] if f.hazards else None,
+                        title=report.summary(), window=window)
+    return figure_bytes(fig, fmt)
+
+
+def write_outputs(report: Report, out_dir: str) -> list[str]:
+    """Render every output of ``report``, then write them into ``out_dir`` (see module); returns the
+    paths written."""
+    files = render_outputs(report)
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for name in ALL_FILES:
+        path = os.path.join(out_dir, name)
+        if name in files:
+            write_atomic(path, files[name])
+            written.append(path)
+        elif os.path.exists(path):  # a picture of an earlier run that this run does not make
+            os.unlink(path)
+    return written

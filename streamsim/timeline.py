@@ -1,0 +1,206 @@
+"""Gantt chart of a run with matplotlib: one lane per rank × stream and host thread, ops coloured by
+kind, the first hazard's two access windows shaded red.
+
+For long runs the chart keeps the steps within ``window`` of the first hazard (or the whole run when
+there is no hazard) and at most ``max_ops`` ops, nearest in time to the hazard, and says what it left
+out. Host actions that take no simulated time are drawn as thin ticks so they stay visible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
+
+from .figures import new_figure
+from .lanes import agent_label, lane_key
+from .findings import Hazard
+from .hbgraph import COLLECTIVES, COMM
+from .slices import step_range
+from .trace import HOST, Op, Trace
+from .why import access_window
+
+MAX_OPS = 3000
+
+# category -> (colour, legend text)
+CATEGORY: dict[str, tuple[str, str]] = {
+    "compute": ("#4c8fd6", "kernel (forward, copy, …)"),
+    "p2p": ("#9b59b6", "send / recv"),
+    "collective": ("#d35fa0", "collective"),
+    "wait": ("#f0b429", "wait / sync / query"),
+    "host": ("#9e9e9e", "host action"),
+    "memory": ("#6b8e23", "alloc / free / record_stream"),
+    "event": ("#6fc2b4", "event record"),
+}
+_WAITS = {"wait", "wait_event", "query", "sync_event", "sync_stream", "sync_device"}
+
+
+def category(op: Op) -> str:
+    """The colour category of ``op`` (see :data:`CATEGORY`)."""
+    k = op.kind
+    if k in COLLECTIVES:
+        return "collective"
+    if k in COMM:
+        return "p2p"
+    if k in _WAITS:
+        return "wait"
+    if k in ("free", "alloc", "record_stream"):
+        return "memory"
+    if k == "record":
+        return "event"
+    if op.agent.kind == HOST:
+        return "host"
+    return "compute"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The ops a chart shows and what it left out."""
+
+    ops: tuple[Op, ...]
+    notes: tuple[str, ...]
+
+
+def select_ops(trace: Trace, hazard: Hazard | None, window: int | None = None,
+               max_ops: int = MAX_OPS) -> Selection:
+    """The ops to draw: within ``window`` steps of ``hazard``'s ops (all steps when ``window`` is None
+    or there is no hazard), then the ``max_ops`` nearest in time to the hazard (or the first ones)."""
+    ops = list(trace.ops)
+    notes = []
+    steps = step_range(trace, (hazard.first, hazard.second), window) \
+        if window is not None and hazard is not None else None
+    if steps is not None:
+        known = [op.step for op in ops if op.step is not None]
+        lo, hi = max(steps[0], min(known)), min(steps[1], max(known))
+        keep = [op for op in ops if op.step is None or lo <= op.step <= hi]
+        if len(keep) < len(ops):
+            notes.append(f"steps {lo}–{hi} only (within {window} of the hazard)")
+        ops = keep
+    if len(ops) > max_ops:
+        if hazard is not None:
+            a, b = trace.op(hazard.first), trace.op(hazard.second)
+            mid = (min(a.start, b.start) + max(a.end, b.end)) / 2
+            ops = sorted(ops, key=lambda op: (abs((op.start + op.end) / 2 - mid), op.id))
+        ops = sorted(ops[:max_ops], key=lambda op: op.id)
+        notes.append(f"showing {max_ops:,} of {len(trace.ops):,} ops"
+                     + (" (nearest in time to the hazard)" if hazard is not None else ""))
+    return Selection(tuple(ops), tuple(notes))
+
+
+def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = "",
+                  window: int | None = None, max_ops: int = MAX_OPS) -> Figure:
+    """The Gantt chart of ``trace`` (see module); ``hazard`` is highlighted when given."""
+    sel = select_ops(trace, hazard, window, max_ops)
+    ops = sel.ops
+    agents = sorted({op.agent for op in ops} | ({trace.op(hazard.first).agent,
+                                                 trace.op(hazard.second).agent}
+                                                if hazard is not None else set()), key=lane_key)
+    row = {a: i for i, a in enumerate(agents)}
+    t0 = min((op.start for op in ops), default=0.0)
+    t1 = max((op.end for op in ops), default=1.0)
+    span = max(t1 - t0, 1e-9)
+    tick = span / 900  # the width drawn for an op that takes no simulated time
+
+    used = {category(op) for op in ops}
+    entries = len(used) + (trace.stall is not None) + (hazard is not None)
+    rows = -(-entries // 6)  # legend rows of at most 6 entries, evenly filled
+    ncol = -(-entries // rows)
+    n = len(agents)
+    extra = (0.45 if hazard is not None else 0.0) + 0.2 * (rows - 1)  # the hazard text, legend
+    height = 2.0 + 0.42 * n + extra
+    fig = new_figure(13.0, height)
+    bottom = (1.05 + extra) / height
+    ax = fig.add_axes((0.15, bottom, 0.83, 1 - bottom - 0.55 / height))
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(t0 - span * 0.01, t1 + span * 0.01)
+    ax.set_yticks(range(n), [agent_label(a) for a in agents], fontsize=8.5)
+    ax.set_xlabel("simulated time (µs)", fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.grid(axis="x", color="#e6e6e6", lw=0.6)
+    ax.set_axisbelow(True)
+    for i in range(n):
+        if i % 2:
+            ax.axhspan(i - 0.5, i + 0.5, color="#f6f6f8", zorder=0)
+
+    h = 0.62
+    label_min = span / 40  # wide enough to carry a name
+    for op in ops:
+        cat = category(op)
+        y = row[op.agent]
+        w = op.end - op.start
+        stuck = bool(op.attrs.get("unfinished"))  # caught by a stall: blocked for good
+        ax.add_patch(Rectangle((op.start, y - h / 2), max(w, tick), h, fc=CATEGORY[cat][0],
+                               ec="#d00000" if stuck else "white" if w > tick else
+                               CATEGORY[cat][0], lw=1.6 if stuck else 0.4,
+                               hatch="xx" if stuck else None, zorder=2))
+        if w >= label_min:
+            step = f" s{op.step}" if op.step is not None else ""
+            chars = int(w / span * 13.0 * 0.83 * 72 / 5.2)  # about how many 7-pt characters fit
+            text = f"{op.name}{step}"
+            if len(text) > chars:
+                text = text[:max(chars - 1, 1)] + "…"
+            ax.text(op.start + w / 2, y, text, ha="center", va="center", fontsize=6.5,
+                    color="black" if stuck else "white", zorder=3, clip_on=True,
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
+                    if stuck else None)  # readable over the hatching
+
+    legend = [Patch(fc=CATEGORY[c][0], label=CATEGORY[c][1]) for c in CATEGORY if c in used]
+    if trace.stall is not None:
+        ax.axvline(trace.stall.time, color="#d00000", lw=1.2, ls="--", zorder=5)
+        ax.text(trace.stall.time, -0.5, " stall", color="#d00000", fontsize=8, ha="right",
+                va="bottom", fontweight="bold")
+        legend.append(Patch(fc="white", ec="#d00000", hatch="xx", lw=1.6,
+                            label="blocked when the run stalled"))
+    if hazard is not None:
+        _highlight(ax, trace, hazard, row, (0.42 + 0.2 * (rows - 1)) / height)
+        legend.append(Patch(fc="#ff0000", alpha=0.25, ec="#d00000", hatch="///",
+                            label="conflicting access windows"))
+    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.04 / height))
+    head = title or "timeline"
+    fig.suptitle(head, x=0.01, y=1 - 0.1 / height, ha="left", va="top", fontsize=11,
+                 fontweight="bold")
+    if sel.notes:
+        fig.text(0.99, 1 - 0.14 / height, "; ".join(sel.notes), ha="right", va="top", fontsize=8.5,
+                 color="#8a4b00", style="italic")
+    return fig
+
+
+def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> None:
+    """Shade both access windows red on their lanes (at least a sliver wide, so a short access
+    stays visible), label them, shade their overlap across the chart, and describe the hazard in
+    two lines under the axis (the text at figure height ``text_y``)."""
+    a, b = trace.op(hazard.first), trace.op(hazard.second)
+    wa = access_window(trace, a.id, hazard, hazard.first_mode)
+    wb = access_window(trace, b.id, hazard, hazard.second_mode)
+    x0, x1 = ax.get_xlim()
+    sliver = (x1 - x0) / 250
+    for n, (op, (lo, hi), mode) in enumerate(((a, wa, hazard.first_mode),
+                                              (b, wb, hazard.second_mode)), 1):
+        y = row[op.agent]
+        w = max(hi - lo, sliver)
+        ax.add_patch(Rectangle((lo, y - 0.5), w, 1.0, fc="#ff0000", alpha=0.25, ec="#d00000",
+                               lw=1.4, hatch="///", zorder=4))
+        right = lo + w < x0 + 0.8 * (x1 - x0)  # label on the side with room
+        step = f" s{op.step}" if op.step is not None else ""
+        ax.text(lo + w + sliver if right else lo - sliver, y - 0.5, f"{mode}{step}",
+                ha="left" if right else "right", va="top", fontsize=7.5, color="#b00000",
+                fontweight="bold", zorder=6,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+    lo, hi = max(wa[0], wb[0]), min(wa[1], wb[1])
+    if lo < hi:
+        ax.axvspan(lo, hi, color="#ff0000", alpha=0.10, zorder=1)
+
+    def who(op, mode: str, w: tuple[float, float]) -> str:
+        step = f" (step {op.step})" if op.step is not None else ""
+        return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"
+    verdict = (f"MANIFEST: the windows overlap for {hi - lo:,.1f} µs" if lo < hi else
+               f"latent: {lo - hi:,.1f} µs apart in this run, but nothing orders them")
+    fig = ax.figure
+    fig.text(0.5, text_y + 0.16 / fig.get_figheight(),
+             f"{hazard.kind} on {hazard.buffer} (rank {hazard.rank}) — {verdict}", ha="center",
+             va="bottom", fontsize=9, color="#b00000", fontweight="bold")
+    fig.text(0.5, text_y, f"{who(a, hazard.first_mode, wa)}   ×   {who(b, hazard.second_mode, wb)}",
+             ha="center", va="bottom", fontsize=8, color="#b00000")
