@@ -79,7 +79,8 @@ def compute_metrics(trace: Trace) -> Metrics:
     busy: dict = {}
     step_span: dict[int, list[float]] = {}
     for op in trace.ops:
-        if op.step is not None and op.agent.kind == STREAM:
+        if op.step is not None and op.agent.kind == STREAM and not op.agent.name.startswith("gloo:"):
+            # a pending gloo object send is host-side bookkeeping, not device work of the step
             span = step_span.get(op.step)
             if span is None:
                 step_span[op.step] = [op.start, op.end]

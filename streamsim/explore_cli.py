@@ -1,0 +1,153 @@
+"""CLI commands for exploring schedules: explore, sweep, shrink (see streamsim.explore, .sweep,
+.shrink for the Python API they wrap)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .engine import ModelError
+
+
+def _add_parallel_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=int, default=None,
+                   help="local worker processes (default: the core count)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on this Dask distributed scheduler (tcp://host:8786) instead; "
+                   "needs streamsim[dask]")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _help(p: argparse.ArgumentParser, option: str, text: str) -> None:
+    for action in p._actions:
+        if option in action.option_strings:
+            action.help = text
+
+
+def add_parsers(sub, add_run_options, add_sim_options) -> None:
+    """Register this module's subcommands on the ``streamsim`` parser."""
+    p = sub.add_parser("explore", help="run many seeds; count each hazard and give its replay",
+                       description="Run a model N times with per-run seeds S*1000003+i; for each "
+                       "hazard pattern print in how many runs it manifested, the first seed, and "
+                       "the `streamsim run` command that replays it.")
+    add_run_options(p)
+    p.set_defaults(seed=0, jitter=None)  # explore: base seed 0; jitter 0.2 (random) / 0 (pct)
+    _help(p, "--seed", "base seed S: run i uses seed S*1000003+i (default 0)")
+    _help(p, "--jitter", "multiplicative duration jitter F: factors in [e^-F, e^F] (default 0.2 "
+          "with --strategy random, 0 with pct)")
+    p.add_argument("--runs", type=int, default=100, help="number of runs (default 100)")
+    _add_parallel_options(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("sweep", help="run a parameter grid: hazards, deadlock, metrics per point",
+                       description="Run every point of the cartesian grid of --grid values; one "
+                       "row per point with its verdict (manifest / latent / clean / deadlock) and "
+                       "metrics.")
+    add_run_options(p)
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="parameter values to sweep (repeatable; a..b is an integer range)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="runs per point (seeds S*1000003+i, S = --seed or 0; default 1: --seed)")
+    p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
+    p.add_argument("--plot", metavar="FILE", help="write a small-multiples chart (PNG, SVG, PDF)")
+    p.add_argument("--metric", default="makespan_us",
+                   help="metric to plot (makespan_us, mean_step_us, p99_step_us, bubble_share, "
+                   "comm_overlap_share, manifest_runs, ...; default makespan_us)")
+    _add_parallel_options(p)
+    p.add_argument("--format", choices=("text", "json", "csv"), default="text")
+
+    p = sub.add_parser("shrink", help="delta-debug an op log down to the ops a hazard needs",
+                       description="Remove ops from an op log (or a model run, dumped as one) "
+                       "while the same hazard (kind, buffer, first and second op names) still "
+                       "appears; write the smallest op log found.")
+    p.add_argument("input", help="op log (.jsonl) or model file (.py)")
+    p.add_argument("-o", "--output", required=True, help="where to write the shrunk op log")
+    p.add_argument("--variant", help="model variant (model input only)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="model parameter (model input only)")
+    add_sim_options(p)
+    p.add_argument("--hazard", type=int, default=None, metavar="N",
+                   help="which hazard to keep: the N-th distinct (kind, buffer, first op name, "
+                   "second op name) in report order (default: the first, the first manifest one "
+                   "with --manifest)")
+    p.add_argument("--manifest", action="store_true",
+                   help="also require the hazard to stay manifest")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+
+def _check_parallel(args) -> None:
+    if args.jobs is not None and args.jobs < 1:
+        raise ModelError(f"--jobs must be >= 1, got {args.jobs}")
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from .explore import explore, render_explore
+    _check_parallel(args)
+    res = explore(args.model, args.variant, args.set, runs=args.runs, seed=args.seed,
+                  jitter=args.jitter, strategy=args.strategy, depth=args.depth, jobs=args.jobs,
+                  scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,
+                  progress=not args.quiet)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(res.to_json_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_explore(res))
+    return 1 if res.found else 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .model import load_model
+    from .sweep import METRICS, COUNTS, parse_grid, plot_sweep, render_sweep, rows_csv, sweep
+    _check_parallel(args)
+    if args.metric not in METRICS + COUNTS:
+        raise ModelError(f"--metric {args.metric}: unknown (one of "
+                         f"{', '.join(METRICS + COUNTS)})")
+    model = load_model(args.model)
+    grid = parse_grid(model, args.grid)
+    rows = sweep(model, args.variant, grid, args.set, seed=args.seed, jitter=args.jitter,
+                 strategy=args.strategy, depth=args.depth, runs=args.runs, jobs=args.jobs,
+                 scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,
+                 progress=not args.quiet)
+    variant = model.check_variant(args.variant)
+    if args.csv:
+        write_atomic(args.csv, rows_csv(rows))
+    if args.plot:
+        what = [f"{args.runs} runs a point" if args.runs > 1 else
+                f"seed {args.seed}" if args.seed is not None else ""]
+        what.append(f"jitter {args.jitter:g}" if args.jitter else "")
+        what.append(f"PCT depth {args.depth}" if args.strategy == "pct" else "")
+        what = ", ".join(w for w in what if w) or "nominal timing"
+        plot_sweep(rows, args.metric, args.plot,
+                   title=f"{model.name} [{variant}]: {args.metric} across the grid ({what})")
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"model": model.path, "variant": variant,
+                                     "grid": {k: list(v) for k, v in grid.items()},
+                                     "rows": [r.to_dict() for r in rows]}, indent=2) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(rows_csv(rows))
+    else:
+        sys.stdout.write(f"{model.name} [{variant}]: {len(rows)} point"
+                         f"{'s' * (len(rows) != 1)}\n")
+        sys.stdout.write(render_sweep(rows, args.metric))
+        for what, path in (("csv", args.csv), ("plot", args.plot)):
+            if path:
+                sys.stdout.write(f"wrote {path}\n")
+    return 1 if any(r.verdict != "clean" for r in rows) else 0
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from .shrink import render_shrink, shrink, shrink_model
+    opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time,
+                require_manifest=args.manifest, hazard_index=args.hazard,
+                progress=not args.quiet)
+    if args.input.endswith(".py"):
+        res = shrink_model(args.input, args.output, args.variant, args.set,
+                           strategy=args.strategy, depth=args.depth, **opts)
+    else:
+        if args.variant or args.set:
+            raise ModelError("--variant and --set apply to a model input (.py), not an op log")
+        if args.strategy != "random":
+            raise ModelError("--strategy applies to a model input (.py), not an op log")
+        res = shrink(args.input, args.output, **opts)
+    sys.stdout.write(render_shrink(res))
+    return 0

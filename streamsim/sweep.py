@@ -1,0 +1,316 @@
+"""Parameter sweeps: one row per point of a cartesian grid, with hazards, deadlock and metrics.
+
+The reviewer's question "from which ring size on is this safe, and what does it cost?" is a sweep::
+
+    >>> from streamsim.sweep import sweep, plot_sweep
+    >>> rows = sweep("models/vllm_pp.py", "ring_no_wait", {"ring_slots": [1, 2, 3, 4, 5, 6]})
+    >>> [(r.point["ring_slots"], r.verdict) for r in rows]
+    >>> plot_sweep(rows, "makespan_us", "sweep.png")
+
+Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
+:func:`streamsim.explore.run_seeds`; points run in parallel like :func:`streamsim.explore.explore`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .engine import ModelError
+from .explore import (DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, STRATEGIES, RunResult, RunSpec,
+                      _prepare, execute, format_set, replay_command, run_seeds)
+from .model import Model
+
+# Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
+METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",
+           "step_count")
+COUNTS = ("hazards", "manifest", "latent", "patterns", "manifest_runs", "latent_runs",
+          "deadlock_runs")
+VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
+_RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay"))
+
+
+def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
+    """``["k=v1,v2,...", "n=1..6"]`` -> ``{"k": [v1, v2, ...], "n": [1, ..., 6]}`` (typed).
+
+    ``a..b`` is an inclusive integer range (for int parameters).
+    """
+    grid: dict[str, list] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ModelError(f"--grid {spec}: expected key=v1,v2,...")
+        key, text = (s.strip() for s in spec.split("=", 1))
+        param = model.params.get(key)
+        if param is None:
+            raise ModelError(f"--grid {spec}: unknown parameter {key!r} (known: "
+                             f"{', '.join(model.params) or 'none'})")
+        if key in grid:
+            raise ModelError(f"--grid {key} given twice")
+        values: list = []
+        for item in (t.strip() for t in text.split(",")):
+            if not item:
+                raise ModelError(f"--grid {spec}: empty value")
+            if param.type is int and ".." in item:
+                lo, _, hi = item.partition("..")
+                try:
+                    values.extend(range(int(lo), int(hi) + 1))
+                except ValueError:
+                    raise ModelError(f"--grid {spec}: bad range {item!r} (expected a..b)") from None
+            else:
+                values.append(param.parse(item))
+        if not values:
+            raise ModelError(f"--grid {spec}: no values")
+        grid[key] = values
+    if not grid:
+        raise ModelError("sweep needs at least one --grid key=v1,v2,...")
+    return grid
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One grid point: its parameters, verdict, hazard counts and (mean) metrics.
+
+    ``hazards``/``manifest``/``latent`` count hazard occurrences in the point's first run;
+    ``*_runs`` count over all its runs; metrics are means over its runs.
+    """
+
+    point: dict  # the grid values of this point
+    params: dict  # every parameter value
+    replay: str  # the command replaying its first run
+    results: tuple[RunResult, ...] = field(repr=False, default=())
+
+    @property
+    def runs(self) -> int:
+        return len(self.results)
+
+    @property
+    def hazards(self) -> int:
+        return self.results[0].hazards
+
+    @property
+    def manifest(self) -> int:
+        return self.results[0].manifest
+
+    @property
+    def latent(self) -> int:
+        return self.results[0].latent
+
+    @property
+    def patterns(self) -> int:
+        """Distinct hazard patterns over all runs."""
+        return len({p for r in self.results for p, _ in r.patterns})
+
+    @property
+    def manifest_runs(self) -> int:
+        return sum(r.manifest > 0 for r in self.results)
+
+    @property
+    def latent_runs(self) -> int:
+        return sum(r.hazards > 0 and r.manifest == 0 for r in self.results)
+
+    @property
+    def deadlock_runs(self) -> int:
+        return sum(r.deadlock for r in self.results)
+
+    @property
+    def verdict(self) -> str:
+        """``manifest`` (a hazard manifested in some run), ``deadlock``, ``latent`` or ``clean``."""
+        if self.manifest_runs:
+            return "manifest"
+        if self.deadlock_runs:
+            return "deadlock"
+        return "latent" if self.latent_runs else "clean"
+
+    def metric(self, name: str) -> float:
+        if name in COUNTS:
+            return float(getattr(self, name))
+        if name not in METRICS:
+            raise ModelError(f"--metric {name}: unknown (one of {', '.join(METRICS + COUNTS)})")
+        attr = "steps" if name == "step_count" else name
+        return sum(getattr(r.metrics, attr) for r in self.results) / len(self.results)
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {(f"param_{k}" if k in _RESERVED else k): v
+                             for k, v in self.point.items()}
+        d.update(verdict=self.verdict, runs=self.runs, hazards=self.hazards,
+                 manifest=self.manifest, latent=self.latent, patterns=self.patterns,
+                 manifest_runs=self.manifest_runs, latent_runs=self.latent_runs,
+                 deadlock_runs=self.deadlock_runs)
+        d.update({m: round(self.metric(m), 6) for m in METRICS})
+        d["replay"] = self.replay
+        return d
+
+
+def sweep(model: Model | str, variant: str | None, grid: Mapping[str, Sequence],
+          params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
+          jitter: float = 0.0, strategy: str = "random", depth: int = 2, runs: int = 1,
+          jobs: int | None = None, scheduler=None, max_ops: int = DEFAULT_MAX_OPS,
+          max_time: float = DEFAULT_MAX_TIME, progress: bool = False) -> list[SweepRow]:
+    """Run every point of the cartesian ``grid`` (over ``params``); one :class:`SweepRow` a point,
+    in grid order (the last key varies fastest). Grid values may be typed or ``--set`` text."""
+    if strategy not in STRATEGIES:
+        raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if runs < 1:
+        raise ModelError(f"--runs must be >= 1, got {runs}")
+    model, variant, base, _ = _prepare(model, variant, params)
+    keys = list(grid)
+    for k in keys:
+        if k not in model.params:
+            raise ModelError(f"--grid {k}: unknown parameter {k!r} (known: "
+                             f"{', '.join(model.params) or 'none'})")
+    typed = {k: [model.params[k].parse(v) if isinstance(v, str) else model.params[k].check(v)
+                 for v in grid[k]] for k in keys}
+    seeds = [seed] if runs == 1 else run_seeds(seed or 0, runs)
+    points, tasks = [], []
+    for combo in itertools.product(*(typed[k] for k in keys)):
+        point = dict(zip(keys, combo))
+        values = model.resolve({**base, **point})
+        spec = RunSpec(model_path=os.path.abspath(model.path), variant=variant,
+                       params=dict(values), jitter=jitter, strategy=strategy, depth=depth,
+                       estimate=None, max_ops=max_ops, max_time=max_time, cwd=os.getcwd(),
+                       label=" ".join(f"{k}={format_set(v)}" for k, v in point.items()))
+        points.append((point, values))
+        tasks += [(spec, s) for s in seeds]
+    results = execute(tasks, jobs=jobs, scheduler=scheduler, progress=progress,
+                      desc=f"sweep {variant}")
+    rows = []
+    for i, (point, values) in enumerate(points):
+        sets = {k: v for k, v in values.items() if v != model.params[k].default}
+        rows.append(SweepRow(point=point, params=dict(values),
+                             replay=replay_command(model.path, variant, sets, seeds[0], jitter,
+                                                   strategy, depth, max_ops, max_time),
+                             results=tuple(results[i * len(seeds):(i + 1) * len(seeds)])))
+    return rows
+
+
+def rows_csv(rows: Sequence[SweepRow]) -> str:
+    """The rows as CSV text: grid keys, verdict, counts, metrics, replay command."""
+    out = io.StringIO()
+    dicts = [r.to_dict() for r in rows]
+    writer = csv.DictWriter(out, fieldnames=list(dicts[0]) if dicts else [], lineterminator="\n")
+    writer.writeheader()
+    for d in dicts:
+        writer.writerow({k: format_set(v) if isinstance(v, (bool, float)) else v
+                         for k, v in d.items()})
+    return out.getvalue()
+
+
+def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
+    """A text table, one line a point."""
+    if not rows:
+        return "no points\n"
+    keys = list(rows[0].point)
+    many = rows[0].runs > 1
+    head = keys + ["verdict", "hazards", "manifest", "latent"] + \
+        (["manifest runs", "deadlock runs"] if many else ["deadlock"]) + \
+        [m for m in dict.fromkeys([metric, "makespan_us", "mean_step_us", "bubble_share"])
+         if m not in ("hazards", "manifest", "latent")
+         and not (many and m in ("manifest_runs", "deadlock_runs"))]
+    body = []
+    for r in rows:
+        cells = [format_set(r.point[k]) for k in keys] + [r.verdict.upper() if r.verdict != "clean"
+                                                          else "clean", str(r.hazards),
+                                                          str(r.manifest), str(r.latent)]
+        cells += [f"{r.manifest_runs}/{r.runs}", f"{r.deadlock_runs}/{r.runs}"] if many else \
+            ["yes" if r.deadlock_runs else "no"]
+        for m in head[len(cells):]:
+            v = r.metric(m)
+            cells.append(f"{v:.1%}" if m.endswith("share") else f"{v:,.1f}" if m.endswith("_us")
+                         else f"{v:g}")
+        body.append(cells)
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body]) + "\n"
+
+
+_STYLE = {  # verdict -> marker, colour, label
+    "manifest": ("X", "#d62728", "hazard manifest"),
+    "deadlock": ("s", "#7b3294", "deadlock"),
+    "latent": ("o", "#ff7f0e", "hazard latent"),
+    "clean": ("o", "#2ca02c", "clean"),
+}
+_LABELS = {"makespan_us": "makespan (us)", "mean_step_us": "mean step latency (us)",
+           "p99_step_us": "p99 step latency (us)", "bubble_share": "pipeline bubble (share)",
+           "comm_overlap_share": "comm/compute overlap (share)", "step_count": "steps run",
+           "hazards": "data hazards (first run)", "manifest": "manifest hazards (first run)",
+           "latent": "latent hazards (first run)", "patterns": "distinct hazard patterns",
+           "manifest_runs": "runs with a manifest hazard", "latent_runs": "runs with only latent "
+           "hazards", "deadlock_runs": "runs that deadlocked"}
+
+
+def _numeric(values: Sequence) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str | None = None,
+               title: str | None = None):
+    """Small multiples of ``metric`` across the grid, each point marked by its verdict.
+
+    The first grid key is the x axis; one panel per combination of the other keys. Returns the
+    matplotlib figure; with ``path``, writes it atomically (format from the extension).
+    """
+    if not rows:
+        raise ModelError("nothing to plot: the sweep has no points")
+    rows[0].metric(metric)  # validates the name
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+    from matplotlib.lines import Line2D
+
+    keys = list(rows[0].point)
+    xkey, pkeys = keys[0], keys[1:]
+    panels: dict[tuple, list[SweepRow]] = {}
+    for r in rows:
+        panels.setdefault(tuple(r.point[k] for k in pkeys), []).append(r)
+    n = len(panels)
+    ncols = min(n, 4)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(3.6 * ncols + 0.8, 2.9 * nrows + 1.0))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+    xs_all = [r.point[xkey] for r in rows]
+    numeric = _numeric(xs_all)
+    cats = list(dict.fromkeys(xs_all))
+    pos = (lambda v: v) if numeric else (lambda v: cats.index(v))
+    for ax, (pval, prs) in zip(axes.flat, panels.items()):
+        xs = [pos(r.point[xkey]) for r in prs]
+        ys = [r.metric(metric) for r in prs]
+        ax.plot(xs, ys, color="#999999", lw=1.2, zorder=1)
+        for r, x, y in zip(prs, xs, ys):
+            marker, colour, _ = _STYLE[r.verdict]
+            ax.scatter([x], [y], marker=marker, s=90 if marker == "X" else 55, color=colour,
+                       edgecolor="black" if marker != "X" else colour, linewidths=0.6, zorder=3)
+        if pkeys:
+            ax.set_title(", ".join(f"{k}={format_set(v)}" for k, v in zip(pkeys, pval)),
+                         fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if not numeric:
+            ax.set_xticks(range(len(cats)))
+            ax.set_xticklabels([format_set(c) for c in cats])
+        elif all(isinstance(v, int) for v in xs_all):
+            ax.set_xticks(sorted(set(xs_all)))
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel(xkey)
+    for ax in axes[:, 0]:
+        runs = rows[0].runs
+        label = _LABELS.get(metric, metric)
+        if runs == 1:
+            label = label.replace(" (first run)", "")
+        ax.set_ylabel(label + (f" (of {runs})" if metric.endswith("_runs") else ""))
+    seen = [v for v in VERDICTS if any(r.verdict == v for r in rows)]
+    handles = [Line2D([], [], linestyle="", marker=_STYLE[v][0], markersize=9, color=_STYLE[v][1],
+                      markeredgecolor="black" if _STYLE[v][0] != "X" else _STYLE[v][1],
+                      label=_STYLE[v][2]) for v in seen]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    if path is not None:
+        from .atomic import write_with
+        fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+        write_with(path, lambda f: fig.savefig(f, format=fmt, dpi=120))
+    return fig
