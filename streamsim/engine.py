@@ -15,6 +15,7 @@ import random
 import sys
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Callable, Iterable
 
 import simpy
@@ -106,6 +107,9 @@ class _Rec:
         return op
 
 
+_op_end = attrgetter("end")
+
+
 class _OpBuilder:
     """:class:`Op`'s slots, writable; see :meth:`_Rec.freeze`."""
 
@@ -135,7 +139,7 @@ class _Host:
     """One host thread: its clock runs ahead of simpy's until it must wait for the device."""
 
     __slots__ = ("agent", "clock", "glet", "current_stream", "step", "blocked", "finished",
-                 "api", "issued", "injected_hold", "shared", "count")
+                 "api", "occurrences", "last_key", "injected_hold", "shared", "count")
 
     def __init__(self, agent: Agent):
         self.agent = agent
@@ -147,7 +151,8 @@ class _Host:
         self.blocked: Blocked | None = None
         self.finished = False
         self.api: Any = None
-        self.issued = 0  # host actions issued by the program itself (injected ones not counted)
+        self.occurrences: dict[tuple[str, str], int] = {}  # (kind, location) -> actions issued
+        self.last_key: tuple | None = None  # key of the program's latest action (for injections)
         self.injected_hold = False
         self.shared = False  # another host thread of this rank exists: act in simulated-time order
 
@@ -297,8 +302,7 @@ class Engine:
             request = g.switch()
         if self.post_injections:
             self.current = h
-            done = greenlet(lambda: self.run_injections(h, self.post_injections,
-                                                        (h.agent, h.issued - 1)))
+            done = greenlet(lambda: self.run_injections(h, self.post_injections, h.last_key))
             request = done.switch()
             while not done.dead:
                 yield request
@@ -338,15 +342,13 @@ class Engine:
                              "(a function passed to Simulation.spawn)")
         if h.shared:
             self.settle(h)
-        if self.injections or self.post_injections or self.keyed or h.injected_hold:
-            key = self._before_issue(h)
-        else:  # _before_issue with nothing to inject (the hot path)
-            h.issued += 1
-            key = None
+        if location is None:
+            location = self.location_of()
+        key = self._before_issue(h, kind, location) if self.keyed else None
         rec = self.new_rec(h.agent, kind, name, dur, h)
         rec.accesses = accesses
         rec.step = h.step
-        rec.location = self.location_of() if location is None else location
+        rec.location = location
         rec.enqueued = rec.start = float(h.clock)  # mark_start and mark_end, inlined (hot path)
         rec.start_seq = seq = self.seq
         h.clock += rec.dur
@@ -357,8 +359,11 @@ class Engine:
         rec.end_seq = seq + 1
         self.seq = seq + 2
         rec.done = True  # nothing can wait for an op that is created finished
-        if key is not None and self.keyed:
-            self.issued_by_key.setdefault(key, []).append(rec)
+        if self.keyed:
+            if key is not None:
+                self.issued_by_key.setdefault(key, []).append(rec)
+            elif h.injected_hold:
+                rec.attrs["injected"] = True  # a fix's sync, not the program's own action
         return rec
 
     def blocking_op(self, h: _Host, kind: str, name: str, location: str | None = None) -> _Rec:
@@ -366,15 +371,20 @@ class Engine:
         if self.current is not h:
             raise ModelError("streamsim API calls must be made from a running host program "
                              "(a function passed to Simulation.spawn)")
-        key = self._before_issue(h)
+        if location is None:
+            location = self.location_of()
+        key = self._before_issue(h, kind, location) if self.keyed else None
         rec = self.new_rec(h.agent, kind, name, 0.0, h)
         rec.step = h.step
-        rec.location = self.location_of() if location is None else location
+        rec.location = location
         rec.enqueued = h.clock
         self.sync_clock(h)
         self.mark_start(rec, h.clock)
-        if key is not None and self.keyed:
-            self.issued_by_key.setdefault(key, []).append(rec)
+        if self.keyed:
+            if key is not None:
+                self.issued_by_key.setdefault(key, []).append(rec)
+            elif h.injected_hold:
+                rec.attrs["injected"] = True  # a fix's sync, not the program's own action
         return rec
 
     def end_blocking(self, h: _Host, rec: _Rec) -> None:
@@ -394,18 +404,21 @@ class Engine:
                 self.seq += 1
                 self.seq_holes = True
 
-    def _before_issue(self, h: _Host) -> tuple[Agent, int] | None:
+    def _before_issue(self, h: _Host, kind: str, location: str) -> tuple | None:
         """Run fix injections around the program's next action; return that action's key.
 
-        Injections are keyed by (host agent, n): the program's n-th action, not counting injected
-        ones, so a fix found in one run can be applied to the same program in a re-run.
+        A key is (host agent, kind, location, n): the n-th action of that kind issued from that
+        model line by this thread, injected ones not counted. A fix found in one run names the same
+        action in a re-run even when timing changes how often a polling loop elsewhere runs.
         """
         if h.injected_hold:
             return None
-        if self.post_injections:
-            self.run_injections(h, self.post_injections, (h.agent, h.issued - 1))
-        key = (h.agent, h.issued)
-        h.issued += 1
+        if self.post_injections and h.last_key is not None:
+            self.run_injections(h, self.post_injections, h.last_key)
+        site = (kind, location)
+        n = h.occurrences.get(site, 0)
+        h.occurrences[site] = n + 1
+        h.last_key = key = (h.agent, kind, location, n)
         if self.injections:
             self.run_injections(h, self.injections, key)
         return key
@@ -432,7 +445,8 @@ class Engine:
         rec.step = h.step
         rec.location = issue.location
         rec.enqueued = h.clock
-        rec.after.extend(after)
+        if after:
+            rec.after.extend(after)
         rec.attrs["current_stream"] = h.current_stream
         s.last = rec
         s.queue.append(rec)
@@ -451,8 +465,9 @@ class Engine:
                 yield s.wake
                 continue
             rec = q.popleft()
-            if rec.enqueued > env.now:
-                yield env.timeout(rec.enqueued - env.now)
+            now = env.now
+            if rec.enqueued > now:
+                yield env.timeout(rec.enqueued - now)
             for dep in rec.after:
                 if not dep.done:
                     s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for {dep.name} "
@@ -464,12 +479,14 @@ class Engine:
             elif rec.kind in COLLECTIVE_KINDS:
                 yield from self._run_collective(s, rec)
             else:  # mark_start and mark_end, inlined (hot path)
-                rec.start = float(env.now)
+                rec.start = start = float(env.now)
                 rec.start_seq = self.seq
                 self.seq += 1
                 if rec.dur > 0:
                     yield env.timeout(rec.dur)
-                rec.end = float(env.now)
+                    rec.end = start + rec.dur  # == env.now: the timeout fired at now + dur
+                else:
+                    rec.end = start
                 rec.end_seq = self.seq
                 self.seq += 1
                 rec.done = True
@@ -597,9 +614,9 @@ class Engine:
         if self.seq_holes:
             _dense_seqs(started, self.seq)
         ops = _freeze_dense(started) if len(started) != len(self.recs) else \
-            tuple(r.freeze() for r in started)
+            tuple(map(_Rec.freeze, started))
         agents = sorted(set(self.hosts) | set(self.streams))
-        end_time = max((op.end for op in ops), default=0.0)
+        end_time = max(map(_op_end, ops), default=0.0)
         return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(self.notes),
                      end_time=end_time, source=source, meta=dict(meta or {}))
 

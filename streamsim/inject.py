@@ -1,55 +1,113 @@
 """Apply proposed fixes to a re-run: insert the named syncs at the program actions they name.
 
-A fix names host actions of the run it was found in by op id; the engine keys injections by
-(host thread, n-th program action), which is the same action in a re-run of the same program.
+A fix names host actions of the run it was found in by op id. :func:`key_fixes` turns them into
+:class:`KeyedFix` records that name actions by (host thread, kind, model line, n-th action from that
+line) instead: the same action in a re-run of the same program, even when a fix changes how often a
+timing-dependent polling loop runs. Keyed fixes from several runs can be pooled and injected together.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 from .engine import Engine, ModelError
-from .trace import Trace
+from .trace import HOST, Trace
+
+Key = tuple  # (Agent, kind, location, n)
 
 
-def _key(trace: Trace, op_id: int):
-    op = trace.op(op_id)
-    if op.agent.kind != "host":
-        if op.issuer is None:
-            raise ModelError(f"fix names {op.describe()}, which no host action issued")
-        op = trace.op(op.issuer)
-    return (op.agent, op.index)
+@dataclass(frozen=True)
+class KeyedFix:
+    """A fix whose places are engine injection keys, valid in any run of the same program."""
+
+    kind: str
+    before: Key
+    handle_issue: Key | None = None
+    record_after: Key | None = None
+    event_stream: str | None = None
+    wait_stream: str | None = None
+    buffer: str | None = None
 
 
-def inject_fixes(engine: Engine, trace: Trace, fixes: Sequence) -> None:
-    """Register each fix's syncs with ``engine`` (before its run starts)."""
-    if trace is None:
-        raise ModelError("fixes need the trace they were found in (base=...)")
-    engine.keyed = True
-    for i, fix in enumerate(fixes):
-        before = _key(trace, fix.before)
-        pre = engine.injections.setdefault(before, [])
-        if fix.kind == "wait_handle":
-            issue = _key(trace, fix.handle_op)
-            pre.append(_wait_handle(engine, issue, fix.wait_stream.name if fix.wait_stream else None))
+def _keys(trace: Trace) -> dict[int, Key]:
+    """Host op id -> its injection key."""
+    keys, seen = {}, {}
+    for op in trace.ops:
+        if op.agent.kind == HOST and not op.attrs.get("injected"):
+            site = (op.agent, op.kind, op.location)
+            n = seen.get(site, 0)
+            seen[site] = n + 1
+            keys[op.id] = (op.agent, op.kind, op.location, n)
+    return keys
+
+
+def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
+    """The fixes found in ``trace`` (streamsim.findings.Fix), keyed for injection; order kept,
+    duplicates dropped."""
+    keys = _keys(trace)
+
+    def key(op_id: int) -> Key:
+        op = trace.op(op_id)
+        if op.agent.kind != HOST:
+            if op.issuer is None:
+                raise ModelError(f"fix names {op.describe()}, which no host action issued")
+            op = trace.op(op.issuer)
+        return keys[op.id]
+
+    out: list[KeyedFix] = []
+    for fix in fixes:
+        if isinstance(fix, KeyedFix):
+            kf = fix
+        elif fix.kind == "wait_handle":
+            kf = KeyedFix("wait_handle", key(fix.before), handle_issue=key(fix.handle_op),
+                          wait_stream=fix.wait_stream.name if fix.wait_stream else None)
         elif fix.kind in ("event", "event_sync"):
-            after = _key(trace, fix.record_after)
-            name = f"fix{i}"
-            engine.post_injections.setdefault(after, []).append(
-                _record(engine, name, fix.event_stream.name))
-            pre.append(_wait_event(engine, name, fix.wait_stream.name if fix.kind == "event"
-                                   else None))
+            kf = KeyedFix(fix.kind, key(fix.before), record_after=key(fix.record_after),
+                          event_stream=fix.event_stream.name,
+                          wait_stream=fix.wait_stream.name if fix.kind == "event" else None)
         elif fix.kind == "record_stream":
-            buffer = trace.op(fix.second_op if hasattr(fix, "second_op") else fix.before)
-            pre.append(_record_stream(engine, buffer.attrs.get("buffer"), fix.event_stream.name))
+            frees = [op for op in trace.ops if op.issuer == fix.before and op.kind == "free"]
+            if not frees:
+                raise ModelError(f"record_stream fix names {trace.op(fix.before).describe()}, "
+                                 "which freed nothing")
+            kf = KeyedFix("record_stream", key(fix.before), event_stream=fix.event_stream.name,
+                          buffer=str(frees[0].attrs.get("buffer")))
         else:
             raise ModelError(f"cannot apply a fix of kind {fix.kind!r}")
+        if kf not in out:
+            out.append(kf)
+    return out
 
 
-def _wait_handle(engine: Engine, issue_key, stream: str | None):
+def inject_fixes(engine: Engine, trace: Trace | None, fixes: Sequence) -> None:
+    """Register each fix's syncs with ``engine`` before its run starts. ``trace`` is the run the
+    plain fixes were found in (not needed when every fix is already a :class:`KeyedFix`)."""
+    if trace is None and not all(isinstance(f, KeyedFix) for f in fixes):
+        raise ModelError("fixes need the trace they were found in (base=...)")
+    keyed = list(fixes) if trace is None else key_fixes(trace, fixes)
+    engine.keyed = True
+    for i, fix in enumerate(keyed):
+        pre = engine.injections.setdefault(fix.before, [])
+        if fix.kind == "wait_handle":
+            pre.append(_wait_handle(engine, fix.handle_issue, fix.wait_stream))
+        elif fix.kind in ("event", "event_sync"):
+            name = f"fix{i}"
+            engine.post_injections.setdefault(fix.record_after, []).append(
+                _record(engine, name, fix.event_stream))
+            pre.append(_wait_event(engine, name, fix.wait_stream))
+        else:  # record_stream
+            pre.append(_record_stream(engine, fix.buffer, fix.event_stream))
+
+
+def _wait_handle(engine: Engine, issue_key: Key, stream: str | None):
     def run():
         h = engine.current
-        rec = engine.issued_by_key[issue_key][0]
-        work = engine.works[rec.id]
+        issued = engine.issued_by_key.get(issue_key)
+        if not issued:
+            return  # that action did not happen in this run: nothing to wait
+        work = engine.works.get(issued[0].id)
+        if work is None:
+            return
         prev = h.current_stream
         if stream is not None:
             h.current_stream = stream
