@@ -289,7 +289,8 @@ class Host:
     def launch(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
                dur: float = 1.0, stream: Stream | str | None = None) -> None:
         """Launch a kernel on ``stream`` (default: the current stream)."""
-        self._e.enqueue(self._h, self._stream_name(stream), "launch", name, dur,
+        self._e.enqueue(self._h, self._h.current_stream if stream is None else
+                        self._stream_name(stream), "launch", name, dur,
                         self._accesses(reads, writes))
 
     def copy(self, dst: Tensor, src: Tensor, *, dur: float = 1.0, name: str = "copy_",
@@ -364,7 +365,8 @@ class Host:
     def host_work(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
                   dur: float = 0.0) -> None:
         """Python work on the host thread itself (e.g. filling a pinned buffer)."""
-        self._e.host_op(self._h, "host", name, dur, self._accesses(reads, writes))
+        self._e.host_op(self._h, "host", name, dur,
+                        self._accesses(reads, writes) if reads or writes else ())
 
     def sleep(self, dur: float, name: str = "host work") -> None:
         self.host_work(name, dur=dur)

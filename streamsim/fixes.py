@@ -10,15 +10,15 @@ threads: no proposal (the model has no cross-thread sync to offer).
 from __future__ import annotations
 
 from .findings import USE_AFTER_FREE, Fix, Hazard
-from .trace import HOST, STREAM, Agent, Op, Trace
+from .trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
 
 
 def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
     """The fix for ``hazard``, or None when no single sync can order its two ops."""
-    x, y = _issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
     if x.agent.kind == HOST:
         return None  # host access vs another thread's (or its stream's, issued elsewhere) access
-    before = _host_point(y)
+    before = issue_point(y)
     if hazard.kind == USE_AFTER_FREE and y.kind == "free" and x.handle is None:
         return Fix("record_stream",
                    f"call {hazard.buffer}.record_stream({x.agent.name}) before {y.describe()} "
@@ -48,19 +48,6 @@ def with_fix(trace: Trace, hazard: Hazard) -> Hazard:
     h = hazard
     return Hazard(h.kind, h.rank, h.buffer, h.range, h.first, h.second, h.first_mode, h.second_mode,
                   h.manifest, propose_fix(trace, h))  # not dataclasses.replace: 10x cheaper
-
-
-def _host_point(op: Op) -> int:
-    """The host op that issued ``op`` (``op`` itself for a host op or a hand-built op with no issuer)."""
-    return op.id if op.agent.kind == HOST or op.issuer is None else op.issuer
-
-
-def _issue_order(trace: Trace, a: Op, b: Op) -> tuple[Op, Op]:
-    """``(a, b)`` reordered so the first was issued first, when one host thread issued both."""
-    ha, hb = trace.op(_host_point(a)), trace.op(_host_point(b))
-    if ha.agent == hb.agent and hb.index < ha.index:
-        return b, a
-    return a, b
 
 
 def _current_stream(op: Op) -> Agent:

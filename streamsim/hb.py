@@ -17,7 +17,8 @@ decide, for every access, whether it races with some earlier access to the same 
 ``tests/test_hb.py`` for the exact property, checked against brute-force graph reachability).
 
 Hazards: one per (first op, second op, kind, storage), its range covering the racing segments;
-``first`` is the op met first in the sequence. The kind is RAW, WAR or WAW from the two modes, or
+``first`` is the op issued first (host program order; see ``trace.issue_order``), which may have
+started after the other. The kind is RAW, WAR or WAW from the two modes in that order, or
 use-after-free when either op is a ``free``; an op that reads and writes the same bytes (in place)
 reports its race with the previous write once, as RAW. ``manifest``: the two access windows overlap
 in simulated time (strictly).
@@ -29,7 +30,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
-from .trace import READ, Agent, Op, Trace
+from .trace import READ, WRITE, Agent, Op, Trace, issue_order
 
 
 @dataclass
@@ -361,11 +362,34 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
             segs[i:j] = [s]
             starts[i:j] = [lo]
 
-    hazards = [Hazard(kind=k[2], rank=k[3], buffer=k[4], range=(h[0], h[1]), first=k[0], second=k[1],
-                      first_mode=h[2], second_mode=h[3], manifest=h[4])
-               for k, h in found.items()]
+    hazards = _in_issue_order(trace, found)
     hazards.sort(key=lambda h: (h.second, h.first, h.kind, h.rank, h.buffer, h.range))
     return Analysis(hazards, hb)
+
+
+_KIND_OF_MODES = {(WRITE, READ): RAW, (READ, WRITE): WAR, (WRITE, WRITE): WAW}
+
+
+def _in_issue_order(trace: Trace, found: dict) -> list[Hazard]:
+    """Hazards with ``first`` the op issued first (the pass meets ops in start order, and a send
+    issued before a forward can start after it): the kind then names the issue order, as
+    SEMANTICS.md defines it. Pairs that become the same hazard are merged."""
+    ops = trace.ops
+    merged: dict[tuple, list] = {}
+    for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest) in found.items():
+        a, b = ops[fid], ops[sid]
+        if issue_order(trace, a, b)[0] is b:
+            fid, sid, fmode, smode = sid, fid, smode, fmode
+            if kind != USE_AFTER_FREE:
+                kind = _KIND_OF_MODES[(fmode, smode)]
+        key = (fid, sid, kind, rank, buf)
+        h = merged.get(key)
+        if h is None:
+            merged[key] = [lo, hi, fmode, smode, manifest]
+        else:
+            h[0], h[1], h[4] = min(h[0], lo), max(h[1], hi), h[4] or manifest
+    return [Hazard(kind=k[2], rank=k[3], buffer=k[4], range=(h[0], h[1]), first=k[0], second=k[1],
+                   first_mode=h[2], second_mode=h[3], manifest=h[4]) for k, h in merged.items()]
 
 
 _NO_SEGMENT = [None, None, None, None]  # a view's remembered segment before it has one

@@ -68,7 +68,7 @@ def hazard_groups(r: Report) -> list[tuple[tuple, list]]:
     groups: dict[tuple, list] = {}
     for h in r.findings.hazards:
         a, b = r.trace.op(h.first), r.trace.op(h.second)
-        key = (h.kind, h.buffer, a.name, a.location, b.name, b.location)
+        key = (h.kind, h.buffer, a.kind, a.location, b.kind, b.location)  # not names: "to rank2"
         groups.setdefault(key, []).append(h)
     return list(groups.items())
 

@@ -22,7 +22,6 @@ from typing import Iterable
 import networkx as nx
 
 from .findings import Deadlock, Hazard
-from .fixes import _issue_order  # the fix's own notion of which op the host issued first
 from .hbgraph import full_graph, hazard_slice, to_dot
 from .trace import Op, Trace
 
@@ -32,9 +31,8 @@ MAX_NODES = 60  # nodes drawn in a picture
 
 
 def issue_order(trace: Trace, hazard: Hazard) -> tuple[Op, Op]:
-    """The hazard's two ops in the order the missing edge runs: the one the host issued first, then
-    the other (start order when different host threads issued them)."""
-    return _issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    """The hazard's two ops in the order the missing edge runs: ``first`` is the op issued first."""
+    return trace.op(hazard.first), trace.op(hazard.second)
 
 
 def hb_graph(trace: Trace, around: Iterable[int] = ()) -> nx.DiGraph:

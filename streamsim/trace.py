@@ -170,6 +170,21 @@ class Trace:
                 yield s
 
 
+def issue_point(op: Op) -> int:
+    """The host action that issued ``op`` (``op`` itself for a host action or an op with no issuer)."""
+    return op.id if op.agent.kind == HOST or op.issuer is None else op.issuer
+
+
+def issue_order(trace: Trace, a: Op, b: Op) -> tuple[Op, Op]:
+    """``(a, b)`` in the order they were issued: host program order when one thread issued both,
+    else the order of the issuing host actions in the global sequence (SEMANTICS.md names a
+    hazard's kind by issue order, which can differ from the order the ops started)."""
+    ia, ib = trace.op(issue_point(a)), trace.op(issue_point(b))
+    if ia.agent == ib.agent:
+        return (b, a) if ib.index < ia.index else (a, b)
+    return (b, a) if ib.start_seq < ia.start_seq else (a, b)
+
+
 def trace_from_ops(ops: list[dict], **kw) -> Trace:
     """Build a trace by hand (for tests): each dict holds Op fields except id, index and seqs.
 

@@ -80,10 +80,9 @@ def test_example_race_line3_vs_line2():
 
 
 @needs_hb
-@pytest.mark.xfail(strict=False, reason="OPLOG.md and SEMANTICS.md name the kind by issue order "
-                   "(line 3 issued after line 2: WAR); hb names it by start order in the run, and "
-                   "both ops start at t=900 with forward[t+1] first in the engine's sequence: RAW")
 def test_example_race_is_war():
+    """OPLOG.md: line 3 writes `hidden` while line 2's send may still read it, a WAR: the kind
+    follows issue order even though forward[t+1] starts first in the engine's sequence."""
     trace = run(EXAMPLE)
     assert [h.kind for h in analyse_hazards(trace)] == ["WAR"]
 
