@@ -672,26 +672,51 @@ def _location_finder() -> Callable[[], str]:
     """:func:`_model_location`, cached: one per engine (so a later run in another working directory
     computes its own paths). Per code object it keeps the display path (relpath is slow) and the
     ``file:line`` string of each instruction offset (``f_lineno`` scans the line table), so ops
-    issued from one model line share one location string."""
+    issued from one model line share one location string. Walking frames materialises a frame
+    object per step, so it first tries the depth the model frame had last time: right when that
+    frame is outside streamsim and the frame inside it is streamsim's (package code calls model
+    code only as the host program itself)."""
     codes: dict[int, tuple] = {}  # id(code) -> (code, path or None inside streamsim, {lasti: loc})
     getframe = sys._getframe
+    last = [3]  # depth (from location()) of the model frame found last time
+
+    def entry_of(code) -> tuple:
+        entry = codes.get(id(code))
+        if entry is None:  # the entry holds the code object: its id is not reused meanwhile
+            filename = code.co_filename
+            entry = codes[id(code)] = (code, None if filename.startswith(_PACKAGE_DIR)
+                                       else _display_path(filename), {})
+        return entry
 
     def location() -> str:
+        d = last[0]
+        try:
+            f = getframe(d)
+        except ValueError:
+            f = None
+        if f is not None:
+            entry = codes.get(id(f.f_code)) or entry_of(f.f_code)
+            if entry[1] is not None:
+                inner = codes.get(id(getframe(d - 1).f_code)) or entry_of(getframe(d - 1).f_code)
+                if inner[1] is None:
+                    lines = entry[2]
+                    loc = lines.get(f.f_lasti)
+                    if loc is None:
+                        loc = lines[f.f_lasti] = f"{entry[1]}:{f.f_lineno}"
+                    return loc
+        d = 2
         f = getframe(2)
         while f is not None:
-            code = f.f_code
-            entry = codes.get(id(code))
-            if entry is None:  # the entry holds the code object: its id is not reused meanwhile
-                filename = code.co_filename
-                entry = codes[id(code)] = (code, None if filename.startswith(_PACKAGE_DIR)
-                                           else _display_path(filename), {})
+            entry = codes.get(id(f.f_code)) or entry_of(f.f_code)
             if entry[1] is not None:
+                last[0] = d
                 lines = entry[2]
                 loc = lines.get(f.f_lasti)
                 if loc is None:
                     loc = lines[f.f_lasti] = f"{entry[1]}:{f.f_lineno}"
                 return loc
             f = f.f_back
+            d += 1
         return ""
     return location
 

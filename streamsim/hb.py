@@ -20,8 +20,9 @@ Hazards: one per (first op, second op, kind, storage), its range covering the ra
 ``first`` is the op issued first (host program order; see ``trace.issue_order``), which may have
 started after the other. The kind is RAW, WAR or WAW from the two modes in that order, or
 use-after-free when either op is a ``free``; an op that reads and writes the same bytes (in place)
-reports its race with the previous write once, as RAW. ``manifest``: the two access windows overlap
-in simulated time (strictly).
+reports its race with the previous write once, as RAW. ``manifest``: the later-issued access's window
+started before the earlier-issued one's ended in simulated time (strictly): the data really was
+corrupted in this run.
 """
 from __future__ import annotations
 
@@ -172,7 +173,8 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
         return ValueError(f"op {user.id} ({user.name}) needs op {r} to have {what} before it in the "
                           f"trace's sequence")
 
-    # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode, manifest]
+    # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode,
+    # second starts before first ends, first starts before second ends]
     found: dict[tuple, list] = {}
     # Per storage (rank, buffer): sorted segment starts and segments [lo, hi, last_write, reads], where
     # last_write = (op, agent, epoch, access) and reads = {agent: (op, epoch, access)} or None.
@@ -194,17 +196,19 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
         facc = first[-1]
         f0, f1 = fop.window_time(facc)
         s0, s1 = op.window_time(acc)
-        manifest = s0 < f1 and f0 < s1
+        # manifest if the later-issued access started before the earlier-issued one ended; which
+        # of the two was issued first is settled once, in _in_issue_order
         key = (fid, op.id, kind, rank, buf)
         h = found.get(key)
         if h is None:
-            found[key] = [lo, hi, facc.mode, acc.mode, manifest]
+            found[key] = [lo, hi, facc.mode, acc.mode, s0 < f1, f0 < s1]
         else:
             if lo < h[0]:
                 h[0] = lo
             if hi > h[1]:
                 h[1] = hi
-            h[4] = h[4] or manifest
+            h[4] = h[4] or s0 < f1
+            h[5] = h[5] or f0 < s1
 
     def view_entry(v) -> list:
         """[segment last spanning exactly v, starts, segs, lo, hi, rank, buffer] for view v."""
@@ -373,13 +377,18 @@ _KIND_OF_MODES = {(WRITE, READ): RAW, (READ, WRITE): WAR, (WRITE, WRITE): WAW}
 def _in_issue_order(trace: Trace, found: dict) -> list[Hazard]:
     """Hazards with ``first`` the op issued first (the pass meets ops in start order, and a send
     issued before a forward can start after it): the kind then names the issue order, as
-    SEMANTICS.md defines it. Pairs that become the same hazard are merged."""
+    SEMANTICS.md defines it, and ``manifest`` means the second access started before the first
+    ended (a write before the earlier-issued read even began corrupts it too). Pairs that become the
+    same hazard are merged."""
     ops = trace.ops
     merged: dict[tuple, list] = {}
-    for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest) in found.items():
+    for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, s_before_f_end, f_before_s_end) \
+            in found.items():
         a, b = ops[fid], ops[sid]
+        manifest = s_before_f_end
         if issue_order(trace, a, b)[0] is b:
             fid, sid, fmode, smode = sid, fid, smode, fmode
+            manifest = f_before_s_end
             if kind != USE_AFTER_FREE:
                 kind = _KIND_OF_MODES[(fmode, smode)]
         key = (fid, sid, kind, rank, buf)

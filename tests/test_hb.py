@@ -209,6 +209,25 @@ def test_manifest_vs_latent_from_windows():
     assert run((0.9, 1.0), 5.0, 15.0) is True          # last layer [9, 10) overlaps [5, 15)
 
 
+def test_kind_and_manifest_follow_issue_order_not_start_order():
+    """SEMANTICS.md: the kind names the issue order, and a hazard is manifest when the later-issued
+    access started before the earlier-issued one ended. A send issued first but queued behind
+    another transfer can start after the next forward wrote its buffer: that forward's write
+    corrupted what the send reads, a manifest WAR, though the two windows never overlap."""
+    def run(w_start, w_end):
+        t = trace_from_ops([
+            op(H, "host", "issue send"),                                             # 0
+            op(H, "host", "issue forward"),                                          # 1
+            op(A, "launch", "forward", wr("x"), issuer=1, start=w_start, end=w_end),  # 2
+            op(NCCL, "isend", "send", rd("x"), issuer=0, start=100.0, end=200.0),     # 3
+        ])
+        (h,) = analyse_hazards(t)
+        return h
+    h = run(0.0, 50.0)  # the forward ran entirely before the send started reading
+    assert (h.first, h.second, h.kind, h.manifest) == (3, 2, WAR, True)
+    assert run(250.0, 300.0).manifest is False  # wrote only after the send had finished
+
+
 def test_use_after_free_and_record_stream():
     base = [
         op(H, "host", "launch use"),                                   # 0
