@@ -27,6 +27,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/check.py
+	$(PY) benchmarks/explore.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

@@ -1,0 +1,112 @@
+"""Benchmark of `streamsim check`: parse, replay and analyse a synthetic op log, at two sizes.
+
+The op log: one rank, one host thread launching kernels round-robin on 8 streams over 1,000 buffers,
+an event record + wait every 10 ops (see :func:`write_oplog`). Each size runs in a fresh process so
+that its peak RSS is its own.
+
+    python benchmarks/check.py [--ops 500000] [--small 50000]
+
+Prints, per size: ops, seconds and ops/s for parsing (JSON Lines -> checked lines), replay (the
+engine) and analysis (vector clocks + FastTrack), peak RSS; then the growth ratio of the analysis
+time per op (large / small; 1.0 is perfectly linear).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def write_oplog(path: str, n_ops: int, streams: int = 8, buffers: int = 1000, seed: int = 0) -> int:
+    """Write the synthetic op log; return the number of op lines.
+
+    Buffer b belongs to stream b % streams; a kernel reads and writes its own stream's buffers.
+    Every 10th op records an event on one stream, the next stream waits it, and then reads a buffer
+    of the first one: ordered, unless the first stream rewrites it later (a few real hazards).
+    """
+    rnd = random.Random(seed)
+    per = buffers // streams
+    lines = 0
+    with open(path, "w") as f:
+        for i in range(n_ops):
+            k = i % streams
+            if i % 10 == 9:
+                ev = f"e{i // 10 % 64}"
+                nxt = (k + 1) % streams
+                f.write(json.dumps({"op": "record", "stream": f"s{k}", "event": ev}) + "\n")
+                f.write(json.dumps({"op": "wait_event", "stream": f"s{nxt}", "event": ev}) + "\n")
+                f.write(json.dumps({"op": "launch", "stream": f"s{nxt}", "name": "consume",
+                                    "reads": [f"b{k + streams * rnd.randrange(per)}"],
+                                    "writes": [f"b{nxt + streams * rnd.randrange(per)}"],
+                                    "dur": 2.0}) + "\n")
+                lines += 3
+                continue
+            r, w = (k + streams * rnd.randrange(per) for _ in range(2))
+            f.write(json.dumps({"op": "launch", "stream": f"s{k}", "name": "k",
+                                "reads": [f"b{r}"], "writes": [f"b{w}"],
+                                "dur": round(rnd.uniform(1.0, 5.0), 3)}) + "\n")
+            lines += 1
+    return lines
+
+
+def measure(n_ops: int) -> dict:
+    """Run one size in this process and return its figures."""
+    from streamsim.hb import analyse_hazards
+    from streamsim.oplog import load_oplog, simulate_oplog
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.jsonl")
+        lines = write_oplog(path, n_ops)
+        t0 = time.perf_counter()
+        log = load_oplog(path)
+        t1 = time.perf_counter()
+        trace = simulate_oplog(log)
+        t2 = time.perf_counter()
+        hazards = analyse_hazards(trace, fixes=False)
+        t3 = time.perf_counter()
+    return {"lines": lines, "trace_ops": len(trace.ops), "hazards": len(hazards),
+            "parse_s": t1 - t0, "replay_s": t2 - t1, "analyse_s": t3 - t2,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=500_000, help="op-log lines at the large size")
+    ap.add_argument("--small", type=int, default=None, help="lines at the small size (ops/10)")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: measure one size, print JSON
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one)))
+        return
+    sizes = [args.small or args.ops // 10, args.ops]
+    results = []
+    for n in sizes:
+        out = subprocess.run([sys.executable, __file__, "--one", str(n)], check=True,
+                             capture_output=True, text=True).stdout
+        results.append(json.loads(out))
+    print(f"{'lines':>9} {'trace ops':>10} {'parse ops/s':>12} {'replay ops/s':>13} "
+          f"{'analyse ops/s':>14} {'analyse s':>10} {'peak RSS MB':>12} {'hazards':>8}")
+    for r in results:
+        n = r["trace_ops"]
+        print(f"{r['lines']:>9,} {n:>10,} {r['lines'] / r['parse_s']:>12,.0f} "
+              f"{n / r['replay_s']:>13,.0f} {n / r['analyse_s']:>14,.0f} {r['analyse_s']:>10.2f} "
+              f"{r['peak_rss_mb']:>12,.0f} {r['hazards']:>8,}")
+    small, large = results
+    growth = (large["analyse_s"] / large["trace_ops"]) / (small["analyse_s"] / small["trace_ops"])
+    replay = (large["replay_s"] / large["trace_ops"]) / (small["replay_s"] / small["trace_ops"])
+    print(f"growth of time per op, large/small: analysis {growth:.2f}x, replay {replay:.2f}x "
+          "(1.00 = linear)")
+
+
+if __name__ == "__main__":
+    main()
