@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variant the costs are relative to (default: the model's BASELINE)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
-    for name, what in (("graph", "happens-before graph of the first hazard"),
+    for name, what in (("graph", "happens-before graph of the featured hazard (first manifest, else first)"),
                        ("timeline", "Gantt chart of the run")):
         p = sub.add_parser(name, help=f"draw the {what}")
         p.add_argument("input", help="model file (.py) or op log (.jsonl)")
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_sim_options(p)
         p.add_argument("-o", "--output", required=True, help="output file; format from extension")
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
-                       help="keep only the steps within STEPS of the first hazard")
+                       help="keep only the steps within STEPS of the featured hazard")
     from . import explore_cli
     explore_cli.add_parsers(sub, _add_run_options, _add_sim_options)
     return parser

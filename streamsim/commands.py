@@ -123,12 +123,12 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    """Draw the HB slice of the first hazard (else of the deadlock, else the whole run)."""
+    """Draw the HB slice of the featured hazard (first manifest, else first) (else of the deadlock, else the whole run)."""
     from .outputs import graph_file
     return _picture(args, ("png", "svg", "pdf", "dot"), graph_file)
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    """Draw the run's timeline, the first hazard highlighted."""
+    """Draw the run's timeline, the featured hazard highlighted."""
     from .outputs import timeline_file
     return _picture(args, ("png", "svg", "pdf"), timeline_file)

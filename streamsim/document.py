@@ -248,10 +248,10 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
                                      f"{len(groups)} pattern{'s' * (len(groups) != 1)})")),
                         Para(t("A pattern is one missing edge repeated (same kind, buffer, ops and "
                                "source lines); each is explained below from its first "
-                               "occurrence.")),
+                               "manifest occurrence (the first one when none struck).")),
                         _summary_table(trace, groups)]
     for n, ((kind, buffer, *_), hs) in enumerate(groups, 1):
-        h = hs[0]
+        h = next((x for x in hs if x.manifest), hs[0])  # the occurrence that struck, if any
         manifest = sum(x.manifest for x in hs)
         ranks = ", ".join(map(str, sorted({x.rank for x in hs})))
         doc.append(Heading(3, t(f"{n}. {kind} on ", code(buffer),
@@ -261,7 +261,7 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
         why = explain(trace, h, index)
         a, b = trace.op(h.first), trace.op(h.second)
         lo, hi = h.range
-        doc.append(Para(t("First occurrence, in full:")))
+        doc.append(Para(t(("First manifest" if h.manifest else "First") + " occurrence, in full:")))
         doc.append(Bullets((
             (t(bold("first"), f": {h.first_mode} by ") + op_full(a)
              + t(f"; access window [{_win(why, a.id)}] µs"), ()),
@@ -282,7 +282,7 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
             costed = True
         if len(hs) > 1:
             items = []
-            for x in hs[1:1 + MAX_OCCURRENCES]:
+            for x in [x for x in hs if x is not h][:MAX_OCCURRENCES]:
                 xa, xb = trace.op(x.first), trace.op(x.second)
                 items.append((t(f"{x.first_mode} ") + op_short(xa) + t(f" / {x.second_mode} ")
                                 + op_short(xb) + t(", ", "manifest" if x.manifest else "latent"), ()))

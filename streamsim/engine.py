@@ -213,7 +213,8 @@ class Engine:
         self.issued_by_key: dict[tuple[Agent, int], list[_Rec]] = {}
         self.keyed = False  # set by inject_fixes: remember which action issued which ops
         self.works: dict[int, Any] = {}  # issuing host op id -> the Work the model received
-        self.location_of: Callable[[], str] = _location_finder()
+        self.location_kind = ""  # the kind of op whose location is being looked up (a hint)
+        self.location_of: Callable[[], str] = _location_finder(self)
         self.tag_rec: Callable[[_Rec], None] | None = None  # op-log replay: line and name per op
 
     # -- records -------------------------------------------------------------------------------
@@ -343,6 +344,7 @@ class Engine:
         if h.shared:
             self.settle(h)
         if location is None:
+            self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
         rec = self.new_rec(h.agent, kind, name, dur, h)
@@ -372,6 +374,7 @@ class Engine:
             raise ModelError("streamsim API calls must be made from a running host program "
                              "(a function passed to Simulation.spawn)")
         if location is None:
+            self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
         rec = self.new_rec(h.agent, kind, name, 0.0, h)
@@ -668,17 +671,17 @@ def _model_location() -> str:
     return f"{_display_path(f.f_code.co_filename)}:{f.f_lineno}"
 
 
-def _location_finder() -> Callable[[], str]:
+def _location_finder(engine: "Engine") -> Callable[[], str]:
     """:func:`_model_location`, cached: one per engine (so a later run in another working directory
     computes its own paths). Per code object it keeps the display path (relpath is slow) and the
     ``file:line`` string of each instruction offset (``f_lineno`` scans the line table), so ops
     issued from one model line share one location string. Walking frames materialises a frame
-    object per step, so it first tries the depth the model frame had last time: right when that
-    frame is outside streamsim and the frame inside it is streamsim's (package code calls model
-    code only as the host program itself)."""
+    object per step, so it first tries the depth the model frame had last time for this kind of
+    op (``engine.location_kind``): right when that frame is outside streamsim and the frame inside
+    it is streamsim's (package code calls model code only as the host program itself)."""
     codes: dict[int, tuple] = {}  # id(code) -> (code, path or None inside streamsim, {lasti: loc})
     getframe = sys._getframe
-    last = [3]  # depth (from location()) of the model frame found last time
+    depths: dict[str, int] = {}  # op kind -> depth (from location()) of the model frame last time
 
     def entry_of(code) -> tuple:
         entry = codes.get(id(code))
@@ -689,7 +692,8 @@ def _location_finder() -> Callable[[], str]:
         return entry
 
     def location() -> str:
-        d = last[0]
+        kind = engine.location_kind
+        d = depths.get(kind, 3)
         try:
             f = getframe(d)
         except ValueError:
@@ -709,7 +713,7 @@ def _location_finder() -> Callable[[], str]:
         while f is not None:
             entry = codes.get(id(f.f_code)) or entry_of(f.f_code)
             if entry[1] is not None:
-                last[0] = d
+                depths[kind] = d
                 lines = entry[2]
                 loc = lines.get(f.f_lasti)
                 if loc is None:

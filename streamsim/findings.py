@@ -84,6 +84,11 @@ class Findings:
     warnings: tuple[Warning, ...] = ()
 
     @property
+    def featured(self) -> Hazard | None:
+        """The hazard to show first: the first manifest one (it struck), else the first."""
+        return next((h for h in self.hazards if h.manifest), self.hazards[0] if self.hazards else None)
+
+    @property
     def clean(self) -> bool:
         """No hazard and no deadlock (warnings do not count)."""
         return not self.hazards and self.deadlock is None

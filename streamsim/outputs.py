@@ -6,7 +6,7 @@ leaves the folder as it was, never a half-written file, and a finished run never
 those of an earlier one (pictures an earlier run left and this one does not make are removed).
 
 Files: ``report.md``, ``report.json``, ``report.html``, ``hb.svg``, ``hb.png``, ``hb.dot`` (the HB slice
-of the first hazard, else of the deadlock; absent, with a line in the report, when there is neither),
+of the featured hazard (first manifest, else first), else of the deadlock; absent, with a line in the report, when there is neither),
 ``timeline.png`` and ``trace.json`` (Chrome trace format, opens in Perfetto).
 """
 from __future__ import annotations
@@ -51,10 +51,10 @@ def title_of(report: Report) -> str:
 
 
 def hb_picture(report: Report) -> HBPicture | None:
-    """The slice of the first hazard, else of the deadlock; None when the run has neither."""
+    """The slice of the featured hazard (first manifest, else first), else of the deadlock; None when the run has neither."""
     t, f = report.trace, report.findings
     if f.hazards:
-        h = f.hazards[0]
+        h = f.featured
         x, y = issue_order(t, h)
         g = hazard_graph(t, h)
         mode = {h.first: h.first_mode, h.second: h.second_mode}
@@ -62,10 +62,10 @@ def hb_picture(report: Report) -> HBPicture | None:
         verdict = "MANIFEST" if h.manifest else "latent"
         return HBPicture(
             g, f"{h.kind} on {h.buffer}: {x.name}{step(x)} vs {y.name}{step(y)}, {verdict}",
-            f"{title_of(report)}: happens-before slice of the first hazard",
+            f"{title_of(report)}: happens-before slice of the featured hazard (first manifest, else first)",
             {x.id: mode[x.id].upper(), y.id: mode[y.id].upper()},
             short_fix(t, h.fix),
-            "Happens-before slice of the first hazard: one lane per rank and stream or host "
+            "Happens-before slice of the featured hazard (the first manifest one, else the first): one lane per rank and stream or host "
             "thread, ops left to right in happens-before order, arrows styled by edge kind. The "
             "red ops are the two conflicting accesses; the red dashed arrow is the edge nothing "
             "provides, labelled with the fix. Full size: hb.svg, hb.png; the graph: hb.dot.")
@@ -94,7 +94,7 @@ def render_outputs(report: Report) -> dict[str, bytes]:
         files["hb.dot"] = dot_text(pic.graph).encode()
         svgs["hb"] = files["hb.svg"].decode()
 
-    hazard = f.hazards[0] if f.hazards else None
+    hazard = f.featured
     window = WINDOW if hazard is not None and report.metrics.steps > LONG_RUN_STEPS else None
     fig = draw_timeline(t, hazard, title=report.summary(), window=window)
     files["timeline.png"] = figure_bytes(fig, "png")
@@ -104,7 +104,7 @@ def render_outputs(report: Report) -> dict[str, bytes]:
         hb="hb.svg" if pic is not None else None, hb_caption=pic.caption if pic else "",
         timeline="timeline.png",
         timeline_caption="Timeline: one lane per rank × stream and host thread, ops coloured by "
-        "kind" + ("; red hatched: the first hazard's two access windows." if hazard else "."),
+        "kind" + ("; red hatched: the featured hazard's two access windows." if hazard else "."),
         missing_hb="" if pic is not None else
         "No happens-before picture: the run has no hazard and no deadlock to explain.",
         notes=("Files: report.json (machine-readable findings), trace.json (open in "
@@ -143,7 +143,7 @@ def graph_file(report: Report, fmt: str, window: int | None = None) -> bytes:
 def timeline_file(report: Report, fmt: str, window: int | None = None) -> bytes:
     """The timeline picture as ``fmt`` (png, svg or pdf); ``window`` as for :func:`graph_file`."""
     f = report.findings
-    fig = draw_timeline(report.trace, f.hazards[0] if f.hazards else None,
+    fig = draw_timeline(report.trace, f.featured,
                         title=report.summary(), window=window)
     return figure_bytes(fig, fmt)
 

@@ -1,7 +1,7 @@
 """Gantt chart of a run with matplotlib: one lane per rank × stream and host thread, ops coloured by
-kind, the first hazard's two access windows shaded red.
+kind, the featured hazard's two access windows shaded red.
 
-For long runs the chart keeps the steps within ``window`` of the first hazard (or the whole run when
+For long runs the chart keeps the steps within ``window`` of the featured hazard (or the whole run when
 there is no hazard) and at most ``max_ops`` ops, nearest in time to the hazard, and says what it left
 out. Host actions that take no simulated time are drawn as thin ticks so they stay visible.
 """
