@@ -67,8 +67,11 @@ def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
                      f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}", f"{m.bubble_share:.1%}",
                      cost])
-    params = " ".join(f"{k}={v}" for k, v in rows[0].report.params.items()) if rows else ""
-    title = f"{model.name}: {len(rows)} variants; {params}"
+    changed = {k: v for k, v in (rows[0].report.params.items() if rows else ())
+               if k in model.params and model.params[k].default != v}
+    title = f"{model.name}: {len(rows)} variants, " + (
+        "parameters " + " ".join(f"{k}={v}" for k, v in changed.items()) if changed
+        else "default parameters (streamsim variants MODEL lists them)")
     if markdown:
         out = [f"**{title}**", "", "| " + " | ".join(head) + " |",
                "|" + "|".join("---" for _ in head) + "|"]

@@ -87,7 +87,7 @@ def render_text(r: Report) -> str:
         lines.append(f"seed: {r.seed}  jitter: {r.jitter}")
     for n, (key, hs) in enumerate(hazard_groups(r), 1):
         kind, buffer = key[0], key[1]
-        h = hs[0]
+        h = next((x for x in hs if x.manifest), hs[0])  # show the occurrence that struck
         a, b = t.op(h.first), t.op(h.second)
         manifest = sum(x.manifest for x in hs)
         ranks = sorted({x.rank for x in hs})
@@ -98,9 +98,9 @@ def render_text(r: Report) -> str:
         lines.append(f"    first : {h.first_mode:5} by {a.describe()}  [{a.start:,.1f}, {a.end:,.1f}] us")
         lines.append(f"    second: {h.second_mode:5} by {b.describe()}  [{b.start:,.1f}, {b.end:,.1f}] us")
         lines.append(f"    bytes [{h.range[0]}, {h.range[1]}) of rank{h.rank}:{buffer}; "
-                     f"{'MANIFEST: the accesses overlapped in this run' if h.manifest else 'latent: this timing happened to be safe'}")
-        lines.append("    nothing orders them: no chain of program order, enqueue, event, handle-wait, "
-                     "message or host-sync edges leads from the first to the second")
+                     f"{'MANIFEST: the second access started before the first ended: corrupted in this run' if h.manifest else 'latent: this timing happened to be safe'}")
+        lines.append("    nothing orders them: no chain of program-order, enqueue, event, handle-wait, "
+                     "message or host-sync edges joins the two (--out DIR shows each side's chain)")
         if h.fix is not None:
             lines.append(f"    fix: {h.fix.text}")
     d = r.findings.deadlock
