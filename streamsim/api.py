@@ -528,7 +528,7 @@ class Host:
         if not m.arrived.triggered:
             e.block(h, m.arrived, Blocked(h.agent, rec.id, f"recv_object from rank{src} waits for "
                                           "the matching send", e._peer_agents(m.send, src)))
-        rec.joins.append(m.send.id)
+        rec.joins = [m.send.id]
         e.end_blocking(h, rec)
 
     def isend_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,

@@ -13,7 +13,6 @@ from .metrics import compute_metrics
 from .model import Model, load_model
 from .report import Report, dumps_json, render_text
 from .runner import simulate
-from .trace import Trace
 
 
 def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True) -> Report:

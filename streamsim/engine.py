@@ -68,7 +68,7 @@ class _Rec:
         self.accesses: tuple[Access, ...] = ()
         self.issuer: int | None = None
         self.after: list[_Rec] = []
-        self.joins: list[int] = []
+        self.joins: list[int] | tuple = ()  # assigned a list by message and collective ops
         self.location = ""
         self.step: int | None = None
         self.line: int | None = None
@@ -132,7 +132,7 @@ class _Stream:
         self.queue: deque[_Rec] = deque()
         self.wake: simpy.Event | None = None
         self.last: _Rec | None = None  # the last op enqueued (its "current position")
-        self.blocked: Blocked | None = None
+        self.blocked: Blocked | Callable[[], Blocked] | None = None  # callable: built on a stall
 
 
 class _Host:
@@ -473,8 +473,9 @@ class Engine:
                 yield env.timeout(rec.enqueued - now)
             for dep in rec.after:
                 if not dep.done:
-                    s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for {dep.name} "
-                                        f"on {dep.agent}", (dep.agent,))
+                    s.blocked = lambda rec=rec, dep=dep: Blocked(  # built only if it stalls
+                        s.agent, rec.id, f"{rec.name} waits for {dep.name} on {dep.agent}",
+                        (dep.agent,))
                     yield self.done_event(dep)
                     s.blocked = None
             if rec.kind in P2P_KINDS:
@@ -516,9 +517,9 @@ class Engine:
         self.mark_start(rec, env.now)
         if rec.kind in P2P_SENDS:
             if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
-                s.blocked = Blocked(s.agent, rec.id, f"rendezvous {rec.name} to rank"
-                                    f"{rec.attrs['peer']} waits for the matching receive",
-                                    self._peer_agents(m.recv, rec.attrs["peer"]))
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"rendezvous {rec.name} to rank"
+                                            f"{rec.attrs['peer']} waits for the matching receive",
+                                            self._peer_agents(m.recv, rec.attrs["peer"]))
                 yield m.recv_started
                 s.blocked = None
             if rec.dur > 0:
@@ -529,12 +530,12 @@ class Engine:
         else:
             m.recv_started.succeed()
             if not m.arrived.triggered:
-                s.blocked = Blocked(s.agent, rec.id, f"{rec.name} from rank{rec.attrs['peer']} "
-                                    "waits for the matching send's data",
-                                    self._peer_agents(m.send, rec.attrs["peer"]))
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"{rec.name} from rank"
+                                            f"{rec.attrs['peer']} waits for the matching send's "
+                                            "data", self._peer_agents(m.send, rec.attrs["peer"]))
                 yield m.arrived
                 s.blocked = None
-            rec.joins.append(m.send.id)
+            rec.joins = [m.send.id]
             self.mark_end(rec, env.now)
 
     def _peer_agents(self, peer_rec: _Rec | None, peer_rank: int) -> tuple[Agent, ...]:
@@ -568,7 +569,7 @@ class Engine:
             s.blocked = None
         if c.end > env.now:
             yield env.timeout(c.end - env.now)
-        rec.joins.extend(m.id for m in c.members if m is not rec)
+        rec.joins = [m.id for m in c.members if m is not rec]
         self.mark_end(rec, env.now)
 
     # -- running -----------------------------------------------------------------------------------
@@ -606,7 +607,8 @@ class Engine:
             raise
         blocked = [h.blocked or Blocked(h.agent, None, "blocked", ())
                    for h in self.hosts.values() if not h.finished]
-        blocked += [s.blocked for s in self.streams.values() if s.blocked is not None]
+        blocked += [s.blocked() if callable(s.blocked) else s.blocked  # (stream waits: lazily)
+                    for s in self.streams.values() if s.blocked is not None]
         stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
         for r in self.recs:  # ops caught mid-way by a stall end where the simulation stopped
             if r.start_seq >= 0 and not r.done:

@@ -182,7 +182,6 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
     views: dict[int, list] = {}  # id(view) -> view_entry(view): views are shared by many accesses
     views_get = views.get
     _id = id
-    _len = len
 
     def report(first: tuple, op: Op, acc, kind: str, lo: int, hi: int, rank: int, buf: str) -> None:
         fid = first[0]

@@ -278,17 +278,10 @@ def test_fold_back_at_pp_2_hangs_every_variant_on_the_shared_pair_communicator(v
 
 
 # -- the grid ----------------------------------------------------------------------------------------------
-# The full grid is 24 points (about 20 s of CPU); by default 8 of them run: every (pp, tp, prompt)
-# combination once, with the placements rotated so that each appears with both pp, both tp and both
-# prompt sizes. STREAMSIM_FULL_GRID=1 runs all 24.
-FULL_GRID = os.environ.get("STREAMSIM_FULL_GRID", "") not in ("", "0")
+# The whole grid of issue 4: pp 2 and 4, tp 1 and 2, prompt 2k and 12k, every buffer placement
+# (24 points, about 20 s of CPU), every variant at each point.
 PLACEMENTS = ["cudagraph", "persistent", "allocator"]
-SUBSET = {(pp, tp, prompt, PLACEMENTS[(i + j + k) % 3])
-          for (i, pp), (j, tp), (k, prompt) in itertools.product(
-              enumerate([2, 4]), enumerate([1, 2]), enumerate([2048, 12288]))}
-GRID = [pytest.param(*point, marks=() if FULL_GRID or point in SUBSET else pytest.mark.skip(
-            reason="outside the default subset; STREAMSIM_FULL_GRID=1 runs it"))
-        for point in itertools.product([2, 4], [1, 2], [2048, 12288], PLACEMENTS)]
+GRID = list(itertools.product([2, 4], [1, 2], [2048, 12288], PLACEMENTS))
 
 
 @pytest.mark.parametrize("pp, tp, prompt, placement", GRID)
