@@ -93,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelError as e:
         print(f"streamsim: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output folder that cannot be made, a file that cannot be read
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"streamsim: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -610,8 +610,8 @@ class Engine:
         blocked += [s.blocked() if callable(s.blocked) else s.blocked  # (stream waits: lazily)
                     for s in self.streams.values() if s.blocked is not None]
         stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
-        for r in self.recs:  # ops caught mid-way by a stall end where the simulation stopped
-            if r.start_seq >= 0 and not r.done:
+        for r in self.recs if blocked else ():  # ops caught mid-way by a stall end where the
+            if r.start_seq >= 0 and not r.done:  # simulation stopped (none unless a stall)
                 r.attrs["unfinished"] = True
                 self.mark_end(r, self.env.now)
         self._unmatched_notes()
