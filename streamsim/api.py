@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from greenlet import getcurrent
 
 from .engine import Engine, GroupConfig, ModelError, _Host, _Rec
-from .memory import Buffer, Ref, Tensor, accesses, as_view, nbytes_of
+from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
 from .trace import Blocked, Note, Trace, READ, WRITE, Access
 
 
@@ -405,7 +405,7 @@ class Host:
         target = event._recorded
         done = target is None or target.done
         if done and target is not None:
-            rec.after.append(target)
+            rec.after = [*rec.after, target]
         rec.attrs["result"] = done
         e.end_blocking(h, rec)
         return done
@@ -434,7 +434,7 @@ class Host:
         current = e.stream(self.rank, self._h.current_stream)
         after = [current.last] if current.last is not None else []  # NCCL enqueue edge
         mode = "read" if is_send else "write"
-        acc = accesses(tensors, ()) if is_send else accesses((), tensors)
+        acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind,
                         name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
                         (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
@@ -466,7 +466,7 @@ class Host:
         after = [current.last] if current.last is not None else []
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
-                        accesses(inputs, outputs), after=after)
+                        self._accesses(inputs, outputs), after=after)
         rec.match = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)
@@ -494,7 +494,7 @@ class Host:
         rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
         done = work._rec.done
         if done:
-            rec.after.append(work._rec)
+            rec.after = [*rec.after, work._rec]
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
         e.end_blocking(h, rec)
@@ -504,7 +504,7 @@ class Host:
                     dur: float | None = None) -> None:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "send_object", name or f"send_object to rank{dst}")
-        dur = cfg.transfer_time(nbytes) if dur is None else dur
+        dur = e.scaled(cfg.transfer_time(nbytes) if dur is None else dur, rec)  # (jitter too)
         rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=dur)
         m = e.p2p_entry(cfg.name, self.rank, dst, True)
         m.send = rec

@@ -15,6 +15,7 @@ import random
 import sys
 from collections import deque
 from dataclasses import dataclass
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, Iterable
 
@@ -67,7 +68,7 @@ class _Rec:
         self.start_seq = self.end_seq = -1
         self.accesses: tuple[Access, ...] = ()
         self.issuer: int | None = None
-        self.after: list[_Rec] = []
+        self.after: list[_Rec] | tuple = ()  # a list once an edge is added (most ops have none)
         self.joins: list[int] | tuple = ()  # assigned a list by message and collective ops
         self.location = ""
         self.step: int | None = None
@@ -397,7 +398,7 @@ class Engine:
     def wait_recs(self, h: _Host, rec: _Rec, deps: Iterable[_Rec], reason: str) -> None:
         """Block host ``h`` (inside blocking op ``rec``) until every op of ``deps`` has ended."""
         for dep in deps:
-            rec.after.append(dep)
+            rec.after = [*rec.after, dep]
             if not dep.done:
                 self.block(h, self.done_event(dep),
                            Blocked(h.agent, rec.id, reason, (dep.agent,)))
@@ -449,7 +450,7 @@ class Engine:
         rec.location = issue.location
         rec.enqueued = h.clock
         if after:
-            rec.after.extend(after)
+            rec.after = list(after)
         rec.attrs["current_stream"] = h.current_stream
         s.last = rec
         s.queue.append(rec)
@@ -615,7 +616,8 @@ class Engine:
                 r.attrs["unfinished"] = True
                 self.mark_end(r, self.env.now)
         self._unmatched_notes()
-        started = [r for r in self.recs if r.start_seq >= 0]
+        started = [r for r in self.recs if r.start_seq >= 0] if blocked else self.recs  # (a
+        # stream stops with queued ops only when blocked: without a stall every op has run)
         if self.seq_holes:
             _dense_seqs(started, self.seq)
         ops = _freeze_dense(started) if len(started) != len(self.recs) else \
@@ -635,18 +637,13 @@ class Engine:
 
 def _dense_seqs(recs: list[_Rec], bound: int) -> None:
     """Renumber start/end sequence positions 0..2n-1, keeping their order (fills wait_recs' holes)."""
-    slots: list = [None] * bound
+    used = bytearray(bound)
     for r in recs:
-        slots[r.start_seq] = (r, True)
-        slots[r.end_seq] = (r, False)
-    k = 0
-    for s in slots:
-        if s is not None:
-            if s[1]:
-                s[0].start_seq = k
-            else:
-                s[0].end_seq = k
-            k += 1
+        used[r.start_seq] = used[r.end_seq] = 1
+    rank = list(accumulate(used))  # rank[p] - 1: how many used positions precede position p
+    for r in recs:
+        r.start_seq = rank[r.start_seq] - 1
+        r.end_seq = rank[r.end_seq] - 1
 
 
 def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:

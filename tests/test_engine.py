@@ -418,3 +418,97 @@ def test_event_shared_between_host_threads_is_observed_in_simulated_time(spawn_r
     assert wait.after == ()
     assert timing(one(tr, "rank0/side", "x")) == (100, 101)
     assert [n.kind for n in tr.notes] == ["event-never-recorded"]
+
+
+def _helper_launch(host, name):
+    host.launch(name, dur=1)  # the location of ops issued through this helper
+
+
+def test_location_is_the_innermost_model_line_whatever_the_api_path():
+    """Each op's location is the innermost model line that issued it — through a model helper,
+    through API methods calling each other (copy -> launch, Stream.record_event -> Event.record),
+    and alternating between such paths (the engine caches the depth of that line per op kind)."""
+    import inspect
+    first = inspect.getsourcelines(_helper_launch)[1] + 1
+
+    def prog(host):
+        x, y = host.buffer("x", 8), host.buffer("y", 8)
+        for _ in range(2):
+            host.launch("direct", dur=1)
+            _helper_launch(host, "helper")
+            host.copy(y, x)
+            host.current_stream().record_event(host.event("e"))
+            host.event("e").record()
+            for fn in (host.launch, lambda name, dur: _helper_launch(host, name)):
+                fn("same line", dur=1)
+
+    tr = simulate(prog)
+    base = prog.__code__.co_firstlineno
+    where = [(op.name, int(op.location.rsplit(":", 1)[1])) for op in tr.ops
+             if op.agent.kind == "host"]
+    expected = [("direct", base + 3), ("helper", first), ("copy_", base + 5),
+                ("record(e)", base + 6), ("record(e)", base + 7),
+                ("same line", base + 9), ("same line", first)]
+    assert where == expected * 2
+    assert all(op.location.rsplit(":", 1)[0].endswith("test_engine.py") for op in tr.ops)
+
+
+def test_frozen_ops_equal_ops_built_field_by_field():
+    """The engine builds trace ops without the dataclass constructor (for speed): each must still be
+    an Op equal to Op(**its fields), hashable like one, and frozen."""
+    import dataclasses
+
+    from streamsim.trace import Op
+
+    def prog(host):
+        host.launch("k", reads=[host.buffer("x", 8)], dur=3)
+        host.current_stream().synchronize()
+
+    tr = simulate(prog)
+    for op in tr.ops:
+        assert type(op) is Op
+        rebuilt = Op(**{f.name: getattr(op, f.name) for f in dataclasses.fields(Op)})
+        assert rebuilt == op and repr(rebuilt) == repr(op)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            op.start = 1.0
+
+
+def test_sequence_numbers_are_a_dense_linear_extension_of_the_recorded_edges():
+    """start_seq/end_seq number the 2n op boundaries 0..2n-1 (no holes, even when blocking host
+    syncs move their start past what they waited for), and respect every recorded edge: program
+    order, issuer end -> op start, `after` end -> op start, `joins` start -> op end."""
+    def prog(host):
+        g = host.group("g")
+        side = host.stream("side")
+        x = host.buffer("x", 1 << 20)
+        for step in range(3):
+            host.launch("fwd", writes=[x], dur=100 + host.rank)
+            ev = host.event("e")
+            ev.record()
+            side.wait_event(ev)
+            host.launch("aux", stream=side, reads=[x], dur=30)
+            if host.rank == 0:
+                w = g.isend(x, dst=1)
+                w.wait()
+                ev.synchronize()
+            else:
+                g.irecv(x, src=0).wait(blocking=True)
+                host.current_stream().synchronize()
+            g.all_reduce(x, dur=5)
+            host.synchronize()
+
+    tr = simulate(prog, prog, groups=[("g", [0, 1], {})])
+    assert sorted(s for op in tr.ops for s in (op.start_seq, op.end_seq)) == \
+        list(range(2 * len(tr.ops)))
+    last: dict = {}
+    for op in sorted(tr.ops, key=lambda o: (o.agent, o.index)):
+        assert op.start_seq < op.end_seq
+        if op.agent in last:
+            assert last[op.agent].end_seq < op.start_seq
+        last[op.agent] = op
+        if op.issuer is not None:
+            assert tr.op(op.issuer).end_seq < op.start_seq
+        for a in op.after:
+            assert tr.op(a).end_seq < op.start_seq, (tr.op(a).describe(), op.describe())
+        for j in op.joins:
+            assert tr.op(j).start_seq < op.end_seq

@@ -79,3 +79,33 @@ def test_jitter_factor_is_bounded():
     assert all(100 * math.exp(-j) - 1e-9 <= d <= 100 * math.exp(j) + 1e-9 for d in durs)
     assert len(set(durs)) > 1
     assert all(op.duration == 0 for op in tr.ops if op.name.startswith("z"))
+
+
+def test_jitter_applies_to_every_duration_including_blocking_gloo_sends():
+    """Jitter scales every op duration the model gives or implies: kernels, host work, NCCL
+    transfers, gloo isend_object and the blocking gloo send_object's transfer alike."""
+    def prog0(host):
+        host.launch("k", dur=100)
+        host.host_work("python", dur=100)
+        host.group("g").isend(host.buffer("x", KB), dst=1)
+        host.group("cpu").send_object(1000, dst=1)
+        host.group("cpu").isend_object(1000, dst=1).wait()
+
+    def prog1(host):
+        host.group("g").irecv(host.buffer("y", KB), src=0)
+        host.group("cpu").recv_object(src=0)
+        host.group("cpu").recv_object(src=0)
+
+    def durations(seed):
+        tr = simulate(prog0, prog1, groups=[("g", [0, 1], {}), ("cpu", [0, 1], {"backend": "gloo"})],
+                      seed=seed, jitter=0.3)
+        return {(str(op.agent), op.kind): round(op.duration, 6) for op in tr.ops
+                if op.kind in ("launch", "host", "isend", "send_object", "isend_object")
+                and (op.agent.kind == "stream" or op.kind in ("host", "send_object"))}
+
+    a, b = durations(1), durations(2)
+    assert set(a) == {("rank0/compute", "launch"), ("rank0/main", "host"),
+                      ("rank0/nccl:g", "isend"), ("rank0/main", "send_object"),
+                      ("rank0/gloo:cpu", "isend_object")}
+    for key in a:
+        assert a[key] != b[key], key
