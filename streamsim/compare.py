@@ -24,17 +24,19 @@ class Row:
         return len(self.report.findings.hazards) - self.manifest
 
 
-def compare_variants(model: Model, variants: list[str], sets, args, *,
+def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
                      baseline: str | None = None) -> list[Row]:
-    """Simulate and analyse each variant with the same parameters and seed."""
+    """Simulate and analyse each variant with the same parameters and seed (``args``: an object
+    with ``seed``, ``jitter``, ``max_ops``, ``max_time``, as the CLI gives; defaults otherwise)."""
     params = model.resolve(sets)
+    seed, jitter = getattr(args, "seed", None), getattr(args, "jitter", 0.0)
+    bounds = {k: getattr(args, k) for k in ("max_ops", "max_time") if hasattr(args, k)}
     rows = []
     for v in variants:
-        trace = simulate(model, v, params, seed=args.seed, jitter=args.jitter,
-                         max_ops=args.max_ops, max_time=args.max_time)
+        trace = simulate(model, v, params, seed=seed, jitter=jitter, **bounds)
         rows.append(Row(v, Report(source=model.path, trace=trace, findings=analyse(trace),
                                   metrics=compute_metrics(trace), model=model.name, variant=v,
-                                  params=dict(params), seed=args.seed, jitter=args.jitter)))
+                                  params=dict(params), seed=seed, jitter=jitter)))
     return rows
 
 

@@ -53,6 +53,8 @@ def with_fix(trace: Trace, hazard: Hazard) -> Hazard:
 def _current_stream(op: Op) -> Agent:
     """The stream a wait must go on to order ``op``: its own, or for a comm op the stream current
     when it was issued (ProcessGroupNCCL makes its comm stream wait on that one)."""
+    if not op.agent.name.startswith(("nccl:", "gloo:")):
+        return op.agent  # a kernel launched with stream=...: its own stream, whatever was current
     cur = op.attrs.get("current_stream") if op.attrs else None
     if isinstance(cur, Agent):
         return cur

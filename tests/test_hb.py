@@ -293,6 +293,19 @@ def test_fix_event_between_streams_and_event_sync_for_host():
     assert "synchronize" in sync.text
 
 
+def test_event_fix_waits_on_the_kernels_own_stream_not_the_current_one():
+    """A kernel launched with ``stream=side`` while ``compute`` is current: the fix's wait must go on
+    side (where the kernel runs); only comm ops wait through the stream current at issue."""
+    t = trace_from_ops([
+        op(H, "host", "launch prod"),                                                  # 0
+        op(H, "host", "launch cons"),                                                  # 1
+        op(A, "launch", "prod", wr("x"), issuer=0, attrs={"current_stream": "compute"}),  # 2
+        op(B, "launch", "cons", rd("x"), issuer=1, attrs={"current_stream": "compute"}),  # 3
+    ])
+    (h,) = analyse_hazards(t)
+    assert (h.fix.kind, h.fix.event_stream, h.fix.wait_stream) == ("event", A, B)
+
+
 def test_fix_follows_issue_order_and_host_threads_get_none():
     # cons was issued before prod but started first: the edge must run cons -> prod
     t = trace_from_ops([
