@@ -30,6 +30,13 @@ def two_ranks(sim, prog0, prog1, **group):
     sim.spawn(1, prog1)
 
 
+def busy_receiver(h):
+    """Rank 1: busy for 1 ms, then receives 8 MiB (so a rendezvous send waits for it)."""
+    y = h.buffer("y", 8 * MB)
+    h.launch("busy", dur=1000)
+    h.group("pp").irecv(y, src=0).wait()
+
+
 def pair(build_racy, build_synced):
     racy, synced = run(build_racy)[1], run(build_synced)[1]
     assert synced.hazards == () and synced.deadlock is None, synced.hazards
@@ -48,11 +55,7 @@ def test_isend_then_overwrite():
                 work.wait()
             h.launch("overwrite", writes=[x], dur=100)
 
-        def receiver(h):
-            y = h.buffer("y", 8 * MB)
-            h.launch("busy", dur=1000)
-            h.group("pp").irecv(y, src=0).wait()
-        return lambda sim: two_ranks(sim, sender, receiver)
+        return lambda sim: two_ranks(sim, sender, busy_receiver)
     racy = pair(build(False), build(True))
     assert kinds(racy) == {("WAR", "x")}
     assert racy.hazards[0].manifest  # the rendezvous send was still waiting for the receiver
@@ -90,11 +93,7 @@ def test_free_while_a_send_is_pending():
                 work.wait()
             h.free(x)
 
-        def receiver(h):
-            y = h.buffer("y", 8 * MB)
-            h.launch("busy", dur=1000)
-            h.group("pp").irecv(y, src=0).wait()
-        return lambda sim: two_ranks(sim, sender, receiver)
+        return lambda sim: two_ranks(sim, sender, busy_receiver)
     racy = pair(build(False), build(True))
     assert kinds(racy) == {("use-after-free", "x")}
 
