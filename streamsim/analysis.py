@@ -1,11 +1,10 @@
 """One call from a trace to findings: hazards with fixes, deadlock, warnings; and fix costing."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from .findings import Findings
-from .fixes import propose_fix
 from .hb import analyse_hazards
 from .liveness import deadlock_from_stall, warnings
 from .metrics import Metrics, compute_metrics
@@ -14,9 +13,8 @@ from .trace import Trace
 
 def analyse(trace: Trace) -> Findings:
     """Every finding of ``trace``: data hazards (each with its proposed fix), deadlock, warnings."""
-    hazards = tuple(replace(h, fix=propose_fix(trace, h)) for h in analyse_hazards(trace))
-    return Findings(hazards=hazards, deadlock=deadlock_from_stall(trace),
-                    warnings=tuple(warnings(trace)))
+    return Findings(hazards=tuple(analyse_hazards(trace)),  # each with its proposed fix
+                    deadlock=deadlock_from_stall(trace), warnings=tuple(warnings(trace)))
 
 
 @dataclass(frozen=True)
