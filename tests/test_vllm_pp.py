@@ -5,11 +5,9 @@ the grid pp {2, 4} x tp {1, 2} x prompt {2048, 12288} x buffer placement {cudagr
 allocator}; the decode-only latent case; the fold-back deadlock; the PR #54962 unit test on the model and
 the happens-before property it cannot check.
 
-Hazard kinds: hb.py names a pair by the order the two ops *started* in the run. In this model the send
-of step t and the forward of step t+1 both wait for the forward of step t and can start at the same
-instant (or the send can sit behind an earlier rendezvous send on its comm stream), so the same unordered
-pair can come out as RAW (forward first) rather than WAR. The tests therefore check the pair for the
-"forward of step t+1 vs send of step t" row, and require WAR where the send did start first.
+Hazard kinds follow issue order (SEMANTICS.md): the send of step t is issued before the forward of
+step t+1, so every such pair is a WAR with the send first, even where the forward started first
+(the send sat behind an earlier rendezvous send on its comm stream).
 """
 from __future__ import annotations
 
@@ -138,12 +136,13 @@ def regressed_pairs(trace, hazards, p):
         send, other = send_and_other(trace, h)
         assert send is not None, f"unexpected hazard {h}"
         assert other.step > send.step, (send.describe(), other.describe())
+        assert (h.kind, trace.op(h.first)) == ("WAR", send), h  # issued first: the send
         assert other.agent.name == "compute" and other.agent.rank == send.agent.rank
         assert h.buffer in ("hidden_states", "residual", "intermediate_tensors.residual")
         stage = stage_of(h.rank, p)
         if is_forward(other):
             pairs.setdefault(stage, set()).add((send.step, other.step))
-        if h.manifest and h.kind == "WAR" and trace.op(h.first) is send:
+        if h.manifest:
             manifest_war.setdefault(stage, []).append(h)
     return pairs, manifest_war
 
@@ -176,11 +175,11 @@ def test_regressed_49274_is_latent_for_a_decode_only_run():
 
 def ring_hazards(trace, hazards, k):
     """Every hazard is a copy into a slot vs the send from that slot k (or 2k, ...) steps earlier:
-    WAR, or RAW when the copy started before that send did (it sat behind a rendezvous send)."""
+    a WAR with the send first (issue order), whichever started first."""
     for h in hazards:
         send, other = send_and_other(trace, h)
         assert send is not None, h
-        assert h.kind == ("WAR" if trace.op(h.first) is send else "RAW"), h
+        assert (h.kind, trace.op(h.first)) == ("WAR", send), h
         assert other.name.startswith("copy_ into send_ring["), other.describe()
         assert h.buffer.startswith("send_ring[")
         assert (other.step - send.step) % k == 0 and other.step > send.step
