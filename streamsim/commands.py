@@ -122,7 +122,7 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    """Draw the HB slice of the featured hazard (first manifest, else first) (else of the deadlock, else the whole run)."""
+    """Draw the HB slice of the featured hazard (else of the deadlock, else of the whole run)."""
     from .outputs import graph_file
     return _picture(args, ("png", "svg", "pdf", "dot"), graph_file)
 
