@@ -8,7 +8,6 @@ Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog 
 """
 from __future__ import annotations
 
-import gc
 import math
 import os
 import random
@@ -22,6 +21,7 @@ from typing import Any, Callable, Iterable
 import simpy
 from greenlet import greenlet
 
+from .gcpause import gc_paused
 from .trace import HOST, STREAM, Access, Agent, Blocked, Note, Op, Stall, Trace
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -578,13 +578,21 @@ class Engine:
         """Simulate until every host finished or nothing can move, and return the trace."""
         # The run allocates millions of long-lived objects and almost no cyclic garbage: with the
         # cyclic collector on, its full collections rescan them all and take most of the time.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._run(source, meta)
-        finally:
-            if was_enabled:
-                gc.enable()
+        with gc_paused():
+            try:
+                return self._run(source, meta)
+            finally:
+                self._release()
+
+    def _release(self) -> None:
+        """Drop the per-op bookkeeping once the trace is built. The engine ends inside reference
+        cycles (environment, processes, greenlets), so what it still held would wait for a full
+        cyclic collection: seconds for a million ops, charged to whatever runs next (the analysis).
+        Released here, it is freed at once by reference counting."""
+        self.recs = []
+        self.p2p, self.p2p_issued = {}, {}
+        self.collectives, self.coll_issued = {}, {}
+        self.issued_by_key, self.works = {}, {}
 
     def _run(self, source: str, meta: dict | None) -> Trace:
         self.main_glet = greenlet.getcurrent()

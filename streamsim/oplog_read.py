@@ -9,7 +9,6 @@ group gets its backend and ranks, so that the replay (``oplog_replay``) only has
 """
 from __future__ import annotations
 
-import gc
 import json
 import math
 import os
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import COLLECTIVE_KINDS, ModelError
+from .gcpause import gc_paused
 from .memory import Ref
 from .trace import View
 
@@ -128,13 +128,8 @@ def load_oplog(path: str | os.PathLike) -> OpLog:
 
 def parse_oplog(data: str | bytes, path: str = "<oplog>") -> OpLog:
     """Validate op-log text (``path`` only names it in messages and locations)."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # many small long-lived objects, no cycles: the cyclic GC would only rescan them
-    try:
+    with gc_paused():  # many small long-lived objects, no cycles
         return _Parser(path).parse(data)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # --- parsing --------------------------------------------------------------------------------------

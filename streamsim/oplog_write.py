@@ -21,7 +21,6 @@ whose stream op never started (the run stalled first) left no stream op to descr
 """
 from __future__ import annotations
 
-import gc
 import io
 import json
 import math
@@ -29,6 +28,7 @@ import os
 from typing import Any, TextIO
 
 from .engine import COLLECTIVE_KINDS
+from .gcpause import gc_paused
 from .trace import HOST, READ, Access, Op, Trace, View
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
@@ -41,13 +41,8 @@ _ON_CURRENT_STREAM = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS  # line's 
 
 def dump_oplog(trace: Trace, out: str | os.PathLike | TextIO) -> int:
     """Write ``trace`` as an op log to a path or text file; return the number of op lines."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # a big trace is millions of objects: the cyclic GC would rescan them, for nothing
-    try:
+    with gc_paused():  # a big trace is millions of objects: the cyclic GC would rescan them
         text, count = _Writer(trace).render()
-    finally:
-        if was_enabled:
-            gc.enable()
     if isinstance(out, (str, os.PathLike)):
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
