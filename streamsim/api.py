@@ -445,7 +445,7 @@ class Host:
             m.send = rec
         else:
             m.recv = rec
-        rec.match = m
+        e.matches[rec.id] = m
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode, dur=rec.dur)
         return self._work(rec, cfg)
@@ -467,7 +467,7 @@ class Host:
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=after)
-        rec.match = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
+        e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)
         return self._work(rec, cfg)
@@ -539,7 +539,7 @@ class Host:
                         cfg.transfer_time(nbytes) if dur is None else dur)
         m = e.p2p_entry(cfg.name, self.rank, dst, True)
         m.send = rec
-        rec.match = m
+        e.matches[rec.id] = m
         rec.handle = self._new_handle(handle, "isend_object")
         rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=rec.dur)
         return self._work(rec, cfg)

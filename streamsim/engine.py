@@ -12,6 +12,7 @@ import math
 import os
 import random
 import sys
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from itertools import accumulate
@@ -56,70 +57,58 @@ class GroupConfig:
 
 
 class _Rec:
-    """A mutable op record while the simulation runs; frozen into an :class:`Op` at the end."""
+    """A mutable op record while the simulation runs, turned into an :class:`Op` in place at the end.
 
-    __slots__ = ("id", "agent", "index", "kind", "name", "enqueued", "start", "end", "start_seq",
-                 "end_seq", "accesses", "issuer", "after", "joins", "location", "step", "line",
-                 "handle", "attrs", "dur", "done", "waiters", "match")
+    It has exactly :class:`Op`'s slots, so :func:`_freeze` can make it an Op by assigning
+    ``__class__`` (same layout: CPython allows it): no second object per op, no copy. Run-time state
+    that an Op has no field for lives elsewhere: a pending op's scaled duration in its ``end`` slot
+    (see :attr:`dur`), ``done_event`` waiters in ``Engine.waiters`` and comm matches in
+    ``Engine.matches`` (both by op id), and "done" is ``end_seq >= 0``. ``after`` holds the _Rec
+    objects (a list once an edge is added; most ops have none) until :func:`_freeze` swaps in ids.
+    """
 
-    def __init__(self, id: int, agent: Agent, index: int, kind: str, name: str):
-        self.id, self.agent, self.index, self.kind, self.name = id, agent, index, kind, name
-        self.enqueued = self.start = self.end = 0.0
-        self.start_seq = self.end_seq = -1
-        self.accesses: tuple[Access, ...] = ()
+    __slots__ = Op.__slots__
+
+    def __init__(self, id: int, agent: Agent, index: int, kind: str, name: str, enqueued: float,
+                 step: int | None, location: str, accesses: tuple[Access, ...],
+                 attrs: dict[str, Any]):
+        self.id = id
+        self.agent = agent
+        self.index = index
+        self.kind = kind
+        self.name = name
+        self.enqueued = enqueued
+        self.start = 0.0
+        self.end = 0.0  # the op's duration until it ends (see dur)
+        self.start_seq = -1
+        self.end_seq = -1
+        self.accesses = accesses
         self.issuer: int | None = None
-        self.after: list[_Rec] | tuple = ()  # a list once an edge is added (most ops have none)
-        self.joins: list[int] | tuple = ()  # assigned a list by message and collective ops
-        self.location = ""
-        self.step: int | None = None
+        self.after: list[_Rec] | tuple = ()
+        self.joins: list[int] | tuple = ()
+        self.location = location
+        self.step = step
         self.line: int | None = None
         self.handle: str | None = None
-        self.attrs: dict[str, Any] = {}
-        self.dur = 0.0
-        self.done = False
-        self.waiters: list[simpy.Event] | None = None
-        self.match: Any = None
+        self.attrs = attrs
 
-    def freeze(self) -> Op:
-        # Equivalent to Op(id=self.id, ...) at a sixth of the cost of the frozen dataclass's
-        # __init__ (one object.__setattr__ call per field): fill a plain object with Op's slots,
-        # then make it an Op (same layout, so CPython allows the __class__ assignment).
-        op = _OpBuilder()
-        op.id = self.id
-        op.agent = self.agent
-        op.index = self.index
-        op.kind = self.kind
-        op.name = self.name
-        op.enqueued = self.enqueued
-        op.start = self.start
-        op.end = self.end
-        op.start_seq = self.start_seq
-        op.end_seq = self.end_seq
-        op.accesses = self.accesses
-        op.issuer = self.issuer
-        op.after = tuple([r.id for r in self.after]) if self.after else ()
-        op.joins = tuple(self.joins)
-        op.location = self.location
-        op.step = self.step
-        op.line = self.line
-        op.handle = self.handle
-        op.attrs = self.attrs
-        op.__class__ = Op
-        return op
+    @property
+    def done(self) -> bool:
+        """The op has ended (host actions are created ended)."""
+        return self.end_seq >= 0
+
+    @property
+    def dur(self) -> float:
+        """The op's scaled duration, valid until it ends: kept in the ``end`` slot meanwhile (an op
+        has no end time before it ends), which saves a slot that an Op does not have."""
+        return self.end
 
 
 _op_end = attrgetter("end")
 
-
-class _OpBuilder:
-    """:class:`Op`'s slots, writable; see :meth:`_Rec.freeze`."""
-
-    __slots__ = Op.__slots__
-
-
 assert Op.__slots__ == ("id", "agent", "index", "kind", "name", "enqueued", "start", "end",
                         "start_seq", "end_seq", "accesses", "issuer", "after", "joins", "location",
-                        "step", "line", "handle", "attrs"), "Op's fields changed: update _Rec.freeze"
+                        "step", "line", "handle", "attrs"), "Op's fields changed: update _Rec"
 
 
 class _Stream:
@@ -196,8 +185,11 @@ class Engine:
         self.launch_overhead = launch_overhead
         self.perturb = perturb
         self.recs: list[_Rec] = []
+        self.waiters: dict[int, list[simpy.Event]] = {}  # op id -> done_event()s to fire at its end
+        self.matches: dict[int, Any] = {}  # comm op id -> its _P2P or _Collective, until it runs
         self.seq = 0
         self.seq_holes = False  # wait_recs moved a blocking op's start: renumber seqs densely
+        self.lent: dict[int, int] = {}  # blocking op id -> the position its start handed back
         self.streams: dict[Agent, _Stream] = {}
         self.stream_at: dict[tuple[int, str], _Stream] = {}  # (rank, name): no Agent hashing
         self.hosts: dict[Agent, _Host] = {}
@@ -219,25 +211,30 @@ class Engine:
         self.tag_rec: Callable[[_Rec], None] | None = None  # op-log replay: line and name per op
 
     # -- records -------------------------------------------------------------------------------
-    def new_rec(self, agent: Agent, kind: str, name: str, dur: float = 0.0,
-                owner: _Host | _Stream | None = None) -> _Rec:
-        """A new op of ``agent`` (whose _Host or _Stream is ``owner``, looked up when not given)."""
+    def new_rec(self, agent: Agent, kind: str, name: str, dur: float, owner: _Host | _Stream,
+                enqueued: float, step: int | None, location: str,
+                accesses: tuple[Access, ...] = (), attrs: dict[str, Any] | None = None) -> _Rec:
+        """A new op of ``agent`` (whose _Host or _Stream is ``owner``), its scaled duration in
+        its ``end`` slot until it ends. host_op and enqueue inline this (hot path)."""
         recs = self.recs
         n = len(recs)
         if n >= self.max_ops:
-            raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
-                                "a runaway loop? raise the bound with --max-ops")
-        if owner is None:
-            owner = self.hosts.get(agent) or self.streams[agent]
+            self._too_many_ops()
         idx = owner.count
         owner.count = idx + 1
-        rec = _Rec(n, agent, idx, kind, name)
+        rec = _Rec(n, agent, idx, kind, name, enqueued, step, location, accesses,
+                   {} if attrs is None else attrs)
         if self.tag_rec is not None:
             self.tag_rec(rec)
         if dur or self.perturb is not None:  # (scaling 0 is 0: skip the call on the hot path)
-            rec.dur = self.scaled(dur, rec)
+            rec.end = self.scaled(dur, rec)  # a pending op's end slot holds its duration
         recs.append(rec)
         return rec
+
+    def _too_many_ops(self) -> None:
+        """Stop a runaway model (new_rec and its inlined copies check the bound)."""
+        raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
+                            "a runaway loop? raise the bound with --max-ops")
 
     def scaled(self, dur: float, rec: _Rec) -> float:
         """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
@@ -258,17 +255,20 @@ class Engine:
         rec.end = float(t)
         rec.end_seq = self.seq
         self.seq += 1
-        rec.done = True
-        if rec.waiters:
-            for ev in rec.waiters:
+        if self.waiters:
+            self._wake_waiters(rec)
+
+    def _wake_waiters(self, rec: _Rec) -> None:
+        """Fire the done_event()s of ``rec``, which just ended."""
+        waiters = self.waiters.pop(rec.id, None)
+        if waiters:
+            for ev in waiters:
                 ev.succeed()
-            rec.waiters = None
 
     def done_event(self, rec: _Rec) -> simpy.Event:
+        """An event that fires when ``rec`` (not yet done) ends."""
         ev = self.env.event()
-        if rec.waiters is None:
-            rec.waiters = []
-        rec.waiters.append(ev)
+        self.waiters.setdefault(rec.id, []).append(ev)
         return ev
 
     # -- agents ----------------------------------------------------------------------------------
@@ -348,20 +348,27 @@ class Engine:
             self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
-        rec = self.new_rec(h.agent, kind, name, dur, h)
-        rec.accesses = accesses
-        rec.step = h.step
-        rec.location = location
-        rec.enqueued = rec.start = float(h.clock)  # mark_start and mark_end, inlined (hot path)
+        recs = self.recs  # new_rec, inlined (hot path: half of all ops are host actions)
+        n = len(recs)
+        if n >= self.max_ops:
+            self._too_many_ops()
+        idx = h.count
+        h.count = idx + 1
+        rec = _Rec(n, h.agent, idx, kind, name, float(h.clock), h.step, location, accesses, {})
+        if self.tag_rec is not None:
+            self.tag_rec(rec)
+        if dur or self.perturb is not None:  # (scaling 0 is 0: skip the call on the hot path)
+            rec.end = self.scaled(dur, rec)  # a pending op's end slot holds its duration
+        recs.append(rec)
+        rec.start = rec.enqueued  # mark_start and mark_end, inlined (hot path)
         rec.start_seq = seq = self.seq
-        h.clock += rec.dur
+        h.clock += rec.end  # (the duration, until it is replaced by the end time just below)
         if h.clock > self.max_time:  # a host that never blocks must still stop at the bound
             raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
                                 f"on {h.agent}; raise the bound with --max-time")
         rec.end = float(h.clock)
-        rec.end_seq = seq + 1
+        rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
         self.seq = seq + 2
-        rec.done = True  # nothing can wait for an op that is created finished
         if self.keyed:
             if key is not None:
                 self.issued_by_key.setdefault(key, []).append(rec)
@@ -378,10 +385,7 @@ class Engine:
             self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
-        rec = self.new_rec(h.agent, kind, name, 0.0, h)
-        rec.step = h.step
-        rec.location = location
-        rec.enqueued = h.clock
+        rec = self.new_rec(h.agent, kind, name, 0.0, h, h.clock, h.step, location)
         self.sync_clock(h)
         self.mark_start(rec, h.clock)
         if self.keyed:
@@ -400,13 +404,23 @@ class Engine:
         for dep in deps:
             rec.after = [*rec.after, dep]
             if not dep.done:
+                # `after` ops end before this op starts in the global sequence (trace contract):
+                # the op's start moves past dep's end. When its start holds the latest position
+                # (as it does: nothing ran since blocking_op), hand that position back while it
+                # waits, so that no hole is left for run() to renumber away with a pass over
+                # every op (run() puts it back if the run stalls with the op still waiting).
+                lend = rec.start_seq == self.seq - 1
+                if lend:
+                    self.seq -= 1
+                    self.lent[rec.id] = rec.start_seq
                 self.block(h, self.done_event(dep),
                            Blocked(h.agent, rec.id, reason, (dep.agent,)))
-                # `after` ops end before this op starts in the global sequence (trace contract):
-                # move the op's start past dep's end; run() closes the hole this leaves.
+                if lend:
+                    del self.lent[rec.id]
+                else:
+                    self.seq_holes = True  # run() closes the hole left at the old start
                 rec.start_seq = self.seq
                 self.seq += 1
-                self.seq_holes = True
 
     def _before_issue(self, h: _Host, kind: str, location: str) -> tuple | None:
         """Run fix injections around the program's next action; return that action's key.
@@ -443,15 +457,22 @@ class Engine:
         """Issue a stream op: a host action (launch overhead) that enqueues ``kind`` on a stream."""
         issue = self.host_op(h, issue_kind or kind, name, self.launch_overhead, (), location)
         s = self.stream_at.get((h.agent.rank, stream_name)) or self.stream(h.agent.rank, stream_name)
-        rec = self.new_rec(s.agent, kind, name, dur, s)
-        rec.accesses = accesses
+        recs = self.recs  # new_rec, inlined (hot path: the other half of the ops)
+        n = len(recs)
+        if n >= self.max_ops:
+            self._too_many_ops()
+        idx = s.count
+        s.count = idx + 1
+        rec = _Rec(n, s.agent, idx, kind, name, h.clock, h.step, issue.location, accesses,
+                   {"current_stream": h.current_stream})
+        if self.tag_rec is not None:
+            self.tag_rec(rec)
+        if dur or self.perturb is not None:
+            rec.end = self.scaled(dur, rec)
+        recs.append(rec)
         rec.issuer = issue.id
-        rec.step = h.step
-        rec.location = issue.location
-        rec.enqueued = h.clock
         if after:
             rec.after = list(after)
-        rec.attrs["current_stream"] = h.current_stream
         s.last = rec
         s.queue.append(rec)
         if s.wake is not None:
@@ -484,21 +505,22 @@ class Engine:
             elif rec.kind in COLLECTIVE_KINDS:
                 yield from self._run_collective(s, rec)
             else:  # mark_start and mark_end, inlined (hot path)
+                dur = rec.end
                 rec.start = start = float(env.now)
                 rec.start_seq = self.seq
                 self.seq += 1
-                if rec.dur > 0:
-                    yield env.timeout(rec.dur)
-                    rec.end = start + rec.dur  # == env.now: the timeout fired at now + dur
+                if dur > 0:
+                    yield env.timeout(dur)
+                    rec.end = start + dur  # == env.now: the timeout fired at now + dur
                 else:
                     rec.end = start
                 rec.end_seq = self.seq
                 self.seq += 1
-                rec.done = True
-                if rec.waiters:
-                    for ev in rec.waiters:
-                        ev.succeed()
-                    rec.waiters = None
+                if self.waiters:  # _wake_waiters, inlined (there is nearly always some waiter)
+                    waiters = self.waiters.pop(rec.id, None)
+                    if waiters:
+                        for ev in waiters:
+                            ev.succeed()
 
     def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> _P2P:
         """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
@@ -513,8 +535,9 @@ class Engine:
 
     def _run_p2p(self, s: _Stream, rec: _Rec):
         env = self.env
-        m: _P2P = rec.match
+        m: _P2P = self.matches.pop(rec.id)
         cfg = self.groups[rec.attrs["group"]]
+        dur = rec.dur
         self.mark_start(rec, env.now)
         if rec.kind in P2P_SENDS:
             if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
@@ -523,8 +546,8 @@ class Engine:
                                             self._peer_agents(m.recv, rec.attrs["peer"]))
                 yield m.recv_started
                 s.blocked = None
-            if rec.dur > 0:
-                yield env.timeout(rec.dur)
+            if dur > 0:
+                yield env.timeout(dur)
             self.mark_end(rec, env.now)
             m.arrival = env.now
             m.arrived.succeed()
@@ -554,7 +577,7 @@ class Engine:
 
     def _run_collective(self, s: _Stream, rec: _Rec):
         env = self.env
-        c: _Collective = rec.match
+        c: _Collective = self.matches.pop(rec.id)
         self.mark_start(rec, env.now)
         c.members.append(rec)
         if len(c.members) == c.expected:
@@ -593,6 +616,7 @@ class Engine:
         self.p2p, self.p2p_issued = {}, {}
         self.collectives, self.coll_issued = {}, {}
         self.issued_by_key, self.works = {}, {}
+        self.waiters, self.matches = {}, {}
 
     def _run(self, source: str, meta: dict | None) -> Trace:
         self.main_glet = greenlet.getcurrent()
@@ -620,16 +644,19 @@ class Engine:
                     for s in self.streams.values() if s.blocked is not None]
         stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
         for r in self.recs if blocked else ():  # ops caught mid-way by a stall end where the
-            if r.start_seq >= 0 and not r.done:  # simulation stopped (none unless a stall)
+            if r.start_seq >= 0 and r.end_seq < 0:  # simulation stopped (none unless a stall)
                 r.attrs["unfinished"] = True
                 self.mark_end(r, self.env.now)
         self._unmatched_notes()
         started = [r for r in self.recs if r.start_seq >= 0] if blocked else self.recs  # (a
         # stream stops with queued ops only when blocked: without a stall every op has run)
+        bound = self.seq
+        if self.lent:  # (only in a stall: a host still waits inside wait_recs)
+            _reinsert_lent(started, self.lent)
+            bound += len(self.lent)
         if self.seq_holes:
-            _dense_seqs(started, self.seq)
-        ops = _freeze_dense(started) if len(started) != len(self.recs) else \
-            tuple(map(_Rec.freeze, started))
+            _dense_seqs(started, bound)
+        ops = _freeze_dense(started) if len(started) != len(self.recs) else _freeze(started)
         agents = sorted(set(self.hosts) | set(self.streams))
         end_time = max(map(_op_end, ops), default=0.0)
         return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(self.notes),
@@ -643,6 +670,20 @@ class Engine:
                                        "receive", m.send.id))
 
 
+def _reinsert_lent(recs: list[_Rec], lent: dict[int, int]) -> None:
+    """Give the starts that blocking ops handed back while waiting (see ``Engine.wait_recs``) and
+    still held when the run stopped their positions back: each goes just before the op that took
+    its position (several at one position: in the order they handed it back), and every position
+    from there on moves up to make room. The result is the numbering without any handing back."""
+    order = sorted(lent, key=lambda rid: lent[rid])  # (a stable sort: ties in handing-back order)
+    new_start = {rid: lent[rid] + i for i, rid in enumerate(order)}
+    points = sorted(lent.values())
+    for r in recs:
+        start = new_start.get(r.id)
+        r.start_seq = r.start_seq + bisect_right(points, r.start_seq) if start is None else start
+        r.end_seq += bisect_right(points, r.end_seq)
+
+
 def _dense_seqs(recs: list[_Rec], bound: int) -> None:
     """Renumber start/end sequence positions 0..2n-1, keeping their order (fills wait_recs' holes)."""
     used = bytearray(bound)
@@ -654,14 +695,25 @@ def _dense_seqs(recs: list[_Rec], bound: int) -> None:
         r.end_seq = rank[r.end_seq] - 1
 
 
+def _freeze(recs: list[_Rec]) -> tuple[Op, ...]:
+    """Turn the records into Ops in place (see :class:`_Rec`), with ``after`` as op ids."""
+    for r in recs:
+        if r.after.__class__ is list:
+            r.after = tuple([a.id for a in r.after])
+        if r.joins.__class__ is list:
+            r.joins = tuple(r.joins)
+        r.__class__ = Op
+    return tuple(recs)
+
+
 def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:
     """Freeze the ops that ran, renumbering ids densely (never-started ops hold no sequence slot)."""
     new_id = {r.id: i for i, r in enumerate(recs)}
-    ops = []
     for r in recs:
         r.after = [a for a in r.after if a.id in new_id]
-        op = r.freeze()
-        ops.append(Op(**{**{f: getattr(op, f) for f in Op.__slots__}, "id": new_id[r.id],
+    ops = []
+    for op in _freeze(recs):
+        ops.append(Op(**{**{f: getattr(op, f) for f in Op.__slots__}, "id": new_id[op.id],
                          "issuer": new_id.get(op.issuer) if op.issuer is not None else None,
                          "after": tuple(new_id[a] for a in op.after),
                          "joins": tuple(new_id[j] for j in op.joins if j in new_id)}))
@@ -701,20 +753,19 @@ def _location_finder(engine: "Engine") -> Callable[[], str]:
     def location() -> str:
         kind = engine.location_kind
         d = depths.get(kind, 3)
-        try:
-            f = getframe(d)
+        try:  # the frame inside the model frame, and the model frame as its f_back: one
+            inner = getframe(d - 1)  # getframe, and the model frame's object persists across ops
         except ValueError:
-            f = None
-        if f is not None:
+            inner = None
+        f = inner.f_back if inner is not None else None
+        if f is not None and inner.f_code.co_filename.startswith(_PACKAGE_DIR):
             entry = codes.get(id(f.f_code)) or entry_of(f.f_code)
             if entry[1] is not None:
-                inner = codes.get(id(getframe(d - 1).f_code)) or entry_of(getframe(d - 1).f_code)
-                if inner[1] is None:
-                    lines = entry[2]
-                    loc = lines.get(f.f_lasti)
-                    if loc is None:
-                        loc = lines[f.f_lasti] = f"{entry[1]}:{f.f_lineno}"
-                    return loc
+                lines = entry[2]
+                loc = lines.get(f.f_lasti)
+                if loc is None:
+                    loc = lines[f.f_lasti] = f"{entry[1]}:{f.f_lineno}"
+                return loc
         d = 2
         f = getframe(2)
         while f is not None:
