@@ -41,9 +41,10 @@ class Fix:
 class Hazard:
     """Two conflicting accesses to bytes ``range`` of ``rank``'s ``buffer`` with no HB path between them.
 
-    ``first`` is the op the analysis met first (it started first in this run); ``kind`` is RAW, WAR,
-    WAW or use-after-free (when either op is a ``free``). ``manifest``: the access windows overlapped
-    in this run's timing.
+    ``first`` is the op issued first (``trace.issue_order``), which may have started after the other;
+    ``kind`` is RAW, WAR or WAW from the two modes in that order, or use-after-free (when either op is
+    a ``free``). ``manifest``: the second access started before the first ended in this run's timing
+    (SEMANTICS.md).
     """
 
     kind: str

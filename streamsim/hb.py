@@ -26,12 +26,12 @@ corrupted in this run.
 """
 from __future__ import annotations
 
-import gc
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from .gcpause import gc_paused
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
-from .trace import READ, WRITE, Agent, Op, Trace, issue_order
+from .trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_point
 
 
 @dataclass
@@ -74,116 +74,158 @@ class Analysis:
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     """Every data hazard of ``trace``, ordered by (second op, first op); with proposed fixes."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # see analyse()
-    try:
+    with gc_paused():
         hazards = _analyse(trace, False).hazards
         if not fixes:
             return hazards
         from .fixes import with_fix  # late: fixes consumes hazards; hb does not depend on it
         return [with_fix(trace, h) for h in hazards]
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def analyse(trace: Trace, keep_clocks: bool = False) -> Analysis:
     """Run the vector-clock pass; keep every op's clocks when ``keep_clocks`` (for ``ordered``)."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # the pass allocates many small objects and frees few: the cyclic GC only costs time
-    try:
+    with gc_paused():  # the pass allocates many small objects and frees few
         return _analyse(trace, keep_clocks)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
-def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
+def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None) -> Analysis:
     ops = trace.ops
     n = len(ops)
-    # Prepass: dense agent indices, and how many times each op's end clock (issuer/after) or start
-    # clock (joins) is needed later, so that only those are snapshotted, and freed after last use.
-    # It also lays out the global sequence (the order of Trace.in_hb_order) without a tuple per item:
-    # an op at its start_seq, ~id at its end_seq only when its end does anything (it has joins).
-    # The end clock of an op without joins is its start clock, so it is snapshotted at its start.
-    agents: list[Agent] = list(trace.agents)
+    agents = list(trace.agents) if agents is None else agents
+    na = len(agents)
+    # Clocks. An agent's clock has na + 1 slots: the last is its *generation*, bumped whenever a
+    # component other than its own and its *partner*'s grows. The partner of a stream is its rank's
+    # first host thread (which issues most of its ops), of a host itself. Two states of a clock at one
+    # generation differ only in those two components, so one copy per generation stands for the
+    # clock of every op that started in it, given the op's own epoch (index + 1) and, when the agent
+    # has another partner, the op's partner component (``partner_of``). Each agent keeps its copies
+    # with the epoch from which each holds (``hist_e``, ``hist_c``). So an op that neither waits on
+    # anything, nor is issued, nor touches memory (most host actions: a launch) needs no work at all:
+    # it is left out of the pass, and what a later op needs of it is its agent's copy for its epoch.
+    # An agent that already joined a copy of o at generation g (seen[b][o] == g) joins a later one by
+    # taking o's own and partner components only: the common case (a stream op joining the host
+    # action that issued it, a host wait joining a stream op).
+    partner = list(range(na))
+    first_host: dict[int, int] = {}
+    for i, ag in enumerate(agents):
+        if ag.kind == HOST:
+            first_host.setdefault(ag.rank, i)
+    for i, ag in enumerate(agents):
+        if ag.kind != HOST and ag.rank in first_host:
+            partner[i] = first_host[ag.rank]
+    may_skip = [not keep_clocks and partner[i] == i for i in range(na)]
     by_eq = {ag: i for i, ag in enumerate(agents)}
-    by_id: dict[int, int] = {}
+    by_id = {id(ag): i for i, ag in enumerate(agents)}  # ops share their Agent objects: no hashing
+    _id = id
     agent_of = [0] * n
-    end_need = [0] * n
-    start_need = [0] * n
+    # Exact end clocks of ops whose end joins something (_PENDING until their end is met).
+    end_of: list[list[int] | None] = [None] * n
+    # The global sequence (the order of Trace.in_hb_order) without a tuple per item: an op at its
+    # start_seq unless left out; ~id at its end_seq when its end joins (or clocks are kept).
     seq: list = [None] * (2 * n)
     for op in ops:
         ag = op.agent
-        i = by_id.get(id(ag))
-        if i is None:
-            i = by_eq.get(ag)
-            if i is None:
-                i = by_eq[ag] = len(agents)
-                agents.append(ag)
-            by_id[id(ag)] = i
+        try:
+            a = by_id[_id(ag)]
+        except KeyError:
+            a = by_eq.get(ag)
+            if a is None:  # not among trace.agents: start again knowing every agent
+                return _analyse(trace, keep_clocks, _all_agents(trace))
+            by_id[_id(ag)] = a
         oid = op.id
-        agent_of[oid] = i
-        seq[op.start_seq] = op
-        if op.issuer is not None:
-            end_need[op.issuer] += 1
-        if op.after:
-            for r in op.after:
-                end_need[r] += 1
-        if op.joins or keep_clocks:
+        agent_of[oid] = a
+        if op.joins:
+            seq[op.start_seq] = op
             seq[op.end_seq] = ~oid  # an int: negative, so never false
-            for r in op.joins:
-                start_need[r] += 1
-    na = len(agents)
+            end_of[oid] = _PENDING
+        elif op.issuer is None and may_skip[a] and not op.accesses and not op.after:
+            continue
+        else:
+            seq[op.start_seq] = op
+            if keep_clocks:
+                seq[op.end_seq] = ~oid
 
-    # Agent clocks have na + 1 slots: the last one is the agent's *generation*, bumped whenever one of
-    # its other components grows. A snapshot of agent o at generation g differs from an earlier one at
-    # the same generation only in o's own component, so an agent that already joined a snapshot of o at
-    # generation g joins a later one by copying one entry (seen[b][o] == g): the common enqueue case.
     clocks = [[0] * (na + 1) for _ in range(na)]
     seen = [[-1] * na for _ in range(na)]
-    end_snap: list[list[int] | None] = [None] * n  # by op id, while still needed
-    start_snap: list[list[int] | None] = [None] * n
-    rng = range(na)
+    hist_e = [[0] for _ in range(na)]  # per agent: epochs from which each copy holds, ascending
+    hist_c = [[list(c)] for c in clocks]  # ... and the copies
+    hist_g = [0] * na  # the generation of each agent's last copy
+    partner_of = [0] * n
     hb = HappensBefore(trace, tuple(agents), agent_of)
     keep_starts = hb.starts
     keep_ends = hb.ends
-
-    def join(b: int, C: list[int], S: list[int], o: int) -> None:
-        """C (agent b's clock) ⊔= S (a snapshot of agent o)."""
-        seen_b = seen[b]
-        g = S[na]
-        if seen_b[o] == g:
-            v = S[o]
-            if v > C[o]:
-                C[o] = v
-                C[na] += 1
-            return
-        changed = False
-        for i in rng:
-            v = S[i]
-            if v > C[i]:
-                C[i] = v
-                changed = True
-        if changed:
-            C[na] += 1
-        seen_b[o] = g
 
     def missing(user: Op, r: int, what: str) -> ValueError:
         return ValueError(f"op {user.id} ({user.name}) needs op {r} to have {what} before it in the "
                           f"trace's sequence")
 
+    def start_copy(user: Op, r: int) -> list[int]:
+        """The copy standing for op r's start clock (its agent's copy for r's epoch)."""
+        rop = ops[r]
+        if rop.start_seq > user.end_seq:
+            raise missing(user, r, "started")
+        he = hist_e[agent_of[r]]
+        e = rop.index + 1
+        if he[-1] <= e:
+            return hist_c[agent_of[r]][-1]
+        return hist_c[agent_of[r]][bisect_right(he, e) - 1]
+
+    def end_copy(user: Op, r: int) -> list[int]:
+        """The copy standing for op r's end clock: exact when its end joined something."""
+        S = end_of[r]
+        if S is _PENDING or ops[r].end_seq > user.start_seq:
+            raise missing(user, r, "ended")
+        return start_copy(user, r) if S is None else S
+
+    def join(b: int, C: list[int], S: list[int], r: int) -> None:
+        """Agent b's clock C ⊔= op r's clock, whose copy is S (see above)."""
+        pb = partner[b]
+        o = agent_of[r]
+        changed = False
+        for i in range(na):
+            x = S[i]
+            if x > C[i]:
+                C[i] = x
+                if i != b and i != pb:
+                    changed = True
+        v = ops[r].index + 1
+        if v > C[o]:
+            C[o] = v
+            if o != b and o != pb:
+                changed = True
+        p = partner[o]
+        if p != o:
+            v = partner_of[r]
+            if v > C[p]:
+                C[p] = v
+                if p != b and p != pb:
+                    changed = True
+        if changed:
+            C[na] += 1
+        seen[b][o] = S[na]
+
+    def new_copy(a: int, C: list[int], e: int) -> None:
+        """Agent a's generation changed: its clock from epoch e on is C's (a copy)."""
+        hist_e[a].append(e)
+        hist_c[a].append(C[:])
+        hist_g[a] = C[na]
+
     # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode,
     # second starts before first ends, first starts before second ends]
     found: dict[tuple, list] = {}
-    # Per storage (rank, buffer): sorted segment starts and segments [lo, hi, last_write, reads], where
-    # last_write = (op, agent, epoch, access) and reads = {agent: (op, epoch, access)} or None.
+    # Per storage (rank, buffer): sorted segment starts and live segments [lo, hi, last_write, reads]
+    # where last_write is the (op, agent, epoch) of the writer and reads {agent: (op, agent, epoch)}
+    # or None. A live segment never changes its bounds: a split replaces it with new ones and kills
+    # it (lo = None), so a view that remembers a live segment spanning exactly its bytes can use it
+    # without a lookup.
     stores: dict[tuple[int, str], tuple[list[int], list[list]]] = {}
-    views: dict[int, list] = {}  # id(view) -> view_entry(view): views are shared by many accesses
-    views_get = views.get
-    _id = id
+    # id(view) -> [remembered segment, lo, hi, starts, segs, rank, buffer, view]: views are shared
+    # by the many accesses to one buffer (the view kept so that its id is not reused).
+    entries: dict[int, list] = {}
+    entries_get = entries.get
 
-    def report(first: tuple, op: Op, acc, kind: str, lo: int, hi: int, rank: int, buf: str) -> None:
+    def report(first: tuple, fmode: str, op: Op, acc, kind: str, lo: int, hi: int, rank: int,
+               buf: str) -> None:
         fid = first[0]
         fop = ops[fid]
         if op.kind == "free" or fop.kind == "free":
@@ -192,7 +234,7 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
             raw = found.get((fid, op.id, RAW, rank, buf))
             if raw is not None and raw[0] <= lo and hi <= raw[1]:
                 return  # an in-place op: its read already reported the race with this write
-        facc = first[-1]
+        facc = _access_of(fop, fmode, rank, buf, lo, hi)
         f0, f1 = fop.window_time(facc)
         s0, s1 = op.window_time(acc)
         # manifest if the later-issued access started before the earlier-issued one ended; which
@@ -200,7 +242,7 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
         key = (fid, op.id, kind, rank, buf)
         h = found.get(key)
         if h is None:
-            found[key] = [lo, hi, facc.mode, acc.mode, s0 < f1, f0 < s1]
+            found[key] = [lo, hi, fmode, acc.mode, s0 < f1, f0 < s1]
         else:
             if lo < h[0]:
                 h[0] = lo
@@ -209,33 +251,29 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
             h[4] = h[4] or s0 < f1
             h[5] = h[5] or f0 < s1
 
-    def view_entry(v) -> list:
-        """[segment last spanning exactly v, starts, segs, lo, hi, rank, buffer] for view v."""
+    def entry(v) -> list:
         sk = (v.rank, v.buffer)
         st = stores.get(sk)
         if st is None:
             st = stores[sk] = ([], [])
-        ent = views[id(v)] = [_NO_SEGMENT, st[0], st[1], v.offset, v.offset + v.nbytes, v.rank,
-                              v.buffer]
+        ent = entries[_id(v)] = [_DEAD, v.offset, v.offset + v.nbytes, st[0], st[1], v.rank,
+                                 v.buffer, v]
         return ent
 
     for op in filter(None, seq):
-        if op.__class__ is int:  # an end that matters
+        if op.__class__ is int:  # an end that joins (or whose clock is kept)
             oid = ~op
             op = ops[oid]
             a = agent_of[oid]
             C = clocks[a]
-            for r in op.joins:
-                S = start_snap[r]
-                if S is None:
-                    raise missing(op, r, "started")
-                join(a, C, S, agent_of[r])
-                k = start_need[r] - 1
-                start_need[r] = k
-                if not k:
-                    start_snap[r] = None
-            if end_need[oid]:
-                end_snap[oid] = C[:]
+            if op.joins:
+                g = C[na]
+                for r in op.joins:
+                    join(a, C, start_copy(op, r), r)
+                X = end_of[oid] = C[:]  # exact, under a generation no one has seen: joined in full
+                X[na] = -2 - oid
+                if C[na] != g:
+                    new_copy(a, C, op.index + 2)
             if keep_clocks:
                 keep_ends[oid] = C[:na]
             continue
@@ -245,129 +283,137 @@ def _analyse(trace: Trace, keep_clocks: bool) -> Analysis:
         C = clocks[a]
         r = op.issuer
         if r is not None:
-            S = end_snap[r]
-            if S is None:
-                raise missing(op, r, "ended")
-            k = end_need[r] - 1
-            if k:
-                end_need[r] = k
-            else:
-                end_snap[r] = None
+            S = end_of[r]
             o = agent_of[r]
-            if seen[a][o] == S[na]:  # join() inlined for the common case: only o's epoch is new
-                v = S[o]
+            rop = ops[r]
+            v = rop.index + 1
+            if S is None and rop.end_seq < op.start_seq:  # end_copy() inlined for the common case
+                he = hist_e[o]
+                S = hist_c[o][-1] if he[-1] <= v else hist_c[o][bisect_right(he, v) - 1]
+            else:
+                S = end_copy(op, r)
+            if seen[a][o] == S[na]:  # join() inlined for the common case (see above)
                 if v > C[o]:
                     C[o] = v
-                    C[na] += 1
+                    if o != partner[a]:
+                        C[na] += 1
+                p = partner[o]
+                if p != o:
+                    v = partner_of[r]
+                    if v > C[p]:
+                        C[p] = v
+                        if p != partner[a] and p != a:
+                            C[na] += 1
             else:
-                join(a, C, S, o)
+                join(a, C, S, r)
         if op.after:
             for r in op.after:
-                S = end_snap[r]
-                if S is None:
-                    raise missing(op, r, "ended")
-                k = end_need[r] - 1
-                if k:
-                    end_need[r] = k
-                else:
-                    end_snap[r] = None
-                join(a, C, S, agent_of[r])
+                join(a, C, end_copy(op, r), r)
         e = op.index + 1
         if C[a] >= e:
             raise ValueError(f"op {oid} ({op.name}) is out of program order on {op.agent}")
         C[a] = e
-        if start_need[oid]:
-            start_snap[oid] = C[:]
-        if end_need[oid] and not op.joins:
-            end_snap[oid] = C[:]
+        if partner[a] != a:
+            partner_of[oid] = C[partner[a]]
+        if C[na] != hist_g[a]:
+            new_copy(a, C, e)
         if keep_clocks:
             keep_starts[oid] = C[:na]
 
         accs = op.accesses
         if not accs:
             continue
-        # Reads first, then writes: an in-place op checks its read against the previous write.
-        # A view remembers the segment that last spanned exactly its bytes; while that segment is
-        # alive with those bounds the access touches it alone (inlined), else _cover splits and
-        # fills segments so that segs[i:j] tile the view.
-        has_write = False
+        # Accesses list reads before writes (Op's invariant): an in-place op checks its read against
+        # the previous write before its own write replaces it. A remembered live segment is used
+        # inline; else _cover splits and fills segments so that segs[i:j] tile the access's bytes.
+        rec = (oid, a, e)
         for acc in accs:
-            if acc.mode != READ:
-                has_write = True
-                continue
-            ent = views_get(_id(acc.view))
+            ent = entries_get(_id(acc.view))
             if ent is None:
-                ent = view_entry(acc.view)
-            s, starts, segs, lo, hi, rank, buf = ent
-            rec = (oid, e, acc)
-            if s[0] == lo and s[1] == hi:
-                w = s[2]
-                if w is not None and C[w[1]] < w[2]:
-                    report(w, op, acc, RAW, lo, hi, rank, buf)
-                rd = s[3]
-                if rd is None:
-                    s[3] = {a: rec}
-                else:
-                    rd[a] = rec
-                continue
-            if hi <= lo:
-                continue
-            i, j = _cover(starts, segs, lo, hi)
-            if j - i == 1:
-                ent[0] = segs[i]
-            for k in range(i, j):
-                s = segs[k]
-                w = s[2]
-                if w is not None and C[w[1]] < w[2]:
-                    report(w, op, acc, RAW, s[0], s[1], rank, buf)
-                rd = s[3]
-                if rd is None:
-                    s[3] = {a: rec}
-                else:
-                    rd[a] = rec
-        if not has_write:
-            continue
-        for acc in accs:
+                ent = entry(acc.view)
+            s = ent[0]
             if acc.mode == READ:
+                if s[0] is not None:
+                    w = s[2]
+                    if w is not None and C[w[1]] < w[2]:
+                        report(w, WRITE, op, acc, RAW, ent[1], ent[2], ent[5], ent[6])
+                    rd = s[3]
+                    if rd is None:
+                        s[3] = {a: rec}
+                    else:
+                        rd[a] = rec
+                    continue
+                lo, hi = ent[1], ent[2]
+                if hi <= lo:
+                    continue
+                segs = ent[4]
+                i, j = _cover(ent[3], segs, lo, hi)
+                if j - i == 1:
+                    ent[0] = segs[i]
+                for k in range(i, j):
+                    s = segs[k]
+                    w = s[2]
+                    if w is not None and C[w[1]] < w[2]:
+                        report(w, WRITE, op, acc, RAW, s[0], s[1], ent[5], ent[6])
+                    rd = s[3]
+                    if rd is None:
+                        s[3] = {a: rec}
+                    else:
+                        rd[a] = rec
                 continue
-            ent = views_get(_id(acc.view))
-            if ent is None:
-                ent = view_entry(acc.view)
-            s, starts, segs, lo, hi, rank, buf = ent
-            wrec = (oid, a, e, acc)
-            if s[0] == lo and s[1] == hi:
+            if s[0] is not None:
                 w = s[2]
                 if w is not None and C[w[1]] < w[2]:
-                    report(w, op, acc, WAW, lo, hi, rank, buf)
+                    report(w, WRITE, op, acc, WAW, ent[1], ent[2], ent[5], ent[6])
                 rd = s[3]
                 if rd is not None:
-                    for ra, rr in rd.items():
-                        if C[ra] < rr[1]:
-                            report((rr[0], ra, rr[1], rr[2]), op, acc, WAR, lo, hi, rank, buf)
+                    for rr in rd.values():
+                        if C[rr[1]] < rr[2]:
+                            report(rr, READ, op, acc, WAR, ent[1], ent[2], ent[5], ent[6])
                     s[3] = None
-                s[2] = wrec
+                s[2] = rec
                 continue
+            lo, hi = ent[1], ent[2]
             if hi <= lo:
                 continue
+            starts, segs = ent[3], ent[4]
             i, j = _cover(starts, segs, lo, hi)
             for k in range(i, j):
                 s = segs[k]
                 w = s[2]
                 if w is not None and C[w[1]] < w[2]:
-                    report(w, op, acc, WAW, s[0], s[1], rank, buf)
+                    report(w, WRITE, op, acc, WAW, s[0], s[1], ent[5], ent[6])
                 rd = s[3]
                 if rd:
-                    for ra, rr in rd.items():
-                        if C[ra] < rr[1]:
-                            report((rr[0], ra, rr[1], rr[2]), op, acc, WAR, s[0], s[1], rank, buf)
-                s[0] = None  # dead: no view's remembered segment any more
-            ent[0] = s = [lo, hi, wrec, None]
+                    for rr in rd.values():
+                        if C[rr[1]] < rr[2]:
+                            report(rr, READ, op, acc, WAR, s[0], s[1], ent[5], ent[6])
+                s[0] = None  # dead: replaced by the one segment below
+            ent[0] = s = [lo, hi, rec, None]
             segs[i:j] = [s]
             starts[i:j] = [lo]
 
-    hazards = _in_issue_order(trace, found)
-    hazards.sort(key=lambda h: (h.second, h.first, h.kind, h.rank, h.buffer, h.range))
-    return Analysis(hazards, hb)
+    return Analysis(_in_issue_order(trace, found), hb)
+
+
+def _all_agents(trace: Trace) -> list[Agent]:
+    """trace.agents and any other agent an op names (hand-built traces), in a stable order."""
+    known = set(trace.agents)
+    extra = sorted({op.agent for op in trace.ops} - known)
+    return list(trace.agents) + extra
+
+
+def _access_of(op: Op, mode: str, rank: int, buf: str, lo: int, hi: int) -> Access:
+    """The access of ``op`` that left its mark on bytes [lo, hi) of (rank, buf) with ``mode``: the
+    last such one (a later access of one op replaces an earlier one's mark)."""
+    found = None
+    for acc in op.accesses:
+        v = acc.view
+        if (acc.mode == mode and v.rank == rank and v.buffer == buf and v.offset < hi
+                and lo < v.offset + v.nbytes):
+            found = acc
+    assert found is not None, (op.id, mode, rank, buf, lo, hi)
+    return found
 
 
 _KIND_OF_MODES = {(WRITE, READ): RAW, (READ, WRITE): WAR, (WRITE, WRITE): WAW}
@@ -378,45 +424,60 @@ def _in_issue_order(trace: Trace, found: dict) -> list[Hazard]:
     issued before a forward can start after it): the kind then names the issue order, as
     SEMANTICS.md defines it, and ``manifest`` means the second access started before the first
     ended (a write before the earlier-issued read even began corrupts it too). Pairs that become the
-    same hazard are merged."""
+    same hazard are merged. Sorted by (second, first, kind, rank, buffer, range)."""
     ops = trace.ops
+    issued_at: dict[int, tuple] = {}  # op id -> (issuing agent, its index, its start_seq)
+
+    def issue_key(op_id: int) -> tuple:
+        """trace.issue_order's comparison, once per op (many hazards share their ops)."""
+        k = issued_at.get(op_id)
+        if k is None:
+            ip = ops[issue_point(ops[op_id])]
+            k = issued_at[op_id] = (ip.agent, ip.index, ip.start_seq)
+        return k
+
     merged: dict[tuple, list] = {}
     for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, s_before_f_end, f_before_s_end) \
             in found.items():
-        a, b = ops[fid], ops[sid]
         manifest = s_before_f_end
-        if issue_order(trace, a, b)[0] is b:
+        ka, kb = issue_key(fid), issue_key(sid)
+        if (kb[1] < ka[1]) if ka[0] == kb[0] else (kb[2] < ka[2]):  # sid was issued first
             fid, sid, fmode, smode = sid, fid, smode, fmode
             manifest = f_before_s_end
             if kind != USE_AFTER_FREE:
                 kind = _KIND_OF_MODES[(fmode, smode)]
-        key = (fid, sid, kind, rank, buf)
+        key = (sid, fid, kind, rank, buf)
         h = merged.get(key)
         if h is None:
             merged[key] = [lo, hi, fmode, smode, manifest]
         else:
             h[0], h[1], h[4] = min(h[0], lo), max(h[1], hi), h[4] or manifest
-    return [Hazard(kind=k[2], rank=k[3], buffer=k[4], range=(h[0], h[1]), first=k[0], second=k[1],
-                   first_mode=h[2], second_mode=h[3], manifest=h[4]) for k, h in merged.items()]
+    rows = [k + tuple(h) for k, h in merged.items()]
+    rows.sort()  # keys are unique: the order is (second, first, kind, rank, buffer, range)
+    return [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
+            for sid, fid, kind, rank, buf, lo, hi, fmode, smode, manifest in rows]
 
 
-_NO_SEGMENT = [None, None, None, None]  # a view's remembered segment before it has one
+_PENDING = [None]  # end_of[r] while op r's end (which joins) is still to come
+_DEAD = [None, None, None, None]  # a view's remembered segment before it has a live one
 
 
 def _cover(starts: list[int], segs: list[list], lo: int, hi: int) -> tuple[int, int]:
     """Make segments ``segs[i:j]`` tile ``[lo, hi)`` exactly (splitting and filling gaps); return i, j.
 
     A segment is ``[lo, hi, last_write, reads]``; ``starts[k] == segs[k][0]``, sorted, non-overlapping.
-    A split copies the reads dict so that each segment owns its own.
+    A split replaces the segment with two new ones (each with its own copy of the reads) and kills
+    it (``lo = None``): a live segment keeps its bounds, which views that remember it rely on.
     """
     i = bisect_right(starts, lo) - 1
     if i >= 0 and segs[i][1] > lo:
         s = segs[i]
         if s[0] < lo:  # split off the part before lo
+            segs[i:i + 1] = [[s[0], lo, s[2], dict(s[3]) if s[3] else None],
+                             [lo, s[1], s[2], dict(s[3]) if s[3] else None]]
+            starts.insert(i + 1, lo)
+            s[0] = None
             i += 1
-            segs.insert(i, [lo, s[1], s[2], dict(s[3]) if s[3] else None])
-            starts.insert(i, lo)
-            s[1] = lo
     else:
         i += 1
     j = i
@@ -425,9 +486,11 @@ def _cover(starts: list[int], segs: list[list], lo: int, hi: int) -> tuple[int, 
         if j < len(segs) and segs[j][0] == pos:
             s = segs[j]
             if s[1] > hi:  # split off the part after hi
-                segs.insert(j + 1, [hi, s[1], s[2], dict(s[3]) if s[3] else None])
+                segs[j:j + 1] = [[s[0], hi, s[2], dict(s[3]) if s[3] else None],
+                                 [hi, s[1], s[2], dict(s[3]) if s[3] else None]]
                 starts.insert(j + 1, hi)
-                s[1] = hi
+                s[0] = None
+                s = segs[j]
             pos = s[1]
         else:
             end = segs[j][0] if j < len(segs) and segs[j][0] < hi else hi
@@ -436,4 +499,3 @@ def _cover(starts: list[int], segs: list[list], lo: int, hi: int) -> tuple[int, 
             pos = end
         j += 1
     return i, j
-

@@ -84,7 +84,8 @@ class Op:
     end: float
     start_seq: int
     end_seq: int
-    accesses: tuple[Access, ...] = ()
+    accesses: tuple[Access, ...] = ()  # reads first, then writes (as the engine lists them: the
+    # analysis checks an in-place op's read against the previous write before its own write)
     issuer: int | None = None
     after: tuple[int, ...] = ()
     joins: tuple[int, ...] = ()
@@ -186,7 +187,8 @@ def issue_order(trace: Trace, a: Op, b: Op) -> tuple[Op, Op]:
 
 
 def trace_from_ops(ops: list[dict], **kw) -> Trace:
-    """Build a trace by hand (for tests): each dict holds Op fields except id, index and seqs.
+    """Build a trace by hand (for tests): each dict holds Op fields except id, index and seqs
+    (accesses are put in Op's order: reads first).
 
     Each op starts and ends before the next one starts, so ``after`` and ``joins`` must name earlier
     ops (enough for hand-written examples; the engine records real overlapping orders).
@@ -200,6 +202,7 @@ def trace_from_ops(ops: list[dict], **kw) -> Trace:
         agents[agent] = idx + 1
         fields = dict(enqueued=spec.get("start", 0.0), start=0.0, end=0.0)
         fields.update(spec)
+        fields["accesses"] = tuple(sorted(fields.get("accesses", ()), key=lambda acc: acc.mode != READ))
         built.append(Op(id=i, index=idx, start_seq=seq, end_seq=seq + 1, **fields))
         seq += 2
     return Trace(ops=tuple(built), agents=tuple(sorted(agents)), **kw)
