@@ -429,19 +429,18 @@ def _in_issue_order(trace: Trace, found: dict) -> list[Hazard]:
     issued_at: dict[int, tuple] = {}  # op id -> (issuing agent, its index, its start_seq)
 
     def issue_key(op_id: int) -> tuple:
-        """trace.issue_order's comparison, once per op (many hazards share their ops)."""
-        k = issued_at.get(op_id)
-        if k is None:
-            ip = ops[issue_point(ops[op_id])]
-            k = issued_at[op_id] = (ip.agent, ip.index, ip.start_seq)
+        """What trace.issue_order compares, once per op (many hazards share their ops)."""
+        ip = ops[issue_point(ops[op_id])]
+        k = issued_at[op_id] = (ip.agent, ip.index, ip.start_seq)
         return k
 
     merged: dict[tuple, list] = {}
     for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, s_before_f_end, f_before_s_end) \
             in found.items():
         manifest = s_before_f_end
-        ka, kb = issue_key(fid), issue_key(sid)
-        if (kb[1] < ka[1]) if ka[0] == kb[0] else (kb[2] < ka[2]):  # sid was issued first
+        ka = issued_at.get(fid) or issue_key(fid)
+        kb = issued_at.get(sid) or issue_key(sid)
+        if (kb[1] < ka[1]) if ka[0] is kb[0] or ka[0] == kb[0] else (kb[2] < ka[2]):  # sid first
             fid, sid, fmode, smode = sid, fid, smode, fmode
             manifest = f_before_s_end
             if kind != USE_AFTER_FREE:
