@@ -35,6 +35,8 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
 
 
 def oplog_report(path: str, args) -> Report:
+    if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
+        raise ModelError("--strategy applies to a model input (.py), not an op log")
     from .oplog import load_oplog, simulate_oplog
     trace = simulate_oplog(load_oplog(path), seed=args.seed, jitter=args.jitter,
                            max_ops=args.max_ops, max_time=args.max_time)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analysis import analyse
+from .explore import perturb_for
 from .metrics import compute_metrics
 from .model import Model
 from .report import Report
@@ -26,14 +27,18 @@ class Row:
 
 def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
                      baseline: str | None = None) -> list[Row]:
-    """Simulate and analyse each variant with the same parameters and seed (``args``: an object
-    with ``seed``, ``jitter``, ``max_ops``, ``max_time``, as the CLI gives; defaults otherwise)."""
+    """Simulate and analyse each variant with the same parameters, seed and perturbation
+    (``args``: an object with ``seed``, ``jitter``, ``max_ops``, ``max_time``, ``strategy``,
+    ``depth``, as the CLI gives; defaults otherwise), each run as ``streamsim run`` would."""
     params = model.resolve(sets)
     seed, jitter = getattr(args, "seed", None), getattr(args, "jitter", 0.0)
     bounds = {k: getattr(args, k) for k in ("max_ops", "max_time") if hasattr(args, k)}
+    strategy, depth = getattr(args, "strategy", "random"), getattr(args, "depth", 2)
     rows = []
     for v in variants:
-        trace = simulate(model, v, params, seed=seed, jitter=jitter, **bounds)
+        perturb = perturb_for(model, v, params, strategy=strategy, depth=depth, seed=seed,
+                              jitter=jitter, **bounds)
+        trace = simulate(model, v, params, seed=seed, jitter=jitter, perturb=perturb, **bounds)
         rows.append(Row(v, Report(source=model.path, trace=trace, findings=analyse(trace),
                                   metrics=compute_metrics(trace), model=model.name, variant=v,
                                   params=dict(params), seed=seed, jitter=jitter)))

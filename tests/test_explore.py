@@ -310,3 +310,34 @@ def test_bad_input_is_one_line_and_exit_2(margin_model, tmp_path, capsys, argv, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_compare_applies_the_strategy_as_run_does(margin_model, capsys):
+    """`compare --strategy pct --seed K` perturbs each variant exactly as `run` with those flags:
+    the seed PCT found makes the latent RAW strike in both, and without the strategy it is latent."""
+    res = explore(margin_model, "racy", {"margin": 200.0}, runs=30, seed=1, strategy="pct",
+                  depth=3, jobs=1)
+    seed = res.patterns[0].first_seed
+    assert seed is not None
+
+    def racy_row(*flags: str) -> dict:
+        assert main(["compare", margin_model, "--variant", "racy", "--set", "margin=200",
+                     "--format", "json", *flags]) == 1
+        (row,) = json.loads(capsys.readouterr().out)["variants"]
+        return row
+
+    pct = racy_row("--strategy", "pct", "--depth", "3", "--seed", str(seed))
+    run = _replay_json(f"streamsim run {margin_model} --variant racy --set margin=200 "
+                       f"--strategy pct --depth 3 --seed {seed}", capsys)
+    assert pct["manifest"] == sum(h["manifest"] for h in run["hazards"]) >= 1
+    assert racy_row("--seed", str(seed))["manifest"] == 0
+
+
+def test_an_op_log_refuses_a_strategy(tmp_path, capsys):
+    """PCT perturbs a model's ops by their ids: an op log says so instead of ignoring the flag."""
+    log = tmp_path / "x.jsonl"
+    log.write_text('{"op":"launch","rank":0,"name":"k","writes":["x"],"dur":1}\n')
+    for argv in (["check", str(log)], ["timeline", str(log), "-o", str(tmp_path / "t.png")]):
+        assert main([*argv, "--strategy", "pct"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--strategy applies to a model input" in err, err
