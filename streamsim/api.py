@@ -226,7 +226,6 @@ class Host:
         self._events: dict[str, Event] = {}
         self._buffers: dict[str, Buffer] = {}
         self._handles = 0
-        self._recorded_streams: dict[str, list[str]] = {}
         self._whole: dict[str, dict[Buffer, Access]] = {READ: {}, WRITE: {}}
         self.log: list[str] = []  # an action log a model may append to (for call-order tests)
 
@@ -349,7 +348,8 @@ class Host:
         """
         e = self._e
         e.settle(self._h)
-        lasts = [e.stream(self.rank, n).last for n in self._recorded_streams.pop(buffer.name, ())]
+        recorded = e.recorded_streams.pop((self.rank, buffer.name), ())
+        lasts = [e.stream(self.rank, n).last for n in recorded]
         rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
                         (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
         rec.attrs["buffer"] = buffer.name
@@ -359,7 +359,7 @@ class Host:
         name = stream if isinstance(stream, str) else stream.name
         rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.name}, {name})")
         rec.attrs.update(buffer=buffer.name, stream=name)
-        self._recorded_streams.setdefault(buffer.name, []).append(name)
+        self._e.recorded_streams.setdefault((self.rank, buffer.name), []).append(name)
 
     # -- host work and syncs ------------------------------------------------------------------------
     def host_work(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),

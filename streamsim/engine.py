@@ -199,6 +199,9 @@ class Engine:
         self.collectives: dict[tuple, _Collective] = {}
         self.coll_issued: dict[tuple, int] = {}
         self.notes: list[Note] = []
+        # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
+        # keeps them per block, so any host thread of the rank may record and another free
+        self.recorded_streams: dict[tuple[int, str], list[str]] = {}
         self.current: _Host | None = None
         self.main_glet: greenlet | None = None
         self.injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}

@@ -516,3 +516,28 @@ def test_device_synchronize_does_not_wait_for_gloo_work():
     sync = one(tr, "rank0/main", kind="sync_device")
     assert sync.after == (one(tr, "rank0/compute", "k").id,)
     assert timing(sync) == (0, 100)
+
+
+def test_record_stream_on_one_host_thread_orders_a_free_on_another():
+    """The allocator keeps recorded streams per block, not per thread: thread A's record_stream(x,
+    side) makes thread B's later free(x) wait for side's work (SEMANTICS.md: caching allocator)."""
+    import streamsim as ss
+    shared = {}
+
+    def producer(host):
+        side = host.stream("side")
+        shared["x"] = buf = host.buffer("x", KB)
+        host.launch("use", stream=side, reads=[buf], dur=1000)
+        host.record_stream(buf, side)
+
+    def freer(host):
+        host.host_work("later", dur=50)
+        host.free(shared["x"])
+
+    sim = ss.Simulation()
+    sim.spawn(0, producer)
+    sim.spawn(0, freer, thread="freer")
+    tr = sim.run()
+    free = one(tr, "rank0/compute", kind="free")
+    assert free.after == (one(tr, "rank0/side", "use").id,)
+    assert timing(free) == (1000, 1000)
