@@ -25,7 +25,9 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
     trace = simulate(model, variant, params, **opts)
     findings = analyse(trace)
     cost = None
-    if fix_cost:
+    # PCT delays the ops created at its change points: a fix's extra ops would move them onto other
+    # ops, and the fixed run would not be the same schedule. So no cost under PCT.
+    if fix_cost and getattr(args, "strategy", "random") == "random":
         cost = cost_fixes(trace, findings,
                           lambda fixes: simulate(model, variant, params, fixes=fixes, base=trace,
                                                  **opts))

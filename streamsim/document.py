@@ -225,7 +225,8 @@ def _fix_cost(r: Report) -> Text:
     c = r.fix_cost
     if c is None:
         return t("Cost not measured (", code("run"), " re-simulates with the fixes unless ",
-                 code("--no-fix-cost"), "; op logs are not re-simulated).")
+                 code("--no-fix-cost"), "; op logs are not re-simulated, nor runs under ",
+                 code("--strategy pct"), ", whose delays a fix's extra ops would move).")
     text = t(f"Measured cost of applying all {c.syncs} proposed sync{'s' * (c.syncs != 1)} "
              "(re-simulated): makespan ", bold(f"{us(c.before.makespan_us)} → "
                                               f"{us(c.after.makespan_us)} "

@@ -341,3 +341,13 @@ def test_an_op_log_refuses_a_strategy(tmp_path, capsys):
         assert main([*argv, "--strategy", "pct"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--strategy applies to a model input" in err, err
+
+
+def test_fix_cost_is_not_measured_under_pct(margin_model, capsys):
+    """PCT's delays follow op creation order, which a fix's injected syncs shift: the re-simulated
+    run would be another schedule, so `run --strategy pct` reports no fix cost (random does)."""
+    base = ["run", margin_model, "--variant", "racy", "--format", "json", "--seed", "1"]
+    assert main(base) == 1
+    assert json.loads(capsys.readouterr().out)["fix_cost"] is not None
+    assert main(base + ["--strategy", "pct", "--depth", "2"]) == 1
+    assert json.loads(capsys.readouterr().out)["fix_cost"] is None
