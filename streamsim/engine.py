@@ -200,7 +200,7 @@ class Engine:
         self.coll_issued: dict[tuple, int] = {}
         self.notes: list[Note] = []
         # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
-        # keeps them per block, so any host thread of the rank may record and another free
+        # keeps them per block, so one host thread of the rank may record and another free
         self.recorded_streams: dict[tuple[int, str], list[str]] = {}
         self.current: _Host | None = None
         self.main_glet: greenlet | None = None
@@ -373,10 +373,7 @@ class Engine:
         rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
         self.seq = seq + 2
         if self.keyed:
-            if key is not None:
-                self.issued_by_key.setdefault(key, []).append(rec)
-            elif h.injected_hold:
-                rec.attrs["injected"] = True  # a fix's sync, not the program's own action
+            self._note_issue(h, key, rec)
         return rec
 
     def blocking_op(self, h: _Host, kind: str, name: str, location: str | None = None) -> _Rec:
@@ -392,11 +389,16 @@ class Engine:
         self.sync_clock(h)
         self.mark_start(rec, h.clock)
         if self.keyed:
-            if key is not None:
-                self.issued_by_key.setdefault(key, []).append(rec)
-            elif h.injected_hold:
-                rec.attrs["injected"] = True  # a fix's sync, not the program's own action
+            self._note_issue(h, key, rec)
         return rec
+
+    def _note_issue(self, h: _Host, key: tuple | None, rec: _Rec) -> None:
+        """With fixes injected: remember which program action issued ``rec``, or mark it as one of
+        a fix's own syncs (host_op and blocking_op, after :meth:`_before_issue`)."""
+        if key is not None:
+            self.issued_by_key.setdefault(key, []).append(rec)
+        elif h.injected_hold:
+            rec.attrs["injected"] = True  # a fix's sync, not the program's own action
 
     def end_blocking(self, h: _Host, rec: _Rec) -> None:
         h.clock = max(h.clock, self.env.now)
