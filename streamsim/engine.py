@@ -648,13 +648,16 @@ class Engine:
         blocked += [s.blocked() if callable(s.blocked) else s.blocked  # (stream waits: lazily)
                     for s in self.streams.values() if s.blocked is not None]
         stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
-        for r in self.recs if blocked else ():  # ops caught mid-way by a stall end where the
-            if r.start_seq >= 0 and r.end_seq < 0:  # simulation stopped (none unless a stall)
-                r.attrs["unfinished"] = True
-                self.mark_end(r, self.env.now)
+        caught = [r for r in self.recs if r.start_seq >= 0 and r.end_seq < 0] if blocked else []
+        waiting = {r.id: _unsatisfied(r) for r in caught}  # (before any of them is marked ended)
+        for r in caught:  # ops caught mid-way by a stall end where the simulation stopped
+            r.attrs["unfinished"] = True
+            self.mark_end(r, self.env.now)
         self._unmatched_notes()
         started = [r for r in self.recs if r.start_seq >= 0] if blocked else self.recs  # (a
         # stream stops with queued ops only when blocked: without a stall every op has run)
+        if any(waiting.values()):
+            _move_unsatisfied(waiting, started, len(started) != len(self.recs))
         bound = self.seq
         if self.lent:  # (only in a stall: a host still waits inside wait_recs)
             _reinsert_lent(started, self.lent)
@@ -673,6 +676,24 @@ class Engine:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _unsatisfied(r: _Rec) -> list[_Rec]:
+    """The ops an op caught by a stall still waited for (its ``after`` entries that never ended)."""
+    return [d for d in r.after if not d.done] if r.after else []
+
+
+def _move_unsatisfied(waiting: dict[int, list[_Rec]], started: list[_Rec], dense: bool) -> None:
+    """Take the waits a stall left unsatisfied out of ``after`` (whose ops end before the op starts,
+    the trace's contract) into ``attrs["waiting_for"]``, as final op ids, for the reports that name
+    what the op waited on (``trace.waited_on``)."""
+    new_id = {r.id: i for i, r in enumerate(started)} if dense else None
+    for r in started:
+        pending = waiting.get(r.id)
+        if pending:
+            r.after = [d for d in r.after if d not in pending]
+            ids = [d.id if new_id is None else new_id.get(d.id) for d in pending]
+            r.attrs["waiting_for"] = tuple(i for i in ids if i is not None)
 
 
 def _reinsert_lent(recs: list[_Rec], lent: dict[int, int]) -> None:

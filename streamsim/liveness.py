@@ -4,7 +4,7 @@ from __future__ import annotations
 import networkx as nx
 
 from .findings import Deadlock, Warning
-from .trace import Agent, Trace
+from .trace import Agent, Trace, waited_on
 
 HANDLE_NEVER_WAITED = "handle-never-waited"
 
@@ -48,8 +48,9 @@ def deadlock_from_stall(trace: Trace) -> Deadlock | None:
 
 
 def unwaited_handles(trace: Trace) -> list[int]:
-    """Ids of async ops with a handle that no ``wait`` or completed ``query`` lists in ``after``."""
-    waited = {r for op in trace.ops if op.kind in ("wait", "query") for r in op.after}
+    """Ids of async ops with a handle that no ``wait`` or completed ``query`` waited on (a wait a
+    stall left blocked counts: the handle was waited, it never completed)."""
+    waited = {r for op in trace.ops if op.kind in ("wait", "query") for r in waited_on(op)}
     return [op.id for op in trace.ops if op.handle is not None and op.id not in waited]
 
 

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from .engine import COLLECTIVE_KINDS
 from .gcpause import gc_paused
-from .trace import HOST, READ, Access, Op, Trace, View
+from .trace import HOST, READ, Access, Op, Trace, View, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
 _COMM = frozenset({"isend", "irecv", "isend_object", "send_object", "recv_object"}) | COLLECTIVE_KINDS
@@ -138,7 +138,7 @@ class _Writer:
             d["dur"] = _exact_dur(op.start, op.end)
         elif kind in ("record", "wait_event", "sync_event"):
             d["event"] = op.attrs["event"]
-            if kind != "record" and not op.after:
+            if kind != "record" and not waited_on(op):
                 d["_unrecorded"] = True  # the model's Event was never recorded (name_events)
         elif kind in _COMM:
             self.comm(kind, op, d)
@@ -179,7 +179,7 @@ class _Writer:
         """A ``wait`` or ``query`` line; an event query becomes ``sync_event`` (True) or ``host``."""
         op = s or h
         if kind == "query" and "handle" not in h.attrs:  # event.query(): not in the format
-            recorded = [self.trace.op(r) for r in h.after]
+            recorded = [self.trace.op(r) for r in waited_on(h)]
             if recorded and "event" in recorded[0].attrs:
                 return {**d, "op": "sync_event", "event": recorded[0].attrs["event"]}
             return {**d, "op": "host", "dur": 0.0}
@@ -195,8 +195,8 @@ class _Writer:
 
     def target(self, h: Op, op: Op) -> Op | None:
         """The op whose handle a wait/query names: its ``after`` edge, or by name (query False)."""
-        if op.after:
-            return self.trace.op(op.after[0])
+        if waited_on(op):
+            return self.trace.op(waited_on(op)[0])
         if self.by_handle is None:
             self.by_handle = {}
             for o in self.trace.ops:
@@ -213,8 +213,8 @@ class _Writer:
     def synced_stream(self, h: Op) -> str:
         if "stream" in h.attrs:
             return h.attrs["stream"]
-        if h.after:
-            return self.trace.op(h.after[0]).agent.name
+        if waited_on(h):
+            return self.trace.op(waited_on(h)[0]).agent.name
         suffix = ".synchronize()"
         return h.name[:-len(suffix)] if h.name.endswith(suffix) else "compute"
 

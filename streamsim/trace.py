@@ -7,7 +7,8 @@ Ordering is carried by three fields of an :class:`Op` (see docs/SEMANTICS.md):
 
 * ``issuer``: the host action that enqueued a stream op (the *enqueue* edge);
 * ``after``: ops that end before this op starts (events, NCCL enqueue, handle waits, host syncs,
-  ``is_completed()`` observed True, ``record_stream`` on free);
+  ``is_completed()`` observed True, ``record_stream`` on free); an op a stall left waiting keeps the
+  ops it still waited for in ``attrs["waiting_for"]`` instead (see :func:`waited_on`);
 * ``joins``: ops whose start happens before this op's *end* (message and collective edges: the
   sender's read is ordered before everything that follows the receive, not before the receive
   itself).
@@ -169,6 +170,13 @@ class Trace:
         for s in slots:
             if s is not None:
                 yield s
+
+
+def waited_on(op: Op) -> tuple[int, ...]:
+    """The ops ``op`` waited for: its ``after`` edges, and the waits a stall left unsatisfied
+    (``attrs["waiting_for"]``: those ops never ended, so they order nothing)."""
+    pending = op.attrs.get("waiting_for")
+    return op.after + tuple(pending) if pending else op.after
 
 
 def issue_point(op: Op) -> int:
