@@ -14,7 +14,7 @@ import random
 import sys
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, Iterable
@@ -656,15 +656,21 @@ class Engine:
         self._unmatched_notes()
         started = [r for r in self.recs if r.start_seq >= 0] if blocked else self.recs  # (a
         # stream stops with queued ops only when blocked: without a stall every op has run)
+        # ops that never started hold no sequence slot and are left out: the rest are renumbered
+        new_id = {r.id: i for i, r in enumerate(started)} if len(started) != len(self.recs) else None
         if any(waiting.values()):
-            _move_unsatisfied(waiting, started, len(started) != len(self.recs))
+            _move_unsatisfied(waiting, started, new_id)
+        if new_id is not None:
+            _hand_waits_to_issuers(self.recs, new_id)
         bound = self.seq
         if self.lent:  # (only in a stall: a host still waits inside wait_recs)
             _reinsert_lent(started, self.lent)
             bound += len(self.lent)
         if self.seq_holes:
             _dense_seqs(started, bound)
-        ops = _freeze_dense(started) if len(started) != len(self.recs) else _freeze(started)
+        ops = _freeze(started) if new_id is None else _freeze_dense(started, new_id)
+        if stall is not None and new_id is not None:
+            stall = _renumber_stall(stall, new_id)
         agents = sorted(set(self.hosts) | set(self.streams))
         end_time = max(map(_op_end, ops), default=0.0)
         return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(self.notes),
@@ -683,17 +689,29 @@ def _unsatisfied(r: _Rec) -> list[_Rec]:
     return [d for d in r.after if not d.done] if r.after else []
 
 
-def _move_unsatisfied(waiting: dict[int, list[_Rec]], started: list[_Rec], dense: bool) -> None:
+def _move_unsatisfied(waiting: dict[int, list[_Rec]], started: list[_Rec],
+                      new_id: dict[int, int] | None) -> None:
     """Take the waits a stall left unsatisfied out of ``after`` (whose ops end before the op starts,
     the trace's contract) into ``attrs["waiting_for"]``, as final op ids, for the reports that name
     what the op waited on (``trace.waited_on``)."""
-    new_id = {r.id: i for i, r in enumerate(started)} if dense else None
     for r in started:
         pending = waiting.get(r.id)
         if pending:
             r.after = [d for d in r.after if d not in pending]
             ids = [d.id if new_id is None else new_id.get(d.id) for d in pending]
             r.attrs["waiting_for"] = tuple(i for i in ids if i is not None)
+
+
+def _hand_waits_to_issuers(recs: list[_Rec], new_id: dict[int, int]) -> None:
+    """A stream op that never started (queued behind a stall) is left out of the trace, and with it
+    what it was to wait for: its issuing host action keeps that in ``attrs["waiting_for"]`` (a
+    ``work.wait()`` was called: its handle must not be reported as never waited)."""
+    for r in recs:
+        if r.start_seq < 0 and r.after and r.issuer in new_id:
+            kept = tuple(new_id[d.id] for d in r.after if d.id in new_id)
+            if kept:
+                issue = recs[r.issuer]
+                issue.attrs["waiting_for"] = (*issue.attrs.get("waiting_for", ()), *kept)
 
 
 def _reinsert_lent(recs: list[_Rec], lent: dict[int, int]) -> None:
@@ -732,9 +750,8 @@ def _freeze(recs: list[_Rec]) -> tuple[Op, ...]:
     return tuple(recs)
 
 
-def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:
+def _freeze_dense(recs: list[_Rec], new_id: dict[int, int]) -> tuple[Op, ...]:
     """Freeze the ops that ran, renumbering ids densely (never-started ops hold no sequence slot)."""
-    new_id = {r.id: i for i, r in enumerate(recs)}
     for r in recs:
         r.after = [a for a in r.after if a.id in new_id]
     ops = []
@@ -744,6 +761,13 @@ def _freeze_dense(recs: list[_Rec]) -> tuple[Op, ...]:
                          "after": tuple(new_id[a] for a in op.after),
                          "joins": tuple(new_id[j] for j in op.joins if j in new_id)}))
     return tuple(ops)
+
+
+def _renumber_stall(stall: Stall, new_id: dict[int, int]) -> Stall:
+    """The stall with its blocked agents' op ids renumbered as the trace's; an op that never started
+    (a stream op queued behind the wait that blocks) is not in the trace: None, its reason says it."""
+    return Stall(stall.time, tuple(b if b.op is None else replace(b, op=new_id.get(b.op))
+                                   for b in stall.blocked))
 
 
 def _model_location() -> str:

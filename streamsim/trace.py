@@ -174,7 +174,8 @@ class Trace:
 
 def waited_on(op: Op) -> tuple[int, ...]:
     """The ops ``op`` waited for: its ``after`` edges, and the waits a stall left unsatisfied
-    (``attrs["waiting_for"]``: those ops never ended, so they order nothing)."""
+    (``attrs["waiting_for"]``: those ops never ended, so they order nothing; on a host action, the
+    waits of the stream op it enqueued, which a stall kept from starting and the trace leaves out)."""
     pending = op.attrs.get("waiting_for")
     return op.after + tuple(pending) if pending else op.after
 

@@ -446,6 +446,31 @@ def test_a_wait_a_stall_left_blocked_orders_nothing_and_is_reported(stuck, tmp_p
     assert [waited_on(op) != () for op in again.ops if op.kind == stuck] == [True] * len(host)
 
 
+def test_a_stall_that_drops_queued_ops_names_the_blocked_ops_by_their_trace_ids(tmp_path, capsys):
+    """Ops that never started are left out and the rest renumbered: the stall's blocked ops must be
+    renumbered too (they pointed past the end of the trace, a traceback in JSON reports), and the
+    stream-side wait that never started still counts as a wait of its handle."""
+    from streamsim.cli import main
+    from streamsim.liveness import unwaited_handles
+    text = log({"op": "irecv", "rank": 1, "tensors": ["x"], "peer": 0, "handle": "r"},
+               {"op": "wait", "rank": 1, "handle": "r"},  # gates compute, which never runs it
+               {"op": "sync_stream", "rank": 1})
+    trace = run(text)
+    assert trace.stall is not None and len(trace.ops) < 5  # the compute-side wait never started
+    by_agent = {str(b.agent): b.op for b in trace.stall.blocked}
+    assert by_agent["rank1/compute"] is None  # blocked before its op started: no op in the trace
+    assert trace.op(by_agent["rank1/main"]).kind == "sync_stream"
+    assert trace.op(by_agent["rank1/nccl:pp"]).kind == "irecv"
+    assert unwaited_handles(trace) == []
+    path = tmp_path / "dropped.jsonl"
+    path.write_text(text)
+    assert main(["check", str(path), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [b["op"] and b["op"]["kind"] for b in report["deadlock"]["blocked"]] == \
+        ["sync_stream", None, "irecv"]
+    assert report["warnings"] == []
+
+
 def test_replay_is_deterministic_and_jitter_is_seeded():
     a, b = run(EXAMPLE), run(EXAMPLE)
     assert [(o.start, o.end) for o in a.ops] == [(o.start, o.end) for o in b.ops]
