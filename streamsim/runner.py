@@ -7,16 +7,19 @@ from .api import Simulation
 from .engine import BoundExceeded, ModelError
 from .model import Model, Params, load_model, user_frame
 from .trace import Trace
+from .wallclock import WallClockExceeded, default_wall_bound, wall_bound
 
 
 def simulate(model: Model | str, variant: str | None = None,
              params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
              jitter: float = 0.0, fixes: Sequence = (), base: Trace | None = None,
-             max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None) -> Trace:
+             max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None,
+             max_wall: float | None = None) -> Trace:
     """Build and run one variant of a model; errors in the model become one-line ModelErrors.
 
     ``fixes`` (from :func:`streamsim.fixes.propose_fix` on ``base``, the run they were found in)
     are injected as extra syncs at the places they name, to measure what the fix costs.
+    ``max_wall``: seconds of wall-clock time the run may take (default: ``default_wall_bound``).
     """
     if isinstance(model, str):
         model = load_model(model)
@@ -27,11 +30,16 @@ def simulate(model: Model | str, variant: str | None = None,
     meta = {"model": model.name, "variant": variant, "params": dict(values), "seed": seed,
             "jitter": jitter}
     try:
-        model.build(sim, values, variant)
-        if fixes:
-            from .inject import inject_fixes
-            inject_fixes(sim.engine, base, fixes)
-        return sim.run(source=model.path, meta=meta)
+        with wall_bound(default_wall_bound(max_ops) if max_wall is None else max_wall,
+                        " (every run is bounded: 600 s, or 100 us per op --max-ops allows)"
+                        if max_wall is None else ""):
+            model.build(sim, values, variant)
+            if fixes:
+                from .inject import inject_fixes
+                inject_fixes(sim.engine, base, fixes)
+            return sim.run(source=model.path, meta=meta)
+    except WallClockExceeded as e:  # interrupted wherever the model was: name that line
+        raise WallClockExceeded(f"{user_frame(e, model.path)}: {e}") from None
     except BoundExceeded as e:
         raise BoundExceeded(f"{model.path}: {e}") from None
     except ModelError as e:
