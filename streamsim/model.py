@@ -11,6 +11,7 @@ Loading and parameter errors raise :class:`ModelError` with one line naming the 
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -113,7 +114,9 @@ def load_model(path: str) -> Model:
     if not os.path.isfile(path):
         raise ModelError(f"{path}: no such model file")
     name = "streamsim_model_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
+    # an explicit loader: a model file need not end in .py (spec_from_file_location gives None)
+    spec = importlib.util.spec_from_file_location(
+        name, path, loader=importlib.machinery.SourceFileLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     try:
         with open(path, encoding="utf-8") as f:
@@ -133,9 +136,12 @@ def load_model(path: str) -> Model:
     if not callable(build):
         raise ModelError(f"{path}: a model must define build(sim, params, variant)")
     params = getattr(module, "PARAMS", [])
-    if not all(isinstance(p, Param) for p in params):
+    if not isinstance(params, (list, tuple)) or not all(isinstance(p, Param) for p in params):
         raise ModelError(f"{path}: PARAMS must be a list of streamsim.Param")
-    variants = dict(getattr(module, "VARIANTS", {}) or {"default": "the only variant"})
+    variants = getattr(module, "VARIANTS", {}) or {"default": "the only variant"}
+    if not isinstance(variants, Mapping) or not all(isinstance(k, str) for k in variants):
+        raise ModelError(f"{path}: VARIANTS must be a dict of variant name -> description")
+    variants = {k: str(v) for k, v in variants.items()}
     return Model(path=path, name=os.path.splitext(os.path.basename(path))[0],
                  params={p.name: p for p in params}, variants=variants, build=build,
                  doc=(module.__doc__ or "").strip(), module=module)

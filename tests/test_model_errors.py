@@ -82,6 +82,26 @@ def test_missing_file_and_missing_build(tmp_path):
     assert "must define build(sim, params, variant)" in one_line(err)
 
 
+@pytest.mark.parametrize("declaration, expected", [
+    ('VARIANTS = ["racy", "fixed"]', "VARIANTS must be a dict of variant name -> description"),
+    ('VARIANTS = {1: "one"}', "VARIANTS must be a dict of variant name -> description"),
+    ('from streamsim import Param\nPARAMS = Param("pp", int, 2)',
+     "PARAMS must be a list of streamsim.Param"),
+])
+def test_ill_typed_declarations_are_one_line(tmp_path, declaration, expected):
+    """VARIANTS or PARAMS of the wrong shape: one line, not a traceback from deep in the loader."""
+    path = write(tmp_path, declaration + "\ndef build(sim, p, v): pass\n")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert one_line(err) == f"{path}: {expected}"
+
+
+def test_a_model_file_need_not_end_in_py(tmp_path):
+    """The file is read as Python whatever its name (importlib finds no loader for other names)."""
+    model = load_model(write(tmp_path, GOOD, name="model.txt"))
+    assert list(model.variants) == ["racy", "fixed"]
+
+
 def test_unknown_variant(tmp_path):
     """An unknown variant names the model, the variant and the known variants."""
     path = write(tmp_path, GOOD)
@@ -166,3 +186,43 @@ def test_runaway_model_names_the_model_and_the_bound(tmp_path):
     with pytest.raises(BoundExceeded) as err:
         simulate(path, max_ops=1000)
     assert one_line(err).startswith(f"{path}: the model issued more than 1000 ops (max_ops)")
+
+
+LOOP_IN_BUILD = '''\
+def build(sim, p, variant):
+    while True:
+        pass
+'''
+
+LOOP_IN_HOST = '''\
+def build(sim, p, variant):
+    def prog(host):
+        host.launch("k", dur=1)
+        while True:
+            pass
+    sim.spawn(0, prog)
+'''
+
+
+@pytest.mark.parametrize("text, line", [(LOOP_IN_BUILD, 2), (LOOP_IN_HOST, 4)])
+def test_a_loop_that_issues_no_ops_meets_the_wall_clock_bound(tmp_path, text, line):
+    """No op, no simulated time: neither --max-ops nor --max-time can stop it; the wall-clock bound
+    does, naming the line it interrupted, and leaves no timer or handler behind."""
+    import signal
+    import time
+    path = write(tmp_path, text)
+    handler = signal.getsignal(signal.SIGALRM)
+    t0 = time.monotonic()
+    with pytest.raises(BoundExceeded) as err:
+        simulate(path, max_wall=0.3)
+    assert time.monotonic() - t0 < 5
+    assert one_line(err).startswith(f"{path}:{line}: the run took more than 0.3 s")
+    assert signal.getsignal(signal.SIGALRM) is handler
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert simulate(write(tmp_path, GOOD, "good.py"), max_wall=0.3).ops  # a quick run is unaffected
+
+
+def test_the_default_wall_clock_bound_grows_with_max_ops():
+    from streamsim.wallclock import default_wall_bound
+    assert default_wall_bound(5_000_000) == 600.0  # the default --max-ops: ~50 s of engine time
+    assert default_wall_bound(100_000_000) == 10_000.0
