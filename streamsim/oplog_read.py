@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # a \ud800-\udfff escape (paired ones decode)
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
 
@@ -250,6 +252,12 @@ class _Parser:
             raise _Bad(f"malformed JSON: {msg}{col}") from None
         except RecursionError:
             raise _Bad("malformed JSON: nested too deeply") from None
+        if "\\u" in s and _SURROGATE.search(s):  # only an escape can make one: check then
+            try:
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise _Bad(f"a string holds an unpaired surrogate escape "
+                           f"(\\u{ord(e.object[e.start]):04x}): not text") from None
         if not isinstance(obj, dict):
             raise _Bad(f"expected a JSON object, got {_type_name(obj)}")
         if "op" not in obj:

@@ -151,6 +151,8 @@ ERRORS = [
      '{"op":"isend","tensors":["x"],"group":"tp","peer":2}', 1,
      "ranks [0, 1] differ from the ranks [0, 1, 2] of group 'tp'"),
     ('# header\n\n   \n{"op":"launch"}\n{"op":"bogus"}', 5, "unknown op 'bogus'"),
+    ('{"op":"launch","name":"ok \\ud83d\\ude00"}\n{"op":"launch","name":"x\\uDC00"}', 2,
+     "unpaired surrogate escape (\\udc00): not text"),  # no report could print it
 ]
 
 
