@@ -104,20 +104,23 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
 
     used = {category(op) for op in ops}
     entries = len(used) + (trace.stall is not None) + (hazard is not None)
-    rows = -(-entries // 6)  # legend rows of at most 6 entries, evenly filled
-    ncol = -(-entries // rows)
+    rows = max(1, -(-entries // 6))  # legend rows of at most 6 entries, evenly filled
+    ncol = max(1, -(-entries // rows))
     n = len(agents)
     extra = (0.45 if hazard is not None else 0.0) + 0.2 * (rows - 1)  # the hazard text, legend
     height = 2.0 + 0.42 * n + extra
     fig = new_figure(13.0, height)
     bottom = (1.05 + extra) / height
     ax = fig.add_axes((0.15, bottom, 0.83, 1 - bottom - 0.55 / height))
-    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_ylim(max(n, 1) - 0.5, -0.5)
     ax.set_xlim(t0 - span * 0.01, t1 + span * 0.01)
     ax.set_yticks(range(n), [agent_label(a) for a in agents], fontsize=8.5)
     ax.set_xlabel("simulated time (µs)", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    digits = 0 if span >= 50 else 1 if span >= 5 else 2  # no run of equal labels on short spans
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{round(v, digits) + 0.0:,.{digits}f}"))
+    if span < 1e-6:  # nothing took simulated time (a run that stalled at once): one tick
+        ax.set_xticks([t0])
     ax.grid(axis="x", color="#e6e6e6", lw=0.6)
     ax.set_axisbelow(True)
     for i in range(n):
@@ -146,6 +149,9 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
                     bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
                     if stuck else None)  # readable over the hatching
 
+    if not ops:  # an empty op log, say: an empty chart that says so, not an error
+        ax.text(0.5, 0.5, "no ops in this trace", transform=ax.transAxes, ha="center",
+                va="center", fontsize=10, color="#666666")
     legend = [Patch(fc=CATEGORY[c][0], label=CATEGORY[c][1]) for c in CATEGORY if c in used]
     if trace.stall is not None:
         ax.axvline(trace.stall.time, color="#d00000", lw=1.2, ls="--", zorder=5)

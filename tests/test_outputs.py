@@ -396,3 +396,23 @@ def test_a_long_trace_gets_a_local_graph_around_the_hazard(models, monkeypatch):
     assert {h.first, h.second} <= set(local) and set(local) <= set(whole)
     assert local.edges[issue_order(report.trace, h)[0].id,
                        issue_order(report.trace, h)[1].id]["kind"] == "missing"
+
+
+def test_timeline_of_an_empty_or_instant_trace_draws_and_says_so():
+    """An empty op log (no ops) and a run that stalls at time 0 (no span) still draw: the empty one
+    says there is nothing, the instant one gets one tick instead of a row of equal labels."""
+    import matplotlib.pyplot as plt
+    from streamsim.oplog import parse_oplog, simulate_oplog
+    from streamsim.timeline import draw_timeline
+    empty = draw_timeline(simulate_oplog(parse_oplog("", "empty.jsonl")))
+    assert "no ops in this trace" in [t.get_text() for t in empty.axes[0].texts]
+    stalled = simulate_oplog(parse_oplog(
+        '{"op":"irecv","peer":1,"tensors":["b"],"handle":"r"}\n'
+        '{"op":"wait","handle":"r","blocking":true}\n', "stall.jsonl"))
+    assert stalled.stall is not None and stalled.end_time == 0.0
+    instant = draw_timeline(stalled)
+    instant.canvas.draw()
+    labels = [t.get_text() for t in instant.axes[0].get_xticklabels()]
+    assert labels == ["0.00"]
+    plt.close(empty)
+    plt.close(instant)
