@@ -336,7 +336,7 @@ def _dask_client(scheduler):
         return scheduler, False
     try:
         return Client(scheduler, timeout="10s"), True
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ValueError: not an address ("missing port number")
         raise ModelError(f"--scheduler {scheduler}: cannot connect: {e}") from None
 
 

@@ -275,6 +275,14 @@ def test_scheduler_without_dask_is_a_one_line_error(margin_model, monkeypatch):
         explore(margin_model, "racy", runs=2, scheduler="tcp://127.0.0.1:8786")
 
 
+def test_a_scheduler_that_is_not_an_address_is_a_one_line_error(margin_model, capsys):
+    """Dask refuses 'bogus' with a ValueError (no port), not an OSError: still one line, exit 2."""
+    from streamsim.cli import main
+    assert main(["explore", margin_model, "--runs", "2", "--scheduler", "bogus", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--scheduler bogus: cannot connect" in err
+
+
 def test_a_failing_run_names_its_seed(tmp_path):
     from streamsim.engine import ModelError
     model = tmp_path / "flaky.py"
