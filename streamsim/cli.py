@@ -5,6 +5,8 @@ Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one lin
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from typing import Sequence
 
@@ -30,10 +32,11 @@ def _add_run_options(p: argparse.ArgumentParser, *, variant_many: bool = False) 
 
 def _add_sim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed for jitter (default: none)")
-    p.add_argument("--jitter", type=float, default=0.0,
+    p.add_argument("--jitter", type=_finite(0, strict=False), default=0.0,
                    help="multiplicative duration jitter F: factors in [e^-F, e^F] (default 0)")
-    p.add_argument("--max-ops", type=int, default=5_000_000, help="stop a runaway model here")
-    p.add_argument("--max-time", type=float, default=1e12,
+    p.add_argument("--max-ops", type=_positive_int, default=5_000_000,
+                   help="stop a runaway model here")
+    p.add_argument("--max-time", type=_finite(0, strict=True), default=1e12,
                    help="stop a runaway model at this simulated time (us)")
     p.add_argument("--strategy", choices=("random", "pct"), default="random",
                    help="schedule perturbation: random = jitter only; pct = PCT delays at "
@@ -83,7 +86,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _finite(low: float, strict: bool):
+    """An argparse type: a finite number above ``low`` (``float`` alone takes 'inf' and 'nan')."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {'>' if strict else '>='} {low:g}, got {text}")
+        return value
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {text}")
+    return value
+
+
+def _console() -> None:
+    """Reports carry names from models and op logs: where the console cannot encode a character
+    (LC_ALL=C), write it escaped rather than die; with stdout closed, write nowhere."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if stream is not None and encoding != "utf8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _console()
     args = build_parser().parse_args(argv)
     from . import commands, explore_cli
     handler = getattr(commands, f"cmd_{args.command}", None) or \
@@ -93,14 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelError as e:
         print(f"streamsim: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # (an OSError: before it) the reader went away, e.g. `| head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except OSError as e:  # an output folder that cannot be made, a file that cannot be read
         where = f"{e.filename}: " if e.filename else ""
         print(f"streamsim: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

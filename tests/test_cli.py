@@ -35,6 +35,40 @@ def test_user_mistakes_are_one_line_and_exit_2(argv, expected, capsys):
     assert expected in _one_error_line(capsys)
 
 
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--jitter", "nan", "expected a finite number >= 0, got nan"),
+    ("--jitter", "inf", "expected a finite number >= 0, got inf"),
+    ("--max-time", "inf", "expected a finite number > 0, got inf"),  # no bound: sums overflow
+    ("--max-time", "0", "expected a finite number > 0, got 0"),
+    ("--max-ops", "0", "expected an integer > 0, got 0"),
+])
+def test_bounds_and_jitter_must_be_finite_numbers(flag, value, expected, capsys):
+    """float() takes 'nan' and 'inf': nan jitter ran silently, an infinite --max-time let a huge
+    dur reach an infinite end time that the timeline could not draw."""
+    with pytest.raises(SystemExit) as exc:
+        main(["run", VLLM, flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"argument {flag}: {expected}" in err
+
+
+def test_a_console_that_cannot_encode_a_name_gets_it_escaped(tmp_path):
+    """LC_ALL=C: names from an op log (any Unicode) are written escaped, not a UnicodeEncodeError."""
+    import os
+    import subprocess
+    import sys
+    log = tmp_path / "names.jsonl"
+    log.write_text('{"op":"launch","name":"前向","writes":["x"],"dur":1}\n'
+                   '{"op":"launch","name":"后向","stream":"s2","writes":["x"],"dur":1}\n',
+                   encoding="utf-8")
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "LC_ALL": "C"}
+    done = subprocess.run([sys.executable, "-m", "streamsim", "check", str(log), "--format",
+                           "markdown"], capture_output=True, env=env, cwd=ROOT)
+    assert done.returncode == 1, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"\\u524d\\u5411" in done.stdout  # 前向, escaped
+
+
 def test_bad_op_log_names_file_and_line(tmp_path, capsys):
     log = tmp_path / "bad.jsonl"
     log.write_text(RACE + '{"op":"lunch"}\n')
