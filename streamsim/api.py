@@ -46,6 +46,8 @@ class Simulation:
 
     def spawn(self, rank: int, program: Callable, *args, thread: str = "main") -> None:
         """Run ``program(host, *args)`` on host thread ``thread`` of ``rank``."""
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ModelError(f"spawn: rank must be a non-negative int, got {rank!r}")
         self.engine.add_host(rank, thread, program, args, Host)
 
     def run(self, source: str = "", meta: dict | None = None) -> Trace:
@@ -279,6 +281,8 @@ class Host:
 
     def buffer(self, name: str, nbytes: int, stream: Stream | str | None = None) -> Buffer:
         """A tensor's storage: allocated on ``stream`` (default: the current stream)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ModelError(f"buffer {name!r}: nbytes must be a non-negative int, got {nbytes!r}")
         s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
         buf = Buffer(self.rank, name, nbytes, s)
         self._buffers[name] = buf

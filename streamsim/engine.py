@@ -241,8 +241,9 @@ class Engine:
 
     def scaled(self, dur: float, rec: _Rec) -> float:
         """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
-        if dur < 0:
-            raise ModelError(f"negative duration {dur} for {rec.name}")
+        if not 0 <= dur < math.inf:  # (nan fails both)
+            raise ModelError(f"{'negative' if dur < 0 else 'non-finite'} duration {dur} for "
+                             f"{rec.name}")
         if self.jitter and dur > 0:
             dur *= math.exp(self.jitter * (2.0 * self.rng.random() - 1.0))
         if self.perturb is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import math
 import os
 import sys
 import traceback
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .engine import ModelError
+from .wallclock import WallClockExceeded, default_wall_bound, wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
 
@@ -44,8 +46,11 @@ class Param:
                 value: Any = low in ("1", "true", "yes", "on")
             else:
                 value = self.type(text)
+                if self.type is float and not math.isfinite(value):
+                    raise ValueError
         except ValueError:
-            raise ModelError(f"--set {self.name}={text}: expected {_TYPES.get(self.type, self.type)}")
+            raise ModelError(f"--set {self.name}={text}: expected "
+                             f"{'a finite float' if self.type is float else _TYPES.get(self.type, self.type)}")
         return self.check(value)
 
     def check(self, value: Any) -> Any:
@@ -127,9 +132,15 @@ def load_model(path: str) -> Model:
         raise ModelError(f"{path}: cannot read: {e}") from None
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)
-    except ModelError:
+        with wall_bound(default_wall_bound(0), " (loading a model is bounded at 600 s)"):
+            exec(code, module.__dict__)
+    except ModelError as e:
+        if isinstance(e, WallClockExceeded):
+            raise ModelError(f"{user_frame(e, path)}: {e}") from None
         raise
+    except SystemExit as e:
+        raise ModelError(f"{user_frame(e, path)}: the model called sys.exit({e.code!r}) while "
+                         "loading") from None
     except Exception as e:
         raise ModelError(f"{user_frame(e, path)}: error while loading: {type(e).__name__}: {e}") from None
     build = getattr(module, "build", None)

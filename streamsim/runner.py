@@ -46,5 +46,8 @@ def simulate(model: Model | str, variant: str | None = None,
         msg = str(e)
         raise ModelError(msg if msg.startswith(model.path) else
                          f"{user_frame(e, model.path)}: {msg}") from None
+    except SystemExit as e:  # (a BaseException) would end the tool silently, exit code and all
+        raise ModelError(f"{user_frame(e, model.path)}: the model called sys.exit({e.code!r})") \
+            from None
     except Exception as e:
         raise ModelError(f"{user_frame(e, model.path)}: {type(e).__name__}: {e}") from None

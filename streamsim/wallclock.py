@@ -28,8 +28,8 @@ def wall_bound(seconds: float | None, hint: str = "") -> Iterator[None]:
     """Raise :class:`WallClockExceeded` in whatever runs, if the block lasts more than ``seconds``
     (``hint``: how to raise the bound, appended to the message)."""
     if (not seconds or threading.current_thread() is not threading.main_thread()
-            or not hasattr(signal, "setitimer")):
-        yield
+            or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield  # (a bound already armed, by a caller or the process: it stays the one that holds)
         return
 
     def expire(signum, frame):

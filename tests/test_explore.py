@@ -307,7 +307,7 @@ def test_ddmin_is_1_minimal():
     (["explore", "{m}", "--jobs", "0"], "--jobs must be >= 1"),
     (["explore", "{m}", "--strategy", "pct", "--depth", "0"], "--depth must be >= 1"),
     (["sweep", "{m}", "--grid", "bogus=1,2"], "unknown parameter 'bogus'"),
-    (["sweep", "{m}", "--grid", "margin=1,x"], "expected float"),
+    (["sweep", "{m}", "--grid", "margin=1,x"], "expected a finite float"),
     (["sweep", "{m}"], "at least one --grid"),
     (["sweep", "{m}", "--grid", "margin=1", "--metric", "speed"], "--metric speed: unknown"),
     (["shrink", "/nonexistent.jsonl", "-o", "/tmp/x.jsonl"], "cannot read the op log"),

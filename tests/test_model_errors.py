@@ -1,6 +1,7 @@
 """Model-file errors: each is one ModelError line naming the file and line, or the field."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -120,7 +121,7 @@ def test_unknown_set_key(tmp_path):
 
 @pytest.mark.parametrize("setting, expected", [
     ("pp=abc", "--set pp=abc: expected int"),
-    ("scale=fast", "--set scale=fast: expected float"),
+    ("scale=fast", "--set scale=fast: expected a finite float"),
     ("fast=maybe", "--set fast=maybe: expected bool"),
     ("mode=c", "--set mode=c: must be one of a, b"),
     ("pp", "--set pp: expected key=value"),
@@ -226,3 +227,44 @@ def test_the_default_wall_clock_bound_grows_with_max_ops():
     from streamsim.wallclock import default_wall_bound
     assert default_wall_bound(5_000_000) == 600.0  # the default --max-ops: ~50 s of engine time
     assert default_wall_bound(100_000_000) == 10_000.0
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("    def prog(host):\n        import sys\n        sys.exit(0)\n    sim.spawn(0, prog)\n",
+     "the model called sys.exit(0)"),
+    ("    def prog(host):\n        host.launch('k', dur=float('nan'))\n    sim.spawn(0, prog)\n",
+     "non-finite duration nan for k"),
+    ("    def prog(host):\n        host.launch('k', dur=float('inf'))\n    sim.spawn(0, prog)\n",
+     "non-finite duration inf for k"),
+    ("    def prog(host):\n        host.buffer('b', -16)\n    sim.spawn(0, prog)\n",
+     "buffer 'b': nbytes must be a non-negative int, got -16"),
+    ("    sim.spawn(-1, lambda host: None)\n", "spawn: rank must be a non-negative int, got -1"),
+])
+def test_model_mistakes_that_used_to_pass_silently(tmp_path, body, expected):
+    """sys.exit ended the tool with no output (exit 0); nan durations ran as 0 and inf ones as a
+    false deadlock; a negative buffer size or rank was accepted. Each is now one line."""
+    path = write(tmp_path, "def build(sim, p, variant):\n" + body)
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err).startswith(path) and expected in one_line(err)
+
+
+def test_sys_exit_or_an_endless_loop_while_loading(tmp_path, monkeypatch):
+    import streamsim.model
+    path = write(tmp_path, "import sys\nsys.exit(3)\n")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert one_line(err) == f"{path}:2: the model called sys.exit(3) while loading"
+    monkeypatch.setattr(streamsim.model, "default_wall_bound", lambda max_ops: 0.3)
+    path = write(tmp_path, "X = 0\nwhile True:\n    X += 1\n", name="loop.py")
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert re.match(rf"{re.escape(path)}:[23]: the run took more than 0.3 s", one_line(err))
+
+
+def test_float_parameters_must_be_finite(tmp_path):
+    path = write(tmp_path, GOOD)
+    for text in ("nan", "inf", "-inf", "1e400"):
+        with pytest.raises(ModelError) as err:
+            simulate(path, params=[f"scale={text}"])
+        assert one_line(err) == f"--set scale={text}: expected a finite float"
