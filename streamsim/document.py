@@ -21,6 +21,8 @@ Span = tuple[str, str]
 Text = tuple[Span, ...]
 
 MAX_OCCURRENCES = 5  # other occurrences listed per hazard pattern
+MAX_EXPLAINED = 20  # patterns explained in full (each explanation walks part of the trace)
+MAX_PATTERN_ROWS = 200  # rows of the pattern table (an op log's every line is its own pattern)
 MAX_WARNINGS = 3  # warnings shown per kind
 
 
@@ -251,7 +253,7 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
                                "source lines); each is explained below from its first "
                                "manifest occurrence (the first one when none struck).")),
                         _summary_table(trace, groups)]
-    for n, ((kind, buffer, *_), hs) in enumerate(groups, 1):
+    for n, ((kind, buffer, *_), hs) in enumerate(groups[:MAX_EXPLAINED], 1):
         h = next((x for x in hs if x.manifest), hs[0])  # the occurrence that struck, if any
         manifest = sum(x.manifest for x in hs)
         ranks = ", ".join(map(str, sorted({x.rank for x in hs})))
@@ -294,12 +296,16 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
             doc.append(Bullets(tuple(items)))
         if n == 1:
             doc += _hb_picture(pictures)
+    if len(groups) > MAX_EXPLAINED:
+        doc.append(Para(t(f"The other {len(groups) - MAX_EXPLAINED} patterns are not explained "
+                          "here (the first ones are, in the order of the table); report.json "
+                          "has every hazard.")))
     return doc
 
 
 def _summary_table(trace: Trace, groups: list) -> Table:
     rows = []
-    for n, ((kind, buffer, *_), hs) in enumerate(groups, 1):
+    for n, ((kind, buffer, *_), hs) in enumerate(groups[:MAX_PATTERN_ROWS], 1):
         a, b = trace.op(hs[0].first), trace.op(hs[0].second)
         manifest = sum(x.manifest for x in hs)
         rows.append((t(str(n)), t(kind), t(code(buffer)),
@@ -307,6 +313,11 @@ def _summary_table(trace: Trace, groups: list) -> Table:
                      t(f"{hs[0].second_mode} ", code(b.name), f" on {b.agent.name}"),
                      t(str(len(hs))), t(str(manifest)),
                      t(", ".join(map(str, sorted({x.rank for x in hs}))))))
+    if len(groups) > MAX_PATTERN_ROWS:
+        more = groups[MAX_PATTERN_ROWS:]
+        rows.append((t("…"), t(f"{len(more)} more patterns"), t(""), t(""), t(""),
+                     t(str(sum(len(hs) for _, hs in more))),
+                     t(str(sum(x.manifest for _, hs in more for x in hs))), t("")))
     return Table(("#", "kind", "buffer", "first access", "second access", "occurrences",
                   "manifest", "ranks"), tuple(rows))
 

@@ -416,3 +416,21 @@ def test_timeline_of_an_empty_or_instant_trace_draws_and_says_so():
     assert labels == ["0.00"]
     plt.close(empty)
     plt.close(instant)
+
+
+def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch):
+    """An op log makes every line its own pattern: explaining thousands of them (each a walk over
+    the trace) made --out take minutes. The first MAX_EXPLAINED are explained, the table is capped,
+    and both say how many more there are."""
+    import streamsim.document as document
+    monkeypatch.setattr(document, "MAX_EXPLAINED", 4)
+    monkeypatch.setattr(document, "MAX_PATTERN_ROWS", 6)
+    lines = [json.dumps({"op": "launch", "name": f"k{i}", "stream": f"s{i % 2}", "writes": ["x"],
+                         "dur": 1}) for i in range(11)]  # 10 unordered writes after the first
+    log = tmp_path / "many.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(log), "--format", "markdown"]) == 1
+    md = capsys.readouterr().out
+    assert md.count("occurrence, in full:") == 4
+    assert "The other 6 patterns are not explained here" in md
+    assert "4 more patterns" in md  # table: 6 rows, then the 4 others in one
