@@ -47,6 +47,8 @@ def oplog_report(path: str, args) -> Report:
 
 
 def _emit(report: Report, fmt: str, out: str | None) -> int:
+    if out is not None and not out.strip():
+        raise ModelError("--out: empty folder name")
     if out:
         from .outputs import write_outputs
         write_outputs(report, out)

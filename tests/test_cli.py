@@ -99,3 +99,25 @@ def test_run_json_is_byte_identical_across_runs(capsys):
     first = capsys.readouterr().out
     assert main(argv) == 1
     assert capsys.readouterr().out == first
+
+
+def test_an_empty_out_folder_is_an_error_not_ignored(tmp_path, capsys):
+    log = tmp_path / "race.jsonl"
+    log.write_text(RACE)
+    assert main(["check", str(log), "--out", ""]) == 2
+    assert "--out: empty folder name" in _one_error_line(capsys)
+
+
+def test_a_write_error_names_the_users_file_not_the_temp_file(tmp_path, monkeypatch, capsys):
+    """A read-only folder failed with 'streamsim: DIR/.report.md.wtak8u2n.tmp: Permission denied'
+    (simulated here: the tests may run as root, for whom no folder is read-only)."""
+    import streamsim.atomic as atomic
+
+    def refuse(*args, **kw):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "out" / ".report.md.x.tmp"))
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refuse)
+    log = tmp_path / "race.jsonl"
+    log.write_text(RACE)
+    assert main(["check", str(log), "--out", str(tmp_path / "out")]) == 2
+    err = _one_error_line(capsys)
+    assert ".tmp" not in err and "Permission denied" in err and str(tmp_path / "out") in err
