@@ -93,7 +93,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare_variants, render_compare, compare_json
     model = load_model(args.model)
-    variants = [model.check_variant(v) for v in (args.variant or model.variants)]
+    variants = list(dict.fromkeys(model.check_variant(v) for v in (args.variant or model.variants)))
+    baseline = args.baseline or getattr(model.module, "BASELINE", None)
+    if baseline is not None:
+        where = "--baseline" if args.baseline else f"{model.path}: BASELINE"
+        if baseline not in model.variants:
+            raise ModelError(f"{where} {baseline!r}: unknown variant (known: "
+                             f"{', '.join(model.variants)})")
+        if baseline not in variants:  # the costs are relative to it: run it too
+            variants.append(baseline)
     rows = compare_variants(model, variants, args.set, args, baseline=args.baseline)
     if args.format == "json":
         sys.stdout.write(json.dumps(compare_json(rows, model, args), indent=2) + "\n")
@@ -108,7 +116,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _input_report(args: argparse.Namespace) -> Report:
     """Run the input of ``graph``/``timeline``: a model (.py) or an op log (.jsonl); fixes are not
     costed (a picture does not need them)."""
-    if args.input.endswith(".jsonl"):
+    from .oplog import is_oplog_path
+    if is_oplog_path(args.input):
         return oplog_report(args.input, args)
     return _model_report(load_model(args.input), args.variant, args.set, args, fix_cost=False)
 

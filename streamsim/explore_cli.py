@@ -140,7 +140,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time,
                 require_manifest=args.manifest, hazard_index=args.hazard,
                 progress=not args.quiet)
-    if args.input.endswith(".py"):
+    from .oplog import is_oplog_path
+    if not is_oplog_path(args.input):
         res = shrink_model(args.input, args.output, args.variant, args.set,
                            strategy=args.strategy, depth=args.depth, **opts)
     else:

@@ -10,4 +10,13 @@ from .oplog_replay import simulate_oplog
 from .oplog_write import dump_oplog, oplog_text
 
 __all__ = ["OpLog", "Line", "GroupSpec", "load_oplog", "parse_oplog", "simulate_oplog",
-           "dump_oplog", "oplog_text"]
+           "dump_oplog", "oplog_text", "is_oplog_path"]
+
+
+OPLOG_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def is_oplog_path(path: str) -> bool:
+    """Whether an input file is an op log (by its extension, any case) rather than a model file:
+    the one rule for every command that takes either."""
+    return path.lower().endswith(OPLOG_SUFFIXES)
