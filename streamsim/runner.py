@@ -29,6 +29,7 @@ def simulate(model: Model | str, variant: str | None = None,
                      perturb=perturb)
     meta = {"model": model.name, "variant": variant, "params": dict(values), "seed": seed,
             "jitter": jitter}
+    before = _globals_fingerprint(model)
     try:
         with wall_bound(default_wall_bound(max_ops) if max_wall is None else max_wall,
                         " (every run is bounded: 600 s, or 100 us per op --max-ops allows)"
@@ -37,7 +38,7 @@ def simulate(model: Model | str, variant: str | None = None,
             if fixes:
                 from .inject import inject_fixes
                 inject_fixes(sim.engine, base, fixes)
-            return sim.run(source=model.path, meta=meta)
+            trace = sim.run(source=model.path, meta=meta)
     except WallClockExceeded as e:  # interrupted wherever the model was: name that line
         raise WallClockExceeded(f"{user_frame(e, model.path)}: {e}") from None
     except BoundExceeded as e:
@@ -51,3 +52,26 @@ def simulate(model: Model | str, variant: str | None = None,
             from None
     except Exception as e:
         raise ModelError(f"{user_frame(e, model.path)}: {type(e).__name__}: {e}") from None
+    changed = _changed_global(before, _globals_fingerprint(model))
+    if changed is not None:
+        raise ModelError(f"{model.path}: the run changed the model's global {changed!r}: runs of "
+                         "one model must not share state (explore and compare reuse the loaded "
+                         "model; keep the state inside build())")
+    return trace
+
+
+def _globals_fingerprint(model: Model) -> dict[str, tuple]:
+    """What a run could change in the model's module: each global's identity, and the contents of
+    a global list, dict or set (its repr when small, else its size): a shallow check, cheap enough
+    for every run, that catches the usual counter or cache kept between runs."""
+    if model.module is None:
+        return {}
+    return {k: (id(v), (repr(v) if len(v) <= 256 else len(v))
+                if isinstance(v, (list, dict, set)) else None)
+            for k, v in vars(model.module).items() if not k.startswith("__")}
+
+
+def _changed_global(before: dict[str, tuple], after: dict[str, tuple]) -> str | None:
+    if before == after:
+        return None
+    return next((k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)))

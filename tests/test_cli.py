@@ -121,3 +121,51 @@ def test_a_write_error_names_the_users_file_not_the_temp_file(tmp_path, monkeypa
     assert main(["check", str(log), "--out", str(tmp_path / "out")]) == 2
     err = _one_error_line(capsys)
     assert ".tmp" not in err and "Permission denied" in err and str(tmp_path / "out") in err
+
+
+STATEFUL = '''\
+VARIANTS = {"a": "first", "b": "second"}
+CALLS = [0]
+
+
+def build(sim, p, variant):
+    CALLS[0] += 1  # state kept between runs: a second run would differ from a first one
+    def prog(host):
+        host.launch("k", writes=[host.buffer("x", 16)], dur=1)
+    sim.spawn(0, prog)
+'''
+
+
+def test_a_model_that_keeps_state_between_runs_is_refused(tmp_path, capsys):
+    """compare (and explore) reuse the loaded model: a model that changes its globals in a run made
+    'compare' disagree with 'run --variant b'. Each run now checks that the globals are as before."""
+    model = tmp_path / "stateful.py"
+    model.write_text(STATEFUL)
+    assert main(["compare", str(model)]) == 2
+    assert "the run changed the model's global 'CALLS'" in _one_error_line(capsys)
+    model.write_text(STATEFUL.replace("CALLS[0] += 1", "calls = [1]"))
+    assert main(["compare", str(model)]) == 0
+
+
+def test_compare_baseline_is_checked_and_run(tmp_path, capsys):
+    """An unknown --baseline (or BASELINE) left the cost column blank; one outside --variant was
+    dropped; a variant named twice was run twice."""
+    assert main(["compare", VLLM, "--baseline", "nope"]) == 2
+    assert "--baseline 'nope': unknown variant" in _one_error_line(capsys)
+    bad = tmp_path / "bad_baseline.py"
+    bad.write_text(STATEFUL.replace("CALLS[0] += 1", "pass") + 'BASELINE = "zzz"\n')
+    assert main(["compare", str(bad)]) == 2
+    assert f"{bad}: BASELINE 'zzz': unknown variant" in _one_error_line(capsys)
+    assert main(["compare", VLLM, "--variant", "regressed_49274", "--variant", "regressed_49274",
+                 "--baseline", "pre_49274", "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [v["variant"] for v in out["variants"]] == ["regressed_49274", "pre_49274"]
+
+
+def test_an_op_log_is_known_by_its_extension_in_any_case(tmp_path, capsys):
+    """graph/timeline executed race.JSONL as Python (and said it lacked build()); shrink took any
+    non-.py file as an op log. One rule now: .jsonl/.ndjson/.json in any case is an op log."""
+    log = tmp_path / "race.JSONL"
+    log.write_text(RACE)
+    assert main(["graph", str(log), "-o", str(tmp_path / "g.dot")]) == 1
+    assert "1 data hazard" in capsys.readouterr().out
