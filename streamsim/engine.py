@@ -245,7 +245,11 @@ class Engine:
             raise ModelError(f"{'negative' if dur < 0 else 'non-finite'} duration {dur} for "
                              f"{rec.name}")
         if self.jitter and dur > 0:
-            dur *= math.exp(self.jitter * (2.0 * self.rng.random() - 1.0))
+            try:
+                dur *= math.exp(self.jitter * (2.0 * self.rng.random() - 1.0))
+            except OverflowError:
+                raise ModelError(f"jitter {self.jitter:g} overflows the duration of {rec.name} "
+                                 "(factors up to e^jitter)") from None
         if self.perturb is not None:
             dur += self.perturb(self.rng, rec)
         return dur
@@ -560,9 +564,9 @@ class Engine:
         else:
             m.recv_started.succeed()
             if not m.arrived.triggered:
-                s.blocked = lambda: Blocked(s.agent, rec.id, f"{rec.name} from rank"
-                                            f"{rec.attrs['peer']} waits for the matching send's "
-                                            "data", self._peer_agents(m.send, rec.attrs["peer"]))
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"{_from_peer(rec)} waits for the "
+                                            "matching send's data",
+                                            self._peer_agents(m.send, rec.attrs["peer"]))
                 yield m.arrived
                 s.blocked = None
             rec.joins = [m.send.id]
@@ -683,6 +687,12 @@ class Engine:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _from_peer(rec: _Rec) -> str:
+    """``irecv(x) from rank1``: the receive's name, with its peer unless the name already says it."""
+    peer = f"from rank{rec.attrs['peer']}"
+    return rec.name if rec.name.endswith(peer) else f"{rec.name} {peer}"
 
 
 def _unsatisfied(r: _Rec) -> list[_Rec]:

@@ -141,3 +141,22 @@ def test_device_runaway_stops_at_max_time():
     sim.spawn(0, prog)
     with pytest.raises(BoundExceeded, match="max_time"):
         sim.run()
+
+
+def test_a_receive_with_no_sender_names_its_peer_once():
+    """The API names a receive 'irecv(x) from rank1'; the stall reason added 'from rank1' again."""
+    def prog(host):
+        host.group("pp").irecv(host.buffer("x", 16), src=1)
+    tr = simulate(prog, groups=[("pp", [0, 1], {})])
+    (b,) = [b for b in tr.stall.blocked if b.agent.kind == "stream"]
+    assert b.reason == "irecv(x) from rank1 waits for the matching send's data"
+
+
+def test_a_jitter_that_overflows_a_duration_is_a_model_error():
+    """--jitter 1e308 is finite, but e^1e308 is not: an OverflowError blamed on the model's line."""
+    from streamsim import ModelError
+    def prog(host):
+        for _ in range(10):  # (a factor below 1 underflows to 0 instead: ten draws, seeded)
+            host.launch("k", dur=1.0)
+    with pytest.raises(ModelError, match=r"jitter 1e\+308 overflows the duration of k"):
+        simulate(prog, seed=1, jitter=1e308)
