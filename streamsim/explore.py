@@ -367,10 +367,20 @@ def execute(tasks: Sequence[tuple[RunSpec, int | None]], *, jobs: int | None = N
             from concurrent.futures import ProcessPoolExecutor, as_completed
             with ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context()) as pool:
                 futures = {pool.submit(run_tasks, chunk): i for i, chunk in enumerate(chunks)}
+                failed: dict[int, BaseException] = {}
                 for fut in as_completed(futures):
                     i = futures[fut]
-                    out[i] = fut.result()
+                    try:
+                        out[i] = fut.result()
+                    except Exception as e:  # raised below, once it is known to be the first
+                        failed[i] = e
                     bar.update(len(chunks[i]))
+                    if failed:  # report the first failing run in seed order, whatever finished
+                        first = min(failed)  # first: as with jobs=1 (chunks are contiguous)
+                        if all(out[j] is not None or j in failed for j in range(first)):
+                            for f in futures:
+                                f.cancel()
+                            raise failed[first]
     return [r for chunk in out for r in chunk]
 
 

@@ -295,6 +295,23 @@ def test_a_failing_run_names_its_seed(tmp_path):
         explore(str(model), "racy", runs=20, jitter=0.3, jobs=1)
 
 
+def test_the_failing_run_reported_is_the_first_one_whatever_the_jobs(tmp_path):
+    """With jobs=2 the error named whichever chunk of runs failed first in wall time (seed 0 or 32,
+    from one invocation to the next); it is now the first failing seed, as with jobs=1."""
+    from streamsim.engine import ModelError
+    model = tmp_path / "always.py"
+    model.write_text(MARGIN_MODEL.replace(  # every run fails; seed 0's first, later in wall time
+        '        host.launch("consume"',
+        '        if sim.engine.seed == 0:\n'
+        '            import time\n'
+        '            time.sleep(0.5)\n'
+        '        raise RuntimeError("always")\n'
+        '        host.launch("consume"'))
+    for jobs in (1, 2):
+        with pytest.raises(ModelError, match=r"^run with seed 0: "):
+            explore(str(model), "racy", runs=200, jitter=0.3, jobs=jobs)
+
+
 def test_ddmin_is_1_minimal():
     need = {3, 17, 18, 40}
     got = ddmin(range(64), lambda xs: need <= set(xs))
