@@ -149,6 +149,14 @@ def load_model(path: str) -> Model:
     params = getattr(module, "PARAMS", [])
     if not isinstance(params, (list, tuple)) or not all(isinstance(p, Param) for p in params):
         raise ModelError(f"{path}: PARAMS must be a list of streamsim.Param")
+    seen: set[str] = set()
+    for p in params:
+        if p.type not in _TYPES:
+            raise ModelError(f"{path}: parameter {p.name!r}: type must be int, float, str or bool, "
+                             f"not {getattr(p.type, '__name__', p.type)}")
+        if p.name in seen:
+            raise ModelError(f"{path}: parameter {p.name!r} is declared twice")
+        seen.add(p.name)
     variants = getattr(module, "VARIANTS", {}) or {"default": "the only variant"}
     if not isinstance(variants, Mapping) or not all(isinstance(k, str) for k in variants):
         raise ModelError(f"{path}: VARIANTS must be a dict of variant name -> description")

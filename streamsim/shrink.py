@@ -158,8 +158,10 @@ def _choose(found: dict[HazardKey, bool], hazard_pattern, hazard_index: int | No
 def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
                 hazard_index: int | None = None, require_manifest: bool = False,
                 seed: int | None = None, jitter: float = 0.0, max_ops: int = 5_000_000,
-                max_time: float = 1e12, progress: bool = False) -> ShrinkResult:
-    """:func:`shrink` on op-log text (``path`` names it in messages)."""
+                max_time: float = 1e12, progress: bool = False,
+                source: str | None = None) -> ShrinkResult:
+    """:func:`shrink` on op-log text (``path`` names its lines; ``source``, when the text was
+    dumped from a model's run, names that run in messages instead)."""
     from .atomic import write_atomic
     cands = _Candidates(text, path, seed, jitter, max_ops, max_time)
     everything = tuple(cands.lines)
@@ -167,8 +169,8 @@ def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
     if found is None:  # replay the original once more to raise its own error
         from .oplog import simulate_oplog
         simulate_oplog(cands.oplog, **cands.opts)
-        raise ModelError(f"{path}: the op log cannot be replayed")
-    key = _choose(found, hazard_pattern, hazard_index, path, require_manifest)
+        raise ModelError(f"{source or path}: the op log cannot be replayed")
+    key = _choose(found, hazard_pattern, hazard_index, source or path, require_manifest)
 
     def test(keep: Sequence[int]) -> bool:
         keep = cands.repair(keep)
@@ -257,7 +259,8 @@ def shrink_model(model, out_path: str, variant: str | None = None,
     label = f"{os.path.splitext(model.path)[0]}.{variant}.jsonl"
     return shrink_text(oplog_text(trace), label, out_path, hazard_pattern,
                        hazard_index=hazard_index, require_manifest=require_manifest,
-                       max_ops=max_ops, max_time=max_time, progress=progress)
+                       max_ops=max_ops, max_time=max_time, progress=progress,
+                       source=f"{model.path} [{variant}]")
 
 
 def render_shrink(res: ShrinkResult) -> str:

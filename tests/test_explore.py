@@ -312,6 +312,13 @@ def test_the_failing_run_reported_is_the_first_one_whatever_the_jobs(tmp_path):
             explore(str(model), "racy", runs=200, jitter=0.3, jobs=jobs)
 
 
+def test_shrinking_a_clean_model_names_the_model_not_a_made_up_file(margin_model, tmp_path, capsys):
+    """It said 'MODEL_STEM.fixed.jsonl: no data hazard to shrink', a file that does not exist."""
+    assert main(["shrink", margin_model, "--variant", "fixed", "-o", str(tmp_path / "s.jsonl"),
+                 "-q"]) == 2
+    assert f"streamsim: {margin_model} [fixed]: no data hazard to shrink" in capsys.readouterr().err
+
+
 def test_ddmin_is_1_minimal():
     need = {3, 17, 18, 40}
     got = ddmin(range(64), lambda xs: need <= set(xs))

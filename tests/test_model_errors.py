@@ -88,6 +88,10 @@ def test_missing_file_and_missing_build(tmp_path):
     ('VARIANTS = {1: "one"}', "VARIANTS must be a dict of variant name -> description"),
     ('from streamsim import Param\nPARAMS = Param("pp", int, 2)',
      "PARAMS must be a list of streamsim.Param"),
+    ('from streamsim import Param\nPARAMS = [Param("steps", list, [])]',
+     "parameter 'steps': type must be int, float, str or bool, not list"),
+    ('from streamsim import Param\nPARAMS = [Param("pp", int, 2), Param("pp", int, 4)]',
+     "parameter 'pp' is declared twice"),
 ])
 def test_ill_typed_declarations_are_one_line(tmp_path, declaration, expected):
     """VARIANTS or PARAMS of the wrong shape: one line, not a traceback from deep in the loader."""
