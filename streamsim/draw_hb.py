@@ -168,7 +168,7 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
     bottom = (0.28 * (legend_rows + len(notes)) + 0.25) / height
     ax = fig.add_axes((LABEL_W / width, bottom, 1 - (LABEL_W + 0.2) / width, top - bottom))
     ax.set_xlim(-0.6, max(ncols, 5) - 0.4)
-    ax.set_ylim(len(lane_list) - 0.5, -0.5)
+    ax.set_ylim(max(len(lane_list), 1) - 0.5, -0.5)  # (an empty trace has no lane)
     ax.axis("off")
 
     for a, i in row.items():  # lane bands and labels

@@ -7,6 +7,7 @@ before writing any of them (see :mod:`streamsim.outputs`).
 from __future__ import annotations
 
 import io
+import warnings
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -33,7 +34,11 @@ def figure_bytes(fig: Figure, fmt: str, dpi: int = DPI) -> bytes:
     if fmt not in FORMATS:
         raise ValueError(f"unknown picture format {fmt!r} (use {', '.join(FORMATS)})")
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "streamsim", "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "streamsim", "svg.fonttype": "path"}), \
+            warnings.catch_warnings():
+        # a name in a script the font lacks (CJK, say) is drawn as boxes; matplotlib also warns
+        # once per glyph, dozens of lines on stderr for one picture: the picture says enough
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     return buf.getvalue()
 

@@ -434,3 +434,21 @@ def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch
     assert md.count("occurrence, in full:") == 4
     assert "The other 6 patterns are not explained here" in md
     assert "4 more patterns" in md  # table: 6 rows, then the 4 others in one
+
+
+def test_pictures_of_unusual_traces_print_no_matplotlib_warnings(tmp_path, capsys):
+    """A CJK op name printed one 'Glyph ... missing from font' warning per glyph (dozens of lines
+    on stderr for one picture); an empty trace warned about a singular y range."""
+    import warnings
+    log = tmp_path / "cjk.jsonl"
+    log.write_text('{"op":"launch","name":"前向传播","writes":["x"],"dur":1}\n'
+                   '{"op":"launch","name":"后向传播","stream":"s2","writes":["x"],"dur":1}\n',
+                   encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["graph", str(log), "-o", str(tmp_path / "g.png")]) == 1
+        assert main(["timeline", str(log), "-o", str(tmp_path / "t.png")]) == 1
+        assert main(["graph", str(empty), "-o", str(tmp_path / "e.png")]) == 0
+    assert [str(w.message) for w in caught] == []
