@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .engine import ModelError
@@ -94,6 +95,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 1 if res.found else 0
 
 
+def _set_key(text: str) -> tuple[str, str]:
+    key, _, value = text.partition("=")
+    return key.strip(), value
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
     from .model import load_model
@@ -104,6 +110,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          f"{', '.join(METRICS + COUNTS)})")
     model = load_model(args.model)
     grid = parse_grid(model, args.grid)
+    both = sorted({k for k, _ in map(_set_key, args.set)} & set(grid))
+    if both:
+        raise ModelError(f"--set {both[0]} and --grid {both[0]}: a parameter is either fixed or "
+                         "swept, not both")
+    if args.plot:
+        fmt = os.path.splitext(args.plot)[1].lstrip(".").lower()
+        if fmt not in ("png", "svg", "pdf"):
+            raise ModelError(f"--plot {args.plot}: cannot tell the format from the extension "
+                             "(use .png, .svg, .pdf)")
     rows = sweep(model, args.variant, grid, args.set, seed=args.seed, jitter=args.jitter,
                  strategy=args.strategy, depth=args.depth, runs=args.runs, jobs=args.jobs,
                  scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,

@@ -61,7 +61,10 @@ def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
                 except ValueError:
                     raise ModelError(f"--grid {spec}: bad range {item!r} (expected a..b)") from None
             else:
-                values.append(param.parse(item))
+                try:
+                    values.append(param.parse(item))
+                except ModelError as e:  # Param names --set; here it is --grid
+                    raise ModelError(f"--grid {spec}: {str(e).split(': ', 1)[-1]}") from None
         if not values:
             raise ModelError(f"--grid {spec}: no values")
         grid[key] = values
