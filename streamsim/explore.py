@@ -302,9 +302,26 @@ def run_one(spec: RunSpec, seed: int | None) -> RunResult:
                      ops=len(trace.ops), metrics=compute_metrics(trace), params=dict(spec.params))
 
 
-def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult]:
-    """Run a chunk of ``(spec, seed)`` tasks in order (the unit of work sent to a worker)."""
-    return [run_one(spec, seed) for spec, seed in tasks]
+@dataclass(frozen=True)
+class _Failed:
+    """A chunk's first failing run, sent back as plain data: an exception object does not always
+    survive pickling back from a worker (once Dask is imported, a forked worker failed to pickle
+    a ModelError and died, and the caller got a BrokenProcessPool instead of the message)."""
+
+    error: type
+    message: str
+
+    def exception(self) -> Exception:
+        return self.error(self.message)
+
+
+def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult] | _Failed:
+    """Run a chunk of ``(spec, seed)`` tasks in order (the unit of work sent to a worker); a run
+    that fails ends the chunk with a :class:`_Failed`."""
+    try:
+        return [run_one(spec, seed) for spec, seed in tasks]
+    except ModelError as e:
+        return _Failed(type(e), str(e))
 
 
 # --- executors ------------------------------------------------------------------------------------
@@ -361,7 +378,10 @@ def execute(tasks: Sequence[tuple[RunSpec, int | None]], *, jobs: int | None = N
     with _progress(len(tasks), progress, desc) as bar:
         if jobs == 1:
             for i, chunk in enumerate(chunks):
-                out[i] = run_tasks(chunk)
+                got = run_tasks(chunk)
+                if isinstance(got, _Failed):
+                    raise got.exception()
+                out[i] = got
                 bar.update(len(chunk))
         else:
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -370,10 +390,11 @@ def execute(tasks: Sequence[tuple[RunSpec, int | None]], *, jobs: int | None = N
                 failed: dict[int, BaseException] = {}
                 for fut in as_completed(futures):
                     i = futures[fut]
-                    try:
-                        out[i] = fut.result()
-                    except Exception as e:  # raised below, once it is known to be the first
-                        failed[i] = e
+                    got = fut.result()
+                    if isinstance(got, _Failed):  # raised below, once known to be the first
+                        failed[i] = got.exception()
+                    else:
+                        out[i] = got
                     bar.update(len(chunks[i]))
                     if failed:  # report the first failing run in seed order, whatever finished
                         first = min(failed)  # first: as with jobs=1 (chunks are contiguous)
@@ -399,6 +420,9 @@ def _execute_dask(tasks: list, scheduler, progress: bool, desc: str) -> list[Run
     finally:
         if owned:
             client.close()
+    failed = next((r for r in results if isinstance(r, _Failed)), None)  # the first, in seed order
+    if failed is not None:
+        raise failed.exception()
     return [r for chunk in results for r in chunk]
 
 
