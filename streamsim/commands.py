@@ -122,12 +122,18 @@ def _input_report(args: argparse.Namespace) -> Report:
     return _model_report(load_model(args.input), args.variant, args.set, args, fix_cost=False)
 
 
+def picture_format(path: str, formats: tuple[str, ...], flag: str = "") -> str:
+    """The format an output file's extension names, one of ``formats``; else a one-line error."""
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    if fmt not in formats:
+        raise ModelError(f"{flag + ' ' if flag else ''}{path}: cannot tell the format from the "
+                         f"extension (use {', '.join('.' + f for f in formats)})")
+    return fmt
+
+
 def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
     """Check ``-o``'s extension, run the input, write ``render(report, fmt, window)`` atomically."""
-    fmt = os.path.splitext(args.output)[1].lstrip(".").lower()
-    if fmt not in formats:
-        raise ModelError(f"{args.output}: cannot tell the format from the extension "
-                         f"(use {', '.join('.' + f for f in formats)})")
+    fmt = picture_format(args.output, formats)
     if args.window is not None and args.window < 0:
         raise ModelError(f"--window must be >= 0, not {args.window}")
     report = _input_report(args)

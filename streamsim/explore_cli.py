@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from .engine import ModelError
@@ -115,10 +114,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ModelError(f"--set {both[0]} and --grid {both[0]}: a parameter is either fixed or "
                          "swept, not both")
     if args.plot:
-        fmt = os.path.splitext(args.plot)[1].lstrip(".").lower()
-        if fmt not in ("png", "svg", "pdf"):
-            raise ModelError(f"--plot {args.plot}: cannot tell the format from the extension "
-                             "(use .png, .svg, .pdf)")
+        from .commands import picture_format
+        from .figures import FORMATS
+        picture_format(args.plot, FORMATS, "--plot")
     rows = sweep(model, args.variant, grid, args.set, seed=args.seed, jitter=args.jitter,
                  strategy=args.strategy, depth=args.depth, runs=args.runs, jobs=args.jobs,
                  scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .engine import ModelError
-from .wallclock import WallClockExceeded, default_wall_bound, wall_bound
+from .wallclock import WallClockExceeded, wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
 
@@ -132,11 +132,11 @@ def load_model(path: str) -> Model:
         raise ModelError(f"{path}: cannot read: {e}") from None
     sys.modules[name] = module
     try:
-        with wall_bound(default_wall_bound(0), " (loading a model is bounded at 600 s)"):
+        with wall_bound():
             exec(code, module.__dict__)
-    except ModelError as e:
-        if isinstance(e, WallClockExceeded):
-            raise ModelError(f"{user_frame(e, path)}: {e}") from None
+    except WallClockExceeded as e:  # interrupted wherever the loading was: name that line
+        raise WallClockExceeded(f"{user_frame(e, path)}: {e}") from None
+    except ModelError:
         raise
     except SystemExit as e:
         raise ModelError(f"{user_frame(e, path)}: the model called sys.exit({e.code!r}) while "

@@ -195,8 +195,9 @@ class _Writer:
 
     def target(self, h: Op, op: Op) -> Op | None:
         """The op whose handle a wait/query names: its ``after`` edge, or by name (query False)."""
-        if waited_on(op):
-            return self.trace.op(waited_on(op)[0])
+        waited = waited_on(op)
+        if waited:
+            return self.trace.op(waited[0])
         if self.by_handle is None:
             self.by_handle = {}
             for o in self.trace.ops:
@@ -213,8 +214,9 @@ class _Writer:
     def synced_stream(self, h: Op) -> str:
         if "stream" in h.attrs:
             return h.attrs["stream"]
-        if waited_on(h):
-            return self.trace.op(waited_on(h)[0]).agent.name
+        waited = waited_on(h)
+        if waited:
+            return self.trace.op(waited[0]).agent.name
         suffix = ".synchronize()"
         return h.name[:-len(suffix)] if h.name.endswith(suffix) else "compute"
 

@@ -7,7 +7,7 @@ from .api import Simulation
 from .engine import BoundExceeded, ModelError
 from .model import Model, Params, load_model, user_frame
 from .trace import Trace
-from .wallclock import WallClockExceeded, default_wall_bound, wall_bound
+from .wallclock import WallClockExceeded, wall_bound
 
 
 def simulate(model: Model | str, variant: str | None = None,
@@ -31,9 +31,7 @@ def simulate(model: Model | str, variant: str | None = None,
             "jitter": jitter}
     before = _globals_fingerprint(model)
     try:
-        with wall_bound(default_wall_bound(max_ops) if max_wall is None else max_wall,
-                        " (every run is bounded: 600 s, or 100 us per op --max-ops allows)"
-                        if max_wall is None else ""):
+        with wall_bound(max_wall, max_ops=max_ops):
             model.build(sim, values, variant)
             if fixes:
                 from .inject import inject_fixes

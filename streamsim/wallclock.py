@@ -24,9 +24,13 @@ class WallClockExceeded(BoundExceeded):
 
 
 @contextmanager
-def wall_bound(seconds: float | None, hint: str = "") -> Iterator[None]:
+def wall_bound(seconds: float | None = None, *, max_ops: int = 0) -> Iterator[None]:
     """Raise :class:`WallClockExceeded` in whatever runs, if the block lasts more than ``seconds``
-    (``hint``: how to raise the bound, appended to the message)."""
+    (None: :func:`default_wall_bound` of ``max_ops``, and the message says how to raise it)."""
+    hint = ""
+    if seconds is None:
+        seconds = default_wall_bound(max_ops)
+        hint = " (the bound is 600 s, or 100 us per op --max-ops allows)"
     if (not seconds or threading.current_thread() is not threading.main_thread()
             or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
         yield  # (a bound already armed, by a caller or the process: it stays the one that holds)

@@ -254,12 +254,12 @@ def test_model_mistakes_that_used_to_pass_silently(tmp_path, body, expected):
 
 
 def test_sys_exit_or_an_endless_loop_while_loading(tmp_path, monkeypatch):
-    import streamsim.model
+    import streamsim.wallclock
     path = write(tmp_path, "import sys\nsys.exit(3)\n")
     with pytest.raises(ModelError) as err:
         load_model(path)
     assert one_line(err) == f"{path}:2: the model called sys.exit(3) while loading"
-    monkeypatch.setattr(streamsim.model, "default_wall_bound", lambda max_ops: 0.3)
+    monkeypatch.setattr(streamsim.wallclock, "default_wall_bound", lambda max_ops: 0.3)
     path = write(tmp_path, "X = 0\nwhile True:\n    X += 1\n", name="loop.py")
     with pytest.raises(ModelError) as err:
         load_model(path)
