@@ -16,6 +16,10 @@ for each byte range, the last write and the last read of each agent since that w
 decide, for every access, whether it races with some earlier access to the same bytes (see
 ``tests/test_hb.py`` for the exact property, checked against brute-force graph reachability).
 
+A storage that some op frees also keeps each agent's latest access since its previous free: a free
+is checked against all of them (SEMANTICS.md: a free while another stream may still use the buffer),
+not only against the last write and the reads since it, which a write in between would have hidden.
+
 Hazards: one per (first op, second op, kind, storage), its range covering the racing segments;
 ``first`` is the op issued first (host program order; see ``trace.issue_order``), which may have
 started after the other. The kind is RAW, WAR or WAW from the two modes in that order, or
@@ -123,6 +127,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     # The global sequence (the order of Trace.in_hb_order) without a tuple per item: an op at its
     # start_seq unless left out; ~id at its end_seq when its end joins (or clocks are kept).
     seq: list = [None] * (2 * n)
+    freed: set[tuple[int, str]] = set()  # storages some op frees: their accesses are also kept per agent
     for op in ops:
         ag = op.agent
         try:
@@ -144,6 +149,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             seq[op.start_seq] = op
             if keep_clocks:
                 seq[op.end_seq] = ~oid
+            if op.kind == "free":
+                freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
 
     clocks = [[0] * (na + 1) for _ in range(na)]
     seen = [[-1] * na for _ in range(na)]
@@ -218,9 +225,11 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     # or None. A live segment never changes its bounds: a split replaces it with new ones and kills
     # it (lo = None), so a view that remembers a live segment spanning exactly its bytes can use it
     # without a lookup.
-    stores: dict[tuple[int, str], tuple[list[int], list[list]]] = {}
-    # id(view) -> [remembered segment, lo, hi, starts, segs, rank, buffer, view]: views are shared
-    # by the many accesses to one buffer (the view kept so that its id is not reused).
+    stores: dict[tuple[int, str], tuple[list[int], list[list], dict | None]] = {}
+    # id(view) -> [remembered segment, lo, hi, starts, segs, rank, buffer, view, touched]: views
+    # are shared by the many accesses to one buffer (the view kept so that its id is not reused).
+    # touched: for a storage that is freed somewhere, {agent: (rec, access)}, each agent's latest
+    # access since the storage's last free (None for the others, which need no such record).
     entries: dict[int, list] = {}
     entries_get = entries.get
 
@@ -255,10 +264,26 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
         sk = (v.rank, v.buffer)
         st = stores.get(sk)
         if st is None:
-            st = stores[sk] = ([], [])
+            st = stores[sk] = ([], [], {} if sk in freed else None)
         ent = entries[_id(v)] = [_DEAD, v.offset, v.offset + v.nbytes, st[0], st[1], v.rank,
-                                 v.buffer, v]
+                                 v.buffer, v, st[2]]
         return ent
+
+    def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: list[int], ent: list) -> None:
+        """Record op's access of a freed-somewhere storage; a free first checks, for every other
+        agent, its latest access since the previous free: the use-after-free rule of SEMANTICS.md
+        (a free while another stream may still use the buffer), which the last-write and
+        reads-since rules alone miss once a later write has replaced what that agent touched."""
+        if op.kind == "free":
+            lo, hi = ent[1], ent[2]
+            for b, (r, racc) in touched.items():
+                if b != a and C[b] < r[2]:
+                    v = racc.view
+                    flo, fhi = max(lo, v.offset), min(hi, v.offset + v.nbytes)
+                    if flo < fhi:
+                        report(r, racc.mode, op, acc, USE_AFTER_FREE, flo, fhi, ent[5], ent[6])
+            touched.clear()
+        touched[a] = (rec, acc)
 
     for op in filter(None, seq):
         if op.__class__ is int:  # an end that joins (or whose clock is kept)
@@ -331,6 +356,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             ent = entries_get(_id(acc.view))
             if ent is None:
                 ent = entry(acc.view)
+            if ent[8] is not None:
+                touch(ent[8], op, a, rec, acc, C, ent)
             s = ent[0]
             if acc.mode == READ:
                 if s[0] is not None:

@@ -420,7 +420,8 @@ BUFFERS = ("a", "b", "c")
 @st.composite
 def random_traces(draw) -> Trace:
     """One rank: a host thread issuing kernels (with or without an issuer edge), host accesses,
-    event records/waits, stream/event syncs, and message-like ops with joins, on 2-3 streams."""
+    event records/waits, stream/event syncs, message-like ops with joins, and frees, on 2-3
+    streams."""
     streams = [Agent(0, STREAM, f"s{i}") for i in range(draw(st.integers(2, 3)))]
     ops: list[dict] = []
     last_on: dict[Agent, int] = {}
@@ -451,7 +452,7 @@ def random_traces(draw) -> Trace:
 
     for _ in range(draw(st.integers(1, 14))):
         what = draw(st.sampled_from(("launch", "launch", "host", "record", "wait_event", "sync",
-                                     "join")))
+                                     "join", "free")))
         s = draw(st.sampled_from(streams))
         if what == "launch":
             add(s, "launch", issuer=issue(), accesses=accesses())
@@ -465,6 +466,10 @@ def random_traces(draw) -> Trace:
         elif what == "sync":
             src = draw(st.sampled_from(streams))
             add(H, "sync_stream", after=(last_on[src],) if src in last_on else ())
+        elif what == "free":  # the allocator takes the whole buffer back: a write on stream s
+            buf = draw(st.sampled_from(BUFFERS))
+            view = views.setdefault((buf, 0, NBYTES), View(0, buf, 0, NBYTES))
+            add(s, "free", issuer=issue(), accesses=(Access(view, WRITE),))
         elif ops:  # a receive-like op: joins some earlier op (its start precedes this op's end)
             j = draw(st.integers(0, len(ops) - 1))
             add(s, "irecv", issuer=issue(), joins=(j,), accesses=accesses())
@@ -478,7 +483,9 @@ def brute_force(t: Trace, hb: dict[int, set[int]]):
     and are unordered. ``racy_seconds``: every op y that, at one of its bytes, is unordered with the
     last write before it or (when y writes) with *any* read since that write. ``fasttrack_pairs``:
     the (x, y) where x is that last write, or the latest read *of its agent* since it, and unordered
-    with y. Within an op, reads are taken before writes, as hb.py does.
+    with y; and, when y is a free, where x is the latest access of its agent to the buffer since
+    the buffer's previous free (a use-after-free that a write in between would hide). Within an op,
+    reads are taken before writes, as hb.py does.
     """
     def conc(x: int, y: int) -> bool:
         return x != y and y not in hb[x] and x not in hb[y]
@@ -497,11 +504,20 @@ def brute_force(t: Trace, hb: dict[int, set[int]]):
     racy_seconds, fasttrack_pairs = set(), set()
     last_write: dict = {}
     reads: dict = {}  # byte -> [(op, agent)] since the last write, in order
+    since_free: dict = {}  # buffer -> {agent: its latest access since the buffer's last free}
     for o in t.ops:
         for mode in (READ, WRITE):
             for acc in o.accesses:
                 if acc.mode != mode:
                     continue
+                touched = since_free.setdefault(acc.view.buffer, {})
+                if o.kind == "free":
+                    for ag, x in touched.items():
+                        if ag != o.agent and conc(x, o.id):
+                            racy_seconds.add(o.id)
+                            fasttrack_pairs.add((x, o.id))
+                    touched.clear()
+                touched[o.agent] = o.id
                 for b in range(acc.view.offset, acc.view.end):
                     key = (acc.view.buffer, b)
                     w = last_write.get(key)
@@ -548,7 +564,10 @@ def test_vector_clocks_agree_with_graph_reachability(t: Trace):
         assert (h.first, h.second, h.buffer, h.range[0]) in racy_pairs, h
         assert (h.first, h.second, h.buffer, h.range[1] - 1) in racy_pairs, h
         modes = {x.mode for x in t.op(h.first).accesses if x.view.buffer == h.buffer}
-        assert {RAW: WRITE, WAW: WRITE, WAR: READ}[h.kind] in modes
+        if h.kind == USE_AFTER_FREE:
+            assert "free" in (t.op(h.first).kind, t.op(h.second).kind), h
+        else:
+            assert {RAW: WRITE, WAW: WRITE, WAR: READ}[h.kind] in modes
     assert {(h.first, h.second) for h in an.hazards} == fasttrack_pairs
     assert {h.second for h in an.hazards} == racy_seconds
     assert {h.buffer for h in an.hazards} == {p[2] for p in racy_pairs}
