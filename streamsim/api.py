@@ -286,6 +286,7 @@ class Host:
         s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
         buf = Buffer(self.rank, name, nbytes, s)
         self._buffers[name] = buf
+        self._e.freed.pop((self.rank, name), None)  # a new life of a freed name
         return buf
 
     # -- stream ops --------------------------------------------------------------------------------
@@ -354,9 +355,16 @@ class Host:
         e.settle(self._h)
         recorded = e.recorded_streams.pop((self.rank, buffer.name), ())
         lasts = [e.stream(self.rank, n).last for n in recorded]
+        key = (self.rank, buffer.name)
+        earlier = e.freed.pop(key, None)  # (the free's own write is no use of a freed buffer)
         rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
                         (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
         rec.attrs["buffer"] = buffer.name
+        if earlier is not None:
+            e.notes.append(Note("double-free", f"{rec.name} at {rec.location} frees "
+                                f"{buffer.name!r} on rank{self.rank} again: {earlier.name} at "
+                                f"{earlier.location} already freed it (no alloc since)", rec.id))
+        e.freed[key] = rec
 
     def record_stream(self, buffer: Buffer, stream: Stream | str) -> None:
         """``tensor.record_stream(s)``: a later free also waits for ``s``'s work up to the free."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence, Union
 
 from .findings import Hazard
+from .fixes import no_fix_reason
 from .report import Report, hazard_groups
 from .trace import Op, Trace
 from .why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
@@ -217,7 +218,7 @@ def _why_items(trace: Trace, h: Hazard, why: Why) -> list[tuple[Text, tuple[Text
                       + t(" in program order, not enough. The chain:"),
                       (chain(trace, why.y_covered),)))
     fix = " (the fix below adds it)" if h.fix is not None else \
-        " (no single sync can add it: the two ops run on different host threads)"
+        f" (no fix proposed: {no_fix_reason(trace, h)})"
     items.append((t(bold("Missing edge"), ": ") + op_short(x) + t(" → ") + op_short(y)
                   + t(fix + "."), ()))
     return items

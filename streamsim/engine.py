@@ -202,6 +202,9 @@ class Engine:
         # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
         # keeps them per block, so one host thread of the rank may record and another free
         self.recorded_streams: dict[tuple[int, str], list[str]] = {}
+        # (rank, buffer) -> the free that ended its current life (until a new alloc): a later use
+        # or free of it is a lifetime bug, noted (see note_freed_use)
+        self.freed: dict[tuple[int, str], _Rec] = {}
         self.current: _Host | None = None
         self.main_glet: greenlet | None = None
         self.injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
@@ -376,6 +379,8 @@ class Engine:
                                 f"on {h.agent}; raise the bound with --max-time")
         rec.end = float(h.clock)
         rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
+        if accesses and self.freed:
+            self.note_freed_use(rec)
         self.seq = seq + 2
         if self.keyed:
             self._note_issue(h, key, rec)
@@ -483,12 +488,27 @@ class Engine:
         rec.issuer = issue.id
         if after:
             rec.after = list(after)
+        if accesses and self.freed:
+            self.note_freed_use(rec)
         s.last = rec
         s.queue.append(rec)
         if s.wake is not None:
             wake, s.wake = s.wake, None
             wake.succeed()
         return rec
+
+    def note_freed_use(self, rec: _Rec) -> None:
+        """Note each buffer ``rec`` touches after the host freed it (no alloc since): in program
+        order, so no race, but the caching allocator may already have handed the block on."""
+        named = set()
+        for acc in rec.accesses:
+            key = (acc.view.rank, acc.view.buffer)
+            free = self.freed.get(key)
+            if free is not None and key not in named:
+                named.add(key)
+                self.notes.append(Note("use-after-free", f"{rec.name} at {rec.location} uses "
+                                       f"{acc.view.buffer!r} on rank{key[0]} after {free.name} at "
+                                       f"{free.location} freed it (no alloc since)", rec.id))
 
     # -- device side -----------------------------------------------------------------------------
     def _stream_loop(self, s: _Stream):

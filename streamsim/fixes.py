@@ -5,7 +5,7 @@ issued later (``first``/``second`` are start order in this run, which can differ
 ``Work`` handle gets a ``wait()`` on that handle before the host enqueues the other access; stream/stream
 gets an event recorded after the first and waited on by the second's stream; stream/host gets an event
 synchronized by the host; a free racing with another stream's use gets ``record_stream``. Two host
-threads: no proposal (the model has no cross-thread sync to offer).
+threads, or a use issued after the free: no proposal (see :func:`no_fix_reason`).
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from .trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
 def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
     """The fix for ``hazard``, or None when no single sync can order its two ops."""
     x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    if hazard.kind == USE_AFTER_FREE and x.kind == "free":
+        return None  # a use issued after the free: ordering it after the free does not make it safe
     if x.agent.kind == HOST:
         return None  # host access vs another thread's (or its stream's, issued elsewhere) access
     before = issue_point(y)
@@ -41,6 +43,15 @@ def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
                f"record an event on {x.agent} after {x.describe()} and wait it on {wait_stream} "
                f"before {y.describe()}",
                before=before, record_after=x.issuer, event_stream=x.agent, wait_stream=wait_stream)
+
+
+def no_fix_reason(trace: Trace, hazard: Hazard) -> str:
+    """Why :func:`propose_fix` offers nothing for ``hazard`` (for reports)."""
+    x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    if hazard.kind == USE_AFTER_FREE and x.kind == "free":
+        return (f"{y.name} was issued after {x.name}: no sync makes a use of freed memory safe; "
+                "free the buffer after its last use instead")
+    return "the two ops run on different host threads, and a model has no cross-thread sync to add"
 
 
 def with_fix(trace: Trace, hazard: Hazard) -> Hazard:

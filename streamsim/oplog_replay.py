@@ -203,6 +203,7 @@ class _Replay:
     def alloc(self, host: Host, ln: Line) -> None:
         rec = self.engine.host_op(host._h, "alloc", ln.name)
         rec.attrs.update(buffer=ln.buffer, nbytes=ln.nbytes, stream=ln.stream)
+        self.engine.freed.pop((host.rank, ln.buffer), None)  # a new life: uses are no longer late
 
     # The reader resolved which life of the buffer a free or record_stream acts on (its size and
     # allocation stream): the Buffer is that life.

@@ -11,6 +11,7 @@ from typing import Any
 
 from .analysis import FixCost
 from .findings import Findings, findings_json
+from .fixes import no_fix_reason
 from .metrics import Metrics
 from .trace import Trace
 
@@ -101,8 +102,8 @@ def render_text(r: Report) -> str:
                      f"{'MANIFEST: the second access started before the first ended: corrupted in this run' if h.manifest else 'latent: this timing happened to be safe'}")
         lines.append("    nothing orders them: no chain of program-order, enqueue, event, handle-wait, "
                      "message or host-sync edges joins the two (--out DIR shows each side's chain)")
-        if h.fix is not None:
-            lines.append(f"    fix: {h.fix.text}")
+        lines.append(f"    fix: {h.fix.text}" if h.fix is not None else
+                     f"    no fix proposed: {no_fix_reason(t, h)}")
     d = r.findings.deadlock
     if d is not None:
         lines.append("")

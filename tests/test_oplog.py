@@ -265,6 +265,57 @@ def test_free_without_record_stream_is_use_after_free():
     assert analyse_hazards(run(log(*ops))) == []
 
 
+def test_free_races_a_use_that_a_later_write_replaced():
+    """The use on 'side' ran before 'fill' rewrote x (WAR, reported), and the free is ordered after
+    fill but not after the use: the allocator may hand x on while the use still reads it. The
+    last-write and reads-since rules alone lose the use at fill's write; the free still finds it."""
+    ops = [{"op": "alloc", "buffer": "x", "nbytes": 16},
+           {"op": "launch", "name": "use", "reads": ["x"], "stream": "side", "dur": 50},
+           {"op": "launch", "name": "fill", "writes": ["x"]},
+           {"op": "free", "buffer": "x"}]
+    trace = run(log(*ops))
+    assert [(h.kind, sorted(lines_of(trace, h))) for h in analyse_hazards(trace)] == \
+        [("WAR", [2, 3]), ("use-after-free", [2, 4])]
+    ops.insert(3, {"op": "record_stream", "buffer": "x", "stream": "side"})
+    assert [h.kind for h in analyse_hazards(run(log(*ops)))] == ["WAR"]
+
+
+def test_use_issued_after_the_free_gets_no_event_fix():
+    """An event from the free to the use would order them and hide the bug, not fix it."""
+    trace = run(log({"op": "free", "buffer": "x"},
+                    {"op": "launch", "name": "use", "reads": ["x"], "stream": "side"}))
+    (h,) = analyse_hazards(trace)
+    assert h.kind == "use-after-free" and h.fix is None
+    from streamsim.fixes import no_fix_reason
+    assert "issued after" in no_fix_reason(trace, h)
+
+
+def test_use_and_second_free_after_a_free_are_warned_until_a_new_alloc():
+    trace = run(log({"op": "alloc", "buffer": "x", "nbytes": 16},
+                    {"op": "free", "buffer": "x"},
+                    {"op": "launch", "name": "late", "reads": ["x"]},
+                    {"op": "free", "buffer": "x"},
+                    {"op": "alloc", "buffer": "x", "nbytes": 16},
+                    {"op": "launch", "name": "fresh", "writes": ["x"]},
+                    {"op": "free", "buffer": "x"}))
+    notes = [(n.kind, trace.ops[n.op].line) for n in trace.notes]
+    assert notes == [("use-after-free", 3), ("double-free", 4)]  # lines 6 and 7: a new life
+    assert analyse_hazards(trace) == []  # one stream: ordered, so no race, only the warnings
+
+
+def test_model_use_after_free_is_noted_and_a_new_buffer_is_a_new_life():
+    def prog(h):
+        x = h.buffer("x", 16)
+        h.free(x)
+        h.launch("late", reads=[x])
+        x = h.buffer("x", 16)
+        h.launch("fresh", writes=[x])
+    sim = ss.Simulation()
+    sim.spawn(0, prog)
+    trace = sim.run()
+    assert [(n.kind, trace.ops[n.op].name) for n in trace.notes] == [("use-after-free", "late")]
+
+
 def test_events_are_per_rank_and_waits_order_streams():
     trace = run(log(
         {"op": "launch", "stream": "a", "dur": 10},
@@ -814,7 +865,7 @@ def test_fuzz_malformed_logs_end_in_one_error_or_a_trace(lines):
     n_lines = text.count("\n")
     assert all(1 <= op.line <= n_lines for op in trace.ops)
     for note in trace.notes:
-        assert note.kind in ("unmatched-send", "event-never-recorded")
+        assert note.kind in ("unmatched-send", "event-never-recorded", "use-after-free", "double-free")
     findings = analyse(trace)  # and every trace is analysed to a verdict: a stall included
     assert (findings.deadlock is not None) == (trace.stall is not None)
 
