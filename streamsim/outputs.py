@@ -1,9 +1,11 @@
 """Write every output of one run into a folder: reports, pictures, graph, Perfetto trace.
 
-``write_outputs(report, out_dir)`` renders everything in memory first and only then writes, each file
-atomically (:func:`streamsim.atomic.write_atomic`: a temp file, then rename). So a renderer that fails
-leaves the folder as it was, never a half-written file, and a finished run never mixes its files with
-those of an earlier one (pictures an earlier run left and this one does not make are removed).
+``write_outputs(report, out_dir)`` renders everything in memory first, then writes every file to a
+temp file and renames them into place only when all are written
+(:func:`streamsim.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder as it
+was, never a half-written file nor a set mixed from two runs, and a finished run never mixes its
+files with those of an earlier one (pictures an earlier run left and this one does not make are
+removed).
 
 Files: ``report.md``, ``report.json``, ``report.html``, ``hb.svg``, ``hb.png``, ``hb.dot`` (the HB slice
 of the featured hazard (first manifest, else first), else of the deadlock; absent, with a line in the report, when there is neither),
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .atomic import write_atomic
+from .atomic import write_set_atomic
 from .document import Pictures, build_document
 from .draw_hb import draw_hb, short_fix
 from .figures import figure_bytes
@@ -153,12 +155,10 @@ def write_outputs(report: Report, out_dir: str) -> list[str]:
     paths written."""
     files = render_outputs(report)
     os.makedirs(out_dir, exist_ok=True)
-    written = []
+    staged = {os.path.join(out_dir, name): files[name] for name in ALL_FILES if name in files}
+    write_set_atomic(staged)
     for name in ALL_FILES:
         path = os.path.join(out_dir, name)
-        if name in files:
-            write_atomic(path, files[name])
-            written.append(path)
-        elif os.path.exists(path):  # a picture of an earlier run that this run does not make
+        if name not in files and os.path.exists(path):  # a picture of an earlier run, not this one's
             os.unlink(path)
-    return written
+    return list(staged)
