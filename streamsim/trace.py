@@ -199,13 +199,20 @@ def trace_from_ops(ops: list[dict], **kw) -> Trace:
     """Build a trace by hand (for tests): each dict holds Op fields except id, index and seqs
     (accesses are put in Op's order: reads first).
 
-    Each op starts and ends before the next one starts, so ``after`` and ``joins`` must name earlier
-    ops (enough for hand-written examples; the engine records real overlapping orders).
+    Each op starts and ends before the next one starts, so ``issuer``, ``after`` and ``joins`` must
+    name earlier ops (enough for hand-written examples; the engine records real overlapping orders):
+    anything else is a ValueError, not a silently different trace (-1 would name the last op).
     """
     agents: dict[Agent, int] = {}
     built: list[Op] = []
     seq = 0
     for i, spec in enumerate(ops):
+        for key in ("after", "joins", "issuer"):
+            named = spec.get(key)
+            for r in (() if named is None else (named,) if key == "issuer" else named):
+                if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < i:
+                    raise ValueError(f"op {i} ({spec.get('name', '?')}): {key} names {r!r}, which is "
+                                     f"not an earlier op (0 to {i - 1})")
         agent = spec["agent"]
         idx = agents.get(agent, 0)
         agents[agent] = idx + 1

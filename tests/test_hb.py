@@ -618,6 +618,14 @@ def test_split_graph_shape():
 
 
 def test_bad_trace_is_rejected():
-    t = trace_from_ops([op(A, "launch", "k", joins=(1,)), op(B, "launch", "j")])
-    with pytest.raises(ValueError):
-        analyse(t)
+    # by hand, an edge must name an earlier op: -1 must not silently mean the last one
+    for bad_edge in (dict(joins=(1,)), dict(after=(-1,)), dict(issuer=5), dict(after=("0",))):
+        with pytest.raises(ValueError, match="not an earlier op"):
+            trace_from_ops([op(A, "launch", "k"), op(B, "launch", "j", **bad_edge),
+                            op(A, "launch", "l")])
+    # a trace built another way is checked by the analysis: op 0 joins op 1, which starts later
+    good = trace_from_ops([op(A, "launch", "k"), op(B, "launch", "j")])
+    from dataclasses import replace
+    bad = Trace(ops=(replace(good.ops[0], joins=(1,)), good.ops[1]), agents=good.agents)
+    with pytest.raises(ValueError, match="needs op 1"):
+        analyse(bad)
