@@ -159,7 +159,8 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
                    key=lambda k: order.index(k) if k in order else len(order))
     handles = [Line2D([], [], color=EDGE_STYLE[k][0], ls=EDGE_STYLE[k][1], lw=EDGE_STYLE[k][2],
                       label=EDGE_STYLE[k][3]) for k in kinds if k in EDGE_STYLE]
-    handles.append(Patch(fc=_RED_FILL, ec="#d00000", lw=2, label="conflicting / blocked op"))
+    if any(r in ("first", "second", "blocked") for _, r in g.nodes(data="role", default="")):
+        handles.append(Patch(fc=_RED_FILL, ec="#d00000", lw=2, label="conflicting / blocked op"))
     ncol = max(1, min(len(handles), int((width - 0.3) / 3.2)))  # an entry takes about 3 inches
     legend_rows = -(-len(handles) // ncol)
     height = len(lane_list) * LANE_H + 1.0 + 0.28 * (legend_rows + len(notes))

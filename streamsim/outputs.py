@@ -127,8 +127,9 @@ def graph_file(report: Report, fmt: str, window: int | None = None) -> bytes:
     pic = hb_picture(report)
     if pic is None:
         g = hb_graph(report.trace, (0,))  # a long run: the ops around its start
-        pic = HBPicture(g, "no hazard, no deadlock: the run's first ops", title_of(report), {},
-                        "", "")
+        title = ("no hazard, no deadlock: the run's first ops" if len(report.trace)
+                 else "no ops in this trace")
+        pic = HBPicture(g, title, title_of(report), {}, "", "")
     g, cut = pic.graph, 0
     if window is not None:
         focus = pic.graph.graph.get("focus", ())

@@ -437,6 +437,29 @@ def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch
     assert "4 more patterns" in md  # table: 6 rows, then the 4 others in one
 
 
+def test_hb_picture_of_a_clean_run_neither_claims_ops_nor_shows_a_red_legend(monkeypatch):
+    """An empty log's picture said "the run's first ops" over nothing, and every picture listed
+    "conflicting / blocked op" in its legend even when no op is one."""
+    import streamsim.outputs as outputs
+    from streamsim.oplog import parse_oplog, simulate_oplog
+    seen = []
+    real = outputs.draw_hb
+
+    def spy(g, trace, **kw):
+        fig = real(g, trace, **kw)
+        seen.append((kw["title"], [t.get_text() for lg in fig.legends for t in lg.get_texts()]))
+        return fig
+    monkeypatch.setattr(outputs, "draw_hb", spy)
+    for text in ("", '{"op":"launch","writes":["x"]}\n'):
+        trace = simulate_oplog(parse_oplog(text, "l.jsonl"))
+        report = Report(source="l.jsonl", trace=trace, findings=analyse(trace),
+                        metrics=compute_metrics(trace))
+        outputs.graph_file(report, "png")
+    (empty_title, _), (title, legend) = seen
+    assert empty_title == "no ops in this trace"
+    assert title.endswith("the run's first ops") and "conflicting / blocked op" not in legend
+
+
 def test_pictures_of_unusual_traces_print_no_matplotlib_warnings(tmp_path, capsys):
     """A CJK op name printed one 'Glyph ... missing from font' warning per glyph (dozens of lines
     on stderr for one picture); an empty trace warned about a singular y range."""
