@@ -150,6 +150,9 @@ class PCTPerturb:
             raise ModelError(f"--depth must be >= 1, got {depth}")
         self.depth, self.seed, self.estimate = depth, seed, estimate
         k = max(1, estimate.ops)
+        if depth - 1 > k:  # (drawing them would also take minutes for a depth like 1e8)
+            raise ModelError(f"--depth {depth}: PCT delays depth - 1 of the run's {k} ops, so the "
+                             f"depth can be at most {k + 1}")
         self.unit = 2.0 * estimate.makespan_us * math.exp(jitter) + 1.0
         rng = random.Random(f"pct:{seed}:{depth}:{k}")
         self.delays: dict[int, float] = {}

@@ -330,6 +330,9 @@ def test_ddmin_is_1_minimal():
     (["explore", "{m}", "--variant", "nope"], "unknown variant 'nope'"),
     (["explore", "{m}", "--jobs", "0"], "--jobs must be >= 1"),
     (["explore", "{m}", "--strategy", "pct", "--depth", "0"], "--depth must be >= 1"),
+    (["explore", "{m}", "--strategy", "pct", "--depth", "100000000"],  # was 90 s of drawing
+     "PCT delays depth - 1 of the run's"),
+    (["run", "{m}", "--strategy", "pct", "--depth", "100000000"], "the depth can be at most"),
     (["sweep", "{m}", "--grid", "bogus=1,2"], "unknown parameter 'bogus'"),
     (["sweep", "{m}", "--grid", "margin=1,x"], "--grid margin=1,x: expected a finite float"),
     (["sweep", "{m}", "--grid", "margin=1,2", "--set", "margin=5"],
