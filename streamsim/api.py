@@ -361,6 +361,7 @@ class Host:
                         (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
         rec.attrs["buffer"] = buffer.name
         if earlier is not None:
+            rec.attrs["after_free"] = (buffer.name,)
             e.notes.append(Note("double-free", f"{rec.name} at {rec.location} frees "
                                 f"{buffer.name!r} on rank{self.rank} again: {earlier.name} at "
                                 f"{earlier.location} already freed it (no alloc since)", rec.id))

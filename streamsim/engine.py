@@ -500,15 +500,17 @@ class Engine:
     def note_freed_use(self, rec: _Rec) -> None:
         """Note each buffer ``rec`` touches after the host freed it (no alloc since): in program
         order, so no race, but the caching allocator may already have handed the block on."""
-        named = set()
+        named: dict[tuple[int, str], None] = {}
         for acc in rec.accesses:
             key = (acc.view.rank, acc.view.buffer)
             free = self.freed.get(key)
             if free is not None and key not in named:
-                named.add(key)
+                named[key] = None
                 self.notes.append(Note("use-after-free", f"{rec.name} at {rec.location} uses "
                                        f"{acc.view.buffer!r} on rank{key[0]} after {free.name} at "
                                        f"{free.location} freed it (no alloc since)", rec.id))
+        if named:  # (the op-log writer keeps such a use in the freed life: no alloc line before it)
+            rec.attrs["after_free"] = tuple(buf for _, buf in named)
 
     # -- device side -----------------------------------------------------------------------------
     def _stream_loop(self, s: _Stream):

@@ -220,11 +220,19 @@ class _Writer:
         suffix = ".synchronize()"
         return h.name[:-len(suffix)] if h.name.endswith(suffix) else "compute"
 
+    def after_free(self, entry: tuple, key: tuple[int, str]) -> bool:
+        """The entry's op used (or freed) buffer ``key`` after its free with no new life between
+        (the engine marks such ops: ``attrs["after_free"]``)."""
+        op = self.enqueued.get(entry[1].id, entry[1])
+        return key[1] in op.attrs.get("after_free", ())
+
     def synthetic_allocs(self, entries: list) -> list:
         """Make every life of a freed buffer explicit, so the replay frees exactly these bytes on
         exactly this stream: an ``alloc`` before the buffer's first use and after each free that is
-        followed by more use, sized to cover its segment (the free included), on the stream of the
-        segment's free. The trace's own allocs of such buffers are replaced (set to None)."""
+        followed by more use in a new life, sized to cover its segment (the frees included), on the
+        stream of the segment's free. A use or free after a free with no new life (a lifetime bug the
+        engine noted) gets no alloc, so that the replay notes it too. The trace's own allocs of such
+        buffers are replaced (set to None)."""
         segments: dict[tuple[int, str], list[list]] = {}
         for e in sorted(entries, key=lambda e: e[0]):
             d = e[2]
@@ -236,6 +244,8 @@ class _Writer:
                 bufs.add((rank, d["buffer"]))
             for k in bufs:
                 segs = segments.setdefault(k, [[]])
+                if not segs[-1] and len(segs) > 1 and self.after_free(e, k):
+                    segs.pop()  # used (or freed) again with no new life: the freed life goes on
                 segs[-1].append(e)
                 if d["op"] == "free" and k == (rank, d["buffer"]):
                     segs.append([])
@@ -253,11 +263,11 @@ class _Writer:
                     continue
                 size = max((a.view.end for e in live for a in self.accesses_of(e[2])
                             if (a.view.rank, a.view.buffer) == (rank, buf)), default=0)
-                last = live[-1]
-                if last[2]["op"] == "free":
-                    free = self.enqueued[last[1].id]
-                    stream = free.agent.name
-                    size = max(size, free.accesses[0].view.end if free.accesses else 0)
+                frees = [self.enqueued[e[1].id] for e in live
+                         if e[2]["op"] == "free" and e[2]["buffer"] == buf]
+                if frees:
+                    stream = frees[-1].agent.name
+                    size = max([size] + [f.accesses[0].view.end for f in frees if f.accesses])
                 first = live[0]
                 d = {"op": "alloc"}
                 if rank:

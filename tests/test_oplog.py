@@ -660,7 +660,23 @@ def multi_thread_handles_model(sim: ss.Simulation) -> None:
     sim.spawn(1, r1)
 
 
-MODELS = [pipeline_model, busy_model, reused_handles_model, multi_thread_handles_model]
+def lifetime_model(sim: ss.Simulation) -> None:
+    """Lifetime bugs the engine notes (a use after the free, a second free), then a new life of the
+    same name, and a buffer of a side stream: the op log must keep the freed life going."""
+    def r0(host):
+        x = host.buffer("x", 32, stream="side")
+        host.launch("fill", writes=[x], stream="side", dur=5)
+        host.free(x)
+        host.launch("late", reads=[x], dur=3)
+        host.free(x)
+        x = host.buffer("x", 64)
+        host.launch("fresh", writes=[x], dur=2)
+        host.free(x)
+    sim.spawn(0, r0)
+
+
+MODELS = [pipeline_model, busy_model, reused_handles_model, multi_thread_handles_model,
+          lifetime_model]
 
 
 def simulate_model(build, **kw) -> Trace:
