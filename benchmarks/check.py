@@ -117,7 +117,8 @@ def measure(n_ops: int, repeat: int) -> dict:
             del hazards
         assert len(counts) == 1, counts  # (deterministic: every run finds the same hazards)
         floor = min(read_floor(trace) for _ in range(repeat))
-    return {"read_floor_s": floor, "lines": lines, "trace_ops": len(trace.ops), "hazards": counts.pop(),
+    return {"read_floor_s": floor,
+            "lines": lines, "trace_ops": len(trace.ops), "hazards": counts.pop(),
             "parse_s": t1 - t0, "replay_s": t2 - t1, "analyse_s": min(runs),
             "analyse_median_s": statistics.median(runs),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

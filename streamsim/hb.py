@@ -127,7 +127,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     # The global sequence (the order of Trace.in_hb_order) without a tuple per item: an op at its
     # start_seq unless left out; ~id at its end_seq when its end joins (or clocks are kept).
     seq: list = [None] * (2 * n)
-    freed: set[tuple[int, str]] = set()  # storages some op frees: their accesses are also kept per agent
+    freed: set[tuple[int, str]] = set()  # storages some op frees (see touch)
     for op in ops:
         ag = op.agent
         try:
@@ -269,7 +269,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                                  v.buffer, v, st[2]]
         return ent
 
-    def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: list[int], ent: list) -> None:
+    def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: list[int],
+              ent: list) -> None:
         """Record op's access of a freed-somewhere storage; a free first checks, for every other
         agent, its latest access since the previous free: the use-after-free rule of SEMANTICS.md
         (a free while another stream may still use the buffer), which the last-write and

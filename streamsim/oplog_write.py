@@ -230,9 +230,9 @@ class _Writer:
         """Make every life of a freed buffer explicit, so the replay frees exactly these bytes on
         exactly this stream: an ``alloc`` before the buffer's first use and after each free that is
         followed by more use in a new life, sized to cover its segment (the frees included), on the
-        stream of the segment's free. A use or free after a free with no new life (a lifetime bug the
-        engine noted) gets no alloc, so that the replay notes it too. The trace's own allocs of such
-        buffers are replaced (set to None)."""
+        stream of the segment's free. A use or free after a free with no new life (a lifetime bug
+        the engine noted) gets no alloc, so that the replay notes it too. The trace's own allocs of
+        such buffers are replaced (set to None)."""
         segments: dict[tuple[int, str], list[list]] = {}
         for e in sorted(entries, key=lambda e: e[0]):
             d = e[2]

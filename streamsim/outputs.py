@@ -2,10 +2,10 @@
 
 ``write_outputs(report, out_dir)`` renders everything in memory first, then writes every file to a
 temp file and renames them into place only when all are written
-(:func:`streamsim.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder as it
-was, never a half-written file nor a set mixed from two runs, and a finished run never mixes its
-files with those of an earlier one (pictures an earlier run left and this one does not make are
-removed).
+(:func:`streamsim.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder
+as it was, never a half-written file nor a set mixed from two runs, and a finished run never mixes
+its files with those of an earlier one (pictures an earlier run left and this one does not make
+are removed).
 
 Files: ``report.md``, ``report.json``, ``report.html``, ``hb.svg``, ``hb.png``, ``hb.dot`` (the HB slice
 of the featured hazard (first manifest, else first), else of the deadlock; absent, with a line in the report, when there is neither),
@@ -160,6 +160,6 @@ def write_outputs(report: Report, out_dir: str) -> list[str]:
     write_set_atomic(staged)
     for name in ALL_FILES:
         path = os.path.join(out_dir, name)
-        if name not in files and os.path.exists(path):  # a picture of an earlier run, not this one's
+        if name not in files and os.path.exists(path):  # an earlier run's picture, not ours
             os.unlink(path)
     return list(staged)

@@ -211,8 +211,8 @@ def trace_from_ops(ops: list[dict], **kw) -> Trace:
             named = spec.get(key)
             for r in (() if named is None else (named,) if key == "issuer" else named):
                 if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < i:
-                    raise ValueError(f"op {i} ({spec.get('name', '?')}): {key} names {r!r}, which is "
-                                     f"not an earlier op (0 to {i - 1})")
+                    raise ValueError(f"op {i} ({spec.get('name', '?')}): {key} names {r!r}, "
+                                     f"which is not an earlier op (0 to {i - 1})")
         agent = spec["agent"]
         idx = agents.get(agent, 0)
         agents[agent] = idx + 1

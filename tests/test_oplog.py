@@ -881,7 +881,8 @@ def test_fuzz_malformed_logs_end_in_one_error_or_a_trace(lines):
     n_lines = text.count("\n")
     assert all(1 <= op.line <= n_lines for op in trace.ops)
     for note in trace.notes:
-        assert note.kind in ("unmatched-send", "event-never-recorded", "use-after-free", "double-free")
+        assert note.kind in ("unmatched-send", "event-never-recorded", "use-after-free",
+                             "double-free")
     findings = analyse(trace)  # and every trace is analysed to a verdict: a stall included
     assert (findings.deadlock is not None) == (trace.stall is not None)
 
