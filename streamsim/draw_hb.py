@@ -18,6 +18,7 @@ import networkx as nx
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
+from matplotlib.transforms import ScaledTranslation
 
 from .figures import new_figure
 from .findings import Fix
@@ -45,7 +46,8 @@ _RED_FILL = "#ffd2d2"
 
 COL_W = 1.3  # inches per column
 LANE_H = 1.05  # inches per lane
-LABEL_W = 1.9  # inches for lane labels
+LABEL_W = 1.9  # inches for lane labels (at least; more for long agent names)
+LABEL_CHAR_W = 0.09  # inches per character of a bold 10-point lane label (DejaVu Sans, generous)
 
 
 def short_fix(trace: Trace, fix: Fix | None) -> str:
@@ -153,7 +155,8 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
     row = {a: i for i, a in enumerate(lane_list)}
     col = _columns(g, trace, lanes)
     ncols = max(col.values(), default=0) + 1
-    width = LABEL_W + max(ncols, 5) * COL_W + 0.4
+    label_w = max([LABEL_W] + [0.3 + LABEL_CHAR_W * len(agent_label(a)) for a in lane_list])
+    width = label_w + max(ncols, 5) * COL_W + 0.4
     order = list(EDGE_STYLE)
     kinds = sorted({k for _, _, k in g.edges(data="kind", default="program")},
                    key=lambda k: order.index(k) if k in order else len(order))
@@ -167,15 +170,18 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
     fig = new_figure(width, height)
     top = 1 - 0.62 / height
     bottom = (0.28 * (legend_rows + len(notes)) + 0.25) / height
-    ax = fig.add_axes((LABEL_W / width, bottom, 1 - (LABEL_W + 0.2) / width, top - bottom))
+    ax = fig.add_axes((label_w / width, bottom, 1 - (label_w + 0.2) / width, top - bottom))
     ax.set_xlim(-0.6, max(ncols, 5) - 0.4)
     ax.set_ylim(max(len(lane_list), 1) - 0.5, -0.5)  # (an empty trace has no lane)
     ax.axis("off")
 
+    # labels end 0.15 inch left of the lanes, whatever the width (an axes fraction grew with it
+    # and pushed wide pictures' labels off the left edge)
+    beside = ax.transAxes + ScaledTranslation(-0.15, 0, fig.dpi_scale_trans)
     for a, i in row.items():  # lane bands and labels
         ax.axhspan(i - 0.5, i + 0.5, color="#f7f7f9" if i % 2 else "#ffffff", zorder=0)
-        ax.text(-0.02, (len(lane_list) - 0.5 - i) / len(lane_list), agent_label(a),
-                transform=ax.transAxes, ha="right", va="center", fontsize=10,
+        ax.text(0, (len(lane_list) - 0.5 - i) / len(lane_list), agent_label(a),
+                transform=beside, ha="right", va="center", fontsize=10,
                 fontweight="bold" if a.kind == HOST else "normal")
         ax.axhline(i, color="#dddddd", lw=0.6, zorder=0.5)
 

@@ -476,3 +476,25 @@ def test_pictures_of_unusual_traces_print_no_matplotlib_warnings(tmp_path, capsy
         assert main(["timeline", str(log), "-o", str(tmp_path / "t.png")]) == 1
         assert main(["graph", str(empty), "-o", str(tmp_path / "e.png")]) == 0
     assert [str(w.message) for w in caught] == []
+
+
+def test_hb_lane_labels_stay_inside_the_picture_however_wide_or_long():
+    """Labels were placed at an axes fraction left of the lanes: a wide picture (many columns)
+    pushed them off the left edge, and a long stream name did not fit the fixed label margin."""
+    from streamsim.slices import hb_graph
+    long = Agent(0, STREAM, "a_very_long_stream_name_for_a_test")
+    ops = []
+    for i in range(30):  # ~30 columns: a picture over 40 inches wide
+        ops.append(dict(agent=Agent(0, HOST, "main"), kind="host", name=f"launch{i}"))
+        ops.append(dict(agent=long if i % 2 else Agent(0, STREAM, "compute"), kind="launch",
+                        name=f"k{i}", issuer=len(ops) - 1))
+    t = trace_from_ops(ops)
+    g = hb_graph(t)
+    fig = draw_hb(g, t, title="wide", max_nodes=len(ops))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = [x for x in fig.axes[0].texts if x.get_text().startswith("rank0 /")]
+    assert len(labels) == 3 and fig.get_size_inches()[0] > 40
+    assert all(x.get_window_extent(renderer).x0 >= 0 for x in labels)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
