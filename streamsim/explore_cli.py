@@ -94,14 +94,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 1 if res.found else 0
 
 
-def _set_key(text: str) -> tuple[str, str]:
-    key, _, value = text.partition("=")
-    return key.strip(), value
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
-    from .model import load_model
+    from .model import load_model, split_set
     from .sweep import METRICS, COUNTS, parse_grid, plot_sweep, render_sweep, rows_csv, sweep
     _check_parallel(args)
     if args.metric not in METRICS + COUNTS:
@@ -109,7 +104,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          f"{', '.join(METRICS + COUNTS)})")
     model = load_model(args.model)
     grid = parse_grid(model, args.grid)
-    both = sorted({k for k, _ in map(_set_key, args.set)} & set(grid))
+    both = sorted({k for k, _ in map(split_set, args.set)} & set(grid))
     if both:
         raise ModelError(f"--set {both[0]} and --grid {both[0]}: a parameter is either fixed or "
                          "swept, not both")

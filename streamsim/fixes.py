@@ -16,8 +16,8 @@ from .trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
 def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
     """The fix for ``hazard``, or None when no single sync can order its two ops."""
     x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
-    if hazard.kind == USE_AFTER_FREE and x.kind == "free":
-        return None  # a use issued after the free: ordering it after the free does not make it safe
+    if _used_after_its_free(hazard, x):
+        return None  # ordering the use after the free would not make it safe
     if x.agent.kind == HOST:
         return None  # host access vs another thread's (or its stream's, issued elsewhere) access
     before = issue_point(y)
@@ -48,10 +48,15 @@ def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
 def no_fix_reason(trace: Trace, hazard: Hazard) -> str:
     """Why :func:`propose_fix` offers nothing for ``hazard`` (for reports)."""
     x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
-    if hazard.kind == USE_AFTER_FREE and x.kind == "free":
+    if _used_after_its_free(hazard, x):
         return (f"{y.name} was issued after {x.name}: no sync makes a use of freed memory safe; "
                 "free the buffer after its last use instead")
     return "the two ops run on different host threads, and a model has no cross-thread sync to add"
+
+
+def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
+    """A use-after-free whose free was issued first: a use of freed memory, which no sync repairs."""
+    return hazard.kind == USE_AFTER_FREE and first_issued.kind == "free"
 
 
 def with_fix(trace: Trace, hazard: Hazard) -> Hazard:

@@ -89,7 +89,7 @@ class Model:
     def resolve(self, sets: Iterable[str] | Mapping[str, Any] = ()) -> Params:
         """Defaults overridden by ``--set k=v`` strings (or a mapping of typed values)."""
         values = Params({p.name: p.default for p in self.params.values()})
-        items = sets.items() if isinstance(sets, Mapping) else [_split_set(s) for s in sets]
+        items = sets.items() if isinstance(sets, Mapping) else [split_set(s) for s in sets]
         for key, value in items:
             param = self.params.get(key)
             if param is None:
@@ -107,7 +107,8 @@ class Model:
         return variant
 
 
-def _split_set(text: str) -> tuple[str, str]:
+def split_set(text: str) -> tuple[str, str]:
+    """``--set key=value`` as ``(key, value)``, both stripped; a one-line error without ``=``."""
     if "=" not in text:
         raise ModelError(f"--set {text}: expected key=value")
     key, value = text.split("=", 1)
