@@ -97,7 +97,7 @@ def read_floor(trace) -> float:
 
 def measure(n_ops: int, repeat: int) -> dict:
     """Run one size in this process and return its figures."""
-    from streamsim.hb import analyse_hazards
+    from streamsim.analysis.hb import analyse_hazards
     from streamsim.oplog import load_oplog, simulate_oplog
 
     with tempfile.TemporaryDirectory() as d:

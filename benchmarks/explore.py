@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
 
-    from streamsim.explore import explore, run_one, RunSpec
-    from streamsim.model import load_model
+    from streamsim.explore.hunt import explore, run_one, RunSpec
+    from streamsim.sim.model import load_model
     model = load_model(os.path.relpath(MODEL))
     variant = model.check_variant(args.variant)
     run_one(RunSpec(os.path.abspath(model.path), variant, dict(model.resolve(()))), 0)  # warm-up

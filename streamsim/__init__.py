@@ -3,11 +3,11 @@
 The public API for models: :class:`Simulation` (ranks, groups, host programs), :class:`Param`, and
 the access helper :func:`during`. See docs in the README and docs/SEMANTICS.md.
 """
-from .api import Event, Group, Host, Simulation, Stream, Work
-from .engine import BoundExceeded, ModelError
-from .memory import Buffer, during
-from .model import Model, Param, Params, load_model
-from .runner import simulate
+from .sim.api import Event, Group, Host, Simulation, Stream, Work
+from .sim.errors import BoundExceeded, ModelError
+from .sim.memory import Buffer, during
+from .sim.model import Model, Param, Params, load_model
+from .sim.runner import simulate
 from .trace import Access, Agent, Op, Trace, View
 
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "Buffer", "during", "Param",

@@ -1,6 +1,6 @@
 """``python -m streamsim``: the command line."""
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

@@ -1,13 +1,13 @@
-"""Small helpers for the engine's simulated-timeline tests: run programs, look ops up by name."""
+"""Shared fixtures: run tiny programs on the engine and look their ops up by name (``eng``)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
-import streamsim.api as ss
-from streamsim.trace import Op, Trace
+import pytest
 
-KB = 1024
-MB = 1 << 20
+from streamsim import Simulation
+from streamsim.trace import Op, Trace
 
 
 def simulate(*programs: Callable, groups: tuple = (), **sim_kw) -> Trace:
@@ -15,7 +15,7 @@ def simulate(*programs: Callable, groups: tuple = (), **sim_kw) -> Trace:
 
     ``groups`` holds ``(name, ranks, kwargs)`` tuples passed to ``Simulation.group``.
     """
-    sim = ss.Simulation(**sim_kw)
+    sim = Simulation(**sim_kw)
     for name, ranks, kw in groups:
         sim.group(name, ranks, **kw)
     for rank, program in enumerate(programs):
@@ -49,5 +49,8 @@ def timing(op: Op) -> tuple[float, float]:
     return (op.start, op.end)
 
 
-def approx(x: float, y: float, eps: float = 1e-9) -> bool:
-    return abs(x - y) <= eps * max(1.0, abs(x), abs(y))
+@pytest.fixture
+def eng() -> SimpleNamespace:
+    """The helpers above: ``eng.simulate(prog0, prog1, groups=...)``, ``eng.one(tr, agent, name)``,
+    ``eng.find``, ``eng.issued``, ``eng.timing``."""
+    return SimpleNamespace(simulate=simulate, find=find, one=one, issued=issued, timing=timing)

@@ -8,7 +8,7 @@ from .findings import Findings
 from .hb import analyse_hazards
 from .liveness import deadlock_from_stall, warnings
 from .metrics import Metrics, compute_metrics
-from .trace import Trace
+from ..trace import Trace
 
 
 def analyse(trace: Trace) -> Findings:
@@ -63,7 +63,7 @@ def cost_fixes(trace: Trace, findings: Findings, rerun: Callable[[list], Trace],
     write, so a fix can uncover an earlier write of the same race. Fixes found in the re-run are
     added and the run repeated, up to ``max_rounds`` runs in all.
     """
-    from .inject import key_fixes
+    from ..sim.inject import key_fixes
     keyed = key_fixes(trace, distinct_fixes(findings))
     if not keyed:
         return None

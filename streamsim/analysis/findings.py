@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .trace import Agent, Blocked, Op, Trace
+from ..trace import Agent, Blocked, Op, Trace
 
 RAW = "RAW"
 WAR = "WAR"

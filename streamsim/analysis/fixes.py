@@ -10,7 +10,7 @@ threads, or a use issued after the free: no proposal (see :func:`no_fix_reason`)
 from __future__ import annotations
 
 from .findings import USE_AFTER_FREE, Fix, Hazard
-from .trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
+from ..trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
 
 
 def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:

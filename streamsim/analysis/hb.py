@@ -33,9 +33,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .gcpause import gc_paused
+from ..gcpause import gc_paused
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
-from .trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_point
+from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_point
 
 
 @dataclass

@@ -8,7 +8,7 @@ the others "the source ends before the target starts". Happens-before between op
 
     a happens before b  ⇔  a ≠ b and a path leads from (a, "s") to (b, "s").
 
-This is exactly what the vector clocks of :mod:`streamsim.hb` compute (``S(b)[agent(a)] >= epoch(a)``),
+This is exactly what the vector clocks of :mod:`streamsim.analysis.hb` compute (``S(b)[agent(a)] >= epoch(a)``),
 and is the brute-force oracle the tests compare them with. Examples: consecutive ops of a stream are
 ordered; a send is ordered before every op after its receive but not before the receive itself (the
 only path from the send's start reaches the receive's end).
@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import networkx as nx
 
 from .findings import Hazard
-from .trace import HOST, Trace
+from ..trace import HOST, Trace
 
 COLLECTIVES = frozenset({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
                          "barrier", "reduce", "gather", "scatter"})

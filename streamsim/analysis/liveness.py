@@ -4,7 +4,7 @@ from __future__ import annotations
 import networkx as nx
 
 from .findings import Deadlock, Warning
-from .trace import Agent, Trace, waited_on
+from ..trace import Agent, Trace, waited_on
 
 HANDLE_NEVER_WAITED = "handle-never-waited"
 

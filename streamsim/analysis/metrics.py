@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .trace import STREAM, Trace
+from ..trace import STREAM, Trace
 
 COMPUTE_KINDS = frozenset({"launch"})
 COMM_PREFIXES = ("nccl:", "gloo:")

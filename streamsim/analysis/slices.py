@@ -1,6 +1,6 @@
 """The graphs that pictures and DOT files show: a hazard's or a deadlock's slice of the HB graph.
 
-Built on :mod:`streamsim.hbgraph` (``full_graph``, ``hazard_slice``, ``to_dot``), adding what the
+Built on :mod:`streamsim.analysis.hbgraph` (``full_graph``, ``hazard_slice``, ``to_dot``), adding what the
 reports need on top of it:
 
 * :func:`hb_graph`: the whole HB graph, or for a very long trace only the ops around the finding, so a
@@ -23,7 +23,7 @@ import networkx as nx
 
 from .findings import Deadlock, Hazard
 from .hbgraph import full_graph, hazard_slice, to_dot
-from .trace import Op, Trace
+from ..trace import Op, Trace
 
 FULL_GRAPH_LIMIT = 20_000  # ops; above this, graphs are built around the finding only
 LOCAL_SEQ = 20_000  # sequence slots kept on each side of the finding in a local graph
@@ -36,9 +36,9 @@ def issue_order(trace: Trace, hazard: Hazard) -> tuple[Op, Op]:
 
 
 def hb_graph(trace: Trace, around: Iterable[int] = ()) -> nx.DiGraph:
-    """:func:`~streamsim.hbgraph.full_graph` of ``trace``; above ``FULL_GRAPH_LIMIT`` ops, of the ops
+    """:func:`~streamsim.analysis.hbgraph.full_graph` of ``trace``; above ``FULL_GRAPH_LIMIT`` ops, of the ops
     within ``LOCAL_SEQ`` sequence slots of the ops ``around`` only (``graph["local"]`` then holds the
-    kept ``(first_seq, last_seq)``). Either way the slices of :mod:`streamsim.hbgraph` apply."""
+    kept ``(first_seq, last_seq)``). Either way the slices of :mod:`streamsim.analysis.hbgraph` apply."""
     around = [i for i in around if 0 <= i < len(trace.ops)]
     if len(trace.ops) <= FULL_GRAPH_LIMIT or not around:
         return full_graph(trace)
@@ -55,7 +55,7 @@ def hb_graph(trace: Trace, around: Iterable[int] = ()) -> nx.DiGraph:
 
 def hazard_graph(trace: Trace, hazard: Hazard, graph: nx.DiGraph | None = None,
                  depth: int = 4, after_depth: int = 2) -> nx.DiGraph:
-    """The HB slice of ``hazard`` (see :func:`~streamsim.hbgraph.hazard_slice`) taken in issue
+    """The HB slice of ``hazard`` (see :func:`~streamsim.analysis.hbgraph.hazard_slice`) taken in issue
     order: role ``first`` is the op the host issued first, the descendants shown are that op's, and
     the ``missing`` edge runs from it to the other one, as the proposed fix orders them. (Start
     order, which names a hazard's ``first``, can differ: ops that start at the same instant.)
@@ -166,7 +166,7 @@ def keep_steps(graph: nx.DiGraph, trace: Trace, steps: tuple[int, int] | None,
 
 def dot_text(graph: nx.DiGraph) -> str:
     """DOT for ``graph`` that pydot (hence ``nx_pydot.read_dot``) parses back: the node attribute
-    ``name`` is renamed ``op``; everything else is as :func:`~streamsim.hbgraph.to_dot` writes it."""
+    ``name`` is renamed ``op``; everything else is as :func:`~streamsim.analysis.hbgraph.to_dot` writes it."""
     g = graph.copy()
     for _, d in g.nodes(data=True):
         if "name" in d:

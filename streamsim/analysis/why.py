@@ -10,9 +10,9 @@ where the chains stop. For a hazard between ``x`` (issued first) and ``y``, :fun
   program order, or there is none;
 * the access windows (for the manifest interval).
 
-The edges are those of :func:`streamsim.hbgraph.full_graph` (same kinds), read straight from the
+The edges are those of :func:`streamsim.analysis.hbgraph.full_graph` (same kinds), read straight from the
 trace through an :class:`HBIndex`, and happens-before is reachability on the start/end ("split")
-form described in :mod:`streamsim.hbgraph`. Every edge of that form runs forward in the trace's
+form described in :mod:`streamsim.analysis.hbgraph`. Every edge of that form runs forward in the trace's
 global sequence (a linear extension of HB), so a search that visits nodes in sequence order stops at
 the first op of the wanted agent it meets: that op is the earliest (or latest) one. Searches give up
 ``HORIZON`` sequence slots past the other op, so a long run costs what its neighbourhood costs.
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .findings import Hazard
 from .hbgraph import COLLECTIVES, _after_kind
 from .slices import issue_order
-from .trace import HOST, Agent, Trace
+from ..trace import HOST, Agent, Trace
 
 HORIZON = 50_000  # sequence slots a search looks beyond the hazard's ops
 
@@ -58,7 +58,7 @@ class HBIndex:
     """The HB edges of a trace by op, both ways, built once in one pass (no graph library).
 
     ``into[v]`` lists ``(u, kind, join)`` for every edge u → v: program order, enqueue, ``after``
-    (kind named as :func:`~streamsim.hbgraph.full_graph` names it) and ``joins`` (``join=True``:
+    (kind named as :func:`~streamsim.analysis.hbgraph.full_graph` names it) and ``joins`` (``join=True``:
     u's start is ordered before v's end). ``out[u]`` lists the same edges as ``(v, kind, join)``.
     """
 

@@ -6,20 +6,20 @@ import json
 import os
 import sys
 
-from .analysis import analyse, cost_fixes
-from .atomic import write_atomic
-from .engine import ModelError
-from .metrics import compute_metrics
-from .model import Model, load_model
-from .report import Report, dumps_json, render_text
-from .runner import simulate
+from ..analysis.checks import analyse, cost_fixes
+from ..report.atomic import write_atomic
+from ..sim.errors import ModelError
+from ..analysis.metrics import compute_metrics
+from ..sim.model import Model, load_model
+from ..report.report import Report, dumps_json, render_text
+from ..sim.runner import simulate
 
 
 def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True) -> Report:
     variant = model.check_variant(variant)
     params = model.resolve(sets)
     opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time)
-    from .explore import perturb_for
+    from ..explore.hunt import perturb_for
     opts["perturb"] = perturb_for(model, variant, params, depth=getattr(args, "depth", 2),
                                   strategy=getattr(args, "strategy", "random"), **opts)
     trace = simulate(model, variant, params, **opts)
@@ -39,7 +39,7 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
 def oplog_report(path: str, args) -> Report:
     if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
         raise ModelError("--strategy applies to a model input (.py), not an op log")
-    from .oplog import load_oplog, simulate_oplog
+    from ..oplog import load_oplog, simulate_oplog
     trace = simulate_oplog(load_oplog(path), seed=args.seed, jitter=args.jitter,
                            max_ops=args.max_ops, max_time=args.max_time)
     return Report(source=path, trace=trace, findings=analyse(trace),
@@ -50,12 +50,12 @@ def _emit(report: Report, fmt: str, out: str | None) -> int:
     if out is not None and not out.strip():
         raise ModelError("--out: empty folder name")
     if out:
-        from .outputs import write_outputs
+        from ..report.outputs import write_outputs
         write_outputs(report, out)
     if fmt == "json":
         sys.stdout.write(dumps_json(report))
     elif fmt == "markdown":
-        from .markdown import render_markdown
+        from ..report.markdown import render_markdown
         sys.stdout.write(render_markdown(report))
     else:
         sys.stdout.write(render_text(report))
@@ -91,7 +91,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_variants, render_compare, compare_json
+    from ..explore.compare import compare_variants, render_compare, compare_json
     model = load_model(args.model)
     variants = list(dict.fromkeys(model.check_variant(v) for v in (args.variant or model.variants)))
     baseline = args.baseline or getattr(model.module, "BASELINE", None)
@@ -116,7 +116,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _input_report(args: argparse.Namespace) -> Report:
     """Run the input of ``graph``/``timeline``: a model (.py) or an op log (.jsonl); fixes are not
     costed (a picture does not need them)."""
-    from .oplog import is_oplog_path
+    from ..oplog import is_oplog_path
     if is_oplog_path(args.input):
         return oplog_report(args.input, args)
     return _model_report(load_model(args.input), args.variant, args.set, args, fix_cost=False)
@@ -144,11 +144,11 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Draw the HB slice of the featured hazard (else of the deadlock, else of the whole run)."""
-    from .outputs import graph_file
+    from ..report.outputs import graph_file
     return _picture(args, ("png", "svg", "pdf", "dot"), graph_file)
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     """Draw the run's timeline, the featured hazard highlighted."""
-    from .outputs import timeline_file
+    from ..report.outputs import timeline_file
     return _picture(args, ("png", "svg", "pdf"), timeline_file)

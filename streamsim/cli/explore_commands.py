@@ -1,4 +1,4 @@
-"""CLI commands for exploring schedules: explore, sweep, shrink (see streamsim.explore, .sweep,
+"""CLI commands for exploring schedules: explore, sweep, shrink (see streamsim.explore.hunt, .sweep,
 .shrink for the Python API they wrap)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .engine import ModelError
+from ..sim.errors import ModelError
 
 
 def _add_parallel_options(p: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def _check_parallel(args) -> None:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from .explore import explore, render_explore
+    from ..explore.hunt import explore, render_explore
     _check_parallel(args)
     res = explore(args.model, args.variant, args.set, runs=args.runs, seed=args.seed,
                   jitter=args.jitter, strategy=args.strategy, depth=args.depth, jobs=args.jobs,
@@ -95,9 +95,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .model import load_model, split_set
-    from .sweep import METRICS, COUNTS, parse_grid, plot_sweep, render_sweep, rows_csv, sweep
+    from ..report.atomic import write_atomic
+    from ..sim.model import load_model, split_set
+    from ..explore.sweep import METRICS, COUNTS, parse_grid, plot_sweep, render_sweep, rows_csv, sweep
     _check_parallel(args)
     if args.metric not in METRICS + COUNTS:
         raise ModelError(f"--metric {args.metric}: unknown (one of "
@@ -110,7 +110,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          "swept, not both")
     if args.plot:
         from .commands import picture_format
-        from .figures import FORMATS
+        from ..report.figures import FORMATS
         picture_format(args.plot, FORMATS, "--plot")
     rows = sweep(model, args.variant, grid, args.set, seed=args.seed, jitter=args.jitter,
                  strategy=args.strategy, depth=args.depth, runs=args.runs, jobs=args.jobs,
@@ -144,11 +144,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
-    from .shrink import render_shrink, shrink, shrink_model
+    from ..explore.shrink import render_shrink, shrink, shrink_model
     opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time,
                 require_manifest=args.manifest, hazard_index=args.hazard,
                 progress=not args.quiet)
-    from .oplog import is_oplog_path
+    from ..oplog import is_oplog_path
     if not is_oplog_path(args.input):
         res = shrink_model(args.input, args.output, args.variant, args.set,
                            strategy=args.strategy, depth=args.depth, **opts)

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Sequence
 
-from .engine import ModelError
+from ..sim.errors import ModelError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +40,7 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
                    help="stop a runaway model at this simulated time (us)")
     p.add_argument("--strategy", choices=("random", "pct"), default="random",
                    help="schedule perturbation: random = jitter only; pct = PCT delays at "
-                   "depth-1 seeded change points (see streamsim.explore)")
+                   "depth-1 seeded change points (see streamsim.explore.hunt)")
     p.add_argument("--depth", type=int, default=2, help="PCT bug depth d (default 2)")
 
 
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", required=True, help="output file; format from extension")
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
                        help="keep only the steps within STEPS of the featured hazard")
-    from . import explore_cli
+    from . import explore_commands as explore_cli
     explore_cli.add_parsers(sub, _add_run_options, _add_sim_options)
     return parser
 
@@ -124,7 +124,7 @@ def _console() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     _console()
     args = build_parser().parse_args(argv)
-    from . import commands, explore_cli
+    from . import commands, explore_commands as explore_cli
     handler = getattr(commands, f"cmd_{args.command}", None) or \
         getattr(explore_cli, f"cmd_{args.command}")
     try:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .analysis import analyse
-from .explore import perturb_for
-from .metrics import compute_metrics
-from .model import Model
-from .report import Report
-from .runner import simulate
+from ..analysis.checks import analyse
+from .hunt import perturb_for
+from ..analysis.metrics import compute_metrics
+from ..sim.model import Model
+from ..report.report import Report
+from ..sim.runner import simulate
 
 
 @dataclass(frozen=True)

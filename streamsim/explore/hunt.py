@@ -5,7 +5,7 @@ each with its own seed, under one of two strategies, and reports for every hazar
 many runs it manifested, the first seed where it did, and the ``streamsim run`` command that replays
 that run exactly::
 
-    >>> from streamsim.explore import explore
+    >>> from streamsim.explore.hunt import explore
     >>> res = explore("models/vllm_pp.py", "ring_no_wait", {"ring_slots": 2}, runs=200, seed=0)
     >>> for p in res.patterns:
     ...     print(p.pattern.kind, p.manifest_runs, p.first_seed, p.replay)
@@ -36,9 +36,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .engine import ModelError
-from .metrics import Metrics
-from .model import Model, Params, load_model
+from ..sim.errors import ModelError
+from ..analysis.metrics import Metrics
+from ..sim.model import Model, Params, load_model
 
 STRATEGIES = ("random", "pct")
 SEED_STRIDE = 1_000_003
@@ -101,7 +101,7 @@ def estimate_ops(model: Model | str, variant: str | None,
                  params: Mapping[str, Any] | Iterable[str], *, max_ops: int = DEFAULT_MAX_OPS,
                  max_time: float = DEFAULT_MAX_TIME) -> OpsEstimate:
     """Run the model once with no seed and no jitter (the nominal timing) and measure it."""
-    from .runner import simulate
+    from ..sim.runner import simulate
     trace = simulate(model, variant, params, seed=None, jitter=0.0, max_ops=max_ops,
                      max_time=max_time)
     return OpsEstimate(ops=len(trace.ops), agents=len(trace.agents), makespan_us=trace.end_time)
@@ -270,9 +270,9 @@ def _relocate(loc: str, here: str, there: str) -> str:
 
 def run_one(spec: RunSpec, seed: int | None) -> RunResult:
     """Simulate and analyse one run of ``spec`` with ``seed``."""
-    from .analysis import analyse
-    from .metrics import compute_metrics
-    from .runner import simulate
+    from ..analysis.checks import analyse
+    from ..analysis.metrics import compute_metrics
+    from ..sim.runner import simulate
     model = _model(spec.model_path)
     estimate = spec.estimate
     if spec.strategy == "pct" and estimate is None:  # a sweep point: measured once per process

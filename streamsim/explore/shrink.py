@@ -3,7 +3,7 @@
 Given an op log in which a hazard appears, :func:`shrink` removes op lines while the same hazard
 (kind, buffer, first op name, second op name) still appears, and writes the smallest log found::
 
-    >>> from streamsim.shrink import shrink
+    >>> from streamsim.explore.shrink import shrink
     >>> res = shrink("failing.jsonl", "small.jsonl")
     >>> res.original_ops, res.ops
     (2000, 2)
@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .engine import ModelError
+from ..sim.errors import ModelError
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
 
@@ -56,7 +56,7 @@ def _key(h: Any) -> HazardKey:
 def hazard_keys(trace) -> dict[HazardKey, bool]:
     """The trace's hazard patterns ``(kind, buffer, first op name, second op name)`` in report
     order -> whether one of them manifested."""
-    from .hb import analyse_hazards
+    from ..analysis.hb import analyse_hazards
     out: dict[HazardKey, bool] = {}
     for h in analyse_hazards(trace, fixes=False):
         k = (h.kind, h.buffer, trace.op(h.first).name, trace.op(h.second).name)
@@ -68,7 +68,7 @@ class _Candidates:
     """The op lines of a log, and how to test a subset of them."""
 
     def __init__(self, text: str, path: str, seed, jitter, max_ops, max_time):
-        from .oplog import parse_oplog
+        from ..oplog import parse_oplog
         self.path, self.opts = path, dict(seed=seed, jitter=jitter, max_ops=max_ops,
                                           max_time=max_time)
         self.raw = text.split("\n")
@@ -93,7 +93,7 @@ class _Candidates:
 
     def hazards(self, keep: Sequence[int]) -> dict[HazardKey, bool] | None:
         """Hazard patterns of the log restricted to ``keep``; None when it is invalid or fails."""
-        from .oplog import parse_oplog, simulate_oplog
+        from ..oplog import parse_oplog, simulate_oplog
         try:
             trace = simulate_oplog(parse_oplog(self.text(keep), self.path), **self.opts)
             return hazard_keys(trace)
@@ -162,12 +162,12 @@ def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
                 source: str | None = None) -> ShrinkResult:
     """:func:`shrink` on op-log text (``path`` names its lines; ``source``, when the text was
     dumped from a model's run, names that run in messages instead)."""
-    from .atomic import write_atomic
+    from ..report.atomic import write_atomic
     cands = _Candidates(text, path, seed, jitter, max_ops, max_time)
     everything = tuple(cands.lines)
     found = cands.hazards(everything)
     if found is None:  # replay the original once more to raise its own error
-        from .oplog import simulate_oplog
+        from ..oplog import simulate_oplog
         simulate_oplog(cands.oplog, **cands.opts)
         raise ModelError(f"{source or path}: the op log cannot be replayed")
     key = _choose(found, hazard_pattern, hazard_index, source or path, require_manifest)
@@ -217,7 +217,7 @@ def shrink(oplog_path: str, out_path: str, hazard_pattern=None, *,
     """Delta-debug the op log at ``oplog_path`` down to the lines that keep one hazard; write it.
 
     ``hazard_pattern``: ``(kind, buffer, first op name, second op name)`` (or an
-    :class:`streamsim.explore.Pattern`); default: the ``hazard_index``-th pattern of the log
+    :class:`streamsim.explore.hunt.Pattern`); default: the ``hazard_index``-th pattern of the log
     (1-based, first-seen order), else the first one (the first manifest one with
     ``require_manifest``). ``require_manifest``: the hazard must also stay manifest.
     ``seed``/``jitter``: the timing every candidate is replayed with.
@@ -245,10 +245,10 @@ def shrink_model(model, out_path: str, variant: str | None = None,
     """Run a model (as ``streamsim run`` would, strategy included), dump it as an op log, and
     :func:`shrink` that. The dump keeps the run's exact durations, so candidates replay without
     jitter."""
-    from .explore import perturb_for
-    from .model import load_model
-    from .oplog import oplog_text
-    from .runner import simulate
+    from .hunt import perturb_for
+    from ..sim.model import load_model
+    from ..oplog import oplog_text
+    from ..sim.runner import simulate
     model = load_model(model) if isinstance(model, str) else model
     variant = model.check_variant(variant)
     values = model.resolve(params)

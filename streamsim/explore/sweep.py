@@ -2,13 +2,13 @@
 
 The reviewer's question "from which ring size on is this safe, and what does it cost?" is a sweep::
 
-    >>> from streamsim.sweep import sweep, plot_sweep
+    >>> from streamsim.explore.sweep import sweep, plot_sweep
     >>> rows = sweep("models/vllm_pp.py", "ring_no_wait", {"ring_slots": [1, 2, 3, 4, 5, 6]})
     >>> [(r.point["ring_slots"], r.verdict) for r in rows]
     >>> plot_sweep(rows, "makespan_us", "sweep.png")
 
 Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
-:func:`streamsim.explore.run_seeds`; points run in parallel like :func:`streamsim.explore.explore`.
+:func:`streamsim.explore.hunt.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .engine import ModelError
-from .explore import (DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, STRATEGIES, RunResult, RunSpec,
+from ..sim.errors import ModelError
+from .hunt import (DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, STRATEGIES, RunResult, RunSpec,
                       _prepare, execute, format_set, replay_command, run_seeds)
-from .model import Model
+from ..sim.model import Model
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
 METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",
@@ -313,7 +313,7 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
         fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     if path is not None:
-        from .atomic import write_with
+        from ..report.atomic import write_with
         fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
         write_with(path, lambda f: fig.savefig(f, format=fmt, dpi=120))
     return fig

@@ -5,9 +5,9 @@
 * :func:`simulate_oplog` replays it through the same engine and API as a model (``oplog_replay``);
 * :func:`dump_oplog` writes any trace back as an op log (``oplog_write``).
 """
-from .oplog_read import GroupSpec, Line, OpLog, load_oplog, parse_oplog
-from .oplog_replay import simulate_oplog
-from .oplog_write import dump_oplog, oplog_text
+from .read import GroupSpec, Line, OpLog, load_oplog, parse_oplog
+from .replay import simulate_oplog
+from .write import dump_oplog, oplog_text
 
 __all__ = ["OpLog", "Line", "GroupSpec", "load_oplog", "parse_oplog", "simulate_oplog",
            "dump_oplog", "oplog_text", "is_oplog_path"]

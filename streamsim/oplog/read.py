@@ -2,7 +2,7 @@
 
 An op log is JSON Lines: what each host thread issued, in order. :func:`load_oplog` checks every
 line statically (JSON, op, fields, types, handles, views, groups) and stops at the first mistake
-with one :class:`~streamsim.engine.ModelError` ``FILE:LINE: what is wrong``, so that nothing is
+with one :class:`~streamsim.sim.engine.ModelError` ``FILE:LINE: what is wrong``, so that nothing is
 reported as analysed that was not. Everything the replay needs is resolved here, once: each buffer
 ref becomes a concrete view, each ``wait``/``query`` names the line whose handle it waits, each
 group gets its backend and ranks, so that the replay (``oplog_replay``) only has to issue ops.
@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import COLLECTIVE_KINDS, ModelError
-from .gcpause import gc_paused
-from .memory import Ref
-from .trace import View
+from ..sim.comm import COLLECTIVE_KINDS
+from ..sim.errors import ModelError
+from ..gcpause import gc_paused
+from ..sim.memory import Ref
+from ..trace import View
 
 COMMON = ("op", "rank", "host", "stream", "name", "dur")
 # op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.

@@ -17,11 +17,13 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from .api import Event, Host, Simulation, Work
-from .engine import COLLECTIVE_KINDS, ModelError, _Rec
-from .memory import Buffer
-from .oplog_read import Line, OpLog, load_oplog
-from .trace import Agent, Blocked, Trace
+from ..sim.api import Event, Host, Simulation, Work
+from ..sim.comm import COLLECTIVE_KINDS
+from ..sim.errors import ModelError
+from ..sim.records import Rec
+from ..sim.memory import Buffer
+from .read import Line, OpLog, load_oplog
+from ..trace import Agent, Blocked, Trace
 
 
 def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
@@ -47,7 +49,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter}
     try:
         if fixes:
-            from .inject import inject_fixes
+            from ..sim.inject import inject_fixes
             inject_fixes(sim.engine, base, fixes)
         return sim.run(source=oplog.path, meta=meta)
     except ModelError as e:
@@ -85,7 +87,7 @@ class _Replay:
         }
 
     # -- engine hooks ------------------------------------------------------------------------------
-    def tag(self, rec: _Rec) -> None:
+    def tag(self, rec: Rec) -> None:
         h = self.engine.current
         if h is None or h.injected_hold:  # an injected fix is not the line's own op
             return

@@ -27,9 +27,9 @@ import math
 import os
 from typing import Any, TextIO
 
-from .engine import COLLECTIVE_KINDS
-from .gcpause import gc_paused
-from .trace import HOST, READ, Access, Op, Trace, View, waited_on
+from ..sim.comm import COLLECTIVE_KINDS
+from ..gcpause import gc_paused
+from ..trace import HOST, READ, Access, Op, Trace, View, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
 _COMM = frozenset({"isend", "irecv", "isend_object", "send_object", "recv_object"}) | COLLECTIVE_KINDS

@@ -2,7 +2,7 @@
 
 One function, :func:`build_document`, decides *what* a report says (summary, parameters, each finding
 with its accesses, buffer, why nothing orders them, manifest or latent, the fix and its cost, the
-pictures, deadlock, warnings, metrics); :mod:`streamsim.markdown` and :mod:`streamsim.html` only decide
+pictures, deadlock, warnings, metrics); :mod:`streamsim.report.markdown` and :mod:`streamsim.report.html` only decide
 *how* it looks. So the Markdown and the HTML page always say the same thing.
 
 Inline text is a tuple of spans ``(style, text)`` with style ``""`` (plain), ``"code"`` or ``"b"``.
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
-from .findings import Hazard
-from .fixes import no_fix_reason
+from ..analysis.findings import Hazard
+from ..analysis.fixes import no_fix_reason
 from .report import Report, hazard_groups
-from .trace import Op, Trace
-from .why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
+from ..trace import Op, Trace
+from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
 
 Span = tuple[str, str]
 Text = tuple[Span, ...]

@@ -1,4 +1,4 @@
-"""Draw an HB slice (a hazard's or a deadlock's, see :mod:`streamsim.slices`) with matplotlib.
+"""Draw an HB slice (a hazard's or a deadlock's, see :mod:`streamsim.analysis.slices`) with matplotlib.
 
 Layout: one horizontal lane per rank × agent ("rank0 / compute", "rank0 / main (host)"); inside a
 lane the ops run left to right in program order, and every HB edge points right (columns are a
@@ -21,10 +21,10 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.transforms import ScaledTranslation
 
 from .figures import new_figure
-from .findings import Fix
+from ..analysis.findings import Fix
 from .lanes import agent_label, lane_key
-from .slices import MAX_NODES, cap_nodes
-from .trace import HOST, Agent, Trace
+from ..analysis.slices import MAX_NODES, cap_nodes
+from ..trace import HOST, Agent, Trace
 
 # kind -> (colour, line style, width, legend text)
 EDGE_STYLE: dict[str, tuple[str, str, float, str]] = {

@@ -2,7 +2,7 @@
 
 Renderers build :class:`matplotlib.figure.Figure` objects directly (no ``pyplot``: no global figure
 state, no GUI backend) and callers decide where the bytes go, so that a report can render every file
-before writing any of them (see :mod:`streamsim.outputs`).
+before writing any of them (see :mod:`streamsim.report.outputs`).
 """
 from __future__ import annotations
 

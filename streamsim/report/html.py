@@ -1,6 +1,6 @@
 """The HTML report: one self-contained page (inline SVG pictures, inline CSS, no network).
 
-It renders the same :mod:`streamsim.document` blocks as the Markdown report. Every piece of text is
+It renders the same :mod:`streamsim.report.document` blocks as the Markdown report. Every piece of text is
 escaped; pictures are inlined as SVG, with their element ids prefixed so two pictures on one page
 cannot clash.
 """

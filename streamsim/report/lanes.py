@@ -1,7 +1,7 @@
 """How agents appear as lanes: one name and one order for every picture and the Perfetto trace."""
 from __future__ import annotations
 
-from .trace import HOST, Agent
+from ..trace import HOST, Agent
 
 
 def agent_label(agent: Agent) -> str:

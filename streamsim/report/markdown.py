@@ -1,4 +1,4 @@
-"""The Markdown report: :mod:`streamsim.document`'s blocks written as GitHub-flavoured Markdown.
+"""The Markdown report: :mod:`streamsim.report.document`'s blocks written as GitHub-flavoured Markdown.
 
 Meant to be pasted into a code review; pictures are relative links to the files written beside it.
 """
@@ -66,5 +66,5 @@ def to_markdown(blocks: list[Block]) -> str:
 
 def render_markdown(report: Report, pictures: Pictures | None = None) -> str:
     """The Markdown report of ``report``; with ``pictures``, the files it links to (see
-    :class:`~streamsim.document.Pictures`)."""
+    :class:`~streamsim.report.document.Pictures`)."""
     return to_markdown(build_document(report, pictures))

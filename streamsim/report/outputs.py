@@ -2,7 +2,7 @@
 
 ``write_outputs(report, out_dir)`` renders everything in memory first, then writes every file to a
 temp file and renames them into place only when all are written
-(:func:`streamsim.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder
+(:func:`streamsim.report.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder
 as it was, never a half-written file nor a set mixed from two runs, and a finished run never mixes
 its files with those of an earlier one (pictures an earlier run left and this one does not make
 are removed).
@@ -26,7 +26,7 @@ from .html import page_title, to_html
 from .markdown import to_markdown
 from .perfetto import dumps_chrome_trace
 from .report import Report, dumps_json
-from .slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, issue_order, keep_steps,
+from ..analysis.slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, issue_order, keep_steps,
                      step_range)
 from .timeline import draw_timeline
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Findings
-from .hbgraph import COLLECTIVES
+from ..analysis.findings import Findings
+from ..analysis.hbgraph import COLLECTIVES
 from .lanes import lane_key
-from .trace import HOST, Agent, Trace
-from .why import access_window
+from ..trace import HOST, Agent, Trace
+from ..analysis.why import access_window
 
 
 def thread_ids(trace: Trace) -> dict[Agent, int]:

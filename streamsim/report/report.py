@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .analysis import FixCost
-from .findings import Findings, findings_json
-from .fixes import no_fix_reason
-from .metrics import Metrics
-from .trace import Trace
+from ..analysis.checks import FixCost
+from ..analysis.findings import Findings, findings_json
+from ..analysis.fixes import no_fix_reason
+from ..analysis.metrics import Metrics
+from ..trace import Trace
 
 JSON_VERSION = 1
 

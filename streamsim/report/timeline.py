@@ -15,11 +15,11 @@ from matplotlib.ticker import FuncFormatter
 
 from .figures import new_figure
 from .lanes import agent_label, lane_key
-from .findings import Hazard
-from .hbgraph import COLLECTIVES, COMM
-from .slices import step_range
-from .trace import HOST, Op, Trace
-from .why import access_window
+from ..analysis.findings import Hazard
+from ..analysis.hbgraph import COLLECTIVES, COMM
+from ..analysis.slices import step_range
+from ..trace import HOST, Op, Trace
+from ..analysis.why import access_window
 
 MAX_OPS = 3000
 

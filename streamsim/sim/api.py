@@ -11,9 +11,12 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from greenlet import getcurrent
 
-from .engine import Engine, GroupConfig, ModelError, _Host, _Rec
+from .comm import GroupConfig
+from .engine import Engine
+from .errors import ModelError
+from .records import HostState, Rec
 from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
-from .trace import Blocked, Note, Trace, READ, WRITE, Access
+from ..trace import Blocked, Note, Trace, READ, WRITE, Access
 
 
 class Simulation:
@@ -95,7 +98,7 @@ class Event:
 
     def __init__(self, host: "Host", name: str):
         self._host, self.name = host, name
-        self._recorded: _Rec | None = None
+        self._recorded: Rec | None = None
 
     def record(self, stream: Stream | None = None) -> None:
         self._host._caller().record(self, stream)
@@ -122,7 +125,7 @@ class Work:
 
     __slots__ = ("_host", "_rec", "_cfg", "name", "waited")
 
-    def __init__(self, host: "Host", rec: _Rec, cfg: GroupConfig, name: str):
+    def __init__(self, host: "Host", rec: Rec, cfg: GroupConfig, name: str):
         self._host, self._rec, self._cfg, self.name = host, rec, cfg, name
         self.waited = False
 
@@ -221,7 +224,7 @@ def _listify(t) -> list:
 class Host:
     """One host thread of one rank: the object a host program receives and calls."""
 
-    def __init__(self, engine: Engine, h: _Host):
+    def __init__(self, engine: Engine, h: HostState):
         self._e, self._h = engine, h
         self.rank = h.agent.rank
         self.thread = h.agent.name
@@ -340,7 +343,7 @@ class Host:
         if not after:
             self._note_unrecorded(event, rec)
 
-    def _note_unrecorded(self, event: Event, rec: _Rec) -> None:
+    def _note_unrecorded(self, event: Event, rec: Rec) -> None:
         self._e.notes.append(Note("event-never-recorded", f"{rec.name} at {rec.location}: event "
                                   f"{event.name!r} was never recorded, so the wait orders nothing",
                                   rec.id))
@@ -463,7 +466,7 @@ class Host:
         rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode, dur=rec.dur)
         return self._work(rec, cfg)
 
-    def _work(self, rec: _Rec, cfg: GroupConfig) -> Work:
+    def _work(self, rec: Rec, cfg: GroupConfig) -> Work:
         work = Work(self, rec, cfg, rec.handle)
         if rec.issuer is not None:
             self._e.works[rec.issuer] = work

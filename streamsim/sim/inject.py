@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from .engine import Engine, ModelError
-from .trace import HOST, Trace
+from .engine import Engine
+from .errors import ModelError
+from ..trace import HOST, Trace
 
 Key = tuple  # (Agent, kind, location, n)
 
@@ -42,7 +43,7 @@ def _keys(trace: Trace) -> dict[int, Key]:
 
 
 def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
-    """The fixes found in ``trace`` (streamsim.findings.Fix), keyed for injection; order kept,
+    """The fixes found in ``trace`` (streamsim.analysis.findings.Fix), keyed for injection; order kept,
     duplicates dropped."""
     keys = _keys(trace)
 

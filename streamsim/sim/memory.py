@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-from .trace import READ, WRITE, Access, View
+from ..trace import READ, WRITE, Access, View
 
 
 @dataclass(frozen=True, slots=True)

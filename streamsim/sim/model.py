@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from .engine import ModelError
+from .errors import ModelError
 from .wallclock import WallClockExceeded, wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}

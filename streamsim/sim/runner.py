@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from .api import Simulation
-from .engine import BoundExceeded, ModelError
+from .errors import BoundExceeded, ModelError
 from .model import Model, Params, load_model, user_frame
-from .trace import Trace
+from ..trace import Trace
 from .wallclock import WallClockExceeded, wall_bound
 
 
@@ -17,7 +17,7 @@ def simulate(model: Model | str, variant: str | None = None,
              max_wall: float | None = None) -> Trace:
     """Build and run one variant of a model; errors in the model become one-line ModelErrors.
 
-    ``fixes`` (from :func:`streamsim.fixes.propose_fix` on ``base``, the run they were found in)
+    ``fixes`` (from :func:`streamsim.analysis.fixes.propose_fix` on ``base``, the run they were found in)
     are injected as extra syncs at the places they name, to measure what the fix costs.
     ``max_wall``: seconds of wall-clock time the run may take (default: ``default_wall_bound``).
     """

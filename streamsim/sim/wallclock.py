@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from .engine import BoundExceeded
+from .errors import BoundExceeded
 
 
 def default_wall_bound(max_ops: int) -> float:

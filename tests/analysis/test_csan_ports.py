@@ -2,7 +2,7 @@
 
 Each CSAN test drives its event handler with kernel launches (``read_only`` / ``read_write`` tensors
 on streams), event records and waits, and syncs, and asserts which launches report errors and how
-many. Here each becomes an op log, simulated and checked by ``streamsim.hb.analyse_hazards``:
+many. Here each becomes an op log, simulated and checked by ``streamsim.analysis.hb.analyse_hazards``:
 ``assert_good_kernel_launch(...)`` = no hazard whose *second* op is that launch,
 ``assert_bad_kernel_launch(n, ...)`` = exactly ``n`` hazards whose second op is that launch.
 ``stream_id(i)`` is stream ``s<i>``, ``tensor_id(i)`` buffer ``t<i>``, ``event_id(i)`` event
@@ -20,7 +20,7 @@ import pytest
 
 from streamsim.oplog import parse_oplog, simulate_oplog
 
-hb = pytest.importorskip("streamsim.hb")
+hb = pytest.importorskip("streamsim.analysis.hb")
 
 
 class Csan:

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamsim.findings import (RAW, USE_AFTER_FREE, WAR, WAW, Deadlock, Findings, Hazard,
+from streamsim.analysis.findings import (RAW, USE_AFTER_FREE, WAR, WAW, Deadlock, Findings, Hazard,
                                 to_json_dict)
-from streamsim.fixes import propose_fix
-from streamsim.hb import analyse, analyse_hazards
-from streamsim.hbgraph import full_graph, happens_before, hazard_slice, ordered, split_graph, to_dot
-from streamsim.liveness import deadlock_from_stall, warnings
+from streamsim.analysis.fixes import propose_fix
+from streamsim.analysis.hb import analyse, analyse_hazards
+from streamsim.analysis.hbgraph import full_graph, happens_before, hazard_slice, ordered, split_graph, to_dot
+from streamsim.analysis.liveness import deadlock_from_stall, warnings
 from streamsim.trace import issue_order
 from streamsim.trace import (HOST, READ, STREAM, WRITE, Access, Agent, Blocked, Note, Op, Stall,
                              Trace, View, trace_from_ops)

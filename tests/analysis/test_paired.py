@@ -7,8 +7,8 @@ invents one shows up as a clean racy version.
 from __future__ import annotations
 
 from streamsim import Simulation
-from streamsim.analysis import analyse
-from streamsim.liveness import deadlock_from_stall
+from streamsim.analysis.checks import analyse
+from streamsim.analysis.liveness import deadlock_from_stall
 
 MB = 1 << 20
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from streamsim.cli import main
+from streamsim.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VLLM = str(ROOT / "models" / "vllm_pp.py")
 RACE = ('{"op":"launch","rank":0,"name":"forward[t]","writes":["hidden"],"dur":900}\n'
         '{"op":"isend","rank":0,"tensors":["hidden"],"peer":1,"handle":"send_t","dur":400}\n'
@@ -111,7 +111,7 @@ def test_an_empty_out_folder_is_an_error_not_ignored(tmp_path, capsys):
 def test_a_write_error_names_the_users_file_not_the_temp_file(tmp_path, monkeypatch, capsys):
     """A read-only folder failed with 'streamsim: DIR/.report.md.wtak8u2n.tmp: Permission denied'
     (simulated here: the tests may run as root, for whom no folder is read-only)."""
-    import streamsim.atomic as atomic
+    import streamsim.report.atomic as atomic
 
     def refuse(*args, **kw):
         raise PermissionError(13, "Permission denied", str(tmp_path / "out" / ".report.md.x.tmp"))

@@ -8,12 +8,12 @@ import shlex
 
 import pytest
 
-from streamsim.cli import main
-from streamsim.explore import (OpsEstimate, PCTPerturb, estimate_ops, explore, pct_bound,
+from streamsim.cli.main import main
+from streamsim.explore.hunt import (OpsEstimate, PCTPerturb, estimate_ops, explore, pct_bound,
                                run_seeds)
 from streamsim.oplog import load_oplog, simulate_oplog
-from streamsim.shrink import ddmin, hazard_keys, shrink
-from streamsim.sweep import plot_sweep, rows_csv, sweep
+from streamsim.explore.shrink import ddmin, hazard_keys, shrink
+from streamsim.explore.sweep import plot_sweep, rows_csv, sweep
 
 # A producer on a side stream and a consumer on the compute stream, with no event between them:
 # a RAW hazard in every timing. The consumer nominally starts `margin` us after the producer ends,
@@ -121,7 +121,7 @@ def test_same_seeds_same_results_under_jobs_1_2_and_dask(margin_model, monkeypat
     pct1 = explore(margin_model, "racy", strategy="pct", jobs=1, **kw)
     pct2 = explore(margin_model, "racy", strategy="pct", jobs=2, **kw)
     # dask workers import streamsim from wherever this test process did
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root,
                                                                    os.environ.get("PYTHONPATH")])))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -269,7 +269,7 @@ def test_shrink_a_model_run_dumped_as_an_op_log(margin_model, tmp_path, capsys):
 
 def test_scheduler_without_dask_is_a_one_line_error(margin_model, monkeypatch):
     import sys
-    from streamsim.engine import ModelError
+    from streamsim.sim.engine import ModelError
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if dask were not installed
     with pytest.raises(ModelError, match=r"needs Dask: pip install 'streamsim\[dask\]'"):
         explore(margin_model, "racy", runs=2, scheduler="tcp://127.0.0.1:8786")
@@ -277,14 +277,14 @@ def test_scheduler_without_dask_is_a_one_line_error(margin_model, monkeypatch):
 
 def test_a_scheduler_that_is_not_an_address_is_a_one_line_error(margin_model, capsys):
     """Dask refuses 'bogus' with a ValueError (no port), not an OSError: still one line, exit 2."""
-    from streamsim.cli import main
+    from streamsim.cli.main import main
     assert main(["explore", margin_model, "--runs", "2", "--scheduler", "bogus", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scheduler bogus: cannot connect" in err
 
 
 def test_a_failing_run_names_its_seed(tmp_path):
-    from streamsim.engine import ModelError
+    from streamsim.sim.engine import ModelError
     model = tmp_path / "flaky.py"
     model.write_text(MARGIN_MODEL.replace('        host.launch("consume"',
                                           '        side.synchronize()\n'
@@ -298,7 +298,7 @@ def test_a_failing_run_names_its_seed(tmp_path):
 def test_the_failing_run_reported_is_the_first_one_whatever_the_jobs(tmp_path):
     """With jobs=2 the error named whichever chunk of runs failed first in wall time (seed 0 or 32,
     from one invocation to the next); it is now the first failing seed, as with jobs=1."""
-    from streamsim.engine import ModelError
+    from streamsim.sim.engine import ModelError
     model = tmp_path / "always.py"
     model.write_text(MARGIN_MODEL.replace(  # every run fails; seed 0's first, later in wall time
         '        host.launch("consume"',

@@ -18,11 +18,11 @@ import os
 import pytest
 
 from streamsim import ModelError, simulate
-from streamsim.hb import analyse
-from streamsim.liveness import deadlock_from_stall
-from streamsim.model import load_model
+from streamsim.analysis.hb import analyse
+from streamsim.analysis.liveness import deadlock_from_stall
+from streamsim.sim.model import load_model
 
-MODEL_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "models", "vllm_pp.py")
+MODEL_PATH = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models", "vllm_pp.py")
 MODEL = load_model(MODEL_PATH)
 VPP = MODEL.module
 
@@ -356,7 +356,7 @@ def _host(trace, rank):
                                              ("regressed_49274", False)])
 def test_next_forward_happens_after_the_previous_send(variant, ordered):
     """The property the unit test cannot check: the send of step t happens before the forward of step
-    t+1 in the happens-before sense (vector clocks of streamsim.hb), on every non-last stage."""
+    t+1 in the happens-before sense (vector clocks of streamsim.analysis.hb), on every non-last stage."""
     trace, workers = VPP.run(variant)
     hb = analyse(trace, keep_clocks=True).hb
     p = params()

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import streamsim.api as ss
-from streamsim.engine import ModelError
+import streamsim.sim.api as ss
+from streamsim.sim.engine import ModelError
 from streamsim.oplog import dump_oplog, load_oplog, oplog_text, parse_oplog, simulate_oplog
 from streamsim.trace import Trace
 
-from streamsim.analysis import analyse
-from streamsim.hb import analyse_hazards
+from streamsim.analysis.checks import analyse
+from streamsim.analysis.hb import analyse_hazards
 
 EXAMPLE = """\
 {"op":"launch","rank":0,"name":"forward[t]","writes":["hidden"],"dur":900}
@@ -286,7 +286,7 @@ def test_use_issued_after_the_free_gets_no_event_fix():
                     {"op": "launch", "name": "use", "reads": ["x"], "stream": "side"}))
     (h,) = analyse_hazards(trace)
     assert h.kind == "use-after-free" and h.fix is None
-    from streamsim.fixes import no_fix_reason
+    from streamsim.analysis.fixes import no_fix_reason
     assert "issued after" in no_fix_reason(trace, h)
 
 
@@ -480,8 +480,8 @@ def test_a_wait_a_stall_left_blocked_orders_nothing_and_is_reported(stuck, tmp_p
     the op it still waits for, or the analysis finds the trace inconsistent and crashed with a
     traceback instead of reporting the deadlock. What it waited for is kept in
     ``attrs["waiting_for"]`` (so a waited handle is not reported as never waited)."""
-    from streamsim.cli import main
-    from streamsim.liveness import unwaited_handles
+    from streamsim.cli.main import main
+    from streamsim.analysis.liveness import unwaited_handles
     from streamsim.trace import waited_on
     text = log({"op": "irecv", "peer": 1, "tensors": ["b"], "handle": "r"}, STUCK_WAITS[stuck])
     trace = run(text)
@@ -503,8 +503,8 @@ def test_a_stall_that_drops_queued_ops_names_the_blocked_ops_by_their_trace_ids(
     """Ops that never started are left out and the rest renumbered: the stall's blocked ops must be
     renumbered too (they pointed past the end of the trace, a traceback in JSON reports), and the
     stream-side wait that never started still counts as a wait of its handle."""
-    from streamsim.cli import main
-    from streamsim.liveness import unwaited_handles
+    from streamsim.cli.main import main
+    from streamsim.analysis.liveness import unwaited_handles
     text = log({"op": "irecv", "rank": 1, "tensors": ["x"], "peer": 0, "handle": "r"},
                {"op": "wait", "rank": 1, "handle": "r"},  # gates compute, which never runs it
                {"op": "sync_stream", "rank": 1})

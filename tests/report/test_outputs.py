@@ -11,17 +11,17 @@ import networkx as nx
 import pytest
 
 from streamsim import simulate
-from streamsim.analysis import analyse
-from streamsim.cli import main
-from streamsim.draw_hb import draw_hb
-from streamsim.metrics import compute_metrics
-from streamsim.outputs import ALL_FILES, HB_FILES, render_outputs, write_outputs
-from streamsim.perfetto import chrome_trace
-from streamsim.report import Report
-from streamsim.slices import cap_nodes, hazard_graph, issue_order
-from streamsim.timeline import select_ops
+from streamsim.analysis.checks import analyse
+from streamsim.cli.main import main
+from streamsim.report.draw_hb import draw_hb
+from streamsim.analysis.metrics import compute_metrics
+from streamsim.report.outputs import ALL_FILES, HB_FILES, render_outputs, write_outputs
+from streamsim.report.perfetto import chrome_trace
+from streamsim.report.report import Report
+from streamsim.analysis.slices import cap_nodes, hazard_graph, issue_order
+from streamsim.report.timeline import select_ops
 from streamsim.trace import HOST, STREAM, Access, Agent, View, trace_from_ops
-from streamsim.why import explain
+from streamsim.analysis.why import explain
 
 PIPE = '''"""Two ranks; rank 0 overwrites its send buffer while the isend may still read it."""
 from streamsim import Param
@@ -227,7 +227,7 @@ def test_a_failing_renderer_writes_nothing(models, tmp_path, monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("renderer failed")
-    monkeypatch.setattr("streamsim.outputs.dumps_chrome_trace", boom)  # the last file rendered
+    monkeypatch.setattr("streamsim.report.outputs.dumps_chrome_trace", boom)  # the last file rendered
     with pytest.raises(RuntimeError):
         write_outputs(report, str(out))
     assert not out.exists() or os.listdir(out) == []
@@ -239,7 +239,7 @@ def test_a_failure_mid_write_leaves_the_earlier_run_whole(models, tmp_path, monk
     out = str(tmp_path)
     write_outputs(_report(models["pipe"], "racy"), out)
     before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
-    import streamsim.atomic as atomic
+    import streamsim.report.atomic as atomic
     real = atomic._stage
     calls = []
 
@@ -363,7 +363,7 @@ def test_access_windows_give_the_manifest_overlap():
 
 
 def test_why_agrees_with_brute_force_reachability_on_the_hb_graph(models):
-    from streamsim.hbgraph import full_graph, split_graph
+    from streamsim.analysis.hbgraph import full_graph, split_graph
     report = _report(models["pipe"], "ring", ["steps=6"])
     t = report.trace
     s = split_graph(full_graph(t))
@@ -385,7 +385,7 @@ def test_why_agrees_with_brute_force_reachability_on_the_hb_graph(models):
 
 
 def test_a_long_trace_gets_a_local_graph_around_the_hazard(models, monkeypatch):
-    import streamsim.slices as slices
+    import streamsim.analysis.slices as slices
     report = _report(models["pipe"], "racy", ["steps=12"])
     h = report.findings.hazards[0]
     whole = hazard_graph(report.trace, h)
@@ -404,7 +404,7 @@ def test_timeline_of_an_empty_or_instant_trace_draws_and_says_so():
     says there is nothing, the instant one gets one tick instead of a row of equal labels."""
     import matplotlib.pyplot as plt
     from streamsim.oplog import parse_oplog, simulate_oplog
-    from streamsim.timeline import draw_timeline
+    from streamsim.report.timeline import draw_timeline
     empty = draw_timeline(simulate_oplog(parse_oplog("", "empty.jsonl")))
     assert "no ops in this trace" in [t.get_text() for t in empty.axes[0].texts]
     stalled = simulate_oplog(parse_oplog(
@@ -423,7 +423,7 @@ def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch
     """An op log makes every line its own pattern: explaining thousands of them (each a walk over
     the trace) made --out take minutes. The first MAX_EXPLAINED are explained, the table is capped,
     and both say how many more there are."""
-    import streamsim.document as document
+    import streamsim.report.document as document
     monkeypatch.setattr(document, "MAX_EXPLAINED", 4)
     monkeypatch.setattr(document, "MAX_PATTERN_ROWS", 6)
     lines = [json.dumps({"op": "launch", "name": f"k{i}", "stream": f"s{i % 2}", "writes": ["x"],
@@ -440,7 +440,7 @@ def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch
 def test_hb_picture_of_a_clean_run_neither_claims_ops_nor_shows_a_red_legend(monkeypatch):
     """An empty log's picture said "the run's first ops" over nothing, and every picture listed
     "conflicting / blocked op" in its legend even when no op is one."""
-    import streamsim.outputs as outputs
+    import streamsim.report.outputs as outputs
     from streamsim.oplog import parse_oplog, simulate_oplog
     seen = []
     real = outputs.draw_hb
@@ -481,7 +481,7 @@ def test_pictures_of_unusual_traces_print_no_matplotlib_warnings(tmp_path, capsy
 def test_hb_lane_labels_stay_inside_the_picture_however_wide_or_long():
     """Labels were placed at an axes fraction left of the lanes: a wide picture (many columns)
     pushed them off the left edge, and a long stream name did not fit the fixed label margin."""
-    from streamsim.slices import hb_graph
+    from streamsim.analysis.slices import hb_graph
     long = Agent(0, STREAM, "a_very_long_stream_name_for_a_test")
     ops = []
     for i in range(30):  # ~30 columns: a picture over 40 inches wide

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine_helpers import find, issued, one, simulate, timing
 
 # -- FIFO streams and the enqueue edge -------------------------------------------------------------
 
 
-def test_stream_is_fifo_and_ops_start_no_earlier_than_enqueue_or_previous_end():
+def test_stream_is_fifo_and_ops_start_no_earlier_than_enqueue_or_previous_end(eng):
     """A stream runs its ops one at a time in enqueue order: an op starts at max(its enqueue time,
     the previous op's end) — never earlier, and (with nothing else ordering it) not later."""
     def prog(host):
@@ -23,23 +22,23 @@ def test_stream_is_fifo_and_ops_start_no_earlier_than_enqueue_or_previous_end():
         host.launch("c", dur=10)  # enqueued at 500, b still running: starts at b's end
         host.launch("d", dur=0)   # zero-length ops still take their FIFO turn
 
-    tr = simulate(prog)
-    a, b, c, d = (one(tr, "rank0/compute", n) for n in "abcd")
-    assert timing(a) == (0, 100)
-    assert timing(b) == (500, 510)
-    assert timing(c) == (510, 520)
-    assert timing(d) == (520, 520)
-    assert [op.name for op in find(tr, "rank0/compute")] == ["a", "b", "c", "d"]
+    tr = eng.simulate(prog)
+    a, b, c, d = (eng.one(tr, "rank0/compute", n) for n in "abcd")
+    assert eng.timing(a) == (0, 100)
+    assert eng.timing(b) == (500, 510)
+    assert eng.timing(c) == (510, 520)
+    assert eng.timing(d) == (520, 520)
+    assert [op.name for op in eng.find(tr, "rank0/compute")] == ["a", "b", "c", "d"]
     assert [op.index for op in (a, b, c, d)] == [0, 1, 2, 3]
     for op in (a, b, c, d):  # the enqueue edge: each stream op names the host action issuing it
-        host_op = issued(tr, op)
+        host_op = eng.issued(tr, op)
         assert host_op.kind == "launch" and host_op.name == op.name
         assert host_op.end <= op.start and op.enqueued == host_op.end
         assert op.after == ()
     assert tr.stall is None and tr.notes == ()
 
 
-def test_host_runs_ahead_of_its_streams():
+def test_host_runs_ahead_of_its_streams(eng):
     """Launches do not block the host: with no launch overhead every launch is issued at time 0
     while the kernels run one after another on the stream."""
     def prog(host):
@@ -47,13 +46,13 @@ def test_host_runs_ahead_of_its_streams():
             host.launch(f"k{i}", dur=100)
         host.log.append(host.now)
 
-    tr = simulate(prog)
-    hosts = find(tr, "rank0/main", kind="launch")
-    assert [timing(op) for op in hosts] == [(0, 0)] * 3
-    assert [timing(op) for op in find(tr, "rank0/compute")] == [(0, 100), (100, 200), (200, 300)]
+    tr = eng.simulate(prog)
+    hosts = eng.find(tr, "rank0/main", kind="launch")
+    assert [eng.timing(op) for op in hosts] == [(0, 0)] * 3
+    assert [eng.timing(op) for op in eng.find(tr, "rank0/compute")] == [(0, 100), (100, 200), (200, 300)]
 
 
-def test_launch_overhead_delays_the_host_and_every_later_enqueue():
+def test_launch_overhead_delays_the_host_and_every_later_enqueue(eng):
     """Simulation(launch_overhead=o): each enqueue is a host action of length o, and the op is
     enqueued (and may start) only when that action ends; host_work delays later enqueues."""
     def prog(host):
@@ -73,17 +72,17 @@ def test_launch_overhead_delays_the_host_and_every_later_enqueue():
 
     sim.spawn(0, wrapped)
     tr = sim.run()
-    issues = find(tr, "rank0/main", kind="launch")
-    assert [timing(op) for op in issues] == [(0, 5), (5, 10), (210, 215)]
-    assert timing(one(tr, "rank0/main", kind="host")) == (10, 210)
-    a, b, c = (one(tr, "rank0/compute", n) for n in "abc")
+    issues = eng.find(tr, "rank0/main", kind="launch")
+    assert [eng.timing(op) for op in issues] == [(0, 5), (5, 10), (210, 215)]
+    assert eng.timing(eng.one(tr, "rank0/main", kind="host")) == (10, 210)
+    a, b, c = (eng.one(tr, "rank0/compute", n) for n in "abc")
     assert (a.enqueued, b.enqueued, c.enqueued) == (5, 10, 215)
-    assert timing(a) == (5, 105) and timing(b) == (105, 115) and timing(c) == (215, 225)
-    assert [issued(tr, op).id for op in (a, b, c)] == [op.id for op in issues]
+    assert eng.timing(a) == (5, 105) and eng.timing(b) == (105, 115) and eng.timing(c) == (215, 225)
+    assert [eng.issued(tr, op).id for op in (a, b, c)] == [op.id for op in issues]
     assert logs == [215]
 
 
-def test_host_work_is_a_host_op_with_its_accesses():
+def test_host_work_is_a_host_op_with_its_accesses(eng):
     """host_work occupies the host thread for its duration and records its reads/writes as a host
     op in program order."""
     def prog(host):
@@ -91,32 +90,32 @@ def test_host_work_is_a_host_op_with_its_accesses():
         host.host_work("fill", writes=[pinned], dur=7)
         host.host_work("read", reads=[pinned[0:8]], dur=3)
 
-    tr = simulate(prog)
-    fill, read = find(tr, "rank0/main", kind="host")
-    assert timing(fill) == (0, 7) and timing(read) == (7, 10)
+    tr = eng.simulate(prog)
+    fill, read = eng.find(tr, "rank0/main", kind="host")
+    assert eng.timing(fill) == (0, 7) and eng.timing(read) == (7, 10)
     assert fill.index < read.index
     assert [(a.mode, a.view.buffer, a.view.offset, a.view.nbytes) for a in fill.accesses] == \
         [("write", "pinned", 0, 64)]
     assert [(a.mode, a.view.offset, a.view.nbytes) for a in read.accesses] == [("read", 0, 8)]
 
 
-def test_op_records_location_and_step():
+def test_op_records_location_and_step(eng):
     """Every op names the model line that issued it and the host's current step label."""
     def prog(host):
         host.step = 3
         host.launch("k", dur=1)
 
-    tr = simulate(prog)
-    k = one(tr, "rank0/compute", "k")
+    tr = eng.simulate(prog)
+    k = eng.one(tr, "rank0/compute", "k")
     assert k.step == 3
     assert k.location.endswith(f"test_engine.py:{prog.__code__.co_firstlineno + 2}")
-    assert issued(tr, k).location == k.location
+    assert eng.issued(tr, k).location == k.location
 
 
 # -- events --------------------------------------------------------------------------------------
 
 
-def test_wait_event_gates_the_second_stream_on_the_captured_work_only():
+def test_wait_event_gates_the_second_stream_on_the_captured_work_only(eng):
     """record(E) on S captures S's work so far; wait_event(E) on T makes later ops of T start after
     the captured work (and its `after` names the record op) but not after S's later work."""
     def prog(host):
@@ -128,20 +127,20 @@ def test_wait_event_gates_the_second_stream_on_the_captured_work_only():
         side.wait_event(ev)
         host.launch("x", stream=side, dur=10)
 
-    tr = simulate(prog)
-    k1, rec, k2 = find(tr, "rank0/compute")
+    tr = eng.simulate(prog)
+    k1, rec, k2 = eng.find(tr, "rank0/compute")
     assert rec.kind == "record" and rec.attrs["event"] == "e"
-    assert timing(rec) == (100, 100)
-    wait = one(tr, "rank0/side", kind="wait_event")
-    x = one(tr, "rank0/side", "x")
+    assert eng.timing(rec) == (100, 100)
+    wait = eng.one(tr, "rank0/side", kind="wait_event")
+    x = eng.one(tr, "rank0/side", "x")
     assert wait.after == (rec.id,)
-    assert timing(wait) == (100, 100)
-    assert timing(x) == (100, 110)
+    assert eng.timing(wait) == (100, 100)
+    assert eng.timing(x) == (100, 110)
     assert x.start < k2.end  # k2 was not captured, so it does not gate x
     assert tr.notes == ()
 
 
-def test_event_wait_method_gates_the_given_or_current_stream():
+def test_event_wait_method_gates_the_given_or_current_stream(eng):
     """Event.wait(stream) is stream.wait_event(event); with no stream it gates the current stream."""
     def prog(host):
         side = host.stream("side")
@@ -151,14 +150,14 @@ def test_event_wait_method_gates_the_given_or_current_stream():
         ev.wait()                     # current stream: compute
         host.launch("after_wait", dur=1)
 
-    tr = simulate(prog)
-    rec = one(tr, "rank0/side", kind="record")
-    wait = one(tr, "rank0/compute", kind="wait_event")
+    tr = eng.simulate(prog)
+    rec = eng.one(tr, "rank0/side", kind="record")
+    wait = eng.one(tr, "rank0/compute", kind="wait_event")
     assert wait.after == (rec.id,)
-    assert timing(one(tr, "rank0/compute", "after_wait")) == (50, 51)
+    assert eng.timing(eng.one(tr, "rank0/compute", "after_wait")) == (50, 51)
 
 
-def test_re_record_replaces_the_capture():
+def test_re_record_replaces_the_capture(eng):
     """Re-recording an event replaces its capture (CUDA semantics): a later wait_event's `after`
     names only the newest record op and the waiting stream is gated by it."""
     def prog(host):
@@ -171,14 +170,14 @@ def test_re_record_replaces_the_capture():
         side.wait_event(ev)
         host.launch("x", stream=side, dur=10)
 
-    tr = simulate(prog)
-    rec1, rec2 = find(tr, "rank0/compute", kind="record")
-    wait = one(tr, "rank0/side", kind="wait_event")
+    tr = eng.simulate(prog)
+    rec1, rec2 = eng.find(tr, "rank0/compute", kind="record")
+    wait = eng.one(tr, "rank0/side", kind="wait_event")
     assert wait.after == (rec2.id,)
-    assert timing(one(tr, "rank0/side", "x")) == (1100, 1110)
+    assert eng.timing(eng.one(tr, "rank0/side", "x")) == (1100, 1110)
 
 
-def test_re_record_on_another_stream_does_not_merge_captures():
+def test_re_record_on_another_stream_does_not_merge_captures(eng):
     """Re-recording on a different stream replaces, not merges: the waiter no longer waits for the
     first stream's work."""
     def prog(host):
@@ -190,14 +189,14 @@ def test_re_record_on_another_stream_does_not_merge_captures():
         third.wait_event(ev)
         host.launch("x", stream=third, dur=10)
 
-    tr = simulate(prog)
-    rec_side = one(tr, "rank0/side", kind="record")
-    wait = one(tr, "rank0/third", kind="wait_event")
+    tr = eng.simulate(prog)
+    rec_side = eng.one(tr, "rank0/side", kind="record")
+    wait = eng.one(tr, "rank0/third", kind="wait_event")
     assert wait.after == (rec_side.id,)
-    assert timing(one(tr, "rank0/third", "x")) == (0, 10)
+    assert eng.timing(eng.one(tr, "rank0/third", "x")) == (0, 10)
 
 
-def test_wait_stream_records_and_waits():
+def test_wait_stream_records_and_waits(eng):
     """stream.wait_stream(other) = record an event on other, wait it here: later ops of this stream
     start after other's work so far."""
     def prog(host):
@@ -206,13 +205,13 @@ def test_wait_stream_records_and_waits():
         host.current_stream().wait_stream(side)
         host.launch("x", dur=1)
 
-    tr = simulate(prog)
-    rec = one(tr, "rank0/side", kind="record")
-    assert one(tr, "rank0/compute", kind="wait_event").after == (rec.id,)
-    assert timing(one(tr, "rank0/compute", "x")) == (70, 71)
+    tr = eng.simulate(prog)
+    rec = eng.one(tr, "rank0/side", kind="record")
+    assert eng.one(tr, "rank0/compute", kind="wait_event").after == (rec.id,)
+    assert eng.timing(eng.one(tr, "rank0/compute", "x")) == (70, 71)
 
 
-def test_waiting_an_event_never_recorded_is_a_noop_with_a_note():
+def test_waiting_an_event_never_recorded_is_a_noop_with_a_note(eng):
     """wait_event on an event never recorded orders nothing (no `after`, the stream does not stop)
     and is reported as Note('event-never-recorded') naming the wait op."""
     def prog(host):
@@ -221,26 +220,26 @@ def test_waiting_an_event_never_recorded_is_a_noop_with_a_note():
         side.wait_event(host.event("never"))
         host.launch("x", stream=side, dur=10)
 
-    tr = simulate(prog)
-    wait = one(tr, "rank0/side", kind="wait_event")
+    tr = eng.simulate(prog)
+    wait = eng.one(tr, "rank0/side", kind="wait_event")
     assert wait.after == ()
-    assert timing(one(tr, "rank0/side", "x")) == (0, 10)
+    assert eng.timing(eng.one(tr, "rank0/side", "x")) == (0, 10)
     assert [n.kind for n in tr.notes] == ["event-never-recorded"]
     assert tr.notes[0].op == wait.id and "never" in tr.notes[0].message
     assert tr.stall is None
 
 
-def test_synchronizing_an_event_never_recorded_returns_at_once_with_a_note():
+def test_synchronizing_an_event_never_recorded_returns_at_once_with_a_note(eng):
     """event.synchronize() on an event never recorded does not block the host (and is noted)."""
     def prog(host):
         host.launch("k", dur=500)
         host.event("never").synchronize()
         host.host_work("next", dur=1)
 
-    tr = simulate(prog)
-    sync = one(tr, "rank0/main", kind="sync_event")
-    assert timing(sync) == (0, 0) and sync.after == ()
-    assert timing(one(tr, "rank0/main", "next")) == (0, 1)
+    tr = eng.simulate(prog)
+    sync = eng.one(tr, "rank0/main", kind="sync_event")
+    assert eng.timing(sync) == (0, 0) and sync.after == ()
+    assert eng.timing(eng.one(tr, "rank0/main", "next")) == (0, 1)
     assert [n.kind for n in tr.notes] == ["event-never-recorded"]
     assert tr.notes[0].op == sync.id
 
@@ -248,7 +247,7 @@ def test_synchronizing_an_event_never_recorded_returns_at_once_with_a_note():
 # -- host syncs ------------------------------------------------------------------------------------
 
 
-def test_event_synchronize_blocks_the_host_until_the_captured_work_and_not_longer():
+def test_event_synchronize_blocks_the_host_until_the_captured_work_and_not_longer(eng):
     """event.synchronize() blocks the host until the record op (the captured work) ends — not until
     later work on that stream — and its `after` names the record op."""
     def prog(host):
@@ -259,15 +258,15 @@ def test_event_synchronize_blocks_the_host_until_the_captured_work_and_not_longe
         ev.synchronize()
         host.host_work("next", dur=1)
 
-    tr = simulate(prog)
-    rec = one(tr, "rank0/compute", kind="record")
-    sync = one(tr, "rank0/main", kind="sync_event")
+    tr = eng.simulate(prog)
+    rec = eng.one(tr, "rank0/compute", kind="record")
+    sync = eng.one(tr, "rank0/main", kind="sync_event")
     assert sync.after == (rec.id,)
-    assert timing(sync) == (0, 100)
-    assert timing(one(tr, "rank0/main", "next")) == (100, 101)
+    assert eng.timing(sync) == (0, 100)
+    assert eng.timing(eng.one(tr, "rank0/main", "next")) == (100, 101)
 
 
-def test_stream_synchronize_waits_for_that_stream_only():
+def test_stream_synchronize_waits_for_that_stream_only(eng):
     """stream.synchronize() blocks the host until that stream's last enqueued op ends, not other
     streams' work; `after` names that last op; the next enqueue happens at the sync's end."""
     def prog(host):
@@ -277,16 +276,16 @@ def test_stream_synchronize_waits_for_that_stream_only():
         host.current_stream().synchronize()
         host.launch("next", dur=1)
 
-    tr = simulate(prog)
-    c = one(tr, "rank0/compute", "c")
-    sync = one(tr, "rank0/main", kind="sync_stream")
+    tr = eng.simulate(prog)
+    c = eng.one(tr, "rank0/compute", "c")
+    sync = eng.one(tr, "rank0/main", kind="sync_stream")
     assert sync.after == (c.id,)
-    assert timing(sync) == (0, 300)
-    nxt = one(tr, "rank0/compute", "next")
-    assert issued(tr, nxt).start == 300 and timing(nxt) == (300, 301)
+    assert eng.timing(sync) == (0, 300)
+    nxt = eng.one(tr, "rank0/compute", "next")
+    assert eng.issued(tr, nxt).start == 300 and eng.timing(nxt) == (300, 301)
 
 
-def test_stream_synchronize_of_an_idle_stream_and_of_a_host_already_past_it():
+def test_stream_synchronize_of_an_idle_stream_and_of_a_host_already_past_it(eng):
     """Syncing an empty stream returns at once; syncing when the host's clock is already past the
     work's end does not move the host back or forward (the sync takes no time)."""
     def prog(host):
@@ -296,15 +295,15 @@ def test_stream_synchronize_of_an_idle_stream_and_of_a_host_already_past_it():
         host.current_stream().synchronize()
         host.host_work("next", dur=1)
 
-    tr = simulate(prog)
-    s_idle, s_compute = find(tr, "rank0/main", kind="sync_stream")
-    assert timing(s_idle) == (0, 0) and s_idle.after == ()
-    assert timing(s_compute) == (2000, 2000)
-    assert s_compute.after == (one(tr, "rank0/compute", "k").id,)
-    assert timing(one(tr, "rank0/main", "next")) == (2000, 2001)
+    tr = eng.simulate(prog)
+    s_idle, s_compute = eng.find(tr, "rank0/main", kind="sync_stream")
+    assert eng.timing(s_idle) == (0, 0) and s_idle.after == ()
+    assert eng.timing(s_compute) == (2000, 2000)
+    assert s_compute.after == (eng.one(tr, "rank0/compute", "k").id,)
+    assert eng.timing(eng.one(tr, "rank0/main", "next")) == (2000, 2001)
 
 
-def test_device_synchronize_waits_for_every_stream_of_the_rank_only():
+def test_device_synchronize_waits_for_every_stream_of_the_rank_only(eng):
     """host.synchronize() (cuda.synchronize) blocks until every stream of this rank — compute,
     side and NCCL comm streams — has drained; it does not wait for another rank's streams."""
     def prog0(host):
@@ -319,18 +318,18 @@ def test_device_synchronize_waits_for_every_stream_of_the_rank_only():
         host.launch("long", dur=5000)
         host.group("g").all_reduce(host.buffer("x", 8), dur=50)
 
-    tr = simulate(prog0, prog1, groups=[("g", [0, 1], {})])
-    sync = one(tr, "rank0/main", kind="sync_device")
+    tr = eng.simulate(prog0, prog1, groups=[("g", [0, 1], {})])
+    sync = eng.one(tr, "rank0/main", kind="sync_device")
     lasts = {str(tr.op(i).agent): tr.op(i).name for i in sync.after}
     assert lasts == {"rank0/compute": "c", "rank0/side": "s", "rank0/nccl:g": "all_reduce(x)"}
     # the all_reduce waits for rank1 (joins at 5000): that is rank0's nccl stream's own work
-    ar0 = one(tr, "rank0/nccl:g", kind="all_reduce")
-    assert timing(ar0) == (300, 5050)
-    assert timing(sync) == (0, 5050)
-    assert timing(one(tr, "rank0/main", "next")) == (5050, 5051)
+    ar0 = eng.one(tr, "rank0/nccl:g", kind="all_reduce")
+    assert eng.timing(ar0) == (300, 5050)
+    assert eng.timing(sync) == (0, 5050)
+    assert eng.timing(eng.one(tr, "rank0/main", "next")) == (5050, 5051)
 
 
-def test_device_synchronize_does_not_wait_for_other_ranks():
+def test_device_synchronize_does_not_wait_for_other_ranks(eng):
     """host.synchronize() on rank 0 ignores rank 1's streams."""
     def prog0(host):
         host.launch("c", dur=300)
@@ -339,13 +338,13 @@ def test_device_synchronize_does_not_wait_for_other_ranks():
     def prog1(host):
         host.launch("long", dur=5000)
 
-    tr = simulate(prog0, prog1)
-    sync = one(tr, "rank0/main", kind="sync_device")
-    assert timing(sync) == (0, 300)
-    assert sync.after == (one(tr, "rank0/compute", "c").id,)
+    tr = eng.simulate(prog0, prog1)
+    sync = eng.one(tr, "rank0/main", kind="sync_device")
+    assert eng.timing(sync) == (0, 300)
+    assert sync.after == (eng.one(tr, "rank0/compute", "c").id,)
 
 
-def test_event_query_orders_only_when_true():
+def test_event_query_orders_only_when_true(eng):
     """event.query() at a time the captured work is done returns True and orders it before the host
     (`after`); before that it returns False and orders nothing."""
     def prog(host):
@@ -358,16 +357,16 @@ def test_event_query_orders_only_when_true():
         results.extend(host.log)
 
     results = []
-    tr = simulate(prog)
-    q0, q1 = find(tr, "rank0/main", kind="query")
-    rec = one(tr, "rank0/compute", kind="record")
+    tr = eng.simulate(prog)
+    q0, q1 = eng.find(tr, "rank0/main", kind="query")
+    rec = eng.one(tr, "rank0/compute", kind="record")
     assert results == [False, True]
     assert (q0.attrs["result"], q0.after, q0.start) == (False, (), 0)
     assert (q1.attrs["result"], q1.after, q1.start) == (True, (rec.id,), 200)
 
 
 @pytest.mark.parametrize("threads", [("a", "b"), ("b", "a")])
-def test_host_threads_of_one_rank_share_streams_in_simulated_time(threads):
+def test_host_threads_of_one_rank_share_streams_in_simulated_time(eng, threads):
     """Two host threads of one rank enqueue on the shared compute stream in simulated-time order,
     whatever order they were spawned in: a thread that ran ahead does not jump the queue."""
     from streamsim import Simulation
@@ -385,13 +384,13 @@ def test_host_threads_of_one_rank_share_streams_in_simulated_time(threads):
     for t in threads:
         sim.spawn(0, progs[t], thread=t)
     tr = sim.run()
-    assert [op.name for op in find(tr, "rank0/compute")] == ["early", "late"]
-    assert timing(one(tr, "rank0/compute", "early")) == (100, 110)
-    assert timing(one(tr, "rank0/compute", "late")) == (5000, 5010)
+    assert [op.name for op in eng.find(tr, "rank0/compute")] == ["early", "late"]
+    assert eng.timing(eng.one(tr, "rank0/compute", "early")) == (100, 110)
+    assert eng.timing(eng.one(tr, "rank0/compute", "late")) == (5000, 5010)
 
 
 @pytest.mark.parametrize("spawn_recorder_first", [True, False])
-def test_event_shared_between_host_threads_is_observed_in_simulated_time(spawn_recorder_first):
+def test_event_shared_between_host_threads_is_observed_in_simulated_time(eng, spawn_recorder_first):
     """A thread waiting an event at t=100 sees the event as it is at t=100: a record another thread
     issues at t=5000 is not captured by the earlier wait (no false ordering edge)."""
     from streamsim import Simulation
@@ -414,9 +413,9 @@ def test_event_shared_between_host_threads_is_observed_in_simulated_time(spawn_r
     for name, prog in (order if spawn_recorder_first else order[::-1]):
         sim.spawn(0, prog, thread=name)
     tr = sim.run()
-    wait = one(tr, "rank0/side", kind="wait_event")
+    wait = eng.one(tr, "rank0/side", kind="wait_event")
     assert wait.after == ()
-    assert timing(one(tr, "rank0/side", "x")) == (100, 101)
+    assert eng.timing(eng.one(tr, "rank0/side", "x")) == (100, 101)
     assert [n.kind for n in tr.notes] == ["event-never-recorded"]
 
 
@@ -424,7 +423,7 @@ def _helper_launch(host, name):
     host.launch(name, dur=1)  # the location of ops issued through this helper
 
 
-def test_location_is_the_innermost_model_line_whatever_the_api_path():
+def test_location_is_the_innermost_model_line_whatever_the_api_path(eng):
     """Each op's location is the innermost model line that issued it — through a model helper,
     through API methods calling each other (copy -> launch, Stream.record_event -> Event.record),
     and alternating between such paths (the engine caches the depth of that line per op kind)."""
@@ -442,7 +441,7 @@ def test_location_is_the_innermost_model_line_whatever_the_api_path():
             for fn in (host.launch, lambda name, dur: _helper_launch(host, name)):
                 fn("same line", dur=1)
 
-    tr = simulate(prog)
+    tr = eng.simulate(prog)
     base = prog.__code__.co_firstlineno
     where = [(op.name, int(op.location.rsplit(":", 1)[1])) for op in tr.ops
              if op.agent.kind == "host"]
@@ -453,7 +452,7 @@ def test_location_is_the_innermost_model_line_whatever_the_api_path():
     assert all(op.location.rsplit(":", 1)[0].endswith("test_engine.py") for op in tr.ops)
 
 
-def test_frozen_ops_equal_ops_built_field_by_field():
+def test_frozen_ops_equal_ops_built_field_by_field(eng):
     """The engine builds trace ops without the dataclass constructor (for speed): each must still be
     an Op equal to Op(**its fields), hashable like one, and frozen."""
     import dataclasses
@@ -464,7 +463,7 @@ def test_frozen_ops_equal_ops_built_field_by_field():
         host.launch("k", reads=[host.buffer("x", 8)], dur=3)
         host.current_stream().synchronize()
 
-    tr = simulate(prog)
+    tr = eng.simulate(prog)
     for op in tr.ops:
         assert type(op) is Op
         rebuilt = Op(**{f.name: getattr(op, f.name) for f in dataclasses.fields(Op)})
@@ -473,7 +472,7 @@ def test_frozen_ops_equal_ops_built_field_by_field():
             op.start = 1.0
 
 
-def test_sequence_numbers_are_a_dense_linear_extension_of_the_recorded_edges():
+def test_sequence_numbers_are_a_dense_linear_extension_of_the_recorded_edges(eng):
     """start_seq/end_seq number the 2n op boundaries 0..2n-1 (no holes, even when blocking host
     syncs move their start past what they waited for), and respect every recorded edge: program
     order, issuer end -> op start, `after` end -> op start, `joins` start -> op end."""
@@ -497,7 +496,7 @@ def test_sequence_numbers_are_a_dense_linear_extension_of_the_recorded_edges():
             g.all_reduce(x, dur=5)
             host.synchronize()
 
-    tr = simulate(prog, prog, groups=[("g", [0, 1], {})])
+    tr = eng.simulate(prog, prog, groups=[("g", [0, 1], {})])
     assert sorted(s for op in tr.ops for s in (op.start_seq, op.end_seq)) == \
         list(range(2 * len(tr.ops)))
     last: dict = {}

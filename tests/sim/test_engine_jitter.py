@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from engine_helpers import KB, MB, simulate
+import pytest
+
+KB, MB = 1024, 1 << 20
 
 
 def _pipeline(host):
@@ -30,42 +32,44 @@ def _pipeline(host):
     host.synchronize()
 
 
-def _run(**kw):
-    return simulate(_pipeline, _pipeline, groups=[("g", [0, 1], {})], **kw)
+@pytest.fixture
+def run_pipeline(eng):
+    """Run the two-rank pipeline above with the given Simulation options."""
+    return lambda **kw: eng.simulate(_pipeline, _pipeline, groups=[("g", [0, 1], {})], **kw)
 
 
 def _as_tuples(tr):
     return [tuple(getattr(op, f) for f in op.__slots__) for op in tr.ops]
 
 
-def test_same_seed_gives_identical_traces():
+def test_same_seed_gives_identical_traces(run_pipeline):
     """Two runs with the same seed and jitter produce the same trace, op for op, field for field."""
-    a, b = _run(seed=7, jitter=0.2), _run(seed=7, jitter=0.2)
+    a, b = run_pipeline(seed=7, jitter=0.2), run_pipeline(seed=7, jitter=0.2)
     assert _as_tuples(a) == _as_tuples(b)
     assert a.ops == b.ops and a.notes == b.notes and a.end_time == b.end_time
 
 
-def test_no_seed_is_exactly_repeatable():
+def test_no_seed_is_exactly_repeatable(run_pipeline):
     """With no seed, runs (even with jitter) are exactly repeatable."""
-    assert _as_tuples(_run(jitter=0.2)) == _as_tuples(_run(jitter=0.2))
+    assert _as_tuples(run_pipeline(jitter=0.2)) == _as_tuples(run_pipeline(jitter=0.2))
 
 
-def test_different_seeds_with_jitter_give_different_timings():
+def test_different_seeds_with_jitter_give_different_timings(run_pipeline):
     """With jitter > 0, different seeds change op timings (but not the ops and edges issued)."""
-    a, b = _run(seed=1, jitter=0.2), _run(seed=2, jitter=0.2)
+    a, b = run_pipeline(seed=1, jitter=0.2), run_pipeline(seed=2, jitter=0.2)
     assert [(op.start, op.end) for op in a.ops] != [(op.start, op.end) for op in b.ops]
     assert [(str(op.agent), op.kind, op.name) for op in a.ops] == \
         [(str(op.agent), op.kind, op.name) for op in b.ops]
 
 
-def test_zero_jitter_ignores_the_seed():
+def test_zero_jitter_ignores_the_seed(run_pipeline):
     """jitter=0 gives the unjittered timing whatever the seed."""
-    base = _as_tuples(_run())
-    assert _as_tuples(_run(seed=1, jitter=0.0)) == base
-    assert _as_tuples(_run(seed=2, jitter=0.0)) == base
+    base = _as_tuples(run_pipeline())
+    assert _as_tuples(run_pipeline(seed=1, jitter=0.0)) == base
+    assert _as_tuples(run_pipeline(seed=2, jitter=0.0)) == base
 
 
-def test_jitter_factor_is_bounded():
+def test_jitter_factor_is_bounded(eng):
     """A duration d is scaled by a factor within [exp(-j), exp(j)], and zero durations stay zero."""
     j = 0.3
 
@@ -74,14 +78,14 @@ def test_jitter_factor_is_bounded():
             host.launch(f"k{i}", dur=100)
             host.launch(f"z{i}", dur=0)
 
-    tr = simulate(prog, seed=3, jitter=j)
+    tr = eng.simulate(prog, seed=3, jitter=j)
     durs = [op.duration for op in tr.ops if op.agent.kind == "stream" and op.name.startswith("k")]
     assert all(100 * math.exp(-j) - 1e-9 <= d <= 100 * math.exp(j) + 1e-9 for d in durs)
     assert len(set(durs)) > 1
     assert all(op.duration == 0 for op in tr.ops if op.name.startswith("z"))
 
 
-def test_jitter_applies_to_every_duration_including_blocking_gloo_sends():
+def test_jitter_applies_to_every_duration_including_blocking_gloo_sends(eng):
     """Jitter scales every op duration the model gives or implies: kernels, host work, NCCL
     transfers, gloo isend_object and the blocking gloo send_object's transfer alike."""
     def prog0(host):
@@ -97,7 +101,7 @@ def test_jitter_applies_to_every_duration_including_blocking_gloo_sends():
         host.group("cpu").recv_object(src=0)
 
     def durations(seed):
-        tr = simulate(prog0, prog1, groups=[("g", [0, 1], {}), ("cpu", [0, 1], {"backend": "gloo"})],
+        tr = eng.simulate(prog0, prog1, groups=[("g", [0, 1], {}), ("cpu", [0, 1], {"backend": "gloo"})],
                       seed=seed, jitter=0.3)
         return {(str(op.agent), op.kind): round(op.duration, 6) for op in tr.ops
                 if op.kind in ("launch", "host", "isend", "send_object", "isend_object")

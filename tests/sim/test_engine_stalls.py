@@ -6,7 +6,8 @@ import time
 import pytest
 
 from streamsim import BoundExceeded, Simulation
-from engine_helpers import KB, MB, one, simulate
+
+KB, MB = 1024, 1 << 20
 
 GLOO = ("cpu", [0, 1], {"backend": "gloo", "eager_bytes": 4 * KB})
 
@@ -20,12 +21,12 @@ def _send_then_recv(nbytes):
     return prog
 
 
-def test_two_rendezvous_send_objects_to_each_other_deadlock_promptly():
+def test_two_rendezvous_send_objects_to_each_other_deadlock_promptly(eng):
     """Two ranks each in a blocking rendezvous send_object to the other (above eager_bytes) stall at
     once: trace.stall holds both host threads, each blocked in its send with a reason and waits_for
     naming the other."""
     t0 = time.perf_counter()
-    tr = simulate(_send_then_recv(MB), _send_then_recv(MB), groups=[GLOO])
+    tr = eng.simulate(_send_then_recv(MB), _send_then_recv(MB), groups=[GLOO])
     assert time.perf_counter() - t0 < 2.0
     assert tr.stall is not None
     blocked = {str(b.agent): b for b in tr.stall.blocked}
@@ -40,17 +41,17 @@ def test_two_rendezvous_send_objects_to_each_other_deadlock_promptly():
     assert tr.stall.time == 0
 
 
-def test_eager_send_objects_to_each_other_do_not_stall():
+def test_eager_send_objects_to_each_other_do_not_stall(eng):
     """At or below eager_bytes the same program completes: each send returns after its transfer and
     both receives find their data."""
-    tr = simulate(_send_then_recv(KB), _send_then_recv(KB), groups=[GLOO])
+    tr = eng.simulate(_send_then_recv(KB), _send_then_recv(KB), groups=[GLOO])
     assert tr.stall is None
     for r in (0, 1):
-        recv = one(tr, f"rank{r}/main", kind="recv_object")
-        assert recv.joins == (one(tr, f"rank{1 - r}/main", kind="send_object").id,)
+        recv = eng.one(tr, f"rank{r}/main", kind="recv_object")
+        assert recv.joins == (eng.one(tr, f"rank{1 - r}/main", kind="send_object").id,)
 
 
-def test_nccl_rendezvous_sends_to_each_other_then_blocking_waits_stall_on_the_streams():
+def test_nccl_rendezvous_sends_to_each_other_then_blocking_waits_stall_on_the_streams(eng):
     """Each rank isends (rendezvous) to the other and blocks on it before posting its receive:
     both hosts and both comm streams are reported blocked."""
     def prog(host):
@@ -60,7 +61,7 @@ def test_nccl_rendezvous_sends_to_each_other_then_blocking_waits_stall_on_the_st
         g.irecv(host.buffer("y", MB), src=peer)
 
     t0 = time.perf_counter()
-    tr = simulate(prog, prog, groups=[("g", [0, 1], {})])
+    tr = eng.simulate(prog, prog, groups=[("g", [0, 1], {})])
     assert time.perf_counter() - t0 < 2.0
     blocked = {str(b.agent): b for b in tr.stall.blocked}
     assert set(blocked) == {"rank0/main", "rank1/main", "rank0/nccl:g", "rank1/nccl:g"}
@@ -69,7 +70,7 @@ def test_nccl_rendezvous_sends_to_each_other_then_blocking_waits_stall_on_the_st
     assert [str(a) for a in blocked["rank0/main"].waits_for] == ["rank0/nccl:g"]
 
 
-def test_recv_object_with_no_sender_stalls_with_that_agent():
+def test_recv_object_with_no_sender_stalls_with_that_agent(eng):
     """A recv_object nobody sends to leaves a stall naming the receiving host thread."""
     def prog0(host):
         host.host_work("python", dur=10)
@@ -77,7 +78,7 @@ def test_recv_object_with_no_sender_stalls_with_that_agent():
     def prog1(host):
         host.group("cpu").recv_object(src=0)
 
-    tr = simulate(prog0, prog1, groups=[GLOO])
+    tr = eng.simulate(prog0, prog1, groups=[GLOO])
     assert tr.stall is not None
     (b,) = tr.stall.blocked
     assert str(b.agent) == "rank1/main"
@@ -86,14 +87,14 @@ def test_recv_object_with_no_sender_stalls_with_that_agent():
     assert b.waits_for == ()  # rank 0 finished: nobody can send
 
 
-def test_nccl_irecv_with_no_sender_stalls_its_stream_and_the_waiting_stream():
+def test_nccl_irecv_with_no_sender_stalls_its_stream_and_the_waiting_stream(eng):
     """An irecv with no matching send blocks its comm stream; a stream that waited its handle is
     blocked behind it; the host that finished is not."""
     def prog1(host):
         host.group("g").irecv(host.buffer("y", KB), src=0).wait()
         host.launch("use", dur=1)
 
-    tr = simulate(lambda host: None, prog1, groups=[("g", [0, 1], {})])
+    tr = eng.simulate(lambda host: None, prog1, groups=[("g", [0, 1], {})])
     blocked = {str(b.agent): b for b in tr.stall.blocked}
     assert set(blocked) == {"rank1/nccl:g", "rank1/compute"}
     assert [str(a) for a in blocked["rank1/compute"].waits_for] == ["rank1/nccl:g"]
@@ -143,20 +144,20 @@ def test_device_runaway_stops_at_max_time():
         sim.run()
 
 
-def test_a_receive_with_no_sender_names_its_peer_once():
+def test_a_receive_with_no_sender_names_its_peer_once(eng):
     """The API names a receive 'irecv(x) from rank1'; the stall reason added 'from rank1' again."""
     def prog(host):
         host.group("pp").irecv(host.buffer("x", 16), src=1)
-    tr = simulate(prog, groups=[("pp", [0, 1], {})])
+    tr = eng.simulate(prog, groups=[("pp", [0, 1], {})])
     (b,) = [b for b in tr.stall.blocked if b.agent.kind == "stream"]
     assert b.reason == "irecv(x) from rank1 waits for the matching send's data"
 
 
-def test_a_jitter_that_overflows_a_duration_is_a_model_error():
+def test_a_jitter_that_overflows_a_duration_is_a_model_error(eng):
     """--jitter 1e308 is finite, but e^1e308 is not: an OverflowError blamed on the model's line."""
     from streamsim import ModelError
     def prog(host):
         for _ in range(10):  # (a factor below 1 underflows to 0 instead: ten draws, seeded)
             host.launch("k", dur=1.0)
     with pytest.raises(ModelError, match=r"jitter 1e\+308 overflows the duration of k"):
-        simulate(prog, seed=1, jitter=1e308)
+        eng.simulate(prog, seed=1, jitter=1e308)

@@ -228,7 +228,7 @@ def test_a_loop_that_issues_no_ops_meets_the_wall_clock_bound(tmp_path, text, li
 
 
 def test_the_default_wall_clock_bound_grows_with_max_ops():
-    from streamsim.wallclock import default_wall_bound
+    from streamsim.sim.wallclock import default_wall_bound
     assert default_wall_bound(5_000_000) == 600.0  # the default --max-ops: ~50 s of engine time
     assert default_wall_bound(100_000_000) == 10_000.0
 
@@ -254,12 +254,12 @@ def test_model_mistakes_that_used_to_pass_silently(tmp_path, body, expected):
 
 
 def test_sys_exit_or_an_endless_loop_while_loading(tmp_path, monkeypatch):
-    import streamsim.wallclock
+    import streamsim.sim.wallclock
     path = write(tmp_path, "import sys\nsys.exit(3)\n")
     with pytest.raises(ModelError) as err:
         load_model(path)
     assert one_line(err) == f"{path}:2: the model called sys.exit(3) while loading"
-    monkeypatch.setattr(streamsim.wallclock, "default_wall_bound", lambda max_ops: 0.3)
+    monkeypatch.setattr(streamsim.sim.wallclock, "default_wall_bound", lambda max_ops: 0.3)
     path = write(tmp_path, "X = 0\nwhile True:\n    X += 1\n", name="loop.py")
     with pytest.raises(ModelError) as err:
         load_model(path)

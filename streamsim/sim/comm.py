@@ -1,0 +1,149 @@
+"""Point-to-point and collective communication on the engine's comm streams.
+
+Matching (the k-th send from A to B in a group pairs with the k-th receive on B from A), eager and
+rendezvous timing, collectives that end together, and the notes for sends no receive matched. The
+:class:`Engine` inherits these from :class:`CommMixin`; its stream loop calls ``_run_p2p`` and
+``_run_collective`` for comm ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from ..trace import Agent, Blocked, Note
+from .records import Rec, StreamState
+
+P2P_SENDS = frozenset({"isend", "isend_object"})
+P2P_KINDS = P2P_SENDS | {"irecv"}
+COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast"})
+
+
+@dataclass
+class GroupConfig:
+    """A process group: its backend and cost model (microseconds, bytes per microsecond)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    backend: str = "nccl"  # "nccl" or "gloo"
+    latency: float = 10.0
+    bandwidth: float = 25_000.0  # bytes/us (25 GB/s)
+    eager_bytes: int = 64 * 1024
+    blocking_wait: bool = False
+
+    def transfer_time(self, nbytes: int) -> float:
+        return self.latency + nbytes / self.bandwidth
+
+
+class P2PMatch:
+    """One matched (or half-matched) point-to-point transfer."""
+
+    __slots__ = ("send", "recv", "recv_started", "arrived", "arrival")
+
+    def __init__(self, env: simpy.Environment):
+        self.send: Rec | None = None
+        self.recv: Rec | None = None
+        self.recv_started = env.event()
+        self.arrived = env.event()
+        self.arrival: float | None = None
+
+
+class CollectiveMatch:
+    __slots__ = ("members", "expected", "all_started", "end")
+
+    def __init__(self, env: simpy.Environment, expected: int):
+        self.members: list[Rec] = []
+        self.expected = expected
+        self.all_started = env.event()
+        self.end = 0.0
+
+
+class CommMixin:
+    """The engine's comm side (see the module docstring); relies on the Engine's state."""
+
+    def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> P2PMatch:
+        """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
+        side = (group, src, dst, is_send)
+        k = self.p2p_issued.get(side, 0)
+        self.p2p_issued[side] = k + 1
+        key = (group, src, dst, k)
+        m = self.p2p.get(key)
+        if m is None:
+            m = self.p2p[key] = P2PMatch(self.env)
+        return m
+
+    def _run_p2p(self, s: StreamState, rec: Rec):
+        env = self.env
+        m: P2PMatch = self.matches.pop(rec.id)
+        cfg = self.groups[rec.attrs["group"]]
+        dur = rec.dur
+        self.mark_start(rec, env.now)
+        if rec.kind in P2P_SENDS:
+            if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"rendezvous {rec.name} to rank"
+                                            f"{rec.attrs['peer']} waits for the matching receive",
+                                            self._peer_agents(m.recv, rec.attrs["peer"]))
+                yield m.recv_started
+                s.blocked = None
+            if dur > 0:
+                yield env.timeout(dur)
+            self.mark_end(rec, env.now)
+            m.arrival = env.now
+            m.arrived.succeed()
+        else:
+            m.recv_started.succeed()
+            if not m.arrived.triggered:
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"{_from_peer(rec)} waits for the "
+                                            "matching send's data",
+                                            self._peer_agents(m.send, rec.attrs["peer"]))
+                yield m.arrived
+                s.blocked = None
+            rec.joins = [m.send.id]
+            self.mark_end(rec, env.now)
+
+    def _peer_agents(self, peer_rec: Rec | None, peer_rank: int) -> tuple[Agent, ...]:
+        if peer_rec is not None:
+            return (peer_rec.agent,)
+        return tuple(a for a in self.hosts if a.rank == peer_rank and not self.hosts[a].finished)
+
+    def collective_entry(self, group: str, rank: int, size: int) -> CollectiveMatch:
+        k = self.coll_issued.get((group, rank), 0)
+        self.coll_issued[(group, rank)] = k + 1
+        c = self.collectives.get((group, k))
+        if c is None:
+            c = self.collectives[(group, k)] = CollectiveMatch(self.env, size)
+        return c
+
+    def _run_collective(self, s: StreamState, rec: Rec):
+        env = self.env
+        c: CollectiveMatch = self.matches.pop(rec.id)
+        self.mark_start(rec, env.now)
+        c.members.append(rec)
+        if len(c.members) == c.expected:
+            c.end = env.now + max(m.dur for m in c.members)
+            c.all_started.succeed()
+        else:
+            ranks = self.groups[rec.attrs["group"]].ranks
+            started = {m.agent.rank for m in c.members}
+            waiting = tuple(a for a in self.hosts if a.rank in ranks and a.rank not in started)
+            s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for every rank of group "
+                                f"{rec.attrs['group']!r} to join", waiting)
+            yield c.all_started
+            s.blocked = None
+        if c.end > env.now:
+            yield env.timeout(c.end - env.now)
+        rec.joins = [m.id for m in c.members if m is not rec]
+        self.mark_end(rec, env.now)
+
+    def unmatched_notes(self) -> None:
+        for (group, src, dst, k), m in sorted(self.p2p.items(), key=lambda kv: kv[0][:3] + (kv[0][3],)):
+            if m.send is not None and m.recv is None:
+                self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
+                                       f"on group {group!r} ({m.send.name}) has no matching "
+                                       "receive", m.send.id))
+
+
+def _from_peer(rec: Rec) -> str:
+    """``irecv(x) from rank1``: the receive's name, with its peer unless the name already says it."""
+    peer = f"from rank{rec.attrs['peer']}"
+    return rec.name if rec.name.endswith(peer) else f"{rec.name} {peer}"
