@@ -39,7 +39,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
 
-    from streamsim.explore.hunt import explore, run_one, RunSpec
+    from streamsim.explore.hunt import explore
+    from streamsim.explore.runs import RunSpec, run_one
     from streamsim.sim.model import load_model
     model = load_model(os.path.relpath(MODEL))
     variant = model.check_variant(args.variant)

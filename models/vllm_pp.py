@@ -53,7 +53,7 @@ from typing import Any
 from greenlet import getcurrent
 
 from streamsim import ModelError, Param, Simulation
-from streamsim.sim.memory import during
+from streamsim import during  # (the access-window helper)
 
 MiB = 1 << 20
 
@@ -854,7 +854,7 @@ def workers_of(sim: Simulation) -> dict[int, list[Worker]]:
 
 def params(overrides: dict | None = None):
     """Default parameter values with ``overrides`` applied (a streamsim Params mapping)."""
-    from streamsim.sim.model import Params
+    from streamsim import Params
     values = Params({prm.name: prm.default for prm in PARAMS})
     for k, v in (overrides or {}).items():
         if k not in values:

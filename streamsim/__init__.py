@@ -1,8 +1,42 @@
 """streamsim: a deterministic simulator of GPU stream and communication ordering.
 
-The public API for models: :class:`Simulation` (ranks, groups, host programs), :class:`Param`, and
-the access helper :func:`during`. See docs in the README and docs/SEMANTICS.md.
+The pipeline, one subpackage a stage: ``sim`` (modelling API, engine) -> ``trace`` (the hinge)
+-> ``analysis`` (happens-before, hazards, fixes, deadlock, metrics) -> ``report`` (text, JSON,
+Markdown, HTML, pictures) and ``explore`` (run, compare, explore, sweep, shrink) -> ``cli``;
+``oplog`` reads, replays and writes recorded schedules. This module is the stable public API:
+models and notebooks import from here only.
+
+Write a model:
+    Simulation, Host, Stream, Event, Work, Group   ranks, groups, host programs and their handles
+    Buffer, during                                 memory and access windows
+    Param, Params, Model, load_model               model files: parameters, variants, build()
+    ModelError, BoundExceeded                      one-line errors (exit code 2)
+Run and check:
+    simulate(model, variant, params, seed=, jitter=)  -> Trace
+    run_model(model, variant, params, ...)            -> Report (analysed, fixes costed)
+    check_oplog(path, seed=, jitter=)                 -> Report of a recorded op log
+    load_oplog, parse_oplog, simulate_oplog, dump_oplog, oplog_text   the op log
+Analyse a trace:
+    Trace, Op, Agent, View, Access                 the trace records
+    analyse(trace) -> Findings (Hazard, Fix, Deadlock, Warning)
+    happens_before(trace) -> HappensBefore          every op's vector clocks (.ordered(a, b))
+    compute_metrics(trace) -> Metrics
+Report and draw:
+    Report, render_text, dumps_json, render_markdown, write_outputs
+    draw_hb, short_fix, draw_timeline              matplotlib figures
+    hb_graph, hazard_graph, deadlock_graph, issue_order, access_window   networkx graphs, slices
+Explore:
+    cost_fixes, FixCost, compare_variants, render_compare, sweep, render_sweep, plot_sweep, shrink
+    explore_schedules                              explore.hunt.explore: many seeded runs
+
+Names from ``analysis``, ``report`` and ``explore`` are imported on first use, so that
+``import streamsim`` (and the command line) does not pay for networkx and matplotlib.
 """
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
 from .sim.api import Event, Group, Host, Simulation, Stream, Work
 from .sim.errors import BoundExceeded, ModelError
 from .sim.memory import Buffer, during
@@ -10,7 +44,52 @@ from .sim.model import Model, Param, Params, load_model
 from .sim.runner import simulate
 from .trace import Access, Agent, Op, Trace, View
 
-__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "Buffer", "during", "Param",
-           "Params", "Model", "load_model", "simulate", "ModelError", "BoundExceeded", "Trace",
-           "Op", "Agent", "View", "Access"]
 __version__ = "0.1.0"
+
+_LAZY = {  # public name -> the module that defines it (imported on first use)
+    "run_model": "explore.check", "check_oplog": "explore.check",
+    "load_oplog": "oplog", "parse_oplog": "oplog", "simulate_oplog": "oplog", "dump_oplog": "oplog",
+    "oplog_text": "oplog",
+    "analyse": "analysis.checks", "FixCost": "analysis.checks",
+    "Findings": "analysis.findings", "Hazard": "analysis.findings", "Fix": "analysis.findings",
+    "Deadlock": "analysis.findings", "Warning": "analysis.findings",
+    "HappensBefore": "analysis.hb", "compute_metrics": "analysis.metrics",
+    "Metrics": "analysis.metrics",
+    "Report": "report.report", "render_text": "report.report", "dumps_json": "report.report",
+    "render_markdown": "report.markdown", "write_outputs": "report.outputs",
+    "draw_hb": "report.draw_hb", "short_fix": "report.draw_hb", "draw_timeline": "report.timeline",
+    "hb_graph": "analysis.slices", "hazard_graph": "analysis.slices",
+    "deadlock_graph": "analysis.slices", "issue_order": "analysis.slices",
+    "access_window": "analysis.why",
+    "cost_fixes": "explore.fixcost", "compare_variants": "explore.compare",
+    "render_compare": "explore.compare", "explore_schedules": "explore.hunt",
+    "sweep": "explore.sweep",
+    "render_sweep": "explore.sweep", "plot_sweep": "explore.sweep", "shrink": "explore.shrink",
+}
+
+_RENAMED = {"explore_schedules": "explore"}  # (the subpackage streamsim.explore owns the name)
+
+
+def happens_before(trace: Trace):
+    """Every op's start and end vector clocks (a :class:`HappensBefore`): ``hb.ordered(a, b)``
+    says whether op ``a`` happens before op ``b`` in every legal timing."""
+    from .analysis.hb import analyse as _pass
+    return _pass(trace, keep_clocks=True).hb
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamsim' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), _RENAMED.get(name, name))
+    globals()[name] = value  # (the next lookup is a plain attribute)
+    return value
+
+
+__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "Buffer", "during", "Param",
+           "Params", "Model", "load_model", "ModelError", "BoundExceeded", "simulate",
+           "Trace", "Op", "Agent", "View", "Access", "happens_before", *_LAZY]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

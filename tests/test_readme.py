@@ -28,3 +28,16 @@ def test_readme_model_output_is_what_the_readme_shows(tmp_path):
     fixed = subprocess.run([sys.executable, "-m", "streamsim", "run", "overwrite.py", "--variant",
                             "fixed"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert fixed.returncode == 0 and "0 data hazards" in fixed.stdout
+
+
+def test_readme_api_example_runs(tmp_path):
+    """The README's Python API example runs as shown, from a folder next to nothing but the model."""
+    readme = (ROOT / "README.md").read_text()
+    code = next(b for b in _blocks(readme) if b.startswith("import streamsim as ss"))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "vllm_pp.py").write_text((ROOT / "models" / "vllm_pp.py").read_text())
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env=env)
+    assert run.returncode == 0, run.stderr
+    assert "vllm_pp [regressed_49274]:" in run.stdout and (tmp_path / "pp2.jsonl").exists()

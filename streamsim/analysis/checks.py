@@ -1,13 +1,11 @@
-"""One call from a trace to findings: hazards with fixes, deadlock, warnings; and fix costing."""
+"""One call from a trace to findings: hazards with fixes, deadlock, warnings; and what fixing costs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 from .findings import Findings
 from .hb import analyse_hazards
 from .liveness import deadlock_from_stall, warnings
-from .metrics import Metrics, compute_metrics
+from .metrics import Metrics
 from ..trace import Trace
 
 
@@ -53,26 +51,3 @@ def distinct_fixes(findings: Findings) -> list:
                 seen.add(key)
                 out.append(h.fix)
     return out
-
-
-def cost_fixes(trace: Trace, findings: Findings, rerun: Callable[[list], Trace],
-               max_rounds: int = 4) -> FixCost | None:
-    """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure it.
-
-    The analysis reports every racy access, but for a read it names only the latest unordered
-    write, so a fix can uncover an earlier write of the same race. Fixes found in the re-run are
-    added and the run repeated, up to ``max_rounds`` runs in all.
-    """
-    from ..sim.inject import key_fixes
-    keyed = key_fixes(trace, distinct_fixes(findings))
-    if not keyed:
-        return None
-    for _ in range(max_rounds):
-        fixed = rerun(keyed)
-        after = analyse(fixed)
-        more = [k for k in key_fixes(fixed, distinct_fixes(after)) if k not in keyed]
-        if not more:
-            break
-        keyed += more
-    return FixCost(syncs=len(keyed), before=compute_metrics(trace), after=compute_metrics(fixed),
-                   hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)

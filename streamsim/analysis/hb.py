@@ -27,6 +27,9 @@ use-after-free when either op is a ``free``; an op that reads and writes the sam
 reports its race with the previous write once, as RAW. ``manifest``: the later-issued access's window
 started before the earlier-issued one's ended in simulated time (strictly): the data really was
 corrupted in this run.
+
+One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
+by hand: split into functions across modules, it pays a call per access on millions of accesses.
 """
 from __future__ import annotations
 

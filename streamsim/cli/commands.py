@@ -6,44 +6,24 @@ import json
 import os
 import sys
 
-from ..analysis.checks import analyse, cost_fixes
+from ..explore.check import check_oplog, run_model
 from ..report.atomic import write_atomic
-from ..sim.errors import ModelError
-from ..analysis.metrics import compute_metrics
-from ..sim.model import Model, load_model
 from ..report.report import Report, dumps_json, render_text
-from ..sim.runner import simulate
+from ..sim.errors import ModelError
+from ..sim.model import Model, load_model
 
 
 def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True) -> Report:
-    variant = model.check_variant(variant)
-    params = model.resolve(sets)
-    opts = dict(seed=args.seed, jitter=args.jitter, max_ops=args.max_ops, max_time=args.max_time)
-    from ..explore.hunt import perturb_for
-    opts["perturb"] = perturb_for(model, variant, params, depth=getattr(args, "depth", 2),
-                                  strategy=getattr(args, "strategy", "random"), **opts)
-    trace = simulate(model, variant, params, **opts)
-    findings = analyse(trace)
-    cost = None
-    # PCT delays the ops created at its change points: a fix's extra ops would move them onto other
-    # ops, and the fixed run would not be the same schedule. So no cost under PCT.
-    if fix_cost and getattr(args, "strategy", "random") == "random":
-        cost = cost_fixes(trace, findings,
-                          lambda fixes: simulate(model, variant, params, fixes=fixes, base=trace,
-                                                 **opts))
-    return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
-                  model=model.name, variant=variant, params=dict(params), seed=args.seed,
-                  jitter=args.jitter, fix_cost=cost)
+    return run_model(model, variant, sets, seed=args.seed, jitter=args.jitter,
+                     strategy=getattr(args, "strategy", "random"), depth=getattr(args, "depth", 2),
+                     max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost)
 
 
 def oplog_report(path: str, args) -> Report:
     if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
         raise ModelError("--strategy applies to a model input (.py), not an op log")
-    from ..oplog import load_oplog, simulate_oplog
-    trace = simulate_oplog(load_oplog(path), seed=args.seed, jitter=args.jitter,
-                           max_ops=args.max_ops, max_time=args.max_time)
-    return Report(source=path, trace=trace, findings=analyse(trace),
-                  metrics=compute_metrics(trace), seed=args.seed, jitter=args.jitter)
+    return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
+                       max_time=args.max_time)
 
 
 def _emit(report: Report, fmt: str, out: str | None) -> int:

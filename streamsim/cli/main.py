@@ -40,7 +40,7 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
                    help="stop a runaway model at this simulated time (us)")
     p.add_argument("--strategy", choices=("random", "pct"), default="random",
                    help="schedule perturbation: random = jitter only; pct = PCT delays at "
-                   "depth-1 seeded change points (see streamsim.explore.hunt)")
+                   "depth-1 seeded change points (see streamsim.explore.pct)")
     p.add_argument("--depth", type=int, default=2, help="PCT bug depth d (default 2)")
 
 

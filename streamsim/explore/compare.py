@@ -3,12 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.checks import analyse
-from .hunt import perturb_for
-from ..analysis.metrics import compute_metrics
-from ..sim.model import Model
 from ..report.report import Report
-from ..sim.runner import simulate
+from ..sim.model import Model
+from .check import run_model
 
 
 @dataclass(frozen=True)
@@ -36,12 +33,8 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     strategy, depth = getattr(args, "strategy", "random"), getattr(args, "depth", 2)
     rows = []
     for v in variants:
-        perturb = perturb_for(model, v, params, strategy=strategy, depth=depth, seed=seed,
-                              jitter=jitter, **bounds)
-        trace = simulate(model, v, params, seed=seed, jitter=jitter, perturb=perturb, **bounds)
-        rows.append(Row(v, Report(source=model.path, trace=trace, findings=analyse(trace),
-                                  metrics=compute_metrics(trace), model=model.name, variant=v,
-                                  params=dict(params), seed=seed, jitter=jitter)))
+        rows.append(Row(v, run_model(model, v, params, seed=seed, jitter=jitter, strategy=strategy,
+                                     depth=depth, fix_cost=False, **bounds)))
     return rows
 
 

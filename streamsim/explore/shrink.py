@@ -245,7 +245,7 @@ def shrink_model(model, out_path: str, variant: str | None = None,
     """Run a model (as ``streamsim run`` would, strategy included), dump it as an op log, and
     :func:`shrink` that. The dump keeps the run's exact durations, so candidates replay without
     jitter."""
-    from .hunt import perturb_for
+    from .pct import perturb_for
     from ..sim.model import load_model
     from ..oplog import oplog_text
     from ..sim.runner import simulate

@@ -8,7 +8,7 @@ The reviewer's question "from which ring size on is this safe, and what does it 
     >>> plot_sweep(rows, "makespan_us", "sweep.png")
 
 Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
-:func:`streamsim.explore.hunt.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
+:func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
 """
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..sim.errors import ModelError
-from .hunt import (DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, STRATEGIES, RunResult, RunSpec,
-                      _prepare, execute, format_set, replay_command, run_seeds)
 from ..sim.model import Model
+from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
+from .hunt import _prepare
+from .pct import STRATEGIES
+from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_seeds
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
 METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",

@@ -1,9 +1,10 @@
-"""The op log (docs OPLOG.md), streamsim's interchange format: read, replay, write.
+"""The op log (``docs/oplog.md``), streamsim's interchange format: read, replay, write.
 
-* :func:`load_oplog` / :func:`parse_oplog` validate a log into an :class:`OpLog` (``oplog_read``);
-  every mistake is one ``ModelError`` ``FILE:LINE: what is wrong``;
-* :func:`simulate_oplog` replays it through the same engine and API as a model (``oplog_replay``);
-* :func:`dump_oplog` writes any trace back as an op log (``oplog_write``).
+* :func:`load_oplog` / :func:`parse_oplog` validate a log into an :class:`OpLog` (``read``, with
+  the op and field tables of ``schema``); every mistake is one ``ModelError`` ``FILE:LINE: why``;
+* :func:`simulate_oplog` replays it through the same engine and API as a model (``replay``);
+* :func:`dump_oplog` / :func:`oplog_text` write any trace back as an op log (``write``);
+* :func:`is_oplog_path`: the one rule that tells an op log from a model file.
 """
 from .read import GroupSpec, Line, OpLog, load_oplog, parse_oplog
 from .replay import simulate_oplog

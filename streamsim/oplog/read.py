@@ -13,109 +13,16 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..sim.comm import COLLECTIVE_KINDS
 from ..sim.errors import ModelError
 from ..gcpause import gc_paused
 from ..sim.memory import Ref
+from ..sim.comm import COLLECTIVE_KINDS
 from ..trace import View
-
-COMMON = ("op", "rank", "host", "stream", "name", "dur")
-# op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
-FIELDS: dict[str, tuple[str, ...]] = {
-    "launch": ("reads", "writes"),
-    "host": ("reads", "writes"),
-    "record": ("event",),
-    "wait_event": ("event",),
-    "sync_event": ("event",),
-    "sync_stream": (),
-    "sync_device": (),
-    "isend": ("tensors", "peer", "group", "handle", "nbytes"),
-    "irecv": ("tensors", "peer", "group", "handle", "nbytes"),
-    **{k: ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
-       for k in sorted(COLLECTIVE_KINDS)},
-    "send_object": ("peer", "group", "nbytes"),
-    "recv_object": ("peer", "group", "nbytes"),
-    "isend_object": ("peer", "group", "handle", "nbytes"),
-    "wait": ("handle", "blocking"),
-    "query": ("handle",),
-    "alloc": ("buffer", "nbytes"),
-    "free": ("buffer",),
-    "record_stream": ("buffer",),
-}
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "record": ("event",), "wait_event": ("event",), "sync_event": ("event",),
-    "isend": ("tensors", "peer"), "irecv": ("tensors", "peer"),
-    "send_object": ("peer",), "recv_object": ("peer",), "isend_object": ("peer",),
-    "wait": ("handle",), "query": ("handle",),
-    "alloc": ("buffer",), "free": ("buffer",), "record_stream": ("buffer",),
-}
-NCCL_OPS = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS
-GLOO_OPS = frozenset({"send_object", "recv_object", "isend_object"})
-HANDLE_OPS = NCCL_OPS | {"isend_object"}
-DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
-DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
-
-
-@dataclass(slots=True)
-class Line:
-    """One op of the log, validated and resolved (buffer refs are concrete :class:`Ref` views);
-    read-only by convention (not frozen: building a frozen dataclass costs a call per field).
-
-    ``reads``/``writes`` hold a kernel's or host work's refs, a send's tensors (``reads``), a
-    receive's (``writes``), a collective's inputs and outputs. ``target`` is, for ``wait`` and
-    ``query``, the line number of the op whose handle they name. For ``alloc``, ``free`` and
-    ``record_stream``, ``nbytes`` is the size of the buffer's life (given by its alloc, else the
-    largest extent any ref names), and a ``free``'s ``stream`` is the allocation stream.
-    """
-
-    lineno: int
-    op: str
-    location: str
-    rank: int = 0
-    host: str = "main"
-    stream: str = "compute"
-    name: str = ""
-    dur: float = 1.0
-    reads: tuple[Ref, ...] = ()
-    writes: tuple[Ref, ...] = ()
-    event: str | None = None
-    peer: int | None = None
-    group: str | None = None
-    ranks: tuple[int, ...] | None = None
-    handle: str | None = None
-    nbytes: int | None = None
-    blocking: bool = False
-    buffer: str | None = None
-    target: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSpec:
-    """A process group the log uses: backend from its ops, ranks = users, peers and ``ranks`` lists."""
-
-    name: str
-    backend: str  # "nccl" or "gloo"
-    ranks: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class OpLog:
-    """A parsed op log: its lines in file order, host threads in order of appearance, groups."""
-
-    path: str
-    lines: tuple[Line, ...]
-    threads: tuple[tuple[int, str], ...]
-    groups: dict[str, GroupSpec] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-    def thread_lines(self, rank: int, host: str) -> list[Line]:
-        return [ln for ln in self.lines if ln.rank == rank and ln.host == host]
-
+from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, NCCL_OPS,
+                     REQUIRED, GroupSpec, Line, OpLog)
 
 def load_oplog(path: str | os.PathLike) -> OpLog:
     """Read and validate the op log at ``path``; any mistake is a ``ModelError`` ``FILE:LINE: ...``."""

@@ -1,1 +1,11 @@
-"""TODO"""
+"""Report: one run's findings as text, JSON, Markdown and HTML, pictures, a Perfetto trace.
+
+Public names: :class:`Report` with :func:`render_text` and :func:`dumps_json` (``report``);
+:func:`render_markdown` (``markdown``), :func:`render_html` (``html``), both from the block list of
+``document``; :func:`write_outputs` (``outputs``: the whole set into a folder, atomically, with
+``atomic``); pictures with matplotlib, imported on use: :func:`draw_hb` (``draw_hb``),
+:func:`draw_timeline` (``timeline``); the Chrome/Perfetto trace (``perfetto``).
+"""
+from .report import Report, dumps_json, render_text
+
+__all__ = ["Report", "dumps_json", "render_text"]

@@ -5,6 +5,10 @@ knows nothing of hazards. Host programs run as greenlets so that a model reads l
 mirrors (``work.wait()``, not ``yield from work.wait()``); a host runs ahead on its own clock and only
 hands control to simpy when it must observe or wait for the device (syncs, queries, blocking sends).
 Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog is quadratic.
+
+One module because host actions, enqueues and the stream loop share op creation, which is inlined
+on the hot path (half of all ops are host actions, the other half stream ops); the comm side,
+records, locations and trace building live in their own modules.
 """
 from __future__ import annotations
 

@@ -9,11 +9,14 @@ from .model import Model, Params, load_model, user_frame
 from ..trace import Trace
 from .wallclock import WallClockExceeded, wall_bound
 
+DEFAULT_MAX_OPS = 5_000_000  # ops a run may issue (--max-ops): stops a runaway model
+DEFAULT_MAX_TIME = 1e12  # simulated microseconds a run may last (--max-time)
+
 
 def simulate(model: Model | str, variant: str | None = None,
              params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
              jitter: float = 0.0, fixes: Sequence = (), base: Trace | None = None,
-             max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None,
+             max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME, perturb=None,
              max_wall: float | None = None) -> Trace:
     """Build and run one variant of a model; errors in the model become one-line ModelErrors.
 

@@ -1,0 +1,60 @@
+"""One input, checked end to end: simulate a model (or replay an op log), analyse, cost the fixes.
+
+These are the library's one-call entry points, and what ``streamsim run`` and ``streamsim check``
+do before they render: the result is a :class:`~streamsim.report.report.Report`, which every
+writer (text, JSON, Markdown, HTML, pictures) renders.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from ..analysis.checks import analyse
+from ..analysis.metrics import compute_metrics
+from ..oplog import OpLog, load_oplog, simulate_oplog
+from ..report.report import Report
+from ..sim.model import Model, load_model
+from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
+from .fixcost import cost_fixes
+from .pct import perturb_for
+
+
+def run_model(model: Model | str, variant: str | None = None,
+              params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
+              jitter: float = 0.0, strategy: str = "random", depth: int = 2,
+              max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
+              fix_cost: bool = True) -> Report:
+    """Simulate one variant of ``model`` and analyse it; with ``fix_cost``, re-simulate with every
+    proposed fix applied to measure what they cost (``streamsim run``).
+
+    ``strategy``/``depth``: the schedule perturbation (``random``: jitter only; ``pct``: see
+    :mod:`streamsim.explore.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
+    PCT's change points onto other ops, so the fixed run would not be the same schedule.
+    """
+    if isinstance(model, str):
+        model = load_model(model)
+    variant = model.check_variant(variant)
+    values = model.resolve(params)
+    opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
+    opts["perturb"] = perturb_for(model, variant, values, depth=depth, strategy=strategy, **opts)
+    trace = simulate(model, variant, values, **opts)
+    findings = analyse(trace)
+    cost = None
+    if fix_cost and strategy == "random":
+        cost = cost_fixes(trace, findings,
+                          lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace,
+                                                 **opts))
+    return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
+                  model=model.name, variant=variant, params=dict(values), seed=seed,
+                  jitter=jitter, fix_cost=cost)
+
+
+def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
+                max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME) -> Report:
+    """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
+    through the engine and analyse it (``streamsim check``)."""
+    log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
+    trace = simulate_oplog(log, seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
+    return Report(source=log.path, trace=trace, findings=analyse(trace),
+                  metrics=compute_metrics(trace), seed=seed, jitter=jitter)
+

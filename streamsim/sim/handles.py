@@ -1,0 +1,177 @@
+"""The objects a host program holds: CUDA streams and events, ``Work`` handles, process groups.
+
+Each is a thin handle on its :class:`~streamsim.sim.host.Host`: its methods call the host thread
+that is running (objects may be shared between threads), which issues the op.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from .comm import GroupConfig
+from .errors import ModelError
+from .memory import Tensor
+from .records import Rec
+
+if TYPE_CHECKING:
+    from .host import Host
+
+
+class Stream:
+    """A CUDA stream of one rank (``torch.cuda.Stream``)."""
+
+    __slots__ = ("_host", "name")
+
+    def __init__(self, host: "Host", name: str):
+        self._host, self.name = host, name
+
+    def wait_event(self, event: "Event") -> None:
+        """``stream.wait_event(e)``: later ops of this stream wait for the event's captured work."""
+        self._host._caller().wait_event(event, self)
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event or self._host.event()
+        event.record(self)
+        return event
+
+    def wait_stream(self, other: "Stream") -> None:
+        """``stream.wait_stream(other)``: record an event on ``other`` and wait it here."""
+        ev = self._host.event(f"wait_stream:{other.name}")
+        ev.record(other)
+        self.wait_event(ev)
+
+    def synchronize(self) -> None:
+        """``stream.synchronize()``: the host blocks until this stream's work so far is done."""
+        self._host._caller().sync_stream(self.name)
+
+    def __repr__(self) -> str:
+        return f"Stream(rank{self._host.rank}:{self.name})"
+
+
+class Event:
+    """A CUDA event (``torch.cuda.Event``): captures a stream's position when recorded."""
+
+    __slots__ = ("_host", "name", "_recorded")
+
+    def __init__(self, host: "Host", name: str):
+        self._host, self.name = host, name
+        self._recorded: Rec | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._host._caller().record(self, stream)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """``event.wait(stream)``: the stream (current by default) waits for the captured work."""
+        h = self._host._caller()
+        h.wait_event(self, stream or h.current_stream())
+
+    def synchronize(self) -> None:
+        """``event.synchronize()``: the host blocks until the captured work is done."""
+        self._host._caller().sync_event(self)
+
+    def query(self) -> bool:
+        """``event.query()``: True when the captured work is done (then it orders it before the host)."""
+        return self._host._caller().query_event(self)
+
+    def __repr__(self) -> str:
+        return f"Event({self.name})"
+
+
+class Work:
+    """An async handle (``torch.distributed.Work``) of one comm op."""
+
+    __slots__ = ("_host", "_rec", "_cfg", "name", "waited")
+
+    def __init__(self, host: "Host", rec: Rec, cfg: GroupConfig, name: str):
+        self._host, self._rec, self._cfg, self.name = host, rec, cfg, name
+        self.waited = False
+
+    def wait(self, blocking: bool | None = None) -> None:
+        """NCCL: the current stream waits for the op (host blocks only with blocking wait).
+        Gloo: the host blocks until the op is done."""
+        self._host._caller().wait_work(self, blocking)
+
+    def is_completed(self) -> bool:
+        """True when the op has finished at this point of simulated time (orders it if True)."""
+        return self._host._caller().query_work(self)
+
+    def __repr__(self) -> str:
+        return f"Work({self.name})"
+
+
+class Group:
+    """A process group as seen from one rank: ``host.group("pp")``."""
+
+    __slots__ = ("_host", "cfg")
+
+    def __init__(self, host: "Host", cfg: GroupConfig):
+        self._host, self.cfg = host, cfg
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def rank_in_group(self) -> int:
+        return self.cfg.ranks.index(self._host.rank)
+
+    @property
+    def size(self) -> int:
+        return len(self.cfg.ranks)
+
+    def _need(self, backend: str, what: str) -> None:
+        if self.cfg.backend != backend:
+            raise ModelError(f"{what} needs a {backend} group; {self.cfg.name!r} is "
+                             f"{self.cfg.backend}")
+
+    def isend(self, tensors: Tensor | Sequence[Tensor], dst: int, *, nbytes: int | None = None,
+              dur: float | None = None, name: str | None = None, handle: str | None = None) -> Work:
+        self._need("nccl", "isend")
+        return self._host._caller().p2p(self.cfg, "isend", _listify(tensors), dst, nbytes, dur,
+                                        name, handle)
+
+    def irecv(self, tensors: Tensor | Sequence[Tensor], src: int, *, nbytes: int | None = None,
+              name: str | None = None, handle: str | None = None) -> Work:
+        self._need("nccl", "irecv")
+        return self._host._caller().p2p(self.cfg, "irecv", _listify(tensors), src, nbytes, None,
+                                        name, handle)
+
+    def all_reduce(self, tensors: Tensor | Sequence[Tensor], **kw) -> Work:
+        t = _listify(tensors)
+        return self._collective("all_reduce", t, t, **kw)
+
+    def all_gather(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+                   **kw) -> Work:
+        return self._collective("all_gather", _listify(inputs), _listify(outputs), **kw)
+
+    def broadcast(self, tensors: Tensor | Sequence[Tensor], src: int, **kw) -> Work:
+        t = _listify(tensors)
+        reads = t if self._host.rank == src else []
+        return self._collective("broadcast", reads, t, **kw)
+
+    def _collective(self, kind: str, inputs: list, outputs: list, *, nbytes: int | None = None,
+                    dur: float | None = None, name: str | None = None,
+                    handle: str | None = None) -> Work:
+        self._need("nccl", kind)
+        return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
+                                               handle)
+
+    def send_object(self, nbytes: int, dst: int, *, name: str | None = None,
+                    dur: float | None = None) -> None:
+        """Gloo ``send_object``: the host blocks (rendezvous above the eager threshold)."""
+        self._need("gloo", "send_object")
+        self._host._caller().send_object(self.cfg, nbytes, dst, name, dur)
+
+    def recv_object(self, src: int, *, name: str | None = None) -> None:
+        """Gloo ``recv_object``: the host blocks until the matching object arrives."""
+        self._need("gloo", "recv_object")
+        self._host._caller().recv_object(self.cfg, src, name)
+
+    def isend_object(self, nbytes: int, dst: int, *, name: str | None = None,
+                     handle: str | None = None, dur: float | None = None) -> Work:
+        """Gloo non-blocking object send; returns a gloo Work (its wait blocks the host)."""
+        self._need("gloo", "isend_object")
+        return self._host._caller().isend_object(self.cfg, nbytes, dst, name, handle, dur)
+
+
+def _listify(t) -> list:
+    return list(t) if isinstance(t, (list, tuple)) else [t]

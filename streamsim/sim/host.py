@@ -1,0 +1,363 @@
+"""A host thread as its program sees it: launches, copies, syncs, comm ops, buffers, frees.
+
+Every call issues ops through the engine (``host_op``, ``enqueue``, ``blocking_op``); the methods
+read like the torch.cuda and torch.distributed calls they stand for.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable, Iterator
+
+from greenlet import getcurrent
+
+from ..trace import Blocked, Note, READ, WRITE, Access
+from .comm import GroupConfig
+from .engine import Engine
+from .errors import ModelError
+from .handles import Event, Group, Stream, Work
+from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
+from .records import HostState, Rec
+
+
+class Host:
+    """One host thread of one rank: the object a host program receives and calls."""
+
+    def __init__(self, engine: Engine, h: HostState):
+        self._e, self._h = engine, h
+        self.rank = h.agent.rank
+        self.thread = h.agent.name
+        self._events: dict[str, Event] = {}
+        self._buffers: dict[str, Buffer] = {}
+        self._handles = 0
+        self._whole: dict[str, dict[Buffer, Access]] = {READ: {}, WRITE: {}}
+        self.log: list[str] = []  # an action log a model may append to (for call-order tests)
+
+    # -- context ---------------------------------------------------------------------------------
+    def _caller(self) -> "Host":
+        """The host thread that is running now (objects may be shared between threads)."""
+        e = self._e
+        if e.main_glet is None or getcurrent() is e.main_glet:
+            raise ModelError("streamsim API calls must be made from a running host program "
+                             "(a function passed to Simulation.spawn)")
+        return e.current.api
+
+    @property
+    def step(self) -> int | None:
+        return self._h.step
+
+    @step.setter
+    def step(self, value: int | None) -> None:
+        """Label the ops that follow with a step number (shown in reports)."""
+        self._h.step = value
+
+    @property
+    def now(self) -> float:
+        return self._h.clock
+
+    def stream(self, name: str = "compute") -> Stream:
+        self._e.stream(self.rank, name)
+        return Stream(self, name)
+
+    def current_stream(self) -> Stream:
+        return Stream(self, self._h.current_stream)
+
+    @contextlib.contextmanager
+    def use_stream(self, stream: Stream | str) -> Iterator[Stream]:
+        """``with torch.cuda.stream(s):`` — ops issued inside go to ``stream``."""
+        name = stream if isinstance(stream, str) else stream.name
+        self._e.stream(self.rank, name)
+        prev, self._h.current_stream = self._h.current_stream, name
+        try:
+            yield Stream(self, name)
+        finally:
+            self._h.current_stream = prev
+
+    def event(self, name: str | None = None) -> Event:
+        if name is None:
+            name = f"event{len(self._events)}"
+        ev = self._events.get(name)
+        if ev is None:
+            ev = self._events[name] = Event(self, name)
+        return ev
+
+    def buffer(self, name: str, nbytes: int, stream: Stream | str | None = None) -> Buffer:
+        """A tensor's storage: allocated on ``stream`` (default: the current stream)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ModelError(f"buffer {name!r}: nbytes must be a non-negative int, got {nbytes!r}")
+        s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
+        buf = Buffer(self.rank, name, nbytes, s)
+        self._buffers[name] = buf
+        self._e.freed.pop((self.rank, name), None)  # a new life of a freed name
+        return buf
+
+    # -- stream ops --------------------------------------------------------------------------------
+    def launch(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
+               dur: float = 1.0, stream: Stream | str | None = None) -> None:
+        """Launch a kernel on ``stream`` (default: the current stream)."""
+        self._e.enqueue(self._h, self._h.current_stream if stream is None else
+                        self._stream_name(stream), "launch", name, dur,
+                        self._accesses(reads, writes))
+
+    def copy(self, dst: Tensor, src: Tensor, *, dur: float = 1.0, name: str = "copy_",
+             stream: Stream | str | None = None) -> None:
+        """``dst.copy_(src)`` on the current stream."""
+        self.launch(name, reads=[src], writes=[dst], dur=dur, stream=stream)
+
+    def _accesses(self, reads: Iterable[Tensor], writes: Iterable[Tensor]) -> tuple[Access, ...]:
+        """:func:`memory.accesses`, reusing one frozen Access per whole buffer and mode (a new View
+        and Access per kernel argument is most of the cost of a launch)."""
+        if not reads and not writes:
+            return ()
+        out = []
+        for mode, items in ((READ, reads), (WRITE, writes)):
+            cache = self._whole[mode]
+            for t in items:
+                acc = cache.get(t) if type(t) is Buffer else None
+                if acc is None:
+                    acc = Access(as_view(t), mode, t.window) if isinstance(t, Ref) else \
+                        Access(as_view(t), mode)
+                    if type(t) is Buffer:
+                        cache[t] = acc
+                out.append(acc)
+        return tuple(out)
+
+    def _stream_name(self, stream: Stream | str | None) -> str:
+        if stream is None:
+            return self._h.current_stream
+        return stream if isinstance(stream, str) else stream.name
+
+    def record(self, event: Event, stream: Stream | None = None) -> None:
+        rec = self._e.enqueue(self._h, self._stream_name(stream), "record", f"record({event.name})",
+                              0.0)
+        rec.attrs["event"] = event.name
+        event._recorded = rec
+
+    def wait_event(self, event: Event, stream: Stream | str | None = None) -> None:
+        self._e.settle(self._h)
+        after = [event._recorded] if event._recorded is not None else []
+        rec = self._e.enqueue(self._h, self._stream_name(stream), "wait_event",
+                              f"wait_event({event.name})", 0.0, after=after)
+        rec.attrs["event"] = event.name
+        if not after:
+            self._note_unrecorded(event, rec)
+
+    def _note_unrecorded(self, event: Event, rec: Rec) -> None:
+        self._e.notes.append(Note("event-never-recorded", f"{rec.name} at {rec.location}: event "
+                                  f"{event.name!r} was never recorded, so the wait orders nothing",
+                                  rec.id))
+
+    def free(self, buffer: Buffer) -> None:
+        """Drop the last reference: the caching allocator takes the block back on its stream.
+
+        The free is a write on the allocation stream; after ``record_stream(s)`` it also waits for
+        ``s``'s work issued so far (the allocator's event).
+        """
+        e = self._e
+        e.settle(self._h)
+        recorded = e.recorded_streams.pop((self.rank, buffer.name), ())
+        lasts = [e.stream(self.rank, n).last for n in recorded]
+        key = (self.rank, buffer.name)
+        earlier = e.freed.pop(key, None)  # (the free's own write is no use of a freed buffer)
+        rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
+                        (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
+        rec.attrs["buffer"] = buffer.name
+        if earlier is not None:
+            rec.attrs["after_free"] = (buffer.name,)
+            e.notes.append(Note("double-free", f"{rec.name} at {rec.location} frees "
+                                f"{buffer.name!r} on rank{self.rank} again: {earlier.name} at "
+                                f"{earlier.location} already freed it (no alloc since)", rec.id))
+        e.freed[key] = rec
+
+    def record_stream(self, buffer: Buffer, stream: Stream | str) -> None:
+        """``tensor.record_stream(s)``: a later free also waits for ``s``'s work up to the free."""
+        name = stream if isinstance(stream, str) else stream.name
+        rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.name}, {name})")
+        rec.attrs.update(buffer=buffer.name, stream=name)
+        self._e.recorded_streams.setdefault((self.rank, buffer.name), []).append(name)
+
+    # -- host work and syncs ------------------------------------------------------------------------
+    def host_work(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
+                  dur: float = 0.0) -> None:
+        """Python work on the host thread itself (e.g. filling a pinned buffer)."""
+        self._e.host_op(self._h, "host", name, dur,
+                        self._accesses(reads, writes) if reads or writes else ())
+
+    def sleep(self, dur: float, name: str = "host work") -> None:
+        self.host_work(name, dur=dur)
+
+    def sync_event(self, event: Event) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_event", f"{event.name}.synchronize()")
+        rec.attrs["event"] = event.name
+        if event._recorded is None:
+            self._note_unrecorded(event, rec)
+        else:
+            e.wait_recs(h, rec, [event._recorded], f"{event.name}.synchronize() waits for its "
+                        "captured work")
+        e.end_blocking(h, rec)
+
+    def sync_stream(self, stream_name: str) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_stream", f"{stream_name}.synchronize()")
+        rec.attrs["stream"] = stream_name
+        s = e.stream(self.rank, stream_name)
+        e.wait_recs(h, rec, [s.last] if s.last else [], f"{stream_name}.synchronize()")
+        e.end_blocking(h, rec)
+
+    def synchronize(self) -> None:
+        """``torch.cuda.synchronize()``: the host blocks until every stream of the rank drains."""
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "sync_device", "cuda.synchronize()")
+        lasts = [s.last for a, s in sorted(e.streams.items())  # gloo work is not a CUDA stream
+                 if a.rank == self.rank and s.last and not a.name.startswith("gloo:")]
+        e.wait_recs(h, rec, lasts, "cuda.synchronize() waits for every stream")
+        e.end_blocking(h, rec)
+
+    def query_event(self, event: Event) -> bool:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "query", f"{event.name}.query()")
+        target = event._recorded
+        done = target is None or target.done
+        if done and target is not None:
+            rec.after = [*rec.after, target]
+        rec.attrs["result"] = done
+        e.end_blocking(h, rec)
+        return done
+
+    def group(self, name: str) -> Group:
+        cfg = self._e.groups.get(name)
+        if cfg is None:
+            raise ModelError(f"unknown process group {name!r}")
+        if self.rank not in cfg.ranks:
+            raise ModelError(f"rank {self.rank} is not in group {name!r} (ranks {list(cfg.ranks)})")
+        return Group(self, cfg)
+
+    # -- comm ----------------------------------------------------------------------------------------
+    def _new_handle(self, given: str | None, kind: str) -> str:
+        self._handles += 1
+        return given or f"{kind}#{self._handles}"
+
+    def p2p(self, cfg: GroupConfig, kind: str, tensors: list, peer: int, nbytes: int | None,
+            dur: float | None, name: str | None, handle: str | None) -> Work:
+        if peer not in cfg.ranks:
+            raise ModelError(f"{kind}: peer rank {peer} is not in group {cfg.name!r}")
+        e = self._e
+        e.settle(self._h)
+        size = nbytes_of(tensors) if nbytes is None else nbytes
+        is_send = kind == "isend"
+        current = e.stream(self.rank, self._h.current_stream)
+        after = [current.last] if current.last is not None else []  # NCCL enqueue edge
+        mode = "read" if is_send else "write"
+        acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
+        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind,
+                        name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
+                        (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
+                        acc, after=after)
+        src, dst = (self.rank, peer) if is_send else (peer, self.rank)
+        m = e.p2p_entry(cfg.name, src, dst, is_send)
+        if is_send:
+            m.send = rec
+        else:
+            m.recv = rec
+        e.matches[rec.id] = m
+        rec.handle = self._new_handle(handle, kind)
+        rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode, dur=rec.dur)
+        return self._work(rec, cfg)
+
+    def _work(self, rec: Rec, cfg: GroupConfig) -> Work:
+        work = Work(self, rec, cfg, rec.handle)
+        if rec.issuer is not None:
+            self._e.works[rec.issuer] = work
+        return work
+
+    def collective(self, cfg: GroupConfig, kind: str, inputs: list, outputs: list,
+                   nbytes: int | None, dur: float | None, name: str | None,
+                   handle: str | None) -> Work:
+        e = self._e
+        e.settle(self._h)
+        size = nbytes_of(outputs or inputs) if nbytes is None else nbytes
+        current = e.stream(self.rank, self._h.current_stream)
+        after = [current.last] if current.last is not None else []
+        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
+                        cfg.transfer_time(size) if dur is None else dur,
+                        self._accesses(inputs, outputs), after=after)
+        e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
+        rec.handle = self._new_handle(handle, kind)
+        rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)
+        return self._work(rec, cfg)
+
+    def wait_work(self, work: Work, blocking: bool | None) -> None:
+        e, h = self._e, self._h
+        work.waited = True
+        target = work._rec
+        gloo = work._cfg.backend == "gloo"
+        if blocking is None:
+            blocking = work._cfg.blocking_wait
+        if gloo or blocking:
+            rec = e.blocking_op(h, "wait", f"{work.name}.wait()")
+            rec.attrs.update(handle=work.name, blocking=True)
+            e.wait_recs(h, rec, [target], f"{work.name}.wait() blocks the host")
+            e.end_blocking(h, rec)
+        else:
+            rec = e.enqueue(h, h.current_stream, "wait", f"{work.name}.wait()", 0.0,
+                            after=[target])
+            rec.attrs.update(handle=work.name, blocking=False)
+
+    def query_work(self, work: Work) -> bool:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
+        done = work._rec.done
+        if done:
+            rec.after = [*rec.after, work._rec]
+            work.waited = True
+        rec.attrs.update(handle=work.name, result=done)
+        e.end_blocking(h, rec)
+        return done
+
+    def send_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,
+                    dur: float | None = None) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "send_object", name or f"send_object to rank{dst}")
+        dur = e.scaled(cfg.transfer_time(nbytes) if dur is None else dur, rec)  # (jitter too)
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=dur)
+        m = e.p2p_entry(cfg.name, self.rank, dst, True)
+        m.send = rec
+        if nbytes > cfg.eager_bytes and not m.recv_started.triggered:
+            e.block(h, m.recv_started, Blocked(h.agent, rec.id, f"blocking send_object to rank"
+                                               f"{dst} ({nbytes} B > gloo eager threshold) waits "
+                                               "for the matching recv_object",
+                                               e._peer_agents(m.recv, dst)))
+        e.block(h, e.env.timeout(dur))
+        e.end_blocking(h, rec)
+        m.arrival = e.env.now
+        m.arrived.succeed()
+
+    def recv_object(self, cfg: GroupConfig, src: int, name: str | None) -> None:
+        e, h = self._e, self._h
+        rec = e.blocking_op(h, "recv_object", name or f"recv_object from rank{src}")
+        rec.attrs.update(group=cfg.name, peer=src)
+        m = e.p2p_entry(cfg.name, src, self.rank, False)
+        m.recv = rec
+        m.recv_started.succeed()
+        if not m.arrived.triggered:
+            e.block(h, m.arrived, Blocked(h.agent, rec.id, f"recv_object from rank{src} waits for "
+                                          "the matching send", e._peer_agents(m.send, src)))
+        rec.joins = [m.send.id]
+        e.end_blocking(h, rec)
+
+    def isend_object(self, cfg: GroupConfig, nbytes: int, dst: int, name: str | None,
+                     handle: str | None, dur: float | None = None) -> Work:
+        e = self._e
+        rec = e.enqueue(self._h, f"gloo:{cfg.name}", "isend_object",
+                        name or f"isend_object to rank{dst}",
+                        cfg.transfer_time(nbytes) if dur is None else dur)
+        m = e.p2p_entry(cfg.name, self.rank, dst, True)
+        m.send = rec
+        e.matches[rec.id] = m
+        rec.handle = self._new_handle(handle, "isend_object")
+        rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=rec.dur)
+        return self._work(rec, cfg)
+
+
+def _names(tensors: list) -> str:
+    return ", ".join(as_view(t).buffer for t in tensors)
