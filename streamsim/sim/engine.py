@@ -329,10 +329,16 @@ class Engine(CommMixin):
                 h.injected_hold = False
 
     def enqueue(self, h: HostState, stream_name: str, kind: str, name: str, dur: float = 0.0,
-                accesses: tuple[Access, ...] = (), after: Iterable[Rec] = (),
+                accesses: tuple[Access, ...] = (),
+                after: Iterable[Rec] | Callable[[], Iterable[Rec]] = (),
                 issue_kind: str | None = None, location: str | None = None) -> Rec:
-        """Issue a stream op: a host action (launch overhead) that enqueues ``kind`` on a stream."""
+        """Issue a stream op: a host action (launch overhead) that enqueues ``kind`` on a stream.
+
+        ``after`` may be a callable: it is then called once the issuing action ran the syncs a fix
+        inserted before it, which an edge taken from a stream's current position must include."""
         issue = self.host_op(h, issue_kind or kind, name, self.launch_overhead, (), location)
+        if callable(after):
+            after = after()
         s = self.stream_at.get((h.agent.rank, stream_name)) or self.stream(h.agent.rank, stream_name)
         recs = self.recs  # new_rec, inlined (hot path: the other half of the ops)
         n = len(recs)

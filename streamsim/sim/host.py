@@ -154,12 +154,14 @@ class Host:
         """
         e = self._e
         e.settle(self._h)
-        recorded = e.recorded_streams.pop((self.rank, buffer.name), ())
-        lasts = [e.stream(self.rank, n).last for n in recorded]
         key = (self.rank, buffer.name)
+
+        def recorded_work() -> list[Rec]:  # (read once the free's issue ran any injected fix)
+            recorded = e.recorded_streams.pop(key, ())
+            return [r for r in (e.stream(self.rank, n).last for n in recorded) if r is not None]
         earlier = e.freed.pop(key, None)  # (the free's own write is no use of a freed buffer)
         rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
-                        (Access(buffer.whole, WRITE),), after=[r for r in lasts if r is not None])
+                        (Access(buffer.whole, WRITE),), after=recorded_work)
         rec.attrs["buffer"] = buffer.name
         if earlier is not None:
             rec.attrs["after_free"] = (buffer.name,)
@@ -233,6 +235,12 @@ class Host:
         return Group(self, cfg)
 
     # -- comm ----------------------------------------------------------------------------------------
+    def _nccl_enqueue_edge(self) -> list[Rec]:
+        """ProcessGroupNCCL makes its comm stream wait for the current stream's position: taken when
+        the op is issued, after any sync a fix inserted before it (hence a callable for enqueue)."""
+        current = self._e.stream(self.rank, self._h.current_stream)
+        return [current.last] if current.last is not None else []
+
     def _new_handle(self, given: str | None, kind: str) -> str:
         self._handles += 1
         return given or f"{kind}#{self._handles}"
@@ -245,14 +253,12 @@ class Host:
         e.settle(self._h)
         size = nbytes_of(tensors) if nbytes is None else nbytes
         is_send = kind == "isend"
-        current = e.stream(self.rank, self._h.current_stream)
-        after = [current.last] if current.last is not None else []  # NCCL enqueue edge
         mode = "read" if is_send else "write"
         acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind,
                         name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
                         (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
-                        acc, after=after)
+                        acc, after=self._nccl_enqueue_edge)
         src, dst = (self.rank, peer) if is_send else (peer, self.rank)
         m = e.p2p_entry(cfg.name, src, dst, is_send)
         if is_send:
@@ -276,11 +282,9 @@ class Host:
         e = self._e
         e.settle(self._h)
         size = nbytes_of(outputs or inputs) if nbytes is None else nbytes
-        current = e.stream(self.rank, self._h.current_stream)
-        after = [current.last] if current.last is not None else []
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
-                        self._accesses(inputs, outputs), after=after)
+                        self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
         e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)

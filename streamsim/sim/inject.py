@@ -56,6 +56,8 @@ def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
         return keys[op.id]
 
     out: list[KeyedFix] = []
+    seen: set[KeyedFix] = set()
+    freed_by: dict[int | None, object] | None = None  # issuing host op id -> the free it issued
     for fix in fixes:
         if isinstance(fix, KeyedFix):
             kf = fix
@@ -67,7 +69,9 @@ def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
                           event_stream=fix.event_stream.name,
                           wait_stream=fix.wait_stream.name if fix.kind == "event" else None)
         elif fix.kind == "record_stream":
-            frees = [op for op in trace.ops if op.issuer == fix.before and op.kind == "free"]
+            if freed_by is None:  # (once: a scan per fix would be quadratic)
+                freed_by = {op.issuer: op for op in trace.ops if op.kind == "free"}
+            frees = [freed_by[fix.before]] if fix.before in freed_by else []
             if not frees:
                 raise ModelError(f"record_stream fix names {trace.op(fix.before).describe()}, "
                                  "which freed nothing")
@@ -75,7 +79,8 @@ def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
                           buffer=str(frees[0].attrs.get("buffer")))
         else:
             raise ModelError(f"cannot apply a fix of kind {fix.kind!r}")
-        if kf not in out:
+        if kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
+            seen.add(kf)
             out.append(kf)
     return out
 
@@ -112,8 +117,8 @@ def _wait_handle(engine: Engine, issue_key: Key, stream: str | None):
         prev = h.current_stream
         if stream is not None:
             h.current_stream = stream
-        try:
-            work.wait()
+        try:  # no stream: the host itself must not go on before the op ends (a host access)
+            work.wait(blocking=True if stream is None else None)
         finally:
             h.current_stream = prev
     return run
