@@ -15,7 +15,8 @@ Ordering is carried by three fields of an :class:`Op` (see docs/SEMANTICS.md):
 
 Program order (consecutive ops of one agent) is implicit in ``Op.index``. ``start_seq``/``end_seq``
 place the op's start and end in one global sequence that is a linear extension of happens-before
-(the engine's own execution order), so an analysis can process the trace in one pass.
+(the engine's own execution order, which follows simulated time); :func:`issue_keys` gives the
+order of issue, which the analysis follows instead.
 """
 from __future__ import annotations
 
@@ -185,14 +186,49 @@ def issue_point(op: Op) -> int:
     return op.id if op.agent.kind == HOST or op.issuer is None else op.issuer
 
 
-def issue_order(trace: Trace, a: Op, b: Op) -> tuple[Op, Op]:
-    """``(a, b)`` in the order they were issued: host program order when one thread issued both,
-    else the order of the issuing host actions in the global sequence (SEMANTICS.md names a
-    hazard's kind by issue order, which can differ from the order the ops started)."""
-    ia, ib = trace.op(issue_point(a)), trace.op(issue_point(b))
-    if ia.agent == ib.agent:
-        return (b, a) if ib.index < ia.index else (a, b)
-    return (b, a) if ib.start_seq < ia.start_seq else (a, b)
+def issue_keys(trace: Trace) -> list[int]:
+    """Each op's priority in *issue order* (smaller first; ties go to the smaller op id).
+
+    The analysis processes ops in the linear extension of happens-before that takes, among the ops
+    whose predecessors are all processed, the one with the smallest key (see ``analysis.hb``): so an
+    op goes at its place of issue unless it must wait for something issued later (a receive's
+    completion for its matched send). The keys:
+
+    * an op log (its ops carry ``line``): the line of the host action that issued the op, the host
+      action before the stream op it enqueued; an action a fix inserted (no line) goes right after
+      the previous line of its thread;
+    * a model: the threads' actions taken round-robin by program position (the k-th action of every
+      host thread, in agent order, before the (k+1)-th of any), a stream op right after its host
+      action. The engine's own interleaving of threads follows simulated time, which must not decide
+      what is reported;
+    * a trace whose stream ops do not name the host action that issued them (built by hand): op ids.
+    """
+    ops = trace.ops
+    n = len(ops)
+    keys = [0] * n
+    hosts = sorted({op.agent for op in ops if op.agent.kind == HOST})
+    if any(op.line is not None for op in ops if op.agent.kind == HOST):
+        last: dict[Agent, int] = {}
+        for op in ops:  # (ids follow each thread's program order)
+            if op.agent.kind == HOST:
+                if op.line is not None:
+                    keys[op.id] = op.line * 4
+                    last[op.agent] = op.line
+                else:
+                    keys[op.id] = last.get(op.agent, 0) * 4 + 2
+    elif all(op.issuer is not None for op in ops if op.agent.kind != HOST):
+        order = {a: i for i, a in enumerate(hosts)}
+        width = 2 * max(1, len(hosts))
+        for op in ops:
+            if op.agent.kind == HOST:
+                keys[op.id] = op.index * width + 2 * order[op.agent]
+    else:
+        return list(range(n))
+    for op in ops:
+        if op.agent.kind != HOST:
+            r = op.issuer
+            keys[op.id] = keys[r] + 1 if r is not None else (op.line or 0) * 4 + 1
+    return keys
 
 
 def trace_from_ops(ops: list[dict], **kw) -> Trace:

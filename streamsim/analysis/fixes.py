@@ -1,7 +1,7 @@
 """Propose, for a data hazard, the cheapest sync that adds the missing happens-before edge.
 
-Rules (docs/SEMANTICS.md, "Hazards"): the edge runs from the op the host issued first to the one it
-issued later (``first``/``second`` are start order in this run, which can differ). A comm access with a
+Rules (the docs' "Hazards" section): the edge runs from the hazard's ``first`` op to its ``second``,
+the earlier and the later one in issue order. A comm access with a
 ``Work`` handle gets a ``wait()`` on that handle before the host enqueues the other access; stream/stream
 gets an event recorded after the first and waited on by the second's stream; stream/host gets an event
 synchronized by the host; a free racing with another stream's use gets ``record_stream``. Two host
@@ -10,12 +10,12 @@ threads, or a use issued after the free: no proposal (see :func:`no_fix_reason`)
 from __future__ import annotations
 
 from .findings import USE_AFTER_FREE, Fix, Hazard
-from ..trace import HOST, STREAM, Agent, Op, Trace, issue_order, issue_point
+from ..trace import HOST, STREAM, Agent, Op, Trace, issue_point
 
 
 def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
     """The fix for ``hazard``, or None when no single sync can order its two ops."""
-    x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    x, y = trace.op(hazard.first), trace.op(hazard.second)  # (first: earlier in issue order)
     if _used_after_its_free(hazard, x):
         return None  # ordering the use after the free would not make it safe
     if x.agent.kind == HOST:
@@ -47,7 +47,7 @@ def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
 
 def no_fix_reason(trace: Trace, hazard: Hazard) -> str:
     """Why :func:`propose_fix` offers nothing for ``hazard`` (for reports)."""
-    x, y = issue_order(trace, trace.op(hazard.first), trace.op(hazard.second))
+    x, y = trace.op(hazard.first), trace.op(hazard.second)  # (first: earlier in issue order)
     if _used_after_its_free(hazard, x):
         return (f"{y.name} was issued after {x.name}: no sync makes a use of freed memory safe; "
                 "free the buffer after its last use instead")

@@ -1,9 +1,9 @@
-"""Happens-before analysis: vector clocks over the trace and FastTrack-style per-byte-range state.
+"""Happens-before analysis: vector clocks and FastTrack-style per-byte-range state, in issue order.
 
-One pass over the trace in its global sequence (a linear extension of HB), linear in the number of
-accesses, no graph. The relation computed is the one of docs/SEMANTICS.md, made precise as:
+One pass, no graph, linear in the number of ops and accesses (plus a heap over the few ops that must
+wait for something issued later). The relation computed is happens-before as the docs define it:
 
-* every op ``x`` gets a *start clock* ``S(x)`` and an *end clock* ``E(x)``, vectors indexed by agent;
+* every op ``x`` gets a *start clock* ``S(x)`` and an *end clock* ``E(x)``, sparse vectors over agents;
 * ``S(x) = E(prev op of x's agent) ⊔ E(issuer) ⊔ E(a) for a in after``, then x's own component is set
   to its epoch ``index + 1``;
 * ``E(x) = S(x) ⊔ S(j) for j in joins`` (a join source's start, hence its accesses, is ordered before
@@ -11,22 +11,28 @@ accesses, no graph. The relation computed is the one of docs/SEMANTICS.md, made 
 * op ``a`` happens before op ``b`` (their accesses are ordered) iff ``a != b`` and
   ``S(b)[agent(a)] >= epoch(a)``.
 
-Accesses are checked with the op's start clock. Per storage ``(rank, buffer)`` an interval map keeps,
-for each byte range, the last write and the last read of each agent since that write; that is enough to
-decide, for every access, whether it races with some earlier access to the same bytes (see
-``tests/test_hb.py`` for the exact property, checked against brute-force graph reachability).
+**Issue order.** Ops are processed in the linear extension of happens-before that takes, among the
+ops whose predecessors have all been processed, the one issued first (``trace.issue_keys``: an op
+log's line order; a model's threads round-robin by program position; a stream op at the host action
+that enqueued it). So an op goes at its place of issue unless it must wait for something issued
+later: a receive's completion (and what follows it) waits for its matched send's read. Simulated
+time plays no part, so the reported pairs are the same under every seed and jitter.
 
-A storage that some op frees also keeps each agent's latest access since its previous free: a free
-is checked against all of them (SEMANTICS.md: a free while another stream may still use the buffer),
-not only against the last write and the reads since it, which a write in between would have hidden.
+**What is reported.** Accesses are checked with the op's start clock against FastTrack's state,
+updated in that order. Per storage ``(rank, buffer)`` an interval map keeps, for each byte range, the
+last write and the latest read of each agent since that write: a read is checked against the last
+write, a write against the last write and those reads. Every reported pair is a race; every byte
+with a race gets a hazard whose second access is the first one, in issue order, to race on it; and
+a fix for each reported pair orders the unreported ones transitively (``tests/analysis``
+checks all three against brute force on the networkx HB graph). A storage that some op frees also
+keeps each agent's latest access since its previous free: a free is checked against all of them
+(a free while another stream may still use the buffer), which a write in between would have hidden.
 
 Hazards: one per (first op, second op, kind, storage), its range covering the racing segments;
-``first`` is the op issued first (host program order; see ``trace.issue_order``), which may have
-started after the other. The kind is RAW, WAR or WAW from the two modes in that order, or
-use-after-free when either op is a ``free``; an op that reads and writes the same bytes (in place)
-reports its race with the previous write once, as RAW. ``manifest``: the later-issued access's window
-started before the earlier-issued one's ended in simulated time (strictly): the data really was
-corrupted in this run.
+``first`` is the op earlier in issue order. The kind is RAW, WAR or WAW from the two modes in that
+order, or use-after-free when either op is a ``free``; an op that reads and writes the same bytes (in
+place) reports its race with the previous write once, as RAW. ``manifest``: the second access's
+window started before the first one's ended in simulated time (strictly).
 
 One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
 by hand: split into functions across modules, it pays a call per access on millions of accesses.
@@ -35,10 +41,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 from ..gcpause import gc_paused
+from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
-from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_point
 
 
 @dataclass
@@ -48,8 +55,8 @@ class HappensBefore:
     trace: Trace = field(repr=False)
     agents: tuple[Agent, ...]
     agent_of: list[int] = field(repr=False)  # op id -> dense agent index
-    starts: dict[int, list[int]] = field(default_factory=dict, repr=False)  # op id -> start clock
-    ends: dict[int, list[int]] = field(default_factory=dict, repr=False)  # op id -> end clock
+    starts: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)  # op id -> clock
+    ends: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)  # op id -> end clock
 
     def ordered(self, a: int, b: int) -> bool:
         """True when op ``a`` happens before op ``b`` (b's start clock knows a's epoch)."""
@@ -59,7 +66,7 @@ class HappensBefore:
             clock = self.starts[b]
         except KeyError:
             raise KeyError(f"no clock kept for op {b}: use analyse(trace, keep_clocks=True)") from None
-        return clock[self.agent_of[a]] > self.trace.ops[a].index
+        return clock.get(self.agent_of[a], 0) > self.trace.ops[a].index
 
     def concurrent(self, a: int, b: int) -> bool:
         """Neither op happens before the other."""
@@ -68,19 +75,21 @@ class HappensBefore:
     def clock(self, op_id: int, end: bool = False) -> dict[Agent, int]:
         """The op's start (or end) clock as ``{agent: epoch}``, zero entries left out (for display)."""
         c = (self.ends if end else self.starts)[op_id]
-        return {ag: c[i] for i, ag in enumerate(self.agents) if c[i]}
+        return {self.agents[i]: c[i] for i in sorted(c) if c[i]}
 
 
 @dataclass
 class Analysis:
-    """What one pass produced: the hazards (sorted, without fixes) and the clocks kept."""
+    """What one pass produced: the hazards (sorted, without fixes), the clocks kept, and each op's
+    position in issue order (``position[op id]``)."""
 
     hazards: list[Hazard]
     hb: HappensBefore
+    position: list[int] = field(repr=False, default_factory=list)
 
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
-    """Every data hazard of ``trace``, ordered by (second op, first op); with proposed fixes."""
+    """Every data hazard of ``trace`` in issue order of (second op, first op); with proposed fixes."""
     with gc_paused():
         hazards = _analyse(trace, False).hazards
         if not fixes:
@@ -90,7 +99,7 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
 
 
 def analyse(trace: Trace, keep_clocks: bool = False) -> Analysis:
-    """Run the vector-clock pass; keep every op's clocks when ``keep_clocks`` (for ``ordered``)."""
+    """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``)."""
     with gc_paused():  # the pass allocates many small objects and frees few
         return _analyse(trace, keep_clocks)
 
@@ -100,18 +109,19 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     n = len(ops)
     agents = list(trace.agents) if agents is None else agents
     na = len(agents)
-    # Clocks. An agent's clock has na + 1 slots: the last is its *generation*, bumped whenever a
-    # component other than its own and its *partner*'s grows. The partner of a stream is its rank's
-    # first host thread (which issues most of its ops), of a host itself. Two states of a clock at one
-    # generation differ only in those two components, so one copy per generation stands for the
-    # clock of every op that started in it, given the op's own epoch (index + 1) and, when the agent
-    # has another partner, the op's partner component (``partner_of``). Each agent keeps its copies
-    # with the epoch from which each holds (``hist_e``, ``hist_c``). So an op that neither waits on
-    # anything, nor is issued, nor touches memory (most host actions: a launch) needs no work at all:
-    # it is left out of the pass, and what a later op needs of it is its agent's copy for its epoch.
-    # An agent that already joined a copy of o at generation g (seen[b][o] == g) joins a later one by
-    # taking o's own and partner components only: the common case (a stream op joining the host
-    # action that issued it, a host wait joining a stream op).
+    # Clocks are sparse dicts {agent: epoch} (memory grows with what an agent has seen, not with
+    # agents squared). Each agent has a *generation*, bumped whenever a component of its clock other
+    # than its own and its *partner*'s grows. The partner of a stream is its rank's first host thread
+    # (which issues most of its ops), of a host itself. Two states of a clock at one generation differ
+    # only in those two components, so one copy per generation stands for the clock of every op that
+    # started in it, given the op's own epoch (index + 1) and, when the agent has another partner,
+    # the op's partner component (``partner_of``). Each agent keeps its copies with the epoch from
+    # which each holds (``hist_e``, ``hist_c``: (tag, copy)). So an op that neither waits on anything,
+    # nor is issued, nor touches memory (most host actions: a launch) needs no clock work at all, and
+    # what a later op needs of it is its agent's copy for its epoch. An agent that already joined a
+    # copy of o tagged t (seen[b][o] == t) joins a later op of o by taking o's own and partner
+    # components only: the common case (a stream op joining the host action that issued it, a host
+    # wait joining a stream op).
     partner = list(range(na))
     first_host: dict[int, int] = {}
     for i, ag in enumerate(agents):
@@ -125,11 +135,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     by_id = {id(ag): i for i, ag in enumerate(agents)}  # ops share their Agent objects: no hashing
     _id = id
     agent_of = [0] * n
-    # Exact end clocks of ops whose end joins something (_PENDING until their end is met).
-    end_of: list[list[int] | None] = [None] * n
-    # The global sequence (the order of Trace.in_hb_order) without a tuple per item: an op at its
-    # start_seq unless left out; ~id at its end_seq when its end joins (or clocks are kept).
-    seq: list = [None] * (2 * n)
+    prev_on = [-1] * n  # op id -> the previous op of its agent (program order), -1 for the first
+    last_on = [-1] * na
     freed: set[tuple[int, str]] = set()  # storages some op frees (see touch)
     for op in ops:
         ag = op.agent
@@ -142,86 +149,74 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             by_id[_id(ag)] = a
         oid = op.id
         agent_of[oid] = a
-        if op.joins:
-            seq[op.start_seq] = op
-            seq[op.end_seq] = ~oid  # an int: negative, so never false
-            end_of[oid] = _PENDING
-        elif op.issuer is None and may_skip[a] and not op.accesses and not op.after:
-            continue
-        else:
-            seq[op.start_seq] = op
-            if keep_clocks:
-                seq[op.end_seq] = ~oid
-            if op.kind == "free":
-                freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
+        prev_on[oid] = last_on[a]
+        last_on[a] = oid
+        if op.kind == "free":
+            freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
+    keys = issue_keys(trace)
+    order = sorted(range(n), key=keys.__getitem__)  # (stable: ties by op id; near-sorted: cheap)
 
-    clocks = [[0] * (na + 1) for _ in range(na)]
-    seen = [[-1] * na for _ in range(na)]
+    clocks: list[dict[int, int]] = [{} for _ in range(na)]
+    gen = [0] * na
+    seen: list[dict[int, int]] = [{} for _ in range(na)]
     hist_e = [[0] for _ in range(na)]  # per agent: epochs from which each copy holds, ascending
-    hist_c = [[list(c)] for c in clocks]  # ... and the copies
+    hist_c: list[list[tuple[int, dict]]] = [[(0, {})] for _ in range(na)]  # ... and the copies
     hist_g = [0] * na  # the generation of each agent's last copy
     partner_of = [0] * n
+    end_of: list[tuple[int, dict] | None] = [None] * n  # exact end clocks of ops whose end joins
     hb = HappensBefore(trace, tuple(agents), agent_of)
     keep_starts = hb.starts
     keep_ends = hb.ends
 
-    def missing(user: Op, r: int, what: str) -> ValueError:
-        return ValueError(f"op {user.id} ({user.name}) needs op {r} to have {what} before it in the "
-                          f"trace's sequence")
-
-    def start_copy(user: Op, r: int) -> list[int]:
+    def start_copy(r: int) -> tuple[int, dict]:
         """The copy standing for op r's start clock (its agent's copy for r's epoch)."""
-        rop = ops[r]
-        if rop.start_seq > user.end_seq:
-            raise missing(user, r, "started")
-        he = hist_e[agent_of[r]]
-        e = rop.index + 1
+        o = agent_of[r]
+        he = hist_e[o]
+        e = ops[r].index + 1
         if he[-1] <= e:
-            return hist_c[agent_of[r]][-1]
-        return hist_c[agent_of[r]][bisect_right(he, e) - 1]
+            return hist_c[o][-1]
+        return hist_c[o][bisect_right(he, e) - 1]
 
-    def end_copy(user: Op, r: int) -> list[int]:
+    def end_copy(r: int) -> tuple[int, dict]:
         """The copy standing for op r's end clock: exact when its end joined something."""
         S = end_of[r]
-        if S is _PENDING or ops[r].end_seq > user.start_seq:
-            raise missing(user, r, "ended")
-        return start_copy(user, r) if S is None else S
+        return start_copy(r) if S is None else S
 
-    def join(b: int, C: list[int], S: list[int], r: int) -> None:
+    def join(b: int, C: dict, S: tuple[int, dict], r: int) -> None:
         """Agent b's clock C ⊔= op r's clock, whose copy is S (see above)."""
         pb = partner[b]
         o = agent_of[r]
         changed = False
-        for i in range(na):
-            x = S[i]
-            if x > C[i]:
+        get = C.get
+        for i, x in S[1].items():
+            if x > get(i, 0):
                 C[i] = x
                 if i != b and i != pb:
                     changed = True
         v = ops[r].index + 1
-        if v > C[o]:
+        if v > get(o, 0):
             C[o] = v
             if o != b and o != pb:
                 changed = True
         p = partner[o]
         if p != o:
             v = partner_of[r]
-            if v > C[p]:
+            if v > get(p, 0):
                 C[p] = v
                 if p != b and p != pb:
                     changed = True
         if changed:
-            C[na] += 1
-        seen[b][o] = S[na]
+            gen[b] += 1
+        seen[b][o] = S[0]
 
-    def new_copy(a: int, C: list[int], e: int) -> None:
+    def new_copy(a: int, C: dict, e: int) -> None:
         """Agent a's generation changed: its clock from epoch e on is C's (a copy)."""
         hist_e[a].append(e)
-        hist_c[a].append(C[:])
-        hist_g[a] = C[na]
+        hist_c[a].append((gen[a], dict(C)))
+        hist_g[a] = gen[a]
 
     # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode,
-    # second starts before first ends, first starts before second ends]
+    # manifest]
     found: dict[tuple, list] = {}
     # Per storage (rank, buffer): sorted segment starts and live segments [lo, hi, last_write, reads]
     # where last_write is the (op, agent, epoch) of the writer and reads {agent: (op, agent, epoch)}
@@ -246,22 +241,20 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             raw = found.get((fid, op.id, RAW, rank, buf))
             if raw is not None and raw[0] <= lo and hi <= raw[1]:
                 return  # an in-place op: its read already reported the race with this write
-        facc = _access_of(fop, fmode, rank, buf, lo, hi)
-        f0, f1 = fop.window_time(facc)
-        s0, s1 = op.window_time(acc)
-        # manifest if the later-issued access started before the earlier-issued one ended; which
-        # of the two was issued first is settled once, in _in_issue_order
+        # manifest: the second access started before the first one ended
+        manifest = op.window_time(acc)[0] < fop.window_time(_access_of(fop, fmode, rank, buf, lo,
+                                                                         hi))[1]
         key = (fid, op.id, kind, rank, buf)
         h = found.get(key)
         if h is None:
-            found[key] = [lo, hi, fmode, acc.mode, s0 < f1, f0 < s1]
+            found[key] = [lo, hi, fmode, acc.mode, manifest]
         else:
             if lo < h[0]:
                 h[0] = lo
             if hi > h[1]:
                 h[1] = hi
-            h[4] = h[4] or s0 < f1
-            h[5] = h[5] or f0 < s1
+            if manifest:
+                h[4] = True
 
     def entry(v) -> list:
         sk = (v.rank, v.buffer)
@@ -272,16 +265,16 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                                  v.buffer, v, st[2]]
         return ent
 
-    def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: list[int],
+    def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: dict,
               ent: list) -> None:
         """Record op's access of a freed-somewhere storage; a free first checks, for every other
-        agent, its latest access since the previous free: the use-after-free rule of SEMANTICS.md
-        (a free while another stream may still use the buffer), which the last-write and
-        reads-since rules alone miss once a later write has replaced what that agent touched."""
+        agent, its latest access since the previous free: the use-after-free rule (a free while
+        another stream may still use the buffer), which the last-write and reads-since rules alone
+        miss once a later write has replaced what that agent touched."""
         if op.kind == "free":
             lo, hi = ent[1], ent[2]
             for b, (r, racc) in touched.items():
-                if b != a and C[b] < r[2]:
+                if b != a and C.get(b, 0) < r[2]:
                     v = racc.view
                     flo, fhi = max(lo, v.offset), min(hi, v.offset + v.nbytes)
                     if flo < fhi:
@@ -289,65 +282,120 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             touched.clear()
         touched[a] = (rec, acc)
 
-    for op in filter(None, seq):
-        if op.__class__ is int:  # an end that joins (or whose clock is kept)
-            oid = ~op
-            op = ops[oid]
-            a = agent_of[oid]
+    # Issue order: walk the ops by key; an op whose predecessors are not all processed waits in
+    # ``waiting`` (under the op whose end it needs, or ~id of the op whose start it needs) and, once
+    # woken, in the heap ``overdue``, which is drained before the walk goes on: so the order is
+    # exactly "the ready op issued first" (a lexicographically smallest topological order).
+    ended = bytearray(n)  # the op's end is processed (its start, for an op whose end joins nothing)
+    started = bytearray(n)
+    waiting: dict[int, list[tuple[int, bool]]] = {}
+    overdue: list[tuple[int, int, bool]] = []
+    position = [0] * n
+    count = 0
+    walk = iter(order)
+
+    def wake(node: int) -> None:
+        for w, is_end in waiting.pop(node):
+            heappush(overdue, (keys[w], w, is_end))
+
+    while True:
+        if overdue:
+            _, oid, is_end = heappop(overdue)
+        else:
+            oid = next(walk, -1)
+            if oid < 0:
+                break
+            is_end = False
+        op = ops[oid]
+        a = agent_of[oid]
+        if is_end:  # the end of an op that joins: every joined op must have started
+            blocked = next((j for j in op.joins if not started[j]), -1)
+            if blocked >= 0:
+                waiting.setdefault(~blocked, []).append((oid, True))
+                continue
             C = clocks[a]
-            if op.joins:
-                g = C[na]
-                for r in op.joins:
-                    join(a, C, start_copy(op, r), r)
-                X = end_of[oid] = C[:]  # exact, under a generation no one has seen: joined in full
-                X[na] = -2 - oid
-                if C[na] != g:
-                    new_copy(a, C, op.index + 2)
+            g = gen[a]
+            for r in op.joins:
+                join(a, C, start_copy(r), r)
+            end_of[oid] = (-2 - oid, dict(C))  # exact, under a tag no one has seen: joined in full
+            if gen[a] != g:
+                new_copy(a, C, op.index + 2)
             if keep_clocks:
-                keep_ends[oid] = C[:na]
+                keep_ends[oid] = dict(C)
+            ended[oid] = 1
+            if waiting and oid in waiting:
+                wake(oid)
             continue
 
-        oid = op.id
-        a = agent_of[oid]
-        C = clocks[a]
+        p = prev_on[oid]
         r = op.issuer
+        if p >= 0 and not ended[p]:
+            waiting.setdefault(p, []).append((oid, False))
+            continue
+        if r is not None and not ended[r]:
+            waiting.setdefault(r, []).append((oid, False))
+            continue
+        if op.after:
+            blocked = next((x for x in op.after if not ended[x]), -1)
+            if blocked >= 0:
+                waiting.setdefault(blocked, []).append((oid, False))
+                continue
+        position[oid] = count
+        count += 1
+        started[oid] = 1
+        if r is None and may_skip[a] and not op.accesses and not op.after and not op.joins:
+            ended[oid] = 1  # nothing to compute (see the clock comment above)
+            if waiting:
+                if oid in waiting:
+                    wake(oid)
+                if ~oid in waiting:
+                    wake(~oid)
+            continue
+
+        C = clocks[a]
         if r is not None:
             S = end_of[r]
             o = agent_of[r]
             rop = ops[r]
             v = rop.index + 1
-            if S is None and rop.end_seq < op.start_seq:  # end_copy() inlined for the common case
+            if S is None:  # end_copy() inlined for the common case
                 he = hist_e[o]
                 S = hist_c[o][-1] if he[-1] <= v else hist_c[o][bisect_right(he, v) - 1]
-            else:
-                S = end_copy(op, r)
-            if seen[a][o] == S[na]:  # join() inlined for the common case (see above)
-                if v > C[o]:
+            if seen[a].get(o) == S[0]:  # join() inlined for the common case (see above)
+                if v > C.get(o, 0):
                     C[o] = v
                     if o != partner[a]:
-                        C[na] += 1
-                p = partner[o]
-                if p != o:
+                        gen[a] += 1
+                q = partner[o]
+                if q != o:
                     v = partner_of[r]
-                    if v > C[p]:
-                        C[p] = v
-                        if p != partner[a] and p != a:
-                            C[na] += 1
+                    if v > C.get(q, 0):
+                        C[q] = v
+                        if q != partner[a] and q != a:
+                            gen[a] += 1
             else:
                 join(a, C, S, r)
-        if op.after:
-            for r in op.after:
-                join(a, C, end_copy(op, r), r)
+        for x in op.after:
+            join(a, C, end_copy(x), x)
         e = op.index + 1
-        if C[a] >= e:
+        if C.get(a, 0) >= e:
             raise ValueError(f"op {oid} ({op.name}) is out of program order on {op.agent}")
         C[a] = e
         if partner[a] != a:
-            partner_of[oid] = C[partner[a]]
-        if C[na] != hist_g[a]:
+            partner_of[oid] = C.get(partner[a], 0)
+        if gen[a] != hist_g[a]:
             new_copy(a, C, e)
         if keep_clocks:
-            keep_starts[oid] = C[:na]
+            keep_starts[oid] = dict(C)
+        if op.joins:
+            heappush(overdue, (keys[oid], oid, True))  # its end, as soon as it can be processed
+        else:
+            ended[oid] = 1
+        if waiting:
+            if oid in waiting:
+                wake(oid)
+            if ~oid in waiting:
+                wake(~oid)
 
         accs = op.accesses
         if not accs:
@@ -355,6 +403,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
         # Accesses list reads before writes (Op's invariant): an in-place op checks its read against
         # the previous write before its own write replaces it. A remembered live segment is used
         # inline; else _cover splits and fills segments so that segs[i:j] tile the access's bytes.
+        Cg = C.get
         rec = (oid, a, e)
         for acc in accs:
             ent = entries_get(_id(acc.view))
@@ -366,7 +415,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             if acc.mode == READ:
                 if s[0] is not None:
                     w = s[2]
-                    if w is not None and C[w[1]] < w[2]:
+                    if w is not None and Cg(w[1], 0) < w[2]:
                         report(w, WRITE, op, acc, RAW, ent[1], ent[2], ent[5], ent[6])
                     rd = s[3]
                     if rd is None:
@@ -384,7 +433,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                 for k in range(i, j):
                     s = segs[k]
                     w = s[2]
-                    if w is not None and C[w[1]] < w[2]:
+                    if w is not None and Cg(w[1], 0) < w[2]:
                         report(w, WRITE, op, acc, RAW, s[0], s[1], ent[5], ent[6])
                     rd = s[3]
                     if rd is None:
@@ -394,12 +443,12 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                 continue
             if s[0] is not None:
                 w = s[2]
-                if w is not None and C[w[1]] < w[2]:
+                if w is not None and Cg(w[1], 0) < w[2]:
                     report(w, WRITE, op, acc, WAW, ent[1], ent[2], ent[5], ent[6])
                 rd = s[3]
                 if rd is not None:
                     for rr in rd.values():
-                        if C[rr[1]] < rr[2]:
+                        if Cg(rr[1], 0) < rr[2]:
                             report(rr, READ, op, acc, WAR, ent[1], ent[2], ent[5], ent[6])
                     s[3] = None
                 s[2] = rec
@@ -412,19 +461,28 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             for k in range(i, j):
                 s = segs[k]
                 w = s[2]
-                if w is not None and C[w[1]] < w[2]:
+                if w is not None and Cg(w[1], 0) < w[2]:
                     report(w, WRITE, op, acc, WAW, s[0], s[1], ent[5], ent[6])
                 rd = s[3]
                 if rd:
                     for rr in rd.values():
-                        if C[rr[1]] < rr[2]:
+                        if Cg(rr[1], 0) < rr[2]:
                             report(rr, READ, op, acc, WAR, s[0], s[1], ent[5], ent[6])
                 s[0] = None  # dead: replaced by the one segment below
             ent[0] = s = [lo, hi, rec, None]
             segs[i:j] = [s]
             starts[i:j] = [lo]
 
-    return Analysis(_in_issue_order(trace, found), hb)
+    if count < n or waiting:
+        stuck = min((oid for oid in range(n) if not ended[oid]), default=0)
+        raise ValueError(f"op {stuck} ({ops[stuck].name}) can never be processed: the trace's "
+                         "ordering edges form a cycle")
+    rows = sorted((position[sid], position[fid], kind, rank, buf, lo, hi, fid, sid, fmode, smode,
+                   manifest)
+                  for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest) in found.items())
+    hazards = [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
+               for _, _, kind, rank, buf, lo, hi, fid, sid, fmode, smode, manifest in rows]
+    return Analysis(hazards, hb, position)
 
 
 def _all_agents(trace: Trace) -> list[Agent]:
@@ -447,48 +505,6 @@ def _access_of(op: Op, mode: str, rank: int, buf: str, lo: int, hi: int) -> Acce
     return found
 
 
-_KIND_OF_MODES = {(WRITE, READ): RAW, (READ, WRITE): WAR, (WRITE, WRITE): WAW}
-
-
-def _in_issue_order(trace: Trace, found: dict) -> list[Hazard]:
-    """Hazards with ``first`` the op issued first (the pass meets ops in start order, and a send
-    issued before a forward can start after it): the kind then names the issue order, as
-    SEMANTICS.md defines it, and ``manifest`` means the second access started before the first
-    ended (a write before the earlier-issued read even began corrupts it too). Pairs that become the
-    same hazard are merged. Sorted by (second, first, kind, rank, buffer, range)."""
-    ops = trace.ops
-    issued_at: dict[int, tuple] = {}  # op id -> (issuing agent, its index, its start_seq)
-
-    def issue_key(op_id: int) -> tuple:
-        """What trace.issue_order compares, once per op (many hazards share their ops)."""
-        ip = ops[issue_point(ops[op_id])]
-        k = issued_at[op_id] = (ip.agent, ip.index, ip.start_seq)
-        return k
-
-    merged: dict[tuple, list] = {}
-    for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, s_before_f_end, f_before_s_end) \
-            in found.items():
-        manifest = s_before_f_end
-        ka = issued_at.get(fid) or issue_key(fid)
-        kb = issued_at.get(sid) or issue_key(sid)
-        if (kb[1] < ka[1]) if ka[0] is kb[0] or ka[0] == kb[0] else (kb[2] < ka[2]):  # sid first
-            fid, sid, fmode, smode = sid, fid, smode, fmode
-            manifest = f_before_s_end
-            if kind != USE_AFTER_FREE:
-                kind = _KIND_OF_MODES[(fmode, smode)]
-        key = (sid, fid, kind, rank, buf)
-        h = merged.get(key)
-        if h is None:
-            merged[key] = [lo, hi, fmode, smode, manifest]
-        else:
-            h[0], h[1], h[4] = min(h[0], lo), max(h[1], hi), h[4] or manifest
-    rows = [k + tuple(h) for k, h in merged.items()]
-    rows.sort()  # keys are unique: the order is (second, first, kind, rank, buffer, range)
-    return [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
-            for sid, fid, kind, rank, buf, lo, hi, fmode, smode, manifest in rows]
-
-
-_PENDING = [None]  # end_of[r] while op r's end (which joins) is still to come
 _DEAD = [None, None, None, None]  # a view's remembered segment before it has a live one
 
 

@@ -1,10 +1,11 @@
 """Write any trace as an op log: the host-side program of each (rank, host thread), one line an action.
 
 A host action that enqueued a stream op becomes a line of the stream op's kind with what is needed
-to re-simulate it (stream, buffer refs, exact duration, peer, group, handle, ...). Lines are
-interleaved by host issue time, ties broken by the engine's issue order, so the file is
-deterministic, each thread keeps its program order, and threads first appear in the order they were
-spawned. Re-simulating the log reproduces the trace's ops, timings and hence findings
+to re-simulate it (stream, buffer refs, exact duration, peer, group, handle, ...). Lines follow
+the trace's issue order (``trace.issue_keys``: a model's threads round-robin by program position),
+so the file is deterministic, each thread keeps its program order, and the log's line order, which
+is the issue order the analysis of a log follows, is the one the trace was analysed in. Re-simulating
+the log reproduces the trace's ops, timings and hence findings
 (tests/test_oplog.py checks it on models and on random logs). Where the format is narrower than the
 API, the writer says the same thing another way:
 
@@ -29,7 +30,7 @@ from typing import Any, TextIO
 
 from ..sim.comm import COLLECTIVE_KINDS
 from ..gcpause import gc_paused
-from ..trace import HOST, READ, Access, Op, Trace, View, waited_on
+from ..trace import HOST, READ, Access, Op, Trace, View, issue_keys, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
 _COMM = frozenset({"isend", "irecv", "isend_object", "send_object", "recv_object"}) | COLLECTIVE_KINDS
@@ -87,9 +88,10 @@ class _Writer:
     # -- building entries -------------------------------------------------------------------------
     def render(self) -> tuple[str, int]:
         entries = []  # (sort key, host op, dict or comment string)
+        keys = issue_keys(self.trace)
         for h in self.trace.ops:
             if h.agent.kind == HOST:
-                entries.append(((h.start, h.id, _SUB_LINE), h, self.line(h)))
+                entries.append(((keys[h.id], h.id, _SUB_LINE), h, self.line(h)))
         entries += self.synthetic_allocs(entries)
         entries.sort(key=lambda e: e[0])
         self.name_handles(entries)
@@ -311,19 +313,20 @@ class _Writer:
     @staticmethod
     def name_events(entries: list) -> None:
         """A wait on an Event the model never recorded must stay a no-op in the replay, where events
-        are named per rank: if another Event of that name was recorded before, use a fresh name."""
+        are named per rank (and a wait sees the newest record in simulated time, whatever the line
+        order): if an Event of that name is recorded anywhere on the rank, use a fresh name."""
         recorded: set[tuple[int, str]] = set()
         names: dict[int, set[str]] = {}
         for _, h, d in entries:
             if isinstance(d, dict) and "event" in d:
                 names.setdefault(h.agent.rank, set()).add(d["event"])
+                if d["op"] == "record":
+                    recorded.add((h.agent.rank, d["event"]))
         for _, h, d in entries:
             if not isinstance(d, dict) or "event" not in d:
                 continue
             key = (h.agent.rank, d["event"])
-            if d["op"] == "record":
-                recorded.add(key)
-            elif d.pop("_unrecorded", False) and key in recorded:
+            if d.pop("_unrecorded", False) and key in recorded:
                 taken, k = names[h.agent.rank], 1
                 while f"{d['event']}~unrecorded{k}" in taken:
                     k += 1
