@@ -2,22 +2,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from .findings import Findings
+from typing import Iterable
+
+from ..trace import Trace
+from .findings import Findings, Hazard
 from .hb import analyse_hazards
 from .liveness import deadlock_from_stall, warnings
 from .metrics import Metrics
-from ..trace import Trace
+from .rootcause import root_causes
 
 
 def analyse(trace: Trace) -> Findings:
-    """Every finding of ``trace``: data hazards (each with its proposed fix), deadlock, warnings."""
-    return Findings(hazards=tuple(analyse_hazards(trace)),  # each with its proposed fix
-                    deadlock=deadlock_from_stall(trace), warnings=tuple(warnings(trace)))
+    """Every finding of ``trace``: data hazards (each with its proposed fix) and their root causes,
+    deadlock, warnings."""
+    hazards = tuple(analyse_hazards(trace))  # each with its proposed fix
+    return Findings(hazards=hazards, deadlock=deadlock_from_stall(trace),
+                    warnings=tuple(warnings(trace)), root_causes=root_causes(trace, hazards))
 
 
 @dataclass(frozen=True)
 class FixCost:
-    """What applying every proposed fix costs, measured by re-simulating with them."""
+    """What applying proposed fixes costs (all of them, or one root cause's), measured by
+    re-simulating with them: the run's metrics before and after, and what the fixed run still has."""
 
     syncs: int  # distinct syncs inserted
     before: Metrics
@@ -40,10 +46,11 @@ class FixCost:
                 "mean_step_us_after": round(self.after.mean_step_us, 3)}
 
 
-def distinct_fixes(findings: Findings) -> list:
-    """The fixes of all hazards, each sync once (several hazards often share one missing edge)."""
+def distinct_fixes(hazards: Findings | Iterable[Hazard]) -> list:
+    """The fixes of ``hazards`` (or of every hazard found), each sync once: several hazards often
+    share one missing edge."""
     seen, out = set(), []
-    for h in findings.hazards:
+    for h in (hazards.hazards if isinstance(hazards, Findings) else hazards):
         if h.fix is not None:
             key = (h.fix.kind, h.fix.before, h.fix.handle_op, h.fix.record_after,
                    h.fix.event_stream, h.fix.wait_stream)

@@ -41,7 +41,8 @@ class Fix:
 class Hazard:
     """Two conflicting accesses to bytes ``range`` of ``rank``'s ``buffer`` with no HB path between them.
 
-    ``first`` is the op issued first (``trace.issue_order``), which may have started after the other;
+    ``first`` is the op earlier in issue order (see ``analysis.hb``), which may have started after
+    the other;
     ``kind`` is RAW, WAR or WAW from the two modes in that order, or use-after-free (when either op is
     a ``free``). ``manifest``: the second access started before the first ended in this run's timing
     (SEMANTICS.md).
@@ -83,6 +84,7 @@ class Findings:
     hazards: tuple[Hazard, ...] = ()
     deadlock: Deadlock | None = None
     warnings: tuple[Warning, ...] = ()
+    root_causes: tuple = ()  # rootcause.RootCause records: the hazards grouped by code sites
 
     @property
     def featured(self) -> Hazard | None:
@@ -143,8 +145,22 @@ def warning_json(w: Warning, trace: Trace) -> dict[str, Any]:
             "op": None if w.op is None else op_json(trace.op(w.op))}
 
 
-def findings_json(f: Findings, trace: Trace) -> dict[str, Any]:
+def root_cause_json(rc, fix_cost=None) -> dict[str, Any]:
+    """A root cause (``rootcause.RootCause``); ``instances`` index the report's ``hazards``."""
     return {
+        "kind": rc.kind, "buffer": rc.buffer, "first_site": rc.first.to_json_dict(),
+        "second_site": rc.second.to_json_dict(), "instances": list(rc.instances),
+        "manifest": rc.manifest, "ranks": list(rc.ranks),
+        "fix": None if rc.fix is None else {"kind": rc.fix_kind, "text": rc.fix},
+        "no_fix": rc.no_fix or None,
+        "fix_cost": None if fix_cost is None else fix_cost.to_json_dict(),
+    }
+
+
+def findings_json(f: Findings, trace: Trace, root_cause_costs=()) -> dict[str, Any]:
+    costs = list(root_cause_costs) + [None] * (len(f.root_causes) - len(root_cause_costs))
+    return {
+        "root_causes": [root_cause_json(rc, c) for rc, c in zip(f.root_causes, costs)],
         "hazards": [hazard_json(h, trace) for h in f.hazards],
         "deadlock": None if f.deadlock is None else deadlock_json(f.deadlock, trace),
         "warnings": [warning_json(w, trace) for w in f.warnings],

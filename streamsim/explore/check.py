@@ -10,12 +10,14 @@ import os
 from typing import Any, Iterable, Mapping
 
 from ..analysis.checks import analyse
+from ..analysis.findings import Findings
 from ..analysis.metrics import compute_metrics
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..report.report import Report
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
-from .fixcost import cost_fixes
+from ..trace import Trace
+from .fixcost import cost_fixes, cost_root_causes
 from .pct import perturb_for
 
 
@@ -39,22 +41,34 @@ def run_model(model: Model | str, variant: str | None = None,
     opts["perturb"] = perturb_for(model, variant, values, depth=depth, strategy=strategy, **opts)
     trace = simulate(model, variant, values, **opts)
     findings = analyse(trace)
-    cost = None
-    if fix_cost and strategy == "random":
-        cost = cost_fixes(trace, findings,
-                          lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace,
-                                                 **opts))
+    costs = _costs(trace, findings, lambda fixes: simulate(model, variant, values, fixes=fixes,
+                                                           base=trace, **opts),
+                   fix_cost and strategy == "random")
     return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
                   model=model.name, variant=variant, params=dict(values), seed=seed,
-                  jitter=jitter, fix_cost=cost)
+                  jitter=jitter, **costs)
 
 
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
-                max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME) -> Report:
+                max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
+                fix_cost: bool = True) -> Report:
     """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
-    through the engine and analyse it (``streamsim check``)."""
+    through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
+    with the proposed fixes inserted, as for a model."""
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
-    trace = simulate_oplog(log, seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
-    return Report(source=log.path, trace=trace, findings=analyse(trace),
-                  metrics=compute_metrics(trace), seed=seed, jitter=jitter)
+    opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
+    trace = simulate_oplog(log, **opts)
+    findings = analyse(trace)
+    costs = _costs(trace, findings,
+                   lambda fixes: simulate_oplog(log, fixes=fixes, base=trace, **opts), fix_cost)
+    return Report(source=log.path, trace=trace, findings=findings,
+                  metrics=compute_metrics(trace), seed=seed, jitter=jitter, **costs)
+
+
+def _costs(trace: Trace, findings: Findings, rerun, wanted: bool) -> dict:
+    """Report fields: the cost of all fixes at once and of each root cause's fix alone."""
+    if not wanted or not findings.hazards:
+        return {}
+    return {"fix_cost": cost_fixes(trace, findings, rerun),
+            "root_cause_costs": cost_root_causes(trace, findings, rerun)}
 

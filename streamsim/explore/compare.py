@@ -52,10 +52,11 @@ def _rel(x: float, base: float) -> str:
 
 def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
                    baseline: str | None = None) -> str:
-    """One table: hazards (manifest/latent), deadlock, makespan, step latency, bubble, cost."""
+    """One table: root causes and the hazard instances behind them (manifest/latent), deadlock,
+    makespan, step latency, bubble, cost."""
     base = baseline_of(model, rows, baseline)
-    head = ["variant", "hazards", "manifest", "latent", "deadlock", "makespan us", "mean step us",
-            "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
+    head = ["variant", "root causes", "hazards", "manifest", "latent", "deadlock", "makespan us",
+            "mean step us", "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
     body = []
     for r in rows:
         m, f = r.report.metrics, r.report.findings
@@ -63,7 +64,8 @@ def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
         cost = "baseline" if base is r else (
             "(deadlock)" if f.deadlock else _rel(m.makespan_us, base.report.metrics.makespan_us)
             if base else "")
-        body.append([f"{r.variant}", f"{len(f.hazards)} {verdict}", str(r.manifest), str(r.latent),
+        body.append([f"{r.variant}", f"{len(f.root_causes)} {verdict}", str(len(f.hazards)),
+                     str(r.manifest), str(r.latent),
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
                      f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}", f"{m.bubble_share:.1%}",
                      cost])
@@ -89,7 +91,8 @@ def compare_json(rows: list[Row], model: Model, args) -> dict:
     out = []
     for r in rows:
         m = r.report.metrics
-        out.append({"variant": r.variant, "hazards": len(r.report.findings.hazards),
+        out.append({"variant": r.variant, "root_causes": len(r.report.findings.root_causes),
+                    "hazards": len(r.report.findings.hazards),
                     "manifest": r.manifest, "latent": r.latent,
                     "deadlock": r.report.findings.deadlock is not None,
                     "metrics": m.to_json_dict(),

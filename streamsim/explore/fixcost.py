@@ -1,36 +1,47 @@
-"""What the proposed fixes cost: re-simulate the run with every one of them applied, and measure.
+"""What the proposed fixes cost: re-simulate the run with them applied, and measure.
 
 It needs the simulator (to re-run) and the analysis (to find the fixes and check the re-run), so it
-sits in explore, above both.
+sits in explore, above both. Fixes close in one pass (the analysis reports, in issue order, a pair
+for every race that the others do not order transitively), so one re-run is enough: what the fixed
+run still reports is shown as it is, not patched over with further rounds.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..analysis.checks import FixCost, analyse, distinct_fixes
-from ..analysis.findings import Findings
+from ..analysis.findings import Findings, Hazard
 from ..analysis.metrics import compute_metrics
 from ..sim.inject import key_fixes
 from ..trace import Trace
 
+MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
 
-def cost_fixes(trace: Trace, findings: Findings, rerun: Callable[[list], Trace],
-               max_rounds: int = 4) -> FixCost | None:
-    """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure it.
+Rerun = Callable[[list], Trace]  # (keyed fixes) -> the re-simulated trace
 
-    The analysis reports every racy access, but for a read it names only the latest unordered
-    write, so a fix can uncover an earlier write of the same race. Fixes found in the re-run are
-    added and the run repeated, up to ``max_rounds`` runs in all.
-    """
-    keyed = key_fixes(trace, distinct_fixes(findings))
+
+def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun) -> FixCost | None:
+    """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure
+    it; None when no hazard has a fix."""
+    return _cost(trace, findings.hazards, rerun)
+
+
+def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
+                     limit: int = MAX_COSTED_ROOT_CAUSES) -> tuple[FixCost | None, ...]:
+    """For each root cause (the first ``limit`` of them), the cost of its fix alone, applied at
+    every instance; None for a root cause with no fix or beyond ``limit``."""
+    out = []
+    for n, rc in enumerate(findings.root_causes):
+        members = [findings.hazards[i] for i in rc.instances]
+        out.append(_cost(trace, members, rerun) if n < limit else None)
+    return tuple(out)
+
+
+def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun) -> FixCost | None:
+    keyed = key_fixes(trace, distinct_fixes(hazards))
     if not keyed:
         return None
-    for _ in range(max_rounds):
-        fixed = rerun(keyed)
-        after = analyse(fixed)
-        more = [k for k in key_fixes(fixed, distinct_fixes(after)) if k not in keyed]
-        if not more:
-            break
-        keyed += more
+    fixed = rerun(keyed)
+    after = analyse(fixed)
     return FixCost(syncs=len(keyed), before=compute_metrics(trace), after=compute_metrics(fixed),
                    hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)

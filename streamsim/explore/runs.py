@@ -27,11 +27,12 @@ def run_seeds(seed: int, runs: int) -> list[int]:
     return [seed * SEED_STRIDE + i for i in range(runs)]
 
 
-# --- hazard patterns ------------------------------------------------------------------------------
+# --- root causes as plain data ------------------------------------------------------------------
 
 @dataclass(frozen=True, order=True)
 class Pattern:
-    """What makes two hazards "the same bug": kind, buffer, and both ops' names and locations."""
+    """A root cause (``analysis.rootcause``) as plain data that runs can send back and compare:
+    kind, buffer, and both sites (label and location)."""
 
     kind: str
     buffer: str
@@ -51,13 +52,12 @@ class Pattern:
 
 
 def patterns_of(trace, findings) -> dict[Pattern, bool]:
-    """Each hazard pattern of an analysed run, in first-seen order -> whether any occurrence
-    manifested."""
+    """Each root cause of an analysed run, in first-seen order -> whether any instance manifested."""
     out: dict[Pattern, bool] = {}
-    for h in findings.hazards:
-        a, b = trace.op(h.first), trace.op(h.second)
-        p = Pattern(h.kind, h.buffer, a.name, a.location, b.name, b.location)
-        out[p] = out.get(p, False) or h.manifest
+    for rc in findings.root_causes:
+        p = Pattern(rc.kind, rc.buffer, rc.first.label, rc.first.location, rc.second.label,
+                    rc.second.location)
+        out[p] = out.get(p, False) or rc.manifest > 0
     return out
 
 

@@ -30,8 +30,8 @@ from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_s
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
 METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",
            "step_count")
-COUNTS = ("hazards", "manifest", "latent", "patterns", "manifest_runs", "latent_runs",
-          "deadlock_runs")
+COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_runs",
+          "latent_runs", "deadlock_runs")
 VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
 _RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay"))
 
@@ -79,7 +79,8 @@ def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
 class SweepRow:
     """One grid point: its parameters, verdict, hazard counts and (mean) metrics.
 
-    ``hazards``/``manifest``/``latent`` count hazard occurrences in the point's first run;
+    ``root_causes`` counts the root causes of the point's first run, ``hazards``/``manifest``/
+    ``latent`` its hazard instances; ``patterns`` the distinct root causes over all its runs;
     ``*_runs`` count over all its runs; metrics are means over its runs.
     """
 
@@ -91,6 +92,10 @@ class SweepRow:
     @property
     def runs(self) -> int:
         return len(self.results)
+
+    @property
+    def root_causes(self) -> int:
+        return len(self.results[0].patterns)
 
     @property
     def hazards(self) -> int:
@@ -106,7 +111,7 @@ class SweepRow:
 
     @property
     def patterns(self) -> int:
-        """Distinct hazard patterns over all runs."""
+        """Distinct root causes over all runs."""
         return len({p for r in self.results for p, _ in r.patterns})
 
     @property
@@ -141,7 +146,8 @@ class SweepRow:
     def to_dict(self) -> dict:
         d: dict[str, Any] = {(f"param_{k}" if k in _RESERVED else k): v
                              for k, v in self.point.items()}
-        d.update(verdict=self.verdict, runs=self.runs, hazards=self.hazards,
+        d.update(verdict=self.verdict, runs=self.runs, root_causes=self.root_causes,
+                 hazards=self.hazards,
                  manifest=self.manifest, latent=self.latent, patterns=self.patterns,
                  manifest_runs=self.manifest_runs, latent_runs=self.latent_runs,
                  deadlock_runs=self.deadlock_runs)
@@ -210,15 +216,16 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
         return "no points\n"
     keys = list(rows[0].point)
     many = rows[0].runs > 1
-    head = keys + ["verdict", "hazards", "manifest", "latent"] + \
+    head = keys + ["verdict", "root causes", "hazards", "manifest", "latent"] + \
         (["manifest runs", "deadlock runs"] if many else ["deadlock"]) + \
         [m for m in dict.fromkeys([metric, "makespan_us", "mean_step_us", "bubble_share"])
-         if m not in ("hazards", "manifest", "latent")
+         if m not in ("root_causes", "hazards", "manifest", "latent")
          and not (many and m in ("manifest_runs", "deadlock_runs"))]
     body = []
     for r in rows:
         cells = [format_set(r.point[k]) for k in keys] + [r.verdict.upper() if r.verdict != "clean"
-                                                          else "clean", str(r.hazards),
+                                                          else "clean", str(r.root_causes),
+                                                          str(r.hazards),
                                                           str(r.manifest), str(r.latent)]
         cells += [f"{r.manifest_runs}/{r.runs}", f"{r.deadlock_runs}/{r.runs}"] if many else \
             ["yes" if r.deadlock_runs else "no"]
@@ -242,7 +249,8 @@ _LABELS = {"makespan_us": "makespan (us)", "mean_step_us": "mean step latency (u
            "p99_step_us": "p99 step latency (us)", "bubble_share": "pipeline bubble (share)",
            "comm_overlap_share": "comm/compute overlap (share)", "step_count": "steps run",
            "hazards": "data hazards (first run)", "manifest": "manifest hazards (first run)",
-           "latent": "latent hazards (first run)", "patterns": "distinct hazard patterns",
+           "latent": "latent hazards (first run)", "patterns": "distinct root causes (all runs)",
+           "root_causes": "root causes (first run)",
            "manifest_runs": "runs with a manifest hazard", "latent_runs": "runs with only latent "
            "hazards", "deadlock_runs": "runs that deadlocked"}
 

@@ -14,16 +14,16 @@ from typing import Sequence, Union
 
 from ..analysis.findings import Hazard
 from ..analysis.fixes import no_fix_reason
-from .report import Report, hazard_groups
+from .report import Report
 from ..trace import Op, Trace
 from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
 
 Span = tuple[str, str]
 Text = tuple[Span, ...]
 
-MAX_OCCURRENCES = 5  # other occurrences listed per hazard pattern
-MAX_EXPLAINED = 20  # patterns explained in full (each explanation walks part of the trace)
-MAX_PATTERN_ROWS = 200  # rows of the pattern table (an op log's every line is its own pattern)
+MAX_OCCURRENCES = 5  # other instances listed per root cause
+MAX_EXPLAINED = 20  # root causes explained in full (each explanation walks part of the trace)
+MAX_PATTERN_ROWS = 200  # rows of the root-cause table (an unnamed op log line is its own site)
 MAX_WARNINGS = 3  # warnings shown per kind
 
 
@@ -85,6 +85,11 @@ def t(*parts: str | Span) -> Text:
 
 def code(s: object) -> Span:
     return ("code", str(s))
+
+
+def ticks(s: str) -> Text:
+    """Text whose ```quoted``` parts are code spans (the analysis quotes code that way)."""
+    return tuple(("code" if i % 2 else "", part) for i, part in enumerate(s.split("`")) if part)
 
 
 def bold(s: object) -> Span:
@@ -217,73 +222,86 @@ def _why_items(trace: Trace, h: Hazard, why: Why) -> list[tuple[Text, tuple[Text
                       + t(" is ordered after is ") + op_short(start) + t(": before ") + op_short(x)
                       + t(" in program order, not enough. The chain:"),
                       (chain(trace, why.y_covered),)))
-    fix = " (the fix below adds it)" if h.fix is not None else \
+    fix = " (the root cause's fix adds it)" if h.fix is not None else \
         f" (no fix proposed: {no_fix_reason(trace, h)})"
     items.append((t(bold("Missing edge"), ": ") + op_short(x) + t(" → ") + op_short(y)
                   + t(fix + "."), ()))
     return items
 
 
-def _fix_cost(r: Report) -> Text:
-    c = r.fix_cost
-    if c is None:
-        return t("Cost not measured (", code("run"), " re-simulates with the fixes unless ",
-                 code("--no-fix-cost"), "; op logs are not re-simulated, nor runs under ",
-                 code("--strategy pct"), ", whose delays a fix's extra ops would move).")
-    text = t(f"Measured cost of applying all {c.syncs} proposed sync{'s' * (c.syncs != 1)} "
-             "(re-simulated): makespan ", bold(f"{us(c.before.makespan_us)} → "
-                                              f"{us(c.after.makespan_us)} "
-                                              f"({c.makespan_change:+.1%})"),
-             f", mean step {us(c.before.mean_step_us)} → {us(c.after.mean_step_us)}; "
-             f"{c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left")
+def _cost(c) -> Text:
+    """A measured cost (``FixCost``): makespan and mean step before → after, hazards left."""
+    step = (f", mean step {us(c.before.mean_step_us)} → {us(c.after.mean_step_us)}"
+            if c.before.steps else "")
+    text = t("makespan ", bold(f"{us(c.before.makespan_us)} → {us(c.after.makespan_us)} "
+                                f"({c.makespan_change:+.1%})"),
+             f"{step}; {c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left")
     if c.deadlock_after:
         text += t(", but the fixed run ", bold("DEADLOCKS"))
     return text + t(".")
 
 
+def _fix_cost(r: Report) -> Text:
+    c = r.fix_cost
+    if c is None:
+        return t("Cost not measured (", code("run"), " and ", code("check"), " re-simulate with "
+                 "the fixes unless ", code("--no-fix-cost"), "; not under ",
+                 code("--strategy pct"), ", whose delays a fix's extra ops would move).")
+    return t(f"Every proposed fix applied at once ({c.syncs} sync{'s' * (c.syncs != 1)}), "
+             "re-simulated: ") + _cost(c)
+
+
 def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
-    groups = hazard_groups(r)
-    if not groups:
+    f = r.findings
+    if not f.root_causes:
         return []
     trace = r.trace
     index = HBIndex(trace)
-    costed = False
-    doc: list[Block] = [Heading(2, t(f"Data hazards ({len(r.findings.hazards)} in "
-                                     f"{len(groups)} pattern{'s' * (len(groups) != 1)})")),
-                        Para(t("A pattern is one missing edge repeated (same kind, buffer, ops and "
-                               "source lines); each is explained below from its first "
-                               "manifest occurrence (the first one when none struck).")),
-                        _summary_table(trace, groups)]
-    for n, ((kind, buffer, *_), hs) in enumerate(groups[:MAX_EXPLAINED], 1):
-        h = next((x for x in hs if x.manifest), hs[0])  # the occurrence that struck, if any
-        manifest = sum(x.manifest for x in hs)
-        ranks = ", ".join(map(str, sorted({x.rank for x in hs})))
-        doc.append(Heading(3, t(f"{n}. {kind} on ", code(buffer),
-                                f": {len(hs)} occurrence{'s' * (len(hs) != 1)} ({manifest} "
-                                f"manifest, {len(hs) - manifest} latent), rank{'s' * (',' in ranks)} "
-                                f"{ranks}")))
+    k, n = len(f.root_causes), len(f.hazards)
+    doc: list[Block] = [Heading(2, t(f"Root causes ({k} root cause{'s' * (k != 1)} of {n} data "
+                                     f"hazard{'s' * (n != 1)})")),
+                        Para(t("A root cause is one race between two places in the code (same kind, "
+                               "buffer, and the sites of both accesses), repeated at every step "
+                               "and rank where it occurs; each has one fix, measured by "
+                               "re-simulating with it at every instance, and is explained below "
+                               "from its first manifest instance (the first one when none "
+                               "struck).")),
+                        _summary_table(r),
+                        Para(_fix_cost(r))]
+    for n_rc, rc in enumerate(f.root_causes[:MAX_EXPLAINED], 1):
+        hs = [f.hazards[i] for i in rc.instances]
+        h = next((x for x in hs if x.manifest), hs[0])  # the instance that struck, if any
+        doc.append(Heading(3, t(f"{n_rc}. {rc.kind} on ", code(rc.buffer), " between ",
+                                code(rc.first.label), _at(rc.first), " and ",
+                                code(rc.second.label), _at(rc.second))))
+        doc.append(Para(t(f"{len(hs)} instance{'s' * (len(hs) != 1)} ({rc.manifest} manifest, "
+                          f"{rc.latent} latent) on rank{'s' * (len(rc.ranks) != 1)} "
+                          f"{', '.join(map(str, rc.ranks))}.")))
+        if rc.fix is not None:
+            doc.append(Para(t(bold("Fix"), ": ") + ticks(rc.fix) + t(".")))
+            c = r.cost_of(n_rc - 1)
+            doc.append(Para(t(bold("Cost"), " (re-simulated with this fix at every instance): ")
+                            + _cost(c) if c is not None else
+                            t(bold("Cost"), ": not measured for this root cause.")))
+        else:
+            doc.append(Para(t(bold("No fix proposed"), ": ", rc.no_fix, ".")))
         why = explain(trace, h, index)
         a, b = trace.op(h.first), trace.op(h.second)
         lo, hi = h.range
-        doc.append(Para(t(("First manifest" if h.manifest else "First") + " occurrence, in full:")))
+        doc.append(Para(t(("First manifest" if h.manifest else "First") + " instance, in full:")))
         doc.append(Bullets((
             (t(bold("first"), f": {h.first_mode} by ") + op_full(a)
              + t(f"; access window [{_win(why, a.id)}] µs"), ()),
             (t(bold("second"), f": {h.second_mode} by ") + op_full(b)
              + t(f"; access window [{_win(why, b.id)}] µs"), ()),
             (t(bold("memory"), ": bytes ", code(f"[{lo}, {hi})"), f" ({nbytes(hi - lo)}) of buffer ",
-               code(buffer), f" on rank {h.rank}"), ()),
+               code(rc.buffer), f" on rank {h.rank}"), ()),
             (_verdict(h, why), ()),
         )))
         doc.append(Para(t(bold("Why nothing orders them."), " Happens-before comes only from "
                           "program order, enqueue, events, handle waits, messages, NCCL enqueue "
                           "and host syncs; simulated time orders nothing.")))
         doc.append(Bullets(tuple(_why_items(trace, h, why))))
-        if h.fix is not None:
-            doc.append(Para(t(bold("Fix"), ": ", h.fix.text, ".")))
-            doc.append(Para(_fix_cost(r) if not costed else
-                            t("Cost: all proposed fixes are re-simulated together, see above.")))
-            costed = True
         if len(hs) > 1:
             items = []
             for x in [x for x in hs if x is not h][:MAX_OCCURRENCES]:
@@ -291,36 +309,40 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
                 items.append((t(f"{x.first_mode} ") + op_short(xa) + t(f" / {x.second_mode} ")
                                 + op_short(xb) + t(", ", "manifest" if x.manifest else "latent"), ()))
             if len(hs) > 1 + MAX_OCCURRENCES:
-                items.append((t(f"… and {len(hs) - 1 - MAX_OCCURRENCES} more of this pattern "
+                items.append((t(f"… and {len(hs) - 1 - MAX_OCCURRENCES} more of this root cause "
                                 "(all in report.json)"), ()))
-            doc.append(Para(t("Other occurrences of this pattern:")))
+            doc.append(Para(t("Other instances:")))
             doc.append(Bullets(tuple(items)))
-        if n == 1:
+        if n_rc == 1:
             doc += _hb_picture(pictures)
-    if len(groups) > MAX_EXPLAINED:
-        doc.append(Para(t(f"The other {len(groups) - MAX_EXPLAINED} patterns are not explained "
-                          "here (the first ones are, in the order of the table); report.json "
-                          "has every hazard.")))
+    if k > MAX_EXPLAINED:
+        doc.append(Para(t(f"The other {k - MAX_EXPLAINED} root causes are not explained here (the "
+                          "first ones are, in the order of the table); report.json has every one, "
+                          "with every instance.")))
     return doc
 
 
-def _summary_table(trace: Trace, groups: list) -> Table:
+def _at(site) -> str:
+    return f" ({site.location})" if site.location else ""
+
+
+def _summary_table(r: Report) -> Table:
+    f = r.findings
     rows = []
-    for n, ((kind, buffer, *_), hs) in enumerate(groups[:MAX_PATTERN_ROWS], 1):
-        a, b = trace.op(hs[0].first), trace.op(hs[0].second)
-        manifest = sum(x.manifest for x in hs)
-        rows.append((t(str(n)), t(kind), t(code(buffer)),
-                     t(f"{hs[0].first_mode} ", code(a.name), f" on {a.agent.name}"),
-                     t(f"{hs[0].second_mode} ", code(b.name), f" on {b.agent.name}"),
-                     t(str(len(hs))), t(str(manifest)),
-                     t(", ".join(map(str, sorted({x.rank for x in hs}))))))
-    if len(groups) > MAX_PATTERN_ROWS:
-        more = groups[MAX_PATTERN_ROWS:]
-        rows.append((t("…"), t(f"{len(more)} more patterns"), t(""), t(""), t(""),
-                     t(str(sum(len(hs) for _, hs in more))),
-                     t(str(sum(x.manifest for _, hs in more for x in hs))), t("")))
-    return Table(("#", "kind", "buffer", "first access", "second access", "occurrences",
-                  "manifest", "ranks"), tuple(rows))
+    for n, rc in enumerate(f.root_causes[:MAX_PATTERN_ROWS], 1):
+        c = r.cost_of(n - 1)
+        rows.append((t(str(n)), t(rc.kind), t(code(rc.buffer)),
+                     t(code(rc.first.label), _at(rc.first)), t(code(rc.second.label), _at(rc.second)),
+                     t(str(len(rc.instances))), t(str(rc.manifest)),
+                     t(", ".join(map(str, rc.ranks))),
+                     t(f"{c.makespan_change:+.1%}" if c is not None else "—")))
+    if len(f.root_causes) > MAX_PATTERN_ROWS:
+        more = f.root_causes[MAX_PATTERN_ROWS:]
+        rows.append((t("…"), t(f"{len(more)} more root causes"), t(""), t(""), t(""),
+                     t(str(sum(len(rc.instances) for rc in more))),
+                     t(str(sum(rc.manifest for rc in more))), t(""), t("")))
+    return Table(("#", "kind", "buffer", "first access", "second access", "instances",
+                  "manifest", "ranks", "fix cost (makespan)"), tuple(rows))
 
 
 def _win(why: Why, op_id: int) -> str:

@@ -11,11 +11,10 @@ from typing import Any
 
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
-from ..analysis.fixes import no_fix_reason
 from ..analysis.metrics import Metrics
 from ..trace import Trace
 
-JSON_VERSION = 1
+JSON_VERSION = 2  # 2: root_causes added (instances index hazards)
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,8 @@ class Report:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
     jitter: float = 0.0
-    fix_cost: FixCost | None = None
+    fix_cost: FixCost | None = None  # every proposed fix applied at once
+    root_cause_costs: tuple[FixCost | None, ...] = ()  # each root cause's fix alone, by index
 
     @property
     def exit_code(self) -> int:
@@ -40,12 +40,18 @@ class Report:
     def summary(self) -> str:
         f = self.findings
         manifest = sum(h.manifest for h in f.hazards)
-        parts = [f"{len(f.hazards)} data hazard{'s' * (len(f.hazards) != 1)}"
-                 + (f" ({manifest} manifest, {len(f.hazards) - manifest} latent)" if f.hazards else "")]
+        n, k = len(f.hazards), len(f.root_causes)
+        parts = [f"{k} root cause{'s' * (k != 1)} of {n} data hazard{'s' * (n != 1)}"
+                 + (f" ({manifest} manifest, {n - manifest} latent)" if n else "")
+                 if n else "no data hazard"]
         parts.append("deadlock" if f.deadlock else "no deadlock")
         parts.append(f"{len(f.warnings)} warning{'s' * (len(f.warnings) != 1)}")
         what = f"{self.model} [{self.variant}]" if self.model else self.source
         return f"{what}: " + ", ".join(parts)
+
+    def cost_of(self, index: int) -> FixCost | None:
+        """The measured cost of root cause ``index``'s fix, when it was measured."""
+        return self.root_cause_costs[index] if index < len(self.root_cause_costs) else None
 
 
 def report_json(r: Report) -> dict[str, Any]:
@@ -53,7 +59,7 @@ def report_json(r: Report) -> dict[str, Any]:
     d: dict[str, Any] = {"streamsim_json": JSON_VERSION, "source": r.source, "model": r.model,
                          "variant": r.variant, "params": dict(r.params), "seed": r.seed,
                          "jitter": r.jitter, "summary": r.summary()}
-    d.update(findings_json(r.findings, r.trace))
+    d.update(findings_json(r.findings, r.trace, r.root_cause_costs))
     d["metrics"] = r.metrics.to_json_dict()
     d["fix_cost"] = None if r.fix_cost is None else r.fix_cost.to_json_dict()
     return d
@@ -63,47 +69,53 @@ def dumps_json(r: Report) -> str:
     return json.dumps(report_json(r), indent=2, sort_keys=False) + "\n"
 
 
-def hazard_groups(r: Report) -> list[tuple[tuple, list]]:
-    """Hazards grouped by pattern (kind, buffer, the two ops' names and locations), in first-seen
-    order: a model's loop repeats one missing edge many times, and a reviewer wants it once."""
-    groups: dict[tuple, list] = {}
-    for h in r.findings.hazards:
-        a, b = r.trace.op(h.first), r.trace.op(h.second)
-        key = (h.kind, h.buffer, a.kind, a.location, b.kind, b.location)  # not names: "to rank2"
-        groups.setdefault(key, []).append(h)
-    return list(groups.items())
-
-
 def _us(x: float) -> str:
     return f"{x:,.1f} us"
 
 
+MAX_TEXT_ROOT_CAUSES = 20  # root causes shown in full in the text report (JSON has them all)
+MAX_TEXT_INSTANCES = 5  # other instances listed per root cause
+
+
 def render_text(r: Report) -> str:
-    """Plain-text report for a terminal or a code review comment."""
+    """Plain-text report for a terminal or a code review comment: root causes first."""
     t = r.trace
+    f = r.findings
     lines = [r.summary()]
     if r.params:
         lines.append("params: " + " ".join(f"{k}={v}" for k, v in r.params.items()))
     if r.seed is not None or r.jitter:
         lines.append(f"seed: {r.seed}  jitter: {r.jitter}")
-    for n, (key, hs) in enumerate(hazard_groups(r), 1):
-        kind, buffer = key[0], key[1]
-        h = next((x for x in hs if x.manifest), hs[0])  # show the occurrence that struck
+    for n, rc in enumerate(f.root_causes[:MAX_TEXT_ROOT_CAUSES], 1):
+        hs = [f.hazards[i] for i in rc.instances]
+        h = next((x for x in hs if x.manifest), hs[0])  # show the instance that struck
         a, b = t.op(h.first), t.op(h.second)
-        manifest = sum(x.manifest for x in hs)
-        ranks = sorted({x.rank for x in hs})
         lines.append("")
-        lines.append(f"[{n}] {kind} on {buffer!r}: {len(hs)} occurrence{'s' * (len(hs) != 1)}, "
-                     f"{manifest} manifest, {len(hs) - manifest} latent; ranks "
-                     f"{', '.join(map(str, ranks))}")
-        lines.append(f"    first : {h.first_mode:5} by {a.describe()}  [{a.start:,.1f}, {a.end:,.1f}] us")
-        lines.append(f"    second: {h.second_mode:5} by {b.describe()}  [{b.start:,.1f}, {b.end:,.1f}] us")
-        lines.append(f"    bytes [{h.range[0]}, {h.range[1]}) of rank{h.rank}:{buffer}; "
+        lines.append(f"[{n}] {rc.describe()}: {len(hs)} instance{'s' * (len(hs) != 1)}, "
+                     f"{rc.manifest} manifest, {rc.latent} latent; "
+                     f"rank{'s' * (len(rc.ranks) != 1)} {_ranks(rc.ranks)}")
+        lines.append(f"    fix: {rc.fix}" if rc.fix is not None else
+                     f"    no fix proposed: {rc.no_fix}")
+        c = r.cost_of(n - 1)
+        if c is not None:
+            lines.append(f"    fix cost (re-simulated with this fix at every instance): {_cost(c)}")
+        lines.append(f"    {'first manifest' if h.manifest else 'first'} instance:")
+        lines.append(f"      first : {h.first_mode:5} by {a.describe()}  [{a.start:,.1f}, {a.end:,.1f}] us")
+        lines.append(f"      second: {h.second_mode:5} by {b.describe()}  [{b.start:,.1f}, {b.end:,.1f}] us")
+        lines.append(f"      bytes [{h.range[0]}, {h.range[1]}) of rank{h.rank}:{h.buffer}; "
                      f"{'MANIFEST: the second access started before the first ended: corrupted in this run' if h.manifest else 'latent: this timing happened to be safe'}")
-        lines.append("    nothing orders them: no chain of program-order, enqueue, event, handle-wait, "
-                     "message or host-sync edges joins the two (--out DIR shows each side's chain)")
-        lines.append(f"    fix: {h.fix.text}" if h.fix is not None else
-                     f"    no fix proposed: {no_fix_reason(t, h)}")
+        lines.append("      nothing orders them: no chain of program-order, enqueue, event, "
+                     "handle-wait, message or host-sync edges joins the two (--out DIR shows each "
+                     "side's chain)")
+        others = [x for x in hs if x is not h]
+        if others:
+            shown = "; ".join(_instance(t, x) for x in others[:MAX_TEXT_INSTANCES])
+            more = len(others) - MAX_TEXT_INSTANCES
+            lines.append(f"    other instances: {shown}" + (f"; and {more} more" if more > 0 else ""))
+    if len(f.root_causes) > MAX_TEXT_ROOT_CAUSES:
+        lines.append("")
+        lines.append(f"... and {len(f.root_causes) - MAX_TEXT_ROOT_CAUSES} more root causes "
+                     "(--format json lists every one)")
     d = r.findings.deadlock
     if d is not None:
         lines.append("")
@@ -131,9 +143,33 @@ def render_text(r: Report) -> str:
                  f"{m.bubble_share:.1%}, comm/compute overlap {m.comm_overlap_share:.1%}")
     c = r.fix_cost
     if c is not None:
-        lines.append(f"fix cost: applying the {c.syncs} proposed sync{'s' * (c.syncs != 1)} "
-                     f"re-simulates to makespan {_us(c.after.makespan_us)} "
-                     f"({c.makespan_change:+.1%}), mean step {_us(c.after.mean_step_us)}; "
-                     f"{c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left"
-                     + (", but it DEADLOCKS" if c.deadlock_after else ""))
+        lines.append(f"fix cost: every proposed fix applied at once ({c.syncs} "
+                     f"sync{'s' * (c.syncs != 1)}): {_cost(c)}")
     return "\n".join(lines) + "\n"
+
+
+def _cost(c: FixCost) -> str:
+    """``makespan A -> B us (+x%), mean step ...; N hazards left``."""
+    step = (f", mean step {_us(c.before.mean_step_us)} -> {_us(c.after.mean_step_us)}"
+            if c.before.steps else "")
+    return (f"makespan {_us(c.before.makespan_us)} -> {_us(c.after.makespan_us)} "
+            f"({c.makespan_change:+.1%}){step}; {c.hazards_after} "
+            f"hazard{'s' * (c.hazards_after != 1)} left"
+            + (", but the fixed run DEADLOCKS" if c.deadlock_after else ""))
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    """``0-2`` for a run of ranks, else ``0, 2, 5``."""
+    if len(ranks) > 2 and ranks[-1] - ranks[0] == len(ranks) - 1:
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks))
+
+
+def _instance(t: Trace, h) -> str:
+    a, b = t.op(h.first), t.op(h.second)
+
+    def at(op) -> str:
+        if op.step is not None:
+            return f"step {op.step}"
+        return f"line {op.line}" if op.line is not None else f"op {op.id}"
+    return (f"{at(a)} -> {at(b)} on rank{h.rank}, {'manifest' if h.manifest else 'latent'}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from streamsim import Simulation
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.liveness import deadlock_from_stall
+from streamsim.sim.inject import inject_fixes
 
 MB = 1 << 20
 
@@ -116,6 +117,41 @@ def test_host_writes_a_pinned_buffer_an_async_copy_still_reads():
     racy = pair(build(False), build(True))
     assert kinds(racy) == {("WAR", "pinned")}
     assert racy.hazards[0].manifest
+
+
+def test_pinned_refill_every_step_reports_each_copy_with_the_next_fill():
+    """Three steps, each filling a pinned buffer on the host and copying it to the device on a side
+    stream: the race a reader meets first, (copy 0, fill 1), is reported, and so is (copy 1, fill 2),
+    as one root cause. Its fix (an event after the copy, synchronized before the fill), applied once
+    at every instance, leaves nothing; so does the hand-written fix."""
+    def build(sync):
+        def prog(h):
+            pinned, dev = h.buffer("pinned", MB), h.buffer("dev", MB)
+            copy = h.stream("copy")
+            ev = None
+            for step in range(3):
+                h.step = step
+                if sync and ev is not None:
+                    ev.synchronize()
+                h.host_work("fill", writes=[pinned], dur=50)
+                with h.use_stream(copy):
+                    h.copy(dev, pinned, dur=300, name="h2d")
+                    ev = h.event(f"copied{step}")
+                    ev.record()
+        return lambda sim: sim.spawn(0, prog)
+    racy_trace, racy = run(build(False))
+    assert run(build(True))[1].hazards == ()
+    steps = [(racy_trace.op(h.first).step, racy_trace.op(h.second).step) for h in racy.hazards]
+    assert steps == [(0, 1), (1, 2)]
+    assert {(racy_trace.op(h.first).name, racy_trace.op(h.second).name) for h in racy.hazards} \
+        == {("h2d", "fill")}
+    (rc,) = racy.root_causes
+    assert (rc.kind, rc.buffer, rc.first.label, rc.second.label) == ("WAR", "pinned", "h2d", "fill")
+    assert rc.instances == (0, 1) and rc.fix_kind == "event_sync"
+    sim = Simulation()
+    build(False)(sim)
+    inject_fixes(sim.engine, racy_trace, [h.fix for h in racy.hazards])  # as run/check do
+    assert analyse(sim.run()).hazards == ()
 
 
 def test_ring_of_two_slots_with_three_steps_in_flight():

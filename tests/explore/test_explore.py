@@ -180,7 +180,8 @@ def test_sweep_rows_csv_and_plot(margin_model, tmp_path, capsys):
                                          "latent"]
     assert rows[0].metric("makespan_us") == 50.0  # the producer outlasts pad (30 us) + consume
     text = rows_csv(rows)
-    assert text.splitlines()[0].startswith("margin,produce_us,verdict,runs,hazards,manifest")
+    assert text.splitlines()[0].startswith("margin,produce_us,verdict,runs,root_causes,hazards,"
+                                           "manifest")
     fig = plot_sweep(rows, "makespan_us")
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 2  # one panel per produce_us
 

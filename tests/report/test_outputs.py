@@ -199,7 +199,8 @@ def test_markdown_names_both_accesses_buffer_verdict_fix_and_pictures(racy):
     assert t.op(h.first).name in md and t.op(h.second).name in md
     assert "`hidden`" in md and "[0, 1048576)" in md
     assert ("MANIFEST" in md) and ("latent" in md)  # the racy run has both
-    assert h.fix is not None and h.fix.text in md
+    rc = report.findings.root_causes[0]
+    assert h.fix is not None and rc.fix is not None and rc.fix in md  # the fix, said in code terms
     assert "Why nothing orders them" in md and "Missing edge" in md
     assert "![happens-before slice](hb.svg)" in md and "![timeline](timeline.png)" in md
     assert "makespan" in md and "re-simulated" in md
@@ -419,10 +420,10 @@ def test_timeline_of_an_empty_or_instant_trace_draws_and_says_so():
     plt.close(instant)
 
 
-def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch):
-    """An op log makes every line its own pattern: explaining thousands of them (each a walk over
-    the trace) made --out take minutes. The first MAX_EXPLAINED are explained, the table is capped,
-    and both say how many more there are."""
+def test_a_report_explains_the_first_root_causes_only(tmp_path, capsys, monkeypatch):
+    """An op log whose lines have distinct names makes every line its own root cause: explaining
+    thousands of them (each a walk over the trace) made --out take minutes. The first MAX_EXPLAINED
+    are explained, the table is capped, and both say how many more there are."""
     import streamsim.report.document as document
     monkeypatch.setattr(document, "MAX_EXPLAINED", 4)
     monkeypatch.setattr(document, "MAX_PATTERN_ROWS", 6)
@@ -432,9 +433,9 @@ def test_a_report_explains_the_first_patterns_only(tmp_path, capsys, monkeypatch
     log.write_text("\n".join(lines) + "\n")
     assert main(["check", str(log), "--format", "markdown"]) == 1
     md = capsys.readouterr().out
-    assert md.count("occurrence, in full:") == 4
-    assert "The other 6 patterns are not explained here" in md
-    assert "4 more patterns" in md  # table: 6 rows, then the 4 others in one
+    assert md.count("instance, in full:") == 4
+    assert "The other 6 root causes are not explained here" in md
+    assert "4 more root causes" in md  # table: 6 rows, then the 4 others in one
 
 
 def test_hb_picture_of_a_clean_run_neither_claims_ops_nor_shows_a_red_legend(monkeypatch):

@@ -1,0 +1,163 @@
+"""Root causes: hazard instances grouped by the two lines of code that race, with one fix for both.
+
+A model's loop repeats one missing edge at every step and rank; a reviewer fixes it once, in the
+code. Instances that share their kind, the buffer's name and the *sites* of both accesses are one
+root cause. A site is where the op comes from in the user's code:
+
+* in a model: the op's label and the ``file:line`` the model issued it from, the label being its
+  name without the peer a comm op's default name carries (``isend(hidden) to rank1`` and
+  ``... to rank2`` are one site);
+* in an op log: the op's ``name`` when its line gives one (then every line of that name is one site),
+  else the line itself.
+
+Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
+at which site); what it costs is measured by re-simulating (``explore.fixcost``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..trace import HOST, Op, Trace
+from .findings import Fix, Hazard
+from .fixes import no_fix_reason
+
+_PEER = re.compile(r" (?:to|from) rank\d+$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Site:
+    """Where an op comes from: its label and, unless a named op-log line, its ``file:line``."""
+
+    label: str
+    location: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.label} at {self.location}" if self.location else self.label
+
+    def to_json_dict(self) -> dict:
+        return {"op": self.label, "location": self.location or None}
+
+
+@dataclass(frozen=True, slots=True)
+class RootCause:
+    """Instances of one race between two sites: ``instances`` index ``Findings.hazards``."""
+
+    kind: str
+    buffer: str
+    first: Site
+    second: Site
+    instances: tuple[int, ...]
+    manifest: int  # instances that struck in this run
+    ranks: tuple[int, ...]
+    fix: str | None  # the code-level fix, in words; None when no sync can fix it
+    fix_kind: str | None = None  # the kind of its instances' fixes (see findings.Fix)
+    no_fix: str = ""  # why there is none
+
+    @property
+    def latent(self) -> int:
+        return len(self.instances) - self.manifest
+
+    def describe(self) -> str:
+        """One line: ``WAR on 'x' between `isend` (f.py:3) and `forward` (f.py:9)``."""
+        return (f"{self.kind} on {self.buffer!r} between {_quote(self.first)} and "
+                f"{_quote(self.second)}")
+
+
+def site_of(op: Op) -> Site:
+    """The site of ``op`` (see the module docstring)."""
+    label = _PEER.sub("", op.name)
+    if op.line is not None:  # an op log: the name when the line gives one, else the line
+        return Site(label) if op.name != op.kind else Site(op.kind, op.location)
+    return Site(label, op.location)
+
+
+def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...]:
+    """The root causes of ``hazards`` (found in ``trace``), in the order their first instances
+    appear (hazards come in issue order of their second access)."""
+    groups: dict[tuple, list[int]] = {}
+    sites: dict[int, Site] = {}
+
+    def site(op_id: int) -> Site:
+        s = sites.get(op_id)
+        if s is None:
+            s = sites[op_id] = site_of(trace.op(op_id))
+        return s
+
+    for i, h in enumerate(hazards):
+        groups.setdefault((h.kind, h.buffer, site(h.first), site(h.second)), []).append(i)
+    out = []
+    for (kind, buffer, first, second), idx in groups.items():
+        members = [hazards[i] for i in idx]
+        fixes = [h.fix for h in members if h.fix is not None]
+        fix_kind = _most_common([f.kind for f in fixes])
+        text, why = None, ""
+        if fix_kind is None:
+            why = no_fix_reason(trace, members[0])
+        else:
+            example = next(h for h in members if h.fix is not None and h.fix.kind == fix_kind)
+            text = code_fix(trace, example, first, second, _step_gap(trace, members))
+            others = len(members) - sum(f.kind == fix_kind for f in fixes)
+            if others:
+                text += (f" ({others} instance{'s' * (others != 1)} need{'s' * (others == 1)} "
+                         "another sync: see the instances)")
+        out.append(RootCause(kind, buffer, first, second, tuple(idx),
+                             sum(h.manifest for h in members),
+                             tuple(sorted({h.rank for h in members})), text, fix_kind, why))
+    return tuple(out)
+
+
+def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None) -> str:
+    """The fix of ``h`` said at the level of the code: the sync to add and at which site."""
+    fix: Fix = h.fix  # type: ignore[assignment]
+    a, b = trace.op(h.first), trace.op(h.second)
+    whose = {0: "this step's ", 1: "the previous step's "}.get(step_gap, "") if step_gap is not None \
+        else ""
+    if fix.kind == "wait_handle":
+        how = ("" if fix.wait_stream is not None or a.agent.name.startswith("gloo:")
+               else " (a blocking wait: the host itself must not go on)")
+        return (f"before {_quote(second)}, wait{how} the handle returned by {whose}"
+                f"{_quote(first)}")
+    if fix.kind == "record_stream":
+        return (f"call {h.buffer}.record_stream({a.agent.name}) before {_quote(second)}, so "
+                f"that the allocator waits for {_quote(first)}")
+    stream = fix.event_stream.name if fix.event_stream is not None else a.agent.name
+    if fix.kind == "event_sync":
+        return (f"record an event on {stream} after {_quote(first)} and synchronize it before "
+                f"{_quote(second)}")
+    wait_on = fix.wait_stream.name if fix.wait_stream is not None else b.agent.name
+    return (f"record an event on {stream} after {_quote(first)} and make {wait_on} wait it "
+            f"before {_quote(second)}")
+
+
+def _quote(site: Site) -> str:
+    return f"`{site.label}` ({site.location})" if site.location else f"`{site.label}`"
+
+
+def _most_common(kinds: list[str]) -> str | None:
+    if not kinds:
+        return None
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    return max(counts, key=lambda k: (counts[k], -kinds.index(k)))
+
+
+def _step_gap(trace: Trace, members: list[Hazard]) -> int | None:
+    """How many steps the first access precedes the second in every instance, if always the same
+    (``step`` of the host action that issued each)."""
+    gaps = set()
+    for h in members:
+        sa, sb = _step(trace, h.first), _step(trace, h.second)
+        if sa is None or sb is None:
+            return None
+        gaps.add(sb - sa)
+    return gaps.pop() if len(gaps) == 1 else None
+
+
+def _step(trace: Trace, op_id: int) -> int | None:
+    op = trace.op(op_id)
+    if op.step is None and op.agent.kind != HOST and op.issuer is not None:
+        return trace.op(op.issuer).step
+    return op.step
