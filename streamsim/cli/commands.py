@@ -19,11 +19,11 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
                      max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost)
 
 
-def oplog_report(path: str, args) -> Report:
+def oplog_report(path: str, args, *, fix_cost: bool = False) -> Report:
     if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
-                       max_time=args.max_time)
+                       max_time=args.max_time, fix_cost=fix_cost)
 
 
 def _emit(report: Report, fmt: str, out: str | None) -> int:
@@ -67,7 +67,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    return _emit(oplog_report(args.oplog, args), args.format, args.out)
+    if args.fixed_out is not None and not args.fixed_out.strip():
+        raise ModelError("--fixed-out: empty file name")
+    report = oplog_report(args.oplog, args, fix_cost=not args.no_fix_cost)
+    if args.fixed_out:
+        write_atomic(args.fixed_out, fixed_log(args.oplog, report))
+    code = _emit(report, args.format, args.out)
+    if args.fixed_out and args.format == "text":
+        sys.stdout.write(f"wrote {args.fixed_out}\n")
+    return code
+
+
+def fixed_log(path: str, report: Report) -> str:
+    """The op log at ``path`` with every distinct fix of ``report`` inserted (``--fixed-out``)."""
+    from ..analysis.checks import distinct_fixes
+    from ..oplog.fixed import fixed_oplog_text
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    return fixed_oplog_text(text, report.trace, distinct_fixes(report.findings))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim_options(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.add_argument("--out", metavar="DIR", help="write report.{md,json,html}, pictures, trace")
+    p.add_argument("--no-fix-cost", action="store_true",
+                   help="do not re-simulate the log with the proposed fixes to measure their cost")
+    p.add_argument("--fixed-out", metavar="FILE.jsonl",
+                   help="write the op log with every proposed fix inserted as lines (diff it "
+                   "against the input to see what to change)")
 
     p = sub.add_parser("compare", help="run variants side by side: hazards and what they cost")
     _add_run_options(p, variant_many=True)

@@ -1,0 +1,125 @@
+"""An op log with the proposed fixes written in: the lines to add, so that a user can diff them.
+
+Each fix (``analysis.findings.Fix``, found in the trace the log was replayed into) becomes lines of
+the log's own format, inserted where the engine would inject it (``sim.inject``): a ``wait`` on the
+first access's handle, an event ``record`` after the line that issued the first access with a
+``wait_event`` or ``sync_event`` before the second, or a ``record_stream`` before a free. A comment
+line says what each group fixes. Every other line is kept byte for byte, except that a line whose
+handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line>"``).
+"""
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from typing import Any, Sequence
+
+from ..trace import Trace
+
+
+def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
+    """``text``, the op log ``trace`` was replayed from, with a group of lines for each fix."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n"
+    parsed: dict[int, dict] = {}  # 1-based line -> its JSON object (op lines only)
+    events: set[tuple[int, str]] = set()
+    binds: dict[tuple[int, str], list[int]] = {}  # (rank, handle) -> lines that bind the name
+    for i, raw in enumerate(lines, 1):
+        s = raw.strip()
+        if s and not s.startswith("#"):
+            obj = json.loads(s)
+            parsed[i] = obj
+            if "event" in obj:
+                events.add((obj.get("rank", 0), obj["event"]))
+            if "handle" in obj and obj["op"] not in ("wait", "query"):
+                binds.setdefault((obj.get("rank", 0), obj["handle"]), []).append(i)
+    before: dict[int, list[str]] = {}  # line -> lines to insert before it
+    after: dict[int, list[str]] = {}  # line -> lines to insert after it
+    renamed: dict[int, str] = {}  # line -> the handle given to it
+    n_event = 0
+
+    def fresh_event(rank: int) -> str:
+        nonlocal n_event
+        while True:
+            n_event += 1
+            name = f"fix{n_event}"
+            if (rank, name) not in events:
+                events.add((rank, name))
+                return name
+
+    def where(op_id: int) -> dict[str, Any]:
+        op = trace.op(op_id)
+        d: dict[str, Any] = {"rank": op.agent.rank}
+        if op.agent.name != "main":
+            d["host"] = op.agent.name
+        return d
+
+    for n, fix in enumerate(fixes, 1):
+        b = trace.op(fix.before)
+        if b.line is None:
+            raise ValueError(f"fix {n} names {b.describe()}, which no line of the log issued")
+        head = f"# streamsim fix {n}: {fix.text}\n"
+        at = where(fix.before)
+        if fix.kind == "wait_handle":
+            x = trace.op(fix.handle_op)
+            handle = _handle_of(parsed, binds, renamed, x.line, b.line, x.agent.rank)
+            if handle is not None:
+                d = {"op": "wait", **at}
+                if fix.wait_stream is not None:
+                    d["stream"] = fix.wait_stream.name
+                elif not x.agent.name.startswith("gloo:"):
+                    d["blocking"] = True
+                d["handle"] = handle
+                before.setdefault(b.line, []).extend([head, _dump(d)])
+                continue
+            # the handle's name is rebound before the wait: an event on its stream says the same
+            ev = fresh_event(at["rank"])
+            after.setdefault(x.line, []).extend([head, _dump({"op": "record", **where(x.issuer),
+                                                              "stream": x.agent.name,
+                                                              "event": ev})])
+            waiter = ({"op": "wait_event", **at, "stream": fix.wait_stream.name, "event": ev}
+                      if fix.wait_stream is not None else {"op": "sync_event", **at, "event": ev})
+            before.setdefault(b.line, []).append(_dump(waiter))
+        elif fix.kind in ("event", "event_sync"):
+            r = trace.op(fix.record_after)
+            ev = fresh_event(at["rank"])
+            after.setdefault(r.line, []).extend([head, _dump({"op": "record", **where(r.id),
+                                                              "stream": fix.event_stream.name,
+                                                              "event": ev})])
+            waiter = ({"op": "wait_event", **at, "stream": fix.wait_stream.name, "event": ev}
+                      if fix.kind == "event" else {"op": "sync_event", **at, "event": ev})
+            before.setdefault(b.line, []).append(_dump(waiter))
+        elif fix.kind == "record_stream":
+            buffer = parsed[b.line].get("buffer")
+            before.setdefault(b.line, []).extend(
+                [head, _dump({"op": "record_stream", **at, "stream": fix.event_stream.name,
+                              "buffer": buffer})])
+        else:
+            raise ValueError(f"cannot write a fix of kind {fix.kind!r} as op-log lines")
+    out = []
+    for i, raw in enumerate(lines, 1):
+        out += before.get(i, ())
+        out.append(_dump({**parsed[i], "handle": renamed[i]}) if i in renamed else raw)
+        out += after.get(i, ())
+    return "".join(out)
+
+
+def _handle_of(parsed: dict[int, dict], binds: dict[tuple[int, str], list[int]],
+               renamed: dict[int, str], line: int, wait_line: int, rank: int) -> str | None:
+    """The handle name a ``wait`` before ``wait_line`` can use for the op of ``line``: its own (given
+    one if it has none), or None when another line of the rank binds that name in between."""
+    name = parsed[line].get("handle") or renamed.get(line)
+    if name is None:
+        name = f"fix-L{line}"
+        while (rank, name) in binds:
+            name += "'"
+        renamed[line] = name
+        binds[(rank, name)] = [line]
+        return name
+    at = binds.get((rank, name), [line])
+    nxt = bisect_right(at, line)
+    return name if nxt == len(at) or at[nxt] >= wait_line else None
+
+
+def _dump(d: dict) -> str:
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False) + "\n"
