@@ -1,17 +1,22 @@
 """Shrink a failing op log: delta debugging (Zeller's ddmin) over its op lines.
 
-Given an op log in which a hazard appears, :func:`shrink` removes op lines while the same hazard
-(kind, buffer, first op name, second op name) still appears, and writes the smallest log found::
+Given an op log in which a hazard appears, :func:`shrink` removes op lines while the same root
+cause (kind, buffer, the labels of both sites: op names without a comm op's peer) still appears and
+nothing appears that the original did not have (no new deadlock, no new kind of warning, such as an
+unmatched send), and writes the smallest log found::
 
     >>> from streamsim.explore.shrink import shrink
     >>> res = shrink("failing.jsonl", "small.jsonl")
     >>> res.original_ops, res.ops
     (2000, 2)
 
+ddmin works on units, not lines: a send and its matching receive (the k-th send from A to B in a
+group and the k-th receive on B from A), and the k-th collective of a group on every rank, go or
+stay together, so that a shrunk log never turns a race into an unmatched send or a deadlock.
 A candidate keeps the file valid: a ``wait``/``query`` whose handle's op was removed is dropped with
 it (a wait on an unknown handle is an error, not a schedule). A candidate that is still invalid, or
 whose replay fails, counts as "does not reproduce". The result is 1-minimal for ddmin: removing any
-single remaining line loses the hazard (or the file's validity). :func:`shrink_model` dumps a model
+single remaining unit loses the hazard (or the file's validity, or adds a finding). :func:`shrink_model` dumps a model
 run as an op log first (``streamsim.oplog.dump_oplog``; it keeps the run's exact durations), so a
 hazard found by ``explore`` can be shrunk from its seed.
 """
@@ -43,25 +48,31 @@ class ShrinkResult:
 
 
 def _key(h: Any) -> HazardKey:
-    """A hazard pattern given as a 4-tuple or any object with kind, buffer, first, second names."""
+    """A root cause given as a 4-tuple or any object with kind, buffer, first, second labels."""
     if isinstance(h, (tuple, list)) and len(h) == 4:
         return tuple(h)
     try:
         return (h.kind, h.buffer, h.first, h.second)
     except AttributeError:
-        raise ModelError(f"hazard pattern {h!r}: expected (kind, buffer, first op name, "
+        raise ModelError(f"root cause {h!r}: expected (kind, buffer, first op name, "
                          "second op name)") from None
 
 
 def hazard_keys(trace) -> dict[HazardKey, bool]:
-    """The trace's hazard patterns ``(kind, buffer, first op name, second op name)`` in report
-    order -> whether one of them manifested."""
-    from ..analysis.hb import analyse_hazards
+    """The trace's root causes as ``(kind, buffer, first site's label, second site's label)`` in
+    report order -> whether an instance manifested."""
+    return _outcome(trace)[0]
+
+
+def _outcome(trace) -> tuple[dict[HazardKey, bool], bool, frozenset[str]]:
+    """Root-cause keys (see :func:`hazard_keys`), whether it deadlocks, its kinds of warning."""
+    from ..analysis.checks import analyse
+    f = analyse(trace)
     out: dict[HazardKey, bool] = {}
-    for h in analyse_hazards(trace, fixes=False):
-        k = (h.kind, h.buffer, trace.op(h.first).name, trace.op(h.second).name)
-        out[k] = out.get(k, False) or h.manifest
-    return out
+    for rc in f.root_causes:
+        k = (rc.kind, rc.buffer, rc.first.label, rc.second.label)
+        out[k] = out.get(k, False) or rc.manifest > 0
+    return out, f.deadlock is not None, frozenset(w.kind for w in f.warnings)
 
 
 class _Candidates:
@@ -76,6 +87,7 @@ class _Candidates:
         self.oplog = oplog
         self.lines = [ln.lineno for ln in oplog.lines]  # op lines, in file order
         self.needs = {ln.lineno: ln.target for ln in oplog.lines if ln.target is not None}
+        self.units = _units(oplog)
         self.tests = 0
         self.cache: dict[tuple[int, ...], bool] = {}
 
@@ -91,14 +103,51 @@ class _Candidates:
             return "\n".join(self.raw[n - 1] for n in sorted(kept)) + "\n"
         return "\n".join(s if i in kept else "" for i, s in enumerate(self.raw, 1))
 
-    def hazards(self, keep: Sequence[int]) -> dict[HazardKey, bool] | None:
-        """Hazard patterns of the log restricted to ``keep``; None when it is invalid or fails."""
+    def outcome(self, keep: Sequence[int]):
+        """:func:`_outcome` of the log restricted to ``keep``; None when it is invalid or fails."""
         from ..oplog import parse_oplog, simulate_oplog
         try:
             trace = simulate_oplog(parse_oplog(self.text(keep), self.path), **self.opts)
-            return hazard_keys(trace)
+            return _outcome(trace)
         except ModelError:
             return None
+
+    def hazards(self, keep: Sequence[int]) -> dict[HazardKey, bool] | None:
+        """Root-cause keys of the log restricted to ``keep``; None when it is invalid or fails."""
+        got = self.outcome(keep)
+        return None if got is None else got[0]
+
+
+def _units(oplog) -> list[tuple[int, ...]]:
+    """The op lines in units that go or stay together: a send with its matching receive, the k-th
+    collective of a group on every rank; every other line alone. In file order of first lines."""
+    from ..sim.comm import COLLECTIVE_KINDS
+    sends, recvs = ("isend", "isend_object", "send_object"), ("irecv", "recv_object")
+    unit_of: dict[tuple, list[int]] = {}
+    count: dict[tuple, int] = {}
+    units: list[list[int]] = []
+    for ln in oplog.lines:
+        if ln.op in sends or ln.op in recvs:
+            is_send = ln.op in sends
+            src, dst = (ln.rank, ln.peer) if is_send else (ln.peer, ln.rank)
+            side = (ln.group, src, dst, is_send)
+            k = count.get(side, 0)
+            count[side] = k + 1
+            key: tuple = ("p2p", ln.group, src, dst, k)
+        elif ln.op in COLLECTIVE_KINDS:
+            side = (ln.group, ln.rank)
+            k = count.get(side, 0)
+            count[side] = k + 1
+            key = ("collective", ln.group, k)
+        else:
+            units.append([ln.lineno])
+            continue
+        unit = unit_of.get(key)
+        if unit is None:
+            unit = unit_of[key] = []
+            units.append(unit)
+        unit.append(ln.lineno)
+    return [tuple(u) for u in units]
 
 
 def ddmin(items: Sequence, test: Callable[[Sequence], bool],
@@ -147,7 +196,7 @@ def _choose(found: dict[HazardKey, bool], hazard_pattern, hazard_index: int | No
     else:
         keys = list(found)
         if not 1 <= hazard_index <= len(keys):
-            raise ModelError(f"--hazard {hazard_index}: {where} has {len(keys)} hazard pattern"
+            raise ModelError(f"--hazard {hazard_index}: {where} has {len(keys)} root cause"
                              f"{'s' * (len(keys) != 1)}")
         key = keys[hazard_index - 1]
     if require_manifest and not found[key]:
@@ -165,37 +214,40 @@ def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
     from ..report.atomic import write_atomic
     cands = _Candidates(text, path, seed, jitter, max_ops, max_time)
     everything = tuple(cands.lines)
-    found = cands.hazards(everything)
-    if found is None:  # replay the original once more to raise its own error
+    original = cands.outcome(everything)
+    if original is None:  # replay the original once more to raise its own error
         from ..oplog import simulate_oplog
         simulate_oplog(cands.oplog, **cands.opts)
         raise ModelError(f"{source or path}: the op log cannot be replayed")
+    found, deadlocks, warning_kinds = original
     key = _choose(found, hazard_pattern, hazard_index, source or path, require_manifest)
 
-    def test(keep: Sequence[int]) -> bool:
-        keep = cands.repair(keep)
+    def test(units: Sequence[tuple[int, ...]]) -> bool:
+        keep = cands.repair(n for u in units for n in u)
         hit = cands.cache.get(keep)
         if hit is None:
             cands.tests += 1
-            got = cands.hazards(keep)
-            hit = cands.cache[keep] = got is not None and key in got and \
-                (got[key] or not require_manifest)
+            got = cands.outcome(keep)
+            hit = cands.cache[keep] = (
+                got is not None and key in got[0] and (got[0][key] or not require_manifest)
+                and (deadlocks or not got[1]) and got[2] <= warning_kinds)
         return hit
 
     bar = None
     if progress and sys.stderr.isatty():
         from tqdm import tqdm
-        bar = tqdm(total=len(everything), desc="shrink", unit="op", file=sys.stderr, leave=False)
-    last = [len(everything)]
+        bar = tqdm(total=len(cands.units), desc="shrink", unit="unit", file=sys.stderr,
+                   leave=False)
+    last = [len(cands.units)]
 
     def on_progress(n: int) -> None:
         if bar is not None:
             bar.update(last[0] - n)
-            bar.set_postfix(ops=n, tests=cands.tests)
+            bar.set_postfix(units=n, tests=cands.tests)
         last[0] = n
 
     try:
-        kept = cands.repair(ddmin(everything, test, on_progress))
+        kept = cands.repair(n for u in ddmin(cands.units, test, on_progress) for n in u)
     finally:
         if bar is not None:
             bar.close()
