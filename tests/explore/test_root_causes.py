@@ -1,0 +1,210 @@
+"""Root causes end to end: what run, check, compare, sweep and shrink report after the analysis moved
+to issue order (the reported pairs no longer depend on timing or run length, fixes close in one
+pass, instances are grouped by the two sites that race)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from streamsim import analyse, load_model, parse_oplog, run_model, simulate, simulate_oplog
+from streamsim.cli import main
+from streamsim.explore.shrink import shrink, shrink_model
+from streamsim.explore.sweep import sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VLLM = os.path.join(ROOT, "models", "vllm_pp.py")
+
+OVERWRITE = '''\
+"""The README's model: a forward overwrites what the previous step's isend still reads."""
+from streamsim import Param
+PARAMS = [Param("steps", int, 3, "forward+send steps")]
+VARIANTS = {"racy": "no wait", "fixed": "wait the previous send first"}
+def build(sim, p, variant):
+    sim.group("pp", [0, 1])
+    def stage0(host):
+        hidden, work = host.buffer("hidden", 64 << 20), None
+        for t in range(p.steps):
+            host.step = t
+            if work and variant == "fixed": work.wait()
+            host.launch("forward", writes=[hidden.during(0.9, 1.0)], dur=900)
+            work = host.group("pp").isend(hidden, dst=1)
+    def stage1(host):
+        inp = host.buffer("hidden_in", 64 << 20)
+        for t in range(p.steps):
+            host.step = t
+            host.group("pp").irecv(inp, src=0).wait()
+            host.launch("forward", reads=[inp], dur=2000)
+    sim.spawn(0, stage0); sim.spawn(1, stage1)
+'''
+
+# One latent WAR (the second send and the next forward), in 20 lines that also hold a matched
+# receive, waits and unrelated work: shrinking it must keep the receive with its send.
+LATENT20 = [
+    {"op": "launch", "rank": 0, "name": "forward", "writes": ["hidden"], "dur": 100},
+    {"op": "isend", "rank": 0, "name": "send", "tensors": ["hidden"], "peer": 1, "handle": "s0",
+     "dur": 10, "nbytes": 1 << 20},
+    {"op": "irecv", "rank": 1, "name": "recv", "tensors": ["inp"], "peer": 0, "handle": "r0",
+     "nbytes": 1 << 20},
+    {"op": "wait", "rank": 1, "handle": "r0"},
+    {"op": "launch", "rank": 1, "name": "stage1", "reads": ["inp"], "writes": ["out1"], "dur": 50},
+    {"op": "host", "rank": 0, "name": "prepare", "dur": 500},
+    {"op": "launch", "rank": 0, "name": "forward", "writes": ["hidden"], "dur": 100},
+    {"op": "isend", "rank": 0, "name": "send", "tensors": ["hidden"], "peer": 1, "handle": "s1",
+     "dur": 10, "nbytes": 1 << 20},
+    {"op": "irecv", "rank": 1, "name": "recv", "tensors": ["inp"], "peer": 0, "handle": "r1",
+     "nbytes": 1 << 20},
+    {"op": "wait", "rank": 1, "handle": "r1"},
+    {"op": "launch", "rank": 1, "name": "stage1", "reads": ["inp"], "writes": ["out1"], "dur": 50},
+    {"op": "host", "rank": 0, "name": "prepare", "dur": 500},
+    {"op": "wait", "rank": 0, "handle": "s0"},
+    {"op": "wait", "rank": 0, "handle": "s1"},
+    {"op": "launch", "rank": 1, "name": "other", "writes": ["tmp"], "dur": 5},
+    {"op": "launch", "rank": 1, "name": "other", "reads": ["tmp"], "dur": 5},
+    {"op": "host", "rank": 1, "name": "log", "dur": 5},
+    {"op": "host", "rank": 1, "name": "log", "dur": 5},
+    {"op": "launch", "rank": 0, "name": "post", "writes": ["o"], "dur": 5},
+    {"op": "host", "rank": 0, "name": "log", "dur": 5},
+]
+
+
+@pytest.fixture
+def overwrite(tmp_path):
+    path = tmp_path / "overwrite.py"
+    path.write_text(OVERWRITE)
+    return str(path)
+
+
+@pytest.fixture
+def latent20(tmp_path):
+    path = tmp_path / "latent20.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in LATENT20))
+    return str(path)
+
+
+def causes(findings) -> set[tuple]:
+    return {(rc.kind, rc.buffer, rc.first.label, rc.second.label) for rc in findings.root_causes}
+
+
+def identity(trace, h) -> tuple:
+    a, b = trace.op(h.first), trace.op(h.second)
+    return (a.agent, a.index, b.agent, b.index, h.kind, h.buffer, h.range)
+
+
+def test_the_readme_model_reports_one_root_cause_whatever_the_length(overwrite):
+    """steps=N has N-1 instances (send t, forward t+1) of one root cause: the count grows with the
+    run, not in jumps as when execution order decided which pair a later write hid."""
+    rows = sweep(overwrite, "racy", {"steps": [1, 2, 3, 4, 5]}, jobs=1)
+    assert [r.hazards for r in rows] == [0, 1, 2, 3, 4]
+    assert [r.root_causes for r in rows] == [0, 1, 1, 1, 1]
+    trace = simulate(overwrite, "racy", {"steps": 4})
+    steps = [(trace.op(h.first).step, trace.op(h.second).step) for h in analyse(trace).hazards]
+    assert steps == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_a_model_reports_the_same_pairs_under_every_seed(overwrite):
+    """Jitter changes manifest/latent, never which pairs are reported."""
+    base = simulate(overwrite, "racy", {"steps": 5})
+    pairs = {identity(base, h) for h in analyse(base).hazards}
+    for seed in (1, 2, 3, 4, 5):
+        t = simulate(overwrite, "racy", {"steps": 5}, seed=seed, jitter=0.5)
+        assert {identity(t, h) for h in analyse(t).hazards} == pairs
+
+
+def test_vllm_regression_is_one_root_cause_per_buffer_fixed_by_the_prs_wait():
+    """The demo's report: two root causes (hidden_states, residual), each the isend of one step
+    and the forward of the next, each fixed by waiting that isend's handle before the forward
+    (PR #54962); all fixes applied once leave nothing, each alone at most the other buffer's (the
+    residual's send goes after the hidden states' on one stream: waiting it orders both)."""
+    rep = run_model(VLLM, "regressed_49274")
+    assert causes(rep.findings) == {("WAR", "hidden_states", "isend(hidden_states)", "forward"),
+                                    ("WAR", "residual", "isend(residual)", "forward")}
+    for n, rc in enumerate(rep.findings.root_causes):
+        assert rc.fix_kind == "wait_handle"
+        assert rc.fix.startswith("before `forward`") and "previous step's `isend(" in rc.fix
+        assert rep.root_cause_costs[n].hazards_after <= len(rep.findings.hazards) - \
+            len(rc.instances)
+    assert rep.fix_cost.hazards_after == 0 and not rep.fix_cost.deadlock_after
+    assert sum(len(rc.instances) for rc in rep.findings.root_causes) == len(rep.findings.hazards)
+
+
+@pytest.mark.parametrize("which", ["readme", "vllm"])
+def test_shrinking_a_model_run_keeps_its_root_cause_and_adds_nothing(which, overwrite, tmp_path):
+    model, variant, params = ((overwrite, "racy", {}) if which == "readme" else
+                              (VLLM, "regressed_49274", {"pp": 2, "decode_steps": 2}))
+    original = analyse(simulate(model, variant, params))
+    out = str(tmp_path / "small.jsonl")
+    res = shrink_model(load_model(model), out, variant, params)
+    small = analyse(simulate_oplog(out))
+    assert res.hazard in {(k, b, f, s) for k, b, f, s in causes(small)}
+    assert res.hazard in {(k, b, f, s) for k, b, f, s in causes(original)}
+    assert small.deadlock is None
+    assert {w.kind for w in small.warnings} <= {w.kind for w in original.warnings}
+
+
+def test_shrinking_a_latent_war_keeps_the_send_with_its_receive(latent20, tmp_path):
+    """The 20-line log shrinks to its racing send and forward *with* the matching receive (and
+    the waits whose absence would add a warning): no deadlock, no unmatched send, as `check` shows."""
+    out = str(tmp_path / "small.jsonl")
+    res = shrink(latent20, out)
+    assert res.hazard == ("WAR", "hidden", "send", "forward")
+    small = analyse(simulate_oplog(out))
+    assert causes(small) == {("WAR", "hidden", "send", "forward")}
+    assert small.deadlock is None and small.warnings == ()
+    ops = [json.loads(x)["op"] for x in open(out) if not x.startswith("#")]
+    assert "isend" in ops and "irecv" in ops and res.ops < 20
+
+
+def test_check_costs_the_fixes_of_an_op_log_and_writes_the_fixed_log(latent20, tmp_path, capsys):
+    """`check` re-simulates an op log with its fixes as `run` does, and `--fixed-out` writes the log
+    with them as lines: only lines are added, and the fixed log checks clean."""
+    fixed = tmp_path / "fixed.jsonl"
+    assert main(["check", latent20, "--fixed-out", str(fixed)]) == 1
+    out = capsys.readouterr().out
+    assert "fix cost (re-simulated with this fix at every instance)" in out
+    assert "every proposed fix applied at once" in out and f"wrote {fixed}" in out
+    original = open(latent20).read().splitlines()
+    written = fixed.read_text().splitlines()
+    added = [x for x in written if x not in original]
+    assert [x for x in written if x in original] == original
+    assert any(json.loads(x)["op"] == "wait" for x in added if not x.startswith("#"))
+    assert main(["check", str(fixed)]) == 0
+
+
+def test_json_version_2_lists_root_causes_indexing_the_hazards(latent20, capsys):
+    assert main(["check", latent20, "--format", "json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["streamsim_json"] == 2
+    (rc,) = d["root_causes"]
+    assert rc["first_site"] == {"op": "send", "location": None}
+    assert rc["second_site"] == {"op": "forward", "location": None}
+    assert [d["hazards"][i]["kind"] for i in rc["instances"]] == ["WAR"]
+    assert rc["fix"]["kind"] == "wait_handle" and rc["fix_cost"]["hazards_after"] == 0
+
+
+def test_compare_shows_root_causes_beside_instances(capsys):
+    assert main(["compare", VLLM, "--variant", "regressed_49274", "--variant", "fixed_54962",
+                 "--set", "pp=2", "--set", "decode_steps=2"]) == 1
+    text = capsys.readouterr().out
+    head = text.splitlines()[1]
+    assert head.split()[:3] == ["variant", "root", "causes"] and "hazards" in head
+    row = next(x for x in text.splitlines() if x.startswith("regressed_49274"))
+    assert row.split()[1:3] == ["2", "UNSAFE"]
+    assert main(["compare", VLLM, "--variant", "regressed_49274", "--set", "pp=2",
+                 "--set", "decode_steps=2", "--format", "json"]) == 1
+    (v,) = json.loads(capsys.readouterr().out)["variants"]
+    assert v["root_causes"] == 2 and v["hazards"] >= 2
+
+
+def test_parse_and_replay_the_readme_op_log_example():
+    """The op log example of the docs: line 3 overwrites what line 2's send reads."""
+    text = "\n".join([
+        '{"op":"launch","rank":0,"name":"forward[t]","writes":["hidden"],"dur":900}',
+        '{"op":"isend","rank":0,"tensors":["hidden"],"peer":1,"handle":"send_t","dur":400}',
+        '{"op":"launch","rank":0,"name":"forward[t+1]","writes":["hidden"],"dur":900}',
+        '{"op":"irecv","rank":1,"tensors":["hidden_in"],"peer":0,"handle":"recv_t","dur":400}',
+    ]) + "\n"
+    t = simulate_oplog(parse_oplog(text, "ex.jsonl"))
+    (h,) = analyse(t).hazards
+    assert (t.op(h.first).line, t.op(h.second).line, h.kind) == (2, 3, "WAR")
