@@ -69,6 +69,8 @@ def _costs(trace: Trace, findings: Findings, rerun, wanted: bool) -> dict:
     """Report fields: the cost of all fixes at once and of each root cause's fix alone."""
     if not wanted or not findings.hazards:
         return {}
-    return {"fix_cost": cost_fixes(trace, findings, rerun),
-            "root_cause_costs": cost_root_causes(trace, findings, rerun)}
+    total = cost_fixes(trace, findings, rerun)
+    if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
+        return {"fix_cost": total, "root_cause_costs": (total,)}
+    return {"fix_cost": total, "root_cause_costs": cost_root_causes(trace, findings, rerun)}
 
