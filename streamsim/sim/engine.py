@@ -468,5 +468,9 @@ class Engine(CommMixin):
                    for h in self.hosts.values() if not h.finished]
         blocked += [s.blocked() if callable(s.blocked) else s.blocked  # (stream waits: lazily)
                     for s in self.streams.values() if s.blocked is not None]
-        stall = Stall(self.env.now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
+        # The run stopped when the last thing that could run had run: a host's own work advances
+        # its clock, not simpy's, until it next syncs (so env.now alone depended on whether a
+        # later host action happened to sync the clock, and a replay of the same run disagreed)
+        now = max([self.env.now] + [h.clock for h in self.hosts.values()])
+        stall = Stall(now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
         return build_trace(self, stall, source, meta)

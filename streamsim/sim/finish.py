@@ -29,7 +29,7 @@ def build_trace(engine: "Engine", stall: Stall | None, source: str, meta: dict |
     waiting = {r.id: _unsatisfied(r) for r in caught}  # (before any of them is marked ended)
     for r in caught:  # ops caught mid-way by a stall end where the simulation stopped
         r.attrs["unfinished"] = True
-        engine.mark_end(r, engine.env.now)
+        engine.mark_end(r, stall.time)
     engine.unmatched_notes()
     started = [r for r in recs if r.start_seq >= 0] if stall else recs  # (a stream stops with
     # queued ops only when blocked: without a stall every op has run)
