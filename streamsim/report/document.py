@@ -14,7 +14,7 @@ from typing import Sequence, Union
 
 from ..analysis.findings import Hazard
 from ..analysis.fixes import no_fix_reason
-from .report import Report
+from .report import NO_STEPS, Report
 from ..trace import Op, Trace
 from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
 
@@ -184,12 +184,14 @@ def _parameters(r: Report) -> list[Block]:
 
 def _verdict(h: Hazard, why: Why) -> Text:
     ov = why.overlap
-    if h.manifest:
-        if ov is not None:
-            return t(bold("MANIFEST"), f": the two access windows overlapped during "
-                     f"[{ov[0]:,.1f}, {ov[1]:,.1f}] µs ({ov[1] - ov[0]:,.1f} µs) in this run; the "
-                     "data really was corrupted in this timing.")
-        return t(bold("MANIFEST"), ": the access windows overlapped in this run.")
+    if h.manifest:  # the definition, then this run's numbers (a write can land before the
+        # earlier-issued read even began: no overlap, and the data sent is still corrupt)
+        when = (f"the windows overlapped during [{ov[0]:,.1f}, {ov[1]:,.1f}] µs "
+                f"({ov[1] - ov[0]:,.1f} µs)" if ov is not None else
+                f"it started at {why.y_window[0]:,.1f} µs, the first ended at "
+                f"{why.x_window[1]:,.1f} µs")
+        return t(bold("MANIFEST"), f": the second access started before the first ended ({when}); "
+                 "the data really was corrupted in this timing.")
     return t(bold("latent"), f": in this run the accesses were {why.gap:,.1f} µs apart, so this "
              "timing happened to be safe; nothing guarantees it, and another timing (longer "
              "transfer, jitter, other load) overlaps them.")
@@ -399,14 +401,16 @@ def _warnings(r: Report) -> list[Block]:
 
 def _metrics(r: Report, pictures: Pictures | None) -> list[Block]:
     m = r.metrics
-    rows = [("makespan", us(m.makespan_us)), ("steps", str(m.steps)),
-            ("mean step", us(m.mean_step_us)), ("p99 step", us(m.p99_step_us)),
-            ("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
-            ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
+    rows = [("makespan", us(m.makespan_us))]
+    rows += [("steps", str(m.steps)), ("mean step", us(m.mean_step_us)),
+             ("p99 step", us(m.p99_step_us))] if m.steps else [("steps", NO_STEPS)]
+    rows += [("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
+             ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
     c = r.fix_cost
     if c is not None:
         rows.append(("makespan with the fixes", f"{us(c.after.makespan_us)} ({c.makespan_change:+.1%})"))
-        rows.append(("mean step with the fixes", us(c.after.mean_step_us)))
+        if m.steps:
+            rows.append(("mean step with the fixes", us(c.after.mean_step_us)))
     doc: list[Block] = [Heading(2, t("Timing")),
                         Table(("metric", "value"), tuple((t(k), t(v)) for k, v in rows))]
     if pictures is not None and pictures.timeline:

@@ -202,8 +202,11 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> No
     def who(op, mode: str, w: tuple[float, float]) -> str:
         step = f" (step {op.step})" if op.step is not None else ""
         return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"
-    verdict = (f"MANIFEST: the windows overlap for {hi - lo:,.1f} µs" if lo < hi else
-               f"latent: {lo - hi:,.1f} µs apart in this run, but nothing orders them")
+    verdict = ("latent: {:,.1f} µs apart in this run, but nothing orders them".format(lo - hi)
+               if not hazard.manifest else
+               "MANIFEST: the second access started before the first ended" +
+               (f" (the windows overlap for {hi - lo:,.1f} µs)" if lo < hi else
+                f" (it ended {lo - hi:,.1f} µs before the first began)"))
     fig = ax.figure
     fig.text(0.5, text_y + 0.16 / fig.get_figheight(),
              f"{hazard.kind} on {hazard.buffer} (rank {hazard.rank}) — {verdict}", ha="center",

@@ -80,8 +80,8 @@ class CommMixin:
         self.mark_start(rec, env.now)
         if rec.kind in P2P_SENDS:
             if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
-                s.blocked = lambda: Blocked(s.agent, rec.id, f"rendezvous {rec.name} to rank"
-                                            f"{rec.attrs['peer']} waits for the matching receive",
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"rendezvous {_with_peer(rec, 'to')}"
+                                            " waits for the matching receive",
                                             self._peer_agents(m.recv, rec.attrs["peer"]))
                 yield m.recv_started
                 s.blocked = None
@@ -93,8 +93,8 @@ class CommMixin:
         else:
             m.recv_started.succeed()
             if not m.arrived.triggered:
-                s.blocked = lambda: Blocked(s.agent, rec.id, f"{_from_peer(rec)} waits for the "
-                                            "matching send's data",
+                s.blocked = lambda: Blocked(s.agent, rec.id, f"{_with_peer(rec, 'from')} waits "
+                                            "for the matching send's data",
                                             self._peer_agents(m.send, rec.attrs["peer"]))
                 yield m.arrived
                 s.blocked = None
@@ -143,7 +143,8 @@ class CommMixin:
                                        "receive", m.send.id))
 
 
-def _from_peer(rec: Rec) -> str:
-    """``irecv(x) from rank1``: the receive's name, with its peer unless the name already says it."""
-    peer = f"from rank{rec.attrs['peer']}"
+def _with_peer(rec: Rec, way: str) -> str:
+    """``irecv(x) from rank1`` / ``isend(x) to rank1``: the op's name with its peer (``way`` is
+    ``"from"`` or ``"to"``), unless the name already says it."""
+    peer = f"{way} rank{rec.attrs['peer']}"
     return rec.name if rec.name.endswith(peer) else f"{rec.name} {peer}"

@@ -1,0 +1,94 @@
+"""What the reports say, word for word where a definition is at stake: a manifest hazard, a
+deadlock's blocked agents, a run without step labels."""
+from __future__ import annotations
+
+import json
+
+from streamsim import check_oplog, render_markdown, render_text, run_model
+from streamsim.cli.main import main
+
+# The send reads `x` during the last tenth of its 100 us; the next forward rewrites `x` in 10 us
+# right after the first forward, long before the send's read begins: the windows never overlap,
+# yet the write landed before the read, so the data sent is not the data meant (manifest).
+EARLY_WRITE = "".join(json.dumps(o) + "\n" for o in (
+    {"op": "launch", "name": "forward", "writes": ["x"], "dur": 1},
+    {"op": "isend", "tensors": [{"buffer": "x", "window": [0.9, 1.0]}], "peer": 1, "dur": 100,
+     "handle": "s"},
+    {"op": "launch", "name": "forward2", "writes": ["x"], "dur": 10},
+    {"op": "irecv", "rank": 1, "tensors": ["y"], "peer": 0, "handle": "r"},
+    {"op": "wait", "rank": 1, "handle": "r"},
+))
+
+DEADLOCK = '''"""Both ranks isend a large tensor and wait on it before receiving: a deadlock."""
+VARIANTS = {"dead": "deadlock"}
+
+
+def build(sim, p, variant):
+    sim.group("pp", [0, 1])
+
+    def prog(host, other):
+        x, y = host.buffer("hidden", 64 << 20), host.buffer("inp", 64 << 20)
+        host.group("pp").isend(x, dst=other).wait(blocking=True)
+        host.group("pp").irecv(y, src=other).wait()
+    sim.spawn(0, prog, 1)
+    sim.spawn(1, prog, 0)
+'''
+
+
+def test_manifest_without_overlap_says_the_definition_not_an_overlap(tmp_path):
+    """The demo's pattern 2 said "the access windows overlapped in this run" for windows that did
+    not overlap. MANIFEST means the second access started before the first ended, and every form
+    of the report now says exactly that, with this run's two times."""
+    log = tmp_path / "early.jsonl"
+    log.write_text(EARLY_WRITE)
+    report = check_oplog(str(log))
+    [h] = report.findings.hazards
+    assert h.kind == "WAR" and h.manifest
+    md = render_markdown(report)
+    assert ("**MANIFEST**: the second access started before the first ended (it started at "
+            "1.0 µs, the first ended at 101.0 µs)") in md
+    assert "overlapped" not in md
+    assert "MANIFEST: the second access started before the first ended" in render_text(report)
+
+
+def test_manifest_with_overlap_states_the_definition_and_the_overlap(tmp_path):
+    """When the windows do overlap, the definition comes first and the overlap follows."""
+    log = tmp_path / "overlap.jsonl"
+    log.write_text(EARLY_WRITE.replace('"window": [0.9, 1.0]', '"window": [0.0, 1.0]'))
+    md = render_markdown(check_oplog(str(log)))
+    assert "**MANIFEST**: the second access started before the first ended (the windows " \
+           "overlapped during \\[1.0, 11.0\\] µs (10.0 µs))" in md  # (Markdown escapes brackets)
+
+
+def test_a_rendezvous_deadlock_names_the_peer_once(tmp_path, capsys):
+    """The deadlock read "isend(hidden) to rank1 to rank1": the op's name already says its peer."""
+    model = tmp_path / "dead.py"
+    model.write_text(DEADLOCK)
+    assert main(["run", str(model)]) == 1
+    out = capsys.readouterr().out
+    assert "rank0/nccl:pp: rendezvous isend(hidden) to rank1 waits for the matching receive" in out
+    assert "to rank1 to rank1" not in out
+
+
+def test_a_run_without_steps_prints_no_step_metrics(tmp_path):
+    """An op log without step fields has no steps: the report says so instead of printing
+    "0 steps, mean step 0.0 us" (a latency of zero would be a lie)."""
+    log = tmp_path / "early.jsonl"
+    log.write_text(EARLY_WRITE)
+    report = check_oplog(str(log))
+    assert report.metrics.steps == 0
+    text, md = render_text(report), render_markdown(report)
+    assert "no step labels (no step metrics)" in text and "no step labels" in md
+    assert "mean step" not in text and "mean step" not in md and "0 steps" not in text
+
+
+def test_run_with_jitter_and_no_seed_shows_the_seed_it_used(tmp_path):
+    """`run --jitter 0.3` without --seed printed `seed: None` but drew from seed 0: the report
+    (text and JSON) now shows 0, and `--seed 0` gives the same run byte for byte."""
+    model = tmp_path / "dead.py"
+    model.write_text(DEADLOCK)
+    implicit = run_model(str(model), jitter=0.3, fix_cost=False)
+    explicit = run_model(str(model), jitter=0.3, seed=0, fix_cost=False)
+    assert implicit.seed == 0 and "seed: 0  jitter: 0.3" in render_text(implicit)
+    assert render_text(implicit) == render_text(explicit)
+    assert run_model(str(model), fix_cost=False).seed is None  # nothing random: no seed
