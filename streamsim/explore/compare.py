@@ -67,7 +67,9 @@ def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
         body.append([f"{r.variant}", f"{len(f.root_causes)} {verdict}", str(len(f.hazards)),
                      str(r.manifest), str(r.latent),
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
-                     f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}", f"{m.bubble_share:.1%}",
+                     *((f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}") if m.steps else
+                       ("-", "-")),  # no step labels: no step latency (not a latency of 0)
+                     f"{m.bubble_share:.1%}",
                      cost])
     changed = {k: v for k, v in (rows[0].report.params.items() if rows else ())
                if k in model.params and model.params[k].default != v}

@@ -196,6 +196,7 @@ class _Parser:
         if dur < 0:
             raise _Bad(f"negative dur {dur}")
         spec["dur"] = float(dur)
+        spec["step"] = self.nat(obj, "step", None)
         self.threads.setdefault((rank, spec["host"]), None)
         self.check_fields(obj, spec)
         return spec

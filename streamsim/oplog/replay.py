@@ -8,7 +8,9 @@ so an op log and a model are simulated and analysed by the same code. While a li
 ``dur`` is the duration of kernels (``launch``), host work (``host``), sends (``isend``,
 ``send_object``, ``isend_object``) and collectives. Receives end when their data arrives, and
 records, waits, syncs, queries, ``alloc``, ``free`` and ``record_stream`` take no time of their own,
-so their ``dur`` is not used. ``alloc`` is a host action of its own (kind ``alloc``, no access,
+so their ``dur`` is not used. A line's optional ``step`` labels its ops (and the stream ops it
+enqueues) with that step, as ``host.step`` does in a model, so a recorded schedule gets step
+metrics. ``alloc`` is a host action of its own (kind ``alloc``, no access,
 ``attrs`` naming buffer, size and allocation stream) so that it has a place in reports; it enqueues
 nothing (allocation is host work), so it changes no stream's order.
 """
@@ -107,6 +109,7 @@ class _Replay:
         run = self.run
         for line in lines:
             self.current[agent] = line
+            host.step = line.step  # (each line names its own step, or none)
             try:
                 run[line.op](host, line)
             except ModelError as e:

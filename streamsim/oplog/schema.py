@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..sim.comm import COLLECTIVE_KINDS
 from ..sim.memory import Ref
 
-COMMON = ("op", "rank", "host", "stream", "name", "dur")
+COMMON = ("op", "rank", "host", "stream", "name", "dur", "step")
 # op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
 FIELDS: dict[str, tuple[str, ...]] = {
     "launch": ("reads", "writes"),
@@ -67,6 +67,7 @@ class Line:
     stream: str = "compute"
     name: str = ""
     dur: float = 1.0
+    step: int | None = None  # the iteration the op belongs to (step metrics); None: no step
     reads: tuple[Ref, ...] = ()
     writes: tuple[Ref, ...] = ()
     event: str | None = None

@@ -16,7 +16,7 @@ API, the writer says the same thing another way:
 * ``event.query()`` becomes ``sync_event`` when it returned True (same edge, no wait) and a
   zero-length ``host`` action when it returned False (no edge).
 
-Not carried: step labels, group cost settings (latency, bandwidth, eager threshold: the replay uses
+Not carried: group cost settings (latency, bandwidth, eager threshold: the replay uses
 the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host action
 whose stream op never started (the run stalled first) left no stream op to describe.
 """
@@ -130,6 +130,8 @@ class _Writer:
         elif kind in ("record_stream", "alloc"):
             d["stream"] = h.attrs.get("stream", "compute")
         d["name"] = h.name
+        if h.step is not None:
+            d["step"] = h.step
         if kind in ("launch", "host"):
             reads = [a for a in op.accesses if a.mode == READ]
             writes = [a for a in op.accesses if a.mode != READ]

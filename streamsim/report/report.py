@@ -15,6 +15,8 @@ from ..analysis.metrics import Metrics
 from ..trace import Trace
 
 JSON_VERSION = 2  # 2: root_causes added (instances index hazards)
+# What a run whose ops carry no step says instead of step metrics of 0.
+NO_STEPS = "no step labels (no step metrics)"
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,9 @@ def render_text(r: Report) -> str:
                 lines.append(f"    ... and {n - 3} more {kind}")
     m = r.metrics
     lines.append("")
-    lines.append(f"metrics: makespan {_us(m.makespan_us)}, {m.steps} steps, mean step "
-                 f"{_us(m.mean_step_us)}, p99 step {_us(m.p99_step_us)}, bubble "
+    steps = (f"{m.steps} steps, mean step {_us(m.mean_step_us)}, p99 step {_us(m.p99_step_us)}"
+             if m.steps else NO_STEPS)
+    lines.append(f"metrics: makespan {_us(m.makespan_us)}, {steps}, bubble "
                  f"{m.bubble_share:.1%}, comm/compute overlap {m.comm_overlap_share:.1%}")
     c = r.fix_cost
     if c is not None:
