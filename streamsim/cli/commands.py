@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 
 from ..explore.check import check_oplog, run_model
 from ..report.atomic import write_atomic
@@ -44,9 +45,17 @@ def _emit(report: Report, fmt: str, out: str | None) -> int:
     return report.exit_code
 
 
+def summary_of(model: Model) -> str:
+    """``PATH: `` and the first paragraph of the model's docstring, whole (a sentence may span
+    lines), wrapped to 100 columns; the model's name when it has no docstring."""
+    para = model.doc.split("\n\n", 1)[0].split() if model.doc else []
+    return "\n".join(textwrap.wrap(" ".join(para) or model.name, 100, break_on_hyphens=False,
+                                   initial_indent=f"{model.path}: ", subsequent_indent="  "))
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    print(f"{model.path}: {model.doc.splitlines()[0] if model.doc else model.name}")
+    print(summary_of(model))
     print("variants:")
     width = max(map(len, model.variants))
     for name, text in model.variants.items():
@@ -141,11 +150,13 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Draw the HB slice of the featured hazard (else of the deadlock, else of the whole run)."""
+    from ..report.figures import FORMATS
     from ..report.outputs import graph_file
-    return _picture(args, ("png", "svg", "pdf", "dot"), graph_file)
+    return _picture(args, FORMATS + ("dot",), graph_file)
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     """Draw the run's timeline, the featured hazard highlighted."""
+    from ..report.figures import FORMATS
     from ..report.outputs import timeline_file
-    return _picture(args, ("png", "svg", "pdf"), timeline_file)
+    return _picture(args, FORMATS, timeline_file)

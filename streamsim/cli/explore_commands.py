@@ -24,9 +24,11 @@ def _help(p: argparse.ArgumentParser, option: str, text: str) -> None:
             action.help = text
 
 
-def add_parsers(sub, add_run_options, add_sim_options) -> None:
-    """Register this module's subcommands on the ``streamsim`` parser."""
-    p = sub.add_parser("explore", help="run many seeds; count each hazard and give its replay",
+def add_parsers(sub, add_run_options, add_sim_options, summary) -> None:
+    """Register this module's subcommands on the ``streamsim`` parser (``summary(name)``: the
+    command's one-line help)."""
+    from .main import EXIT_CODES, METRICS_HELP
+    p = sub.add_parser("explore", help=summary("explore"), epilog=EXIT_CODES,
                        description="Run a model N times with per-run seeds S*1000003+i; for each "
                        "hazard pattern print in how many runs it manifested, the first seed, and "
                        "the `streamsim run` command that replays it.")
@@ -37,26 +39,35 @@ def add_parsers(sub, add_run_options, add_sim_options) -> None:
           "with --strategy random, 0 with pct)")
     p.add_argument("--runs", type=int, default=100, help="number of runs (default 100)")
     _add_parallel_options(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="a text summary (default) or JSON")
 
-    p = sub.add_parser("sweep", help="run a parameter grid: hazards, deadlock, metrics per point",
+    p = sub.add_parser("sweep", help=summary("sweep"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=METRICS_HELP + "With --runs N > 1 every metric is the mean over the "
+                       "point's N runs; under\njitter or --strategy pct those runs are perturbed, "
+                       "and the table and plot say so.\n\n" + EXIT_CODES,
                        description="Run every point of the cartesian grid of --grid values; one "
-                       "row per point with its verdict (manifest / latent / clean / deadlock) and "
-                       "metrics.")
+                       "row per point with\nits verdict (manifest / latent / clean / deadlock) "
+                       "and metrics.")
     add_run_options(p)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="parameter values to sweep (repeatable; a..b is an integer range)")
     p.add_argument("--runs", type=int, default=1,
                    help="runs per point (seeds S*1000003+i, S = --seed or 0; default 1: --seed)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
-    p.add_argument("--plot", metavar="FILE", help="write a small-multiples chart (PNG, SVG, PDF)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write a small-multiples chart (.png, .svg, .pdf, .jpg)")
     p.add_argument("--metric", default="makespan_us",
                    help="metric to plot (makespan_us, mean_step_us, p99_step_us, bubble_share, "
-                   "comm_overlap_share, manifest_runs, ...; default makespan_us)")
+                   "comm_overlap_share, step_count, or a count: root_causes, hazards, manifest, "
+                   "latent, patterns, manifest_runs, latent_runs, deadlock_runs; default "
+                   "makespan_us)")
     _add_parallel_options(p)
-    p.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    p.add_argument("--format", choices=("text", "json", "csv"), default="text",
+                   help="a text table (default), JSON or CSV")
 
-    p = sub.add_parser("shrink", help="delta-debug an op log down to the ops a hazard needs",
+    p = sub.add_parser("shrink", help=summary("shrink"),
                        description="Remove ops from an op log (or a model run, dumped as one) "
                        "while the same hazard (kind, buffer, first and second op names) still "
                        "appears; write the smallest op log found.")
@@ -65,7 +76,7 @@ def add_parsers(sub, add_run_options, add_sim_options) -> None:
     p.add_argument("--variant", help="model variant (model input only)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="model parameter (model input only)")
-    add_sim_options(p)
+    add_sim_options(p, strategy="either")
     p.add_argument("--hazard", type=int, default=None, metavar="N",
                    help="which hazard to keep: the N-th distinct (kind, buffer, first op name, "
                    "second op name) in report order (default: the first, the first manifest one "
@@ -94,6 +105,19 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 1 if res.found else 0
 
 
+def timing_label(args, seed: int | None) -> str:
+    """What a sweep's metrics are: one nominal run a point, or (the mean of) perturbed runs,
+    said so that a perturbed makespan is never read as the nominal one."""
+    how = [f"jitter {args.jitter:g}" if args.jitter else "",
+           f"PCT depth {args.depth}" if args.strategy == "pct" else ""]
+    how = " and ".join(w for w in how if w)
+    if args.runs > 1:
+        return (f"means of {args.runs} runs a point, perturbed by {how} (not the nominal timing)"
+                if how else f"means of {args.runs} runs a point, each the nominal timing")
+    return f"one run a point, perturbed by {how} (seed {seed})" if how else \
+        "one run a point, nominal timing"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..report.atomic import write_atomic
     from ..sim.model import load_model, split_set
@@ -120,13 +144,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv:
         write_atomic(args.csv, rows_csv(rows))
     if args.plot:
-        what = [f"{args.runs} runs a point" if args.runs > 1 else
-                f"seed {args.seed}" if args.seed is not None else ""]
-        what.append(f"jitter {args.jitter:g}" if args.jitter else "")
-        what.append(f"PCT depth {args.depth}" if args.strategy == "pct" else "")
-        what = ", ".join(w for w in what if w) or "nominal timing"
         plot_sweep(rows, args.metric, args.plot,
-                   title=f"{model.name} [{variant}]: {args.metric} across the grid ({what})")
+                   title=f"{model.name} [{variant}]: {args.metric} across the grid "
+                   f"({timing_label(args, rows[0].results[0].seed if rows else None)})")
     if args.format == "json":
         sys.stdout.write(json.dumps({"model": model.path, "variant": variant,
                                      "grid": {k: list(v) for k, v in grid.items()},
@@ -135,7 +155,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sys.stdout.write(rows_csv(rows))
     else:
         sys.stdout.write(f"{model.name} [{variant}]: {len(rows)} point"
-                         f"{'s' * (len(rows) != 1)}\n")
+                         f"{'s' * (len(rows) != 1)}; metrics: "
+                         f"{timing_label(args, rows[0].results[0].seed if rows else None)}\n")
         sys.stdout.write(render_sweep(rows, args.metric))
         for what, path in (("csv", args.csv), ("plot", args.plot)):
             if path:

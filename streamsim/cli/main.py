@@ -1,4 +1,5 @@
-"""The ``streamsim`` command line: run | check | compare | variants | graph | timeline.
+"""The ``streamsim`` command line: argument parsing for every command (bodies in ``commands``
+and ``explore_commands``).
 
 Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr).
 """
@@ -13,9 +14,54 @@ from typing import Sequence
 from ..sim.errors import ModelError
 
 
+# What the timing metrics mean (compare and sweep --help; report.json's "metrics"), stated from
+# streamsim.analysis.metrics.compute_metrics. Times are simulated microseconds.
+METRICS_HELP = """\
+metrics (simulated time, microseconds):
+  makespan    end of the run's last op.
+  steps       the step labels ops carry (host.step in a model, "step" in an op log).
+  mean step,  step k's latency runs from the start of the first stream op (kernel, NCCL op,
+  p99 step    event record or wait; gloo excluded) labelled k, on any rank, to the end of the
+              last one; mean and nearest-rank p99 over the steps. A sync that delays a step's
+              first op but not its last shortens that step: a fix can lower "mean step" at
+              equal makespan (the work still ends when the bottleneck stage ends).
+  bubble      share of the makespan a rank's compute streams (every stream but nccl:/gloo:)
+              are idle, averaged over ranks.
+  overlap     share of comm-stream (nccl:, gloo:) busy time during which a compute stream of
+              the same rank is busy too, over all ranks.
+"""
+
+COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
+    ("run", "simulate one variant of a model and report hazards, deadlock, metrics"),
+    ("check", "analyse a recorded op log (JSON Lines) with the same engine"),
+    ("compare", "run a model's variants side by side: hazards and what they cost"),
+    ("variants", "list a model's variants and parameters"),
+    ("graph", "draw the happens-before slice of the featured hazard"),
+    ("timeline", "draw the run's timeline (Gantt chart)"),
+    ("explore", "run many seeds: how often each hazard strikes, and its replay command"),
+    ("sweep", "run a parameter grid: verdict and metrics per point"),
+    ("shrink", "cut an op log down to the few ops a hazard needs"),
+)
+EXIT_CODES = "exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input."
+
+
+def short_usage() -> str:
+    """What bare ``streamsim`` prints: the command list and where to read more."""
+    width = max(len(n) for n, _ in COMMANDS)
+    lines = ["usage: streamsim COMMAND [options]   (streamsim COMMAND --help for its options)",
+             "", "commands:"]
+    lines += [f"  {name:{width}}  {what}" for name, what in COMMANDS]
+    lines += ["", EXIT_CODES, "The README explains models, op logs and every output."]
+    return "\n".join(lines) + "\n"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every user mistake
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _help(name: str) -> str:
+    return dict(COMMANDS)[name]
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, variant_many: bool = False) -> None:
@@ -26,68 +72,120 @@ def _add_run_options(p: argparse.ArgumentParser, *, variant_many: bool = False) 
     else:
         p.add_argument("--variant", help="variant to run (default: the model's first)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a model parameter (repeatable)")
+                   help="set a model parameter (repeatable; `streamsim variants MODEL` lists them)")
     _add_sim_options(p)
 
 
-def _add_sim_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=None, help="seed for jitter (default: none)")
+def _add_sim_options(p: argparse.ArgumentParser, *, strategy: str = "model") -> None:
+    """--seed, --jitter, the run bounds; --strategy/--depth unless ``strategy`` is "none" (an op
+    log cannot take them), with "(model input only)" when the command takes either input."""
+    draws = "jitter" if strategy == "none" else "jitter, PCT"
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the random draws ({draws}); default 0 when the run draws any, "
+                   "else none; the report shows the seed used")
     p.add_argument("--jitter", type=_finite(0, strict=False), default=0.0,
                    help="multiplicative duration jitter F: factors in [e^-F, e^F] (default 0)")
     p.add_argument("--max-ops", type=_positive_int, default=5_000_000,
-                   help="stop a runaway model here")
+                   help="stop a runaway run after this many ops (default 5,000,000)")
     p.add_argument("--max-time", type=_finite(0, strict=True), default=1e12,
-                   help="stop a runaway model at this simulated time (us)")
+                   help="stop a runaway run at this simulated time in us (default 1e12)")
+    if strategy == "none":
+        return
+    only = " (model input only: an op log refuses it)" if strategy == "either" else ""
     p.add_argument("--strategy", choices=("random", "pct"), default="random",
                    help="schedule perturbation: random = jitter only; pct = PCT delays at "
-                   "depth-1 seeded change points (see streamsim.explore.pct)")
-    p.add_argument("--depth", type=int, default=2, help="PCT bug depth d (default 2)")
+                   f"depth-1 seeded change points (default random){only}")
+    p.add_argument("--depth", type=int, default=2,
+                   help=f"PCT bug depth d, with --strategy pct (default 2){only}")
+
+
+def _add_report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="what to print: text (default), json (stable and versioned: see the "
+                   "README) or markdown")
+    p.add_argument("--out", metavar="DIR", help="also write report.md, report.json, report.html, "
+                   "the HB slice (hb.svg, hb.png, hb.dot), timeline.png and trace.json (Perfetto) "
+                   "into DIR")
+
+
+def _version() -> str:
+    """The installed package's version (setup.cfg's), as pip knows it."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("streamsim")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(version unknown: not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="streamsim", description="Deterministic simulator of GPU stream and "
-                     "communication ordering: finds hazards that some legal timing allows.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+                     "communication ordering: finds the data hazards that some legal timing "
+                     "allows, deadlocks and never-waited handles, and proposes the sync that "
+                     "fixes each hazard.", epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version", version=f"streamsim {_version()}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    raw = argparse.RawDescriptionHelpFormatter
 
-    p = sub.add_parser("variants", help="list a model's variants and parameters")
-    p.add_argument("model")
+    p = sub.add_parser("variants", help=_help("variants"),
+                       description="Print a model's docstring summary, its variants (VARIANTS) "
+                       "and its parameters (PARAMS) with type, default and help.")
+    p.add_argument("model", help="model file (.py)")
 
-    p = sub.add_parser("run", help="simulate one variant and report its findings")
+    p = sub.add_parser("run", help=_help("run"), epilog=EXIT_CODES,
+                       description="Simulate one variant of a model, analyse the trace (data "
+                       "hazards manifest or latent, deadlock, warnings, metrics) and, unless "
+                       "--no-fix-cost, re-simulate with every proposed fix to measure its cost.")
     _add_run_options(p)
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.add_argument("--out", metavar="DIR", help="write report.{md,json,html}, pictures, trace")
+    _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate with the proposed fixes to measure their cost")
 
-    p = sub.add_parser("check", help="analyse an op log (JSON Lines, see OPLOG.md)")
-    p.add_argument("oplog")
-    _add_sim_options(p)
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.add_argument("--out", metavar="DIR", help="write report.{md,json,html}, pictures, trace")
+    p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES,
+                       description="Replay a recorded op log (JSON Lines: one op a line, what each "
+                       "host thread issued, in order; an optional integer \"step\" field labels "
+                       "an op's step; the README's \"Op logs\" section describes the format) "
+                       "through the engine and analyse it like a model's run.")
+    p.add_argument("oplog", help="op log file (.jsonl, .ndjson or .json)")
+    _add_sim_options(p, strategy="none")
+    _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate the log with the proposed fixes to measure their cost")
     p.add_argument("--fixed-out", metavar="FILE.jsonl",
                    help="write the op log with every proposed fix inserted as lines (diff it "
                    "against the input to see what to change)")
 
-    p = sub.add_parser("compare", help="run variants side by side: hazards and what they cost")
+    p = sub.add_parser("compare", help=_help("compare"), formatter_class=raw,
+                       epilog=METRICS_HELP + "\n" + EXIT_CODES,
+                       description="Run every variant (or those given) with the same parameters, "
+                       "seed and\nperturbation; one row each: hazards, manifest, latent, "
+                       "deadlock, metrics,\nand the makespan change against the baseline variant.")
     _add_run_options(p, variant_many=True)
     p.add_argument("--baseline", default=None,
-                   help="variant the costs are relative to (default: the model's BASELINE)")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+                   help="variant the costs are relative to (default: the model's BASELINE, else "
+                   "the first variant)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="a text table (default), JSON, or a Markdown table")
 
-    for name, what in (("graph", "happens-before graph of the featured hazard (first manifest, else first)"),
-                       ("timeline", "Gantt chart of the run")):
-        p = sub.add_parser(name, help=f"draw the {what}")
+    for name, what, formats in (
+            ("graph", "Draw the happens-before slice of the featured hazard (the first manifest "
+             "one, else the first), else of the deadlock, else the run's first ops.",
+             ".png .svg .pdf .jpg, or .dot for the graph itself"),
+            ("timeline", "Draw the run's timeline: one lane per rank and stream or host thread, "
+             "the featured hazard's access windows in red.", ".png .svg .pdf .jpg")):
+        p = sub.add_parser(name, help=_help(name), description=what, epilog=EXIT_CODES)
         p.add_argument("input", help="model file (.py) or op log (.jsonl)")
-        p.add_argument("--variant")
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-        _add_sim_options(p)
-        p.add_argument("-o", "--output", required=True, help="output file; format from extension")
+        p.add_argument("--variant", help="variant to run (model input only; default: the "
+                       "model's first)")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a model parameter (repeatable; model input only)")
+        _add_sim_options(p, strategy="either")
+        p.add_argument("-o", "--output", required=True,
+                       help=f"picture file; the format from its extension ({formats})")
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
                        help="keep only the steps within STEPS of the featured hazard")
     from . import explore_commands as explore_cli
-    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options)
+    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help)
     return parser
 
 
@@ -127,8 +225,13 @@ def _console() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line (``argv``: the arguments, default ``sys.argv[1:]``); return the exit
+    code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input."""
     _console()
     args = build_parser().parse_args(argv)
+    if args.command is None:  # bare `streamsim`: what it can do. Exit 2: nothing was checked,
+        sys.stderr.write(short_usage())  # so a script that lost its command must not pass
+        return 2
     from . import commands, explore_commands as explore_cli
     handler = getattr(commands, f"cmd_{args.command}", None) or \
         getattr(explore_cli, f"cmd_{args.command}")

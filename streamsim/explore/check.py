@@ -21,6 +21,14 @@ from .fixcost import cost_fixes, cost_root_causes
 from .pct import perturb_for
 
 
+def seed_used(seed: int | None, jitter: float, strategy: str = "random") -> int | None:
+    """The seed a run really uses: ``seed``, or 0 when none is given but the run draws random
+    numbers (jitter, PCT); None only when nothing random happens. Reports show this one, so that
+    ``--seed`` with the value shown replays the run."""
+    random_run = bool(jitter) or strategy != "random"
+    return 0 if seed is None and random_run else seed
+
+
 def run_model(model: Model | str, variant: str | None = None,
               params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
               jitter: float = 0.0, strategy: str = "random", depth: int = 2,
@@ -37,6 +45,7 @@ def run_model(model: Model | str, variant: str | None = None,
         model = load_model(model)
     variant = model.check_variant(variant)
     values = model.resolve(params)
+    seed = seed_used(seed, jitter, strategy)
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
     opts["perturb"] = perturb_for(model, variant, values, depth=depth, strategy=strategy, **opts)
     trace = simulate(model, variant, values, **opts)
@@ -56,6 +65,7 @@ def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, ji
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
     with the proposed fixes inserted, as for a model."""
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
+    seed = seed_used(seed, jitter)
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
     trace = simulate_oplog(log, **opts)
     findings = analyse(trace)

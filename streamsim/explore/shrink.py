@@ -253,11 +253,13 @@ def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
             bar.close()
     final = cands.hazards(kept)
     manifest = bool(final and final.get(key))
-    header = (f"# shrunk by streamsim from {os.path.basename(path)} ({len(everything)} ops) to "
+    origin = source or os.path.basename(path)  # a model's run is no file: name the run
+    lines = "lines of its op-log dump" if source else "source lines"
+    header = (f"# shrunk by streamsim from {origin} ({len(everything)} ops) to "
               f"{len(kept)} ops: {key[0]} on {key[1]!r} between {json.dumps(key[2])} and "
-              f"{json.dumps(key[3])}; source lines {', '.join(map(str, kept))}\n")
+              f"{json.dumps(key[3])}; {lines} {', '.join(map(str, kept))}\n")
     write_atomic(out_path, header + cands.text(kept, compact=True))
-    return ShrinkResult(source=path, output=out_path, hazard=key, manifest=manifest,
+    return ShrinkResult(source=source or path, output=out_path, hazard=key, manifest=manifest,
                         original_ops=len(everything), ops=len(kept), kept_lines=kept,
                         tests=cands.tests)
 

@@ -17,12 +17,14 @@ import io
 import itertools
 import math
 import os
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
+from .check import seed_used
 from .hunt import _prepare
 from .pct import STRATEGIES
 from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_seeds
@@ -30,6 +32,7 @@ from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_s
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
 METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",
            "step_count")
+STEP_METRICS = ("mean_step_us", "p99_step_us")
 COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_runs",
           "latent_runs", "deadlock_runs")
 VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
@@ -175,7 +178,7 @@ def sweep(model: Model | str, variant: str | None, grid: Mapping[str, Sequence],
                              f"{', '.join(model.params) or 'none'})")
     typed = {k: [model.params[k].parse(v) if isinstance(v, str) else model.params[k].check(v)
                  for v in grid[k]] for k in keys}
-    seeds = [seed] if runs == 1 else run_seeds(seed or 0, runs)
+    seeds = [seed_used(seed, jitter, strategy)] if runs == 1 else run_seeds(seed or 0, runs)
     points, tasks = [], []
     for combo in itertools.product(*(typed[k] for k in keys)):
         point = dict(zip(keys, combo))
@@ -231,9 +234,14 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
             ["yes" if r.deadlock_runs else "no"]
         for m in head[len(cells):]:
             v = r.metric(m)
+            if m in STEP_METRICS and not r.metric("step_count"):
+                cells.append("-")  # no step labels: no step latency (not a latency of 0)
+                continue
             cells.append(f"{v:.1%}" if m.endswith("share") else f"{v:,.1f}" if m.endswith("_us")
                          else f"{v:g}")
         body.append(cells)
+    if many:  # a metric column is the mean over the point's runs: say so in its heading
+        head = [f"mean {h}" if h in METRICS else h for h in head]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body]) + "\n"
@@ -271,6 +279,7 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     rows[0].metric(metric)  # validates the name
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
 
     keys = list(rows[0].point)
     xkey, pkeys = keys[0], keys[1:]
@@ -280,7 +289,15 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     n = len(panels)
     ncols = min(n, 4)
     nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(3.6 * ncols + 0.8, 2.9 * nrows + 1.0))
+    width = 3.6 * ncols + 0.8
+    seen = [v for v in VERDICTS if any(r.verdict == v for r in rows)]
+    per_row = max(1, min(len(seen), int(width / 1.7)))  # a legend entry takes about 1.7 inches
+    legend_rows = -(-len(seen) // per_row)
+    # the title wrapped to the figure's width (a one-panel sweep is narrow): never clipped
+    lines = textwrap.wrap(title, max(20, int(width * 72 / (11 * 0.6)))) if title else []
+    top_in, bottom_in = 0.12 + 0.2 * len(lines), 0.08 + 0.28 * legend_rows
+    height = 2.9 * nrows + top_in + bottom_in
+    fig = Figure(figsize=(width, height))
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     xs_all = [r.point[xkey] for r in rows]
     numeric = _numeric(xs_all)
@@ -298,6 +315,8 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
             ax.set_title(", ".join(f"{k}={format_set(v)}" for k, v in zip(pkeys, pval)),
                          fontsize=10)
         ax.grid(True, alpha=0.3)
+        if metric.endswith("_us"):  # 2,198,186 rather than 2.198 with a "1e6" in the corner
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         if not numeric:
             ax.set_xticks(range(len(cats)))
             ax.set_xticklabels([format_set(c) for c in cats])
@@ -312,18 +331,20 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
         label = _LABELS.get(metric, metric)
         if runs == 1:
             label = label.replace(" (first run)", "")
-        ax.set_ylabel(label + (f" (of {runs})" if metric.endswith("_runs") else ""))
-    seen = [v for v in VERDICTS if any(r.verdict == v for r in rows)]
+        ax.set_ylabel(label + (f" (of {runs})" if metric.endswith("_runs") else
+                               f"\nmean of {runs} runs" if runs > 1 and metric in METRICS
+                               else ""))
     handles = [Line2D([], [], linestyle="", marker=_STYLE[v][0], markersize=9, color=_STYLE[v][1],
                       markeredgecolor="black" if _STYLE[v][0] != "X" else _STYLE[v][1],
                       label=_STYLE[v][2]) for v in seen]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False,
+    fig.legend(handles=handles, loc="lower center", ncol=per_row, frameon=False,
                bbox_to_anchor=(0.5, 0.0))
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    if lines:
+        fig.suptitle("\n".join(lines), fontsize=11, y=1 - 0.1 / height, va="top")
+    fig.tight_layout(rect=(0, bottom_in / height, 1, 1))  # (it makes room for the suptitle)
     if path is not None:
         from ..report.atomic import write_with
+        from ..report.figures import figure_bytes
         fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-        write_with(path, lambda f: fig.savefig(f, format=fmt, dpi=120))
+        write_with(path, lambda f: f.write(figure_bytes(fig, fmt)))
     return fig

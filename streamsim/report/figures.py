@@ -14,12 +14,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 
-FORMATS = ("png", "svg", "pdf")
+FORMATS = ("png", "svg", "pdf", "jpg", "jpeg")  # (JPEG: by Pillow, a matplotlib dependency)
 DPI = 120
 
 # No dates or tool versions in the files, and stable SVG ids: the same run gives the same bytes.
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
-             "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
+             "pdf": {"CreationDate": None, "Producer": None, "Creator": None},
+             "jpg": None, "jpeg": None}  # (a JPEG carries no date: nothing to remove)
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -39,6 +40,8 @@ def figure_bytes(fig: Figure, fmt: str, dpi: int = DPI) -> bytes:
         # a name in a script the font lacks (CJK, say) is drawn as boxes; matplotlib also warns
         # once per glyph, dozens of lines on stderr for one picture: the picture says enough
         warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
+        extra = {"metadata": _METADATA[fmt]} if _METADATA[fmt] is not None else \
+            {"pil_kwargs": {"quality": 92}}
+        fig.savefig(buf, format=fmt, dpi=dpi, **extra)
     return buf.getvalue()
 

@@ -339,8 +339,8 @@ def test_ddmin_is_1_minimal():
     (["sweep", "{m}", "--grid", "margin=1,x"], "--grid margin=1,x: expected a finite float"),
     (["sweep", "{m}", "--grid", "margin=1,2", "--set", "margin=5"],
      "--set margin and --grid margin: a parameter is either fixed or swept, not both"),
-    (["sweep", "{m}", "--grid", "margin=1,2", "--plot", "{tmp}/p.jpeg"],
-     "cannot tell the format from the extension (use .png, .svg, .pdf)"),
+    (["sweep", "{m}", "--grid", "margin=1,2", "--plot", "{tmp}/p.bmp"],
+     "cannot tell the format from the extension (use .png, .svg, .pdf, .jpg, .jpeg)"),
     (["sweep", "{m}"], "at least one --grid"),
     (["sweep", "{m}", "--grid", "margin=1", "--metric", "speed"], "--metric speed: unknown"),
     (["shrink", "/nonexistent.jsonl", "-o", "/tmp/x.jsonl"], "cannot read the op log"),
@@ -375,13 +375,25 @@ def test_compare_applies_the_strategy_as_run_does(margin_model, capsys):
 
 
 def test_an_op_log_refuses_a_strategy(tmp_path, capsys):
-    """PCT perturbs a model's ops by their ids: an op log says so instead of ignoring the flag."""
+    """PCT perturbs a model's ops by their ids: an op log says so instead of ignoring the flag;
+    `check` (op logs only) does not even offer it, and the commands that take either input say
+    in their help that it is for models."""
     log = tmp_path / "x.jsonl"
     log.write_text('{"op":"launch","rank":0,"name":"k","writes":["x"],"dur":1}\n')
-    for argv in (["check", str(log)], ["timeline", str(log), "-o", str(tmp_path / "t.png")]):
+    for argv in (["graph", str(log), "-o", str(tmp_path / "g.png")],
+                 ["timeline", str(log), "-o", str(tmp_path / "t.png")]):
         assert main([*argv, "--strategy", "pct"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--strategy applies to a model input" in err, err
+    with pytest.raises(SystemExit) as e:
+        main(["check", str(log), "--strategy", "pct"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "unrecognized arguments" in err
+    for command in ("graph", "timeline", "shrink"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "(default random) (model input only" in text, command
 
 
 def test_fix_cost_is_not_measured_under_pct(margin_model, capsys):
