@@ -277,7 +277,7 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     if not rows:
         raise ModelError("nothing to plot: the sweep has no points")
     rows[0].metric(metric)  # validates the name
-    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+    from ..report.figures import new_figure  # no pyplot: no global state, no GUI backend
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
@@ -297,7 +297,7 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     lines = textwrap.wrap(title, max(20, int(width * 72 / (11 * 0.6)))) if title else []
     top_in, bottom_in = 0.12 + 0.2 * len(lines), 0.08 + 0.28 * legend_rows
     height = 2.9 * nrows + top_in + bottom_in
-    fig = Figure(figsize=(width, height))
+    fig = new_figure(width, height)
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     xs_all = [r.point[xkey] for r in rows]
     numeric = _numeric(xs_all)
