@@ -11,7 +11,12 @@
 * an instant event (``ph: "i"``, process scope) per hazard, on the second op's rank where its access
   starts.
 
-Flow ends are placed inside their slices (at the midpoint), where Perfetto binds them.
+Each flow runs the way its edge orders time: an ``after`` edge from the end of the source slice
+to the start of the target slice (the source ends before the target starts), a message or
+collective edge from the start of the send to the end of the receive (the send starts before the
+receive ends). So ``f.ts >= s.ts`` for every flow (at midpoints, one in seven arrows of the demo
+ran backwards). Each point sits a nanosecond inside its slice's edge (half a zero-length slice's
+nothing), so Perfetto binds it to that slice and not to a neighbour that ends or starts there.
 """
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ from ..analysis.hbgraph import COLLECTIVES
 from .lanes import lane_key
 from ..trace import HOST, Agent, Trace
 from ..analysis.why import access_window
+
+
+_NUDGE = 0.001  # us: one nanosecond, the resolution Perfetto keeps
 
 
 def thread_ids(trace: Trace) -> dict[Agent, int]:
@@ -62,8 +70,10 @@ def chrome_trace(trace: Trace, findings: Findings | None = None,
     def ts(x: float) -> float:
         return max(_r(x - t0), 0.0)
 
-    def mid(op) -> float:
-        return ts((op.start + op.end) / 2)
+    def inside(op, at_end: bool) -> float:
+        """A point just inside ``op``'s start or end (a slice's neighbour may touch that edge)."""
+        nudge = min(_NUDGE, (op.end - op.start) / 2)
+        return ts(op.end - nudge) if at_end else ts(op.start + nudge)
 
     for op in trace.ops:
         args: dict[str, Any] = {"op": op.id, "kind": op.kind}
@@ -85,15 +95,18 @@ def chrome_trace(trace: Trace, findings: Findings | None = None,
 
     flow = 0
     for op in trace.ops:
-        edges = [(j, "collective" if op.kind in COLLECTIVES else "message") for j in op.joins]
-        edges += [(a, f"after:{op.kind}") for a in op.after]
-        for src_id, cat in edges:
+        # (joins: the source's start orders the target's end; after: its end, the target's start)
+        edges = [(j, "collective" if op.kind in COLLECTIVES else "message", False)
+                 for j in op.joins]
+        edges += [(a, f"after:{op.kind}", True) for a in op.after]
+        for src_id, cat, after in edges:
             src = trace.op(src_id)
+            s_ts, f_ts = inside(src, at_end=after), inside(op, at_end=not after)
             flow += 1
             events.append({"ph": "s", "id": flow, "name": cat, "cat": cat, "pid": src.agent.rank,
-                           "tid": tids[src.agent], "ts": mid(src)})
+                           "tid": tids[src.agent], "ts": s_ts})
             events.append({"ph": "f", "bp": "e", "id": flow, "name": cat, "cat": cat,
-                           "pid": op.agent.rank, "tid": tids[op.agent], "ts": mid(op)})
+                           "pid": op.agent.rank, "tid": tids[op.agent], "ts": max(f_ts, s_ts)})
 
     for h in (findings.hazards if findings is not None else ()):
         a, b = trace.op(h.first), trace.op(h.second)
