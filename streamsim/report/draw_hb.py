@@ -10,6 +10,7 @@ finding first, and say so.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 from collections import defaultdict
 from typing import Mapping
@@ -29,7 +30,7 @@ from ..trace import HOST, Agent, Trace
 # kind -> (colour, line style, width, legend text)
 EDGE_STYLE: dict[str, tuple[str, str, float, str]] = {
     "program": ("#9a9a9a", "-", 0.9, "program order"),
-    "enqueue": ("#555555", ":", 1.1, "enqueue (host → stream)"),
+    "enqueue": ("#8c8c8c", ":", 1.0, "enqueue (host → stream)"),
     "nccl_enqueue": ("#e07b00", "-", 1.6, "NCCL enqueue (comm waits on current stream)"),
     "event": ("#1f5fbf", "-", 1.6, "event wait"),
     "handle": ("#1a9641", "-", 1.8, "handle wait"),
@@ -44,8 +45,11 @@ EDGE_STYLE: dict[str, tuple[str, str, float, str]] = {
 _FILL = {"host": "#eeeeee", "stream": "#dbe9f8", "comm": "#e9def3"}
 _RED_FILL = "#ffd2d2"
 
-COL_W = 1.3  # inches per column
-LANE_H = 1.05  # inches per lane
+COL_W = 1.45  # inches per column: a box holds 16 characters of 9-point text a line
+LANE_H = 1.2  # inches per lane: a box holds a tag, three name lines and the step line
+NODE_PT = 9  # node text: 12 px when the SVG is shown at its natural size (HTML report)
+NAME_CHARS = 16  # characters a line of a node's name
+NAME_LINES = 3
 LABEL_W = 1.9  # inches for lane labels (at least; more for long agent names)
 LABEL_CHAR_W = 0.09  # inches per character of a bold 10-point lane label (DejaVu Sans, generous)
 
@@ -89,12 +93,36 @@ def _columns(graph: nx.DiGraph, trace: Trace, lanes: Mapping[int, Agent]) -> dic
     return col
 
 
+_BREAKS = re.compile(r"[(\[]?[^\s(_.,/\[]*(?:[\s_.,/]+|(?=[(\[])|$)")
+
+
+def wrap_name(name: str, width: int = NAME_CHARS, lines: int = NAME_LINES) -> list[str]:
+    """``name`` in lines of at most ``width`` characters, broken after a space, ``_``, ``.``,
+    ``,`` or ``/`` and before a ``(`` (``launch forward`` / ``(CUDA graph``), a word longer than a
+    line split anywhere; only a name longer than ``lines`` full lines ends in "…"."""
+    pieces = [p for p in _BREAKS.findall(name) if p]
+    out: list[str] = []
+    for piece in pieces:
+        while len(piece) > width:  # a word longer than a line
+            if out and len(out[-1]) < width:
+                room = width - len(out[-1])
+                out[-1], piece = out[-1] + piece[:room], piece[room:]
+            else:
+                out.append(piece[:width])
+                piece = piece[width:]
+        if out and len(out[-1].rstrip()) + len(piece.rstrip()) <= width:
+            out[-1] += piece
+        elif piece.strip():
+            out.append(piece)
+    out = [ln.strip() for ln in out if ln.strip()]
+    if len(out) > lines:
+        out = out[:lines - 1] + [out[lines - 1][:width - 1] + "…"]
+    return out
+
+
 def _label(trace: Trace, x: int) -> str:
     op = trace.op(x)
-    lines = textwrap.wrap(op.name, 14, break_long_words=False)
-    if len(lines) > 2:
-        lines = [lines[0], lines[1][:14] + "…"]
-    name = "\n".join(ln if len(ln) <= 15 else ln[:14] + "…" for ln in lines)
+    name = "\n".join(wrap_name(op.name))
     step = f"step {op.step} · " if op.step is not None else ""
     if op.line is not None:  # an op log: its line is how the user finds the op
         step += f"line {op.line} · "
@@ -112,16 +140,47 @@ def _border(c: tuple[float, float], toward: tuple[float, float], half: tuple[flo
     return c[0] + f * dx, c[1] + f * dy
 
 
-def _label_spot(p: tuple[float, float], q: tuple[float, float], size: tuple[float, float],
+def _arc_points(p: tuple[float, float], q: tuple[float, float], rad: float,
+                n: int = 24) -> list[tuple[float, float]]:
+    """Points along matplotlib's ``arc3,rad=rad`` from p to q (data units; the curve is bent in
+    inches, where arc3 bends it: a column is COL_W wide, a lane LANE_H high, y points down)."""
+    (x1, y1), (x2, y2) = (p[0] * COL_W, -p[1] * LANE_H), (q[0] * COL_W, -q[1] * LANE_H)
+    cx, cy = (x1 + x2) / 2 + rad * (y2 - y1), (y1 + y2) / 2 - rad * (x2 - x1)
+    out = []
+    for i in range(n + 1):
+        t = i / n
+        x = (1 - t) ** 2 * x1 + 2 * (1 - t) * t * cx + t ** 2 * x2
+        y = (1 - t) ** 2 * y1 + 2 * (1 - t) * t * cy + t ** 2 * y2
+        out.append((x / COL_W, -y / LANE_H))
+    return out
+
+
+def _route(p: tuple[float, float], q: tuple[float, float], boxes: list[tuple[float, float]],
+           half: tuple[float, float]) -> tuple[float, list[tuple[float, float]]]:
+    """The least bent ``arc3`` from p to q that crosses no box centred at ``boxes`` (half-sizes
+    ``half``), and its points; the one crossing the fewest boxes when every bend crosses one."""
+    def hits(points: list[tuple[float, float]]) -> int:
+        return sum(any(abs(x - bx) < half[0] and abs(y - by) < half[1] for x, y in points[1:-1])
+                   for bx, by in boxes)
+    best = None
+    for rad in (0.0, 0.15, -0.15, 0.3, -0.3, 0.45, -0.45, 0.6, -0.6):
+        points = _arc_points(p, q, rad)
+        n = hits(points)
+        if n == 0:
+            return rad, points
+        if best is None or n < best[0]:
+            best = (n, rad, points)
+    return best[1], best[2]
+
+
+def _label_spot(along: list[tuple[float, float]], size: tuple[float, float],
                 centres: list[tuple[float, float]], half: tuple[float, float],
                 limits: tuple[float, float, float, float]) -> tuple[float, float]:
-    """Where to centre a label of ``size`` (data units) for the edge p → q: the spot nearest the
-    edge's midpoint whose box overlaps no node box, does not cover the edge, and stays inside
-    ``limits`` (x0, x1, y0, y1). Falls back to the midpoint."""
-    mx, my = (p[0] + q[0]) / 2, (p[1] + q[1]) / 2
+    """Where to centre a label of ``size`` (data units) for the edge drawn through the points
+    ``along``: the spot nearest the edge's middle whose box overlaps no node box, does not cover
+    the edge, and stays inside ``limits`` (x0, x1, y0, y1). Falls back to the middle."""
+    mx, my = along[len(along) // 2]
     w, h = size[0] / 2 + 0.03, size[1] / 2 + 0.03
-    along = [(p[0] + f * (q[0] - p[0]), p[1] + f * (q[1] - p[1])) for f in
-             (i / 20 for i in range(21))]
 
     def clear(x: float, y: float) -> bool:
         if x - w < limits[0] or x + w > limits[1] or y - h < limits[2] or y + h > limits[3]:
@@ -185,7 +244,7 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
                 fontweight="bold" if a.kind == HOST else "normal")
         ax.axhline(i, color="#dddddd", lw=0.6, zorder=0.5)
 
-    bw, bh = 0.86, 0.7  # box size in data units (columns, lanes)
+    bw, bh = 0.88, 0.76  # box size in data units (columns, lanes)
     for x in g:
         cx, cy = col[x], row[lanes[x]]
         a = lanes[x]
@@ -196,12 +255,14 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
         box = FancyBboxPatch((cx - bw / 2, cy - bh / 2), bw, bh,
                              boxstyle="round,pad=0.0,rounding_size=0.08", fc=fill,
                              ec="#d00000" if red else "#707070", lw=2.2 if red else 0.8, zorder=3)
+        if red:  # an SVG id the HTML report scrolls to (first/second/blocked, then the op id)
+            box.set_gid(f"focus-{g.nodes[x].get('role')}-{x}")
         ax.add_patch(box)
         if x in tags:  # what the conflicting op does, in red on the box's first line
-            ax.text(cx, cy - bh / 2 + 0.04, tags[x], ha="center", va="top", fontsize=8,
+            ax.text(cx, cy - bh / 2 + 0.04, tags[x], ha="center", va="top", fontsize=NODE_PT,
                     color="#b00000", fontweight="bold", zorder=4)
         ax.text(cx, cy + (0.07 if x in tags else 0.0), _label(trace, x), ha="center",
-                va="center", fontsize=8, zorder=4, linespacing=1.1)
+                va="center", fontsize=NODE_PT, zorder=4, linespacing=1.1)
 
     brackets = 0  # waits_for edges drawn as brackets so far (each one a little wider)
     for u, v, d in g.edges(data=True):
@@ -211,10 +272,16 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
         red = kind in ("missing", "waits_for")
         # Same lane: straight (no box of the lane lies between consecutive ops); across lanes a
         # slight arc, so that edges between the same lanes do not lie on top of each other.
-        rad = 0.0 if same_lane or red else 0.12
+        rad = 0.0 if same_lane or red or kind == "enqueue" else 0.12  # (enqueue: the
+        # shortest line, drawn light, rather than an arc sweeping across the lanes between)
         pu, pv = (col[u], row[lanes[u]]), (col[v], row[lanes[v]])
         half = (bw / 2 + 0.01, bh / 2 + 0.02)
-        a, b = _border(pu, pv, half), _border(pv, pu, half)
+        curve = [pu, pv]
+        if kind == "missing":  # around the boxes between the two ops, never through one
+            others = [(col[n], row[lanes[n]]) for n in g if n not in (u, v)]
+            rad, curve = _route(pu, pv, others, (bw / 2 + 0.04, bh / 2 + 0.04))
+        toward_u, toward_v = (curve[1], curve[-2]) if rad else (pv, pu)
+        a, b = _border(pu, toward_u, half), _border(pv, toward_v, half)
         style = f"arc3,rad={rad}"
         if kind == "waits_for" and col[u] == col[v] and abs(row[lanes[u]] - row[lanes[v]]) > 1:
             # Blocked ops often share a column: a straight edge would run through the boxes
@@ -233,9 +300,9 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
             text = f"missing: {missing_label}"
             size = (len(text) * 5.6 / 72 / COL_W, 17 / 72 / LANE_H)  # label box, data units
             centres = [(col[n], row[lanes[n]]) for n in g]
-            spot = _label_spot(pu, pv, size, centres, (bw / 2, bh / 2),
+            spot = _label_spot(curve, size, centres, (bw / 2, bh / 2),
                                (-0.5, max(ncols, 5) - 0.5, -0.5, len(lane_list) - 0.5))
-            ax.annotate(text, ((pu[0] + pv[0]) / 2, (pu[1] + pv[1]) / 2), xytext=spot,
+            ax.annotate(text, curve[len(curve) // 2], xytext=spot,
                         textcoords="data", ha="center", va="center", fontsize=9,
                         color="#b00000", fontweight="bold", zorder=9,
                         bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="#d00000", lw=1),

@@ -30,12 +30,15 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def figure_bytes(fig: Figure, fmt: str, dpi: int = DPI) -> bytes:
-    """``fig`` rendered as ``fmt`` (png, svg or pdf)."""
+def figure_bytes(fig: Figure, fmt: str, dpi: int = DPI, *, svg_text: bool = False) -> bytes:
+    """``fig`` rendered as ``fmt`` (png, svg, pdf or jpg). ``svg_text``: an SVG's text as
+    ``<text>`` elements (for a web page: searchable, selectable, its size readable from the file)
+    rather than glyph outlines (the default: the picture looks the same in every viewer)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown picture format {fmt!r} (use {', '.join(FORMATS)})")
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "streamsim", "svg.fonttype": "path"}), \
+    with matplotlib.rc_context({"svg.hashsalt": "streamsim",
+                                "svg.fonttype": "none" if svg_text else "path"}), \
             warnings.catch_warnings():
         # a name in a script the font lacks (CJK, say) is drawn as boxes; matplotlib also warns
         # once per glyph, dozens of lines on stderr for one picture: the picture says enough

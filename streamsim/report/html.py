@@ -25,8 +25,21 @@ table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid 
 padding: .25em .6em; text-align: left; vertical-align: top; } th { background: #f3f3f5; }
 li { margin: .2em 0; } figure { margin: 1em 0; } figcaption { color: #555; font-size: .9em; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #e3e3e8; }
+.wide { overflow-x: auto; } .wide svg { max-width: none; }
 .summary { font-size: 1.1em; padding: .5em .8em; background: #fff4f4; border-left: 4px solid #c00; }
 .clean { background: #f2fbf2; border-left-color: #2a2; }
+"""
+
+# A wide picture opens with its red (conflicting or blocked) ops in the middle of its box.
+SCROLL_TO_FOCUS = """
+document.querySelectorAll(".wide").forEach(function (box) {
+  var red = box.querySelectorAll('[id*="focus-"]');
+  if (!red.length) return;
+  var lo = Infinity, hi = -Infinity, left = box.getBoundingClientRect().left;
+  red.forEach(function (e) { var r = e.getBoundingClientRect();
+    lo = Math.min(lo, r.left - left); hi = Math.max(hi, r.right - left); });
+  box.scrollLeft += (lo + hi) / 2 - box.clientWidth / 2;
+});
 """
 
 _ID = re.compile(r'\bid="([^"]+)"')
@@ -78,7 +91,11 @@ def _block(b: Block, svgs: Mapping[str, str]) -> str:
         body = (scope_svg(svg, f"{b.key}-") if svg is not None else
                 f'<img src="{html.escape(b.src, quote=True)}" alt="{html.escape(b.alt, quote=True)}">')
         cap = f"<figcaption>{inline(b.caption)}</figcaption>" if b.caption else ""
-        # Scaled to the page width: the whole picture in view; it is vector, so zooming stays sharp.
+        if b.key == "hb":  # at its natural size (node text 12 px), in a box that scrolls sideways
+            body = f'<div class="wide">{body}</div>'  # (scaled to the page it was 5 px)
+            cap = cap.replace("</figcaption>", " Scroll sideways for the rest of the slice; "
+                              "it opens centred on the two conflicting ops.</figcaption>")
+        # Other pictures fit the page at their natural size; vector, so zooming stays sharp.
         return (f'<figure role="img" aria-label="{html.escape(b.alt, quote=True)}">{body}'
                 f'{cap}</figure>')
     raise TypeError(f"unknown block {type(b).__name__}")
@@ -93,7 +110,8 @@ def to_html(blocks: list[Block], title: str, svgs: Mapping[str, str], clean: boo
         body.append(part)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n"
+            f"<script>{SCROLL_TO_FOCUS}</script>\n</body></html>\n")
 
 
 def page_title(report: Report) -> str:

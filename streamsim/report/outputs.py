@@ -94,13 +94,13 @@ def render_outputs(report: Report) -> dict[str, bytes]:
         files["hb.png"] = figure_bytes(fig, "png")
         files["hb.svg"] = figure_bytes(fig, "svg")
         files["hb.dot"] = dot_text(pic.graph).encode()
-        svgs["hb"] = files["hb.svg"].decode()
+        svgs["hb"] = figure_bytes(fig, "svg", svg_text=True).decode()
 
     hazard = f.featured
     window = WINDOW if hazard is not None and report.metrics.steps > LONG_RUN_STEPS else None
     fig = draw_timeline(t, hazard, title=report.summary(), window=window)
     files["timeline.png"] = figure_bytes(fig, "png")
-    svgs["timeline"] = figure_bytes(fig, "svg").decode()
+    svgs["timeline"] = figure_bytes(fig, "svg", svg_text=True).decode()
 
     pictures = Pictures(
         hb="hb.svg" if pic is not None else None, hb_caption=pic.caption if pic else "",

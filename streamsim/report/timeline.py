@@ -7,11 +7,12 @@ out. Host actions that take no simulated time are drawn as thin ticks so they st
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .figures import new_figure
 from .lanes import agent_label, lane_key
@@ -22,6 +23,17 @@ from ..trace import HOST, Op, Trace
 from ..analysis.why import access_window
 
 MAX_OPS = 3000
+WIDTH = 12.2  # inches: 1,171 px, shown at its natural size in the HTML report's 1,180 px column
+TEXT_PT = 8.5  # the smallest text: 11.3 px at that size
+
+
+def time_unit(span_us: float) -> tuple[str, float]:
+    """The axis unit for a span of ``span_us`` microseconds and its size in µs: s, ms or µs."""
+    if span_us >= 2e6:
+        return "s", 1e6
+    if span_us >= 2e3:
+        return "ms", 1e3
+    return "µs", 1.0
 
 # category -> (colour, legend text)
 CATEGORY: dict[str, tuple[str, str]] = {
@@ -103,22 +115,33 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     tick = span / 900  # the width drawn for an op that takes no simulated time
 
     used = {category(op) for op in ops}
-    entries = len(used) + (trace.stall is not None) + (hazard is not None)
+    entries = len(used) + (trace.stall is not None) + (hazard is not None) + any(
+        op.agent.kind == HOST and category(op) != "host" and op.end - op.start > tick
+        and not op.attrs.get("unfinished") for op in ops)
     rows = max(1, -(-entries // 6))  # legend rows of at most 6 entries, evenly filled
     ncol = max(1, -(-entries // rows))
     n = len(agents)
     extra = (0.45 if hazard is not None else 0.0) + 0.2 * (rows - 1)  # the hazard text, legend
-    height = 2.0 + 0.42 * n + extra
-    fig = new_figure(13.0, height)
+    # the title (wrapped: never clipped), and the notes on a line under it
+    title_lines = textwrap.wrap(title or "timeline", int(WIDTH * 72 / (11 * 0.62)))
+    head_h = 0.35 + 0.2 * len(title_lines) + (0.22 if sel.notes else 0.0)
+    height = 1.45 + head_h + 0.42 * n + extra
+    fig = new_figure(WIDTH, height)
     bottom = (1.05 + extra) / height
-    ax = fig.add_axes((0.15, bottom, 0.83, 1 - bottom - 0.55 / height))
+    ax = fig.add_axes((0.17, bottom, 0.81, 1 - bottom - head_h / height))
     ax.set_ylim(max(n, 1) - 0.5, -0.5)
     ax.set_xlim(t0 - span * 0.01, t1 + span * 0.01)
-    ax.set_yticks(range(n), [agent_label(a) for a in agents], fontsize=8.5)
-    ax.set_xlabel("simulated time (µs)", fontsize=9)
-    ax.tick_params(axis="x", labelsize=8)
-    digits = 0 if span >= 50 else 1 if span >= 5 else 2  # no run of equal labels on short spans
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{round(v, digits) + 0.0:,.{digits}f}"))
+    ax.set_yticks(range(n), [agent_label(a) for a in agents], fontsize=TEXT_PT)
+    unit, scale = time_unit(span)
+    ax.set_xlabel(f"simulated time ({unit})", fontsize=9)
+    ax.tick_params(axis="x", labelsize=TEXT_PT)
+    locator = MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10])
+    ax.xaxis.set_major_locator(locator)
+    ticks = locator.tick_values(*ax.get_xlim())
+    step = (ticks[1] - ticks[0]) / scale if len(ticks) > 1 else 1.0
+    digits = next((d for d in range(7) if abs(round(step, d) - step) < 1e-9 * max(step, 1)), 6)
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{round(v / scale, digits) + 0.0:,.{digits}f}"))
     if span < 1e-6:  # nothing took simulated time (a run that stalled at once): one tick
         ax.set_xticks([t0])
     ax.grid(axis="x", color="#e6e6e6", lw=0.6)
@@ -129,23 +152,31 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
 
     h = 0.62
     label_min = span / 40  # wide enough to carry a name
+    waited = False
     for op in ops:
         cat = category(op)
         y = row[op.agent]
         w = op.end - op.start
         stuck = bool(op.attrs.get("unfinished"))  # caught by a stall: blocked for good
-        ax.add_patch(Rectangle((op.start, y - h / 2), max(w, tick), h, fc=CATEGORY[cat][0],
+        # A host thread blocked in a wait spends the run in one long op: a thin pale band, so
+        # that the host's own work (ticks and full bars) stands out against it.
+        blocked = op.agent.kind == HOST and cat != "host" and w > tick and not stuck
+        waited |= blocked
+        bh = 0.24 if blocked else h
+        ax.add_patch(Rectangle((op.start, y - bh / 2), max(w, tick), bh, fc=CATEGORY[cat][0],
+                               alpha=0.45 if blocked else 1.0,
                                ec="#d00000" if stuck else "white" if w > tick else
                                CATEGORY[cat][0], lw=1.6 if stuck else 0.4,
                                hatch="xx" if stuck else None, zorder=2))
         if w >= label_min:
             step = f" s{op.step}" if op.step is not None else ""
-            chars = int(w / span * 13.0 * 0.83 * 72 / 5.2)  # about how many 7-pt characters fit
-            text = f"{op.name}{step}"
+            chars = int(w / span * WIDTH * 0.81 * 72 / (TEXT_PT * 0.62))  # characters that fit
+            text = ("waits: " if blocked else "") + f"{op.name}{step}"
             if len(text) > chars:
                 text = text[:max(chars - 1, 1)] + "…"
-            ax.text(op.start + w / 2, y, text, ha="center", va="center", fontsize=6.5,
-                    color="black" if stuck else "white", zorder=3, clip_on=True,
+            ax.text(op.start + w / 2, y - (0.3 if blocked else 0), text, ha="center",
+                    va="center", fontsize=TEXT_PT, color="black" if stuck or blocked else "white",
+                    zorder=3, clip_on=True,
                     bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
                     if stuck else None)  # readable over the hatching
 
@@ -153,9 +184,12 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
         ax.text(0.5, 0.5, "no ops in this trace", transform=ax.transAxes, ha="center",
                 va="center", fontsize=10, color="#666666")
     legend = [Patch(fc=CATEGORY[c][0], label=CATEGORY[c][1]) for c in CATEGORY if c in used]
+    if waited:
+        legend.append(Patch(fc="#b0b0b0",
+                            label="host blocked waiting (thin band, colour of its kind)"))
     if trace.stall is not None:
         ax.axvline(trace.stall.time, color="#d00000", lw=1.2, ls="--", zorder=5)
-        ax.text(trace.stall.time, -0.5, " stall", color="#d00000", fontsize=8, ha="right",
+        ax.text(trace.stall.time, -0.5, " stall", color="#d00000", fontsize=TEXT_PT, ha="right",
                 va="bottom", fontweight="bold")
         legend.append(Patch(fc="white", ec="#d00000", hatch="xx", lw=1.6,
                             label="blocked when the run stalled"))
@@ -163,14 +197,14 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
         _highlight(ax, trace, hazard, row, (0.42 + 0.2 * (rows - 1)) / height)
         legend.append(Patch(fc="#ff0000", alpha=0.25, ec="#d00000", hatch="///",
                             label="conflicting access windows"))
-    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=8, frameon=False,
+    fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=TEXT_PT, frameon=False,
                bbox_to_anchor=(0.5, 0.04 / height))
-    head = title or "timeline"
-    fig.suptitle(head, x=0.01, y=1 - 0.1 / height, ha="left", va="top", fontsize=11,
+    fig.suptitle("\n".join(title_lines), x=0.01, y=1 - 0.1 / height, ha="left", va="top", fontsize=11,
                  fontweight="bold")
     if sel.notes:
-        fig.text(0.99, 1 - 0.14 / height, "; ".join(sel.notes), ha="right", va="top", fontsize=8.5,
-                 color="#8a4b00", style="italic")
+        fig.text(0.01, 1 - (0.16 + 0.2 * len(title_lines)) / height, "; ".join(sel.notes), ha="left", va="top",
+                 fontsize=TEXT_PT, color="#8a4b00", style="italic")  # (not beside the title:
+        # a long title ran into it)
     return fig
 
 
@@ -192,7 +226,7 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> No
         right = lo + w < x0 + 0.8 * (x1 - x0)  # label on the side with room
         step = f" s{op.step}" if op.step is not None else ""
         ax.text(lo + w + sliver if right else lo - sliver, y - 0.5, f"{mode}{step}",
-                ha="left" if right else "right", va="top", fontsize=7.5, color="#b00000",
+                ha="left" if right else "right", va="top", fontsize=TEXT_PT, color="#b00000",
                 fontweight="bold", zorder=6,
                 bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
     lo, hi = max(wa[0], wb[0]), min(wa[1], wb[1])
@@ -201,7 +235,7 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> No
 
     def who(op, mode: str, w: tuple[float, float]) -> str:
         step = f" (step {op.step})" if op.step is not None else ""
-        return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"
+        return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"  # (exact)
     verdict = ("latent: {:,.1f} µs apart in this run, but nothing orders them".format(lo - hi)
                if not hazard.manifest else
                "MANIFEST: the second access started before the first ended" +
@@ -212,4 +246,4 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> No
              f"{hazard.kind} on {hazard.buffer} (rank {hazard.rank}) — {verdict}", ha="center",
              va="bottom", fontsize=9, color="#b00000", fontweight="bold")
     fig.text(0.5, text_y, f"{who(a, hazard.first_mode, wa)}   ×   {who(b, hazard.second_mode, wb)}",
-             ha="center", va="bottom", fontsize=8, color="#b00000")
+             ha="center", va="bottom", fontsize=TEXT_PT, color="#b00000")
