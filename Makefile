@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench
+.PHONY: demo test venv clean bench docs
 
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
@@ -28,6 +28,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 	-$(PY) benchmarks/check.py  # exits 1 while the analysis target is missed (issue 3)
 	$(PY) benchmarks/explore.py
+
+# The API reference, from the docstrings of what `streamsim` exports (its __all__), with pdoc: one
+# command, no configuration to keep (Sphinx would need a conf.py and autodoc directives for the
+# same page). pdoc comes with the `docs` extra, never with the package itself.
+docs: $(STAMP)
+	$(PY) -m pip install -q -e '.[docs]'
+	$(PY) -m pdoc streamsim -o out/api
+	@echo "API reference: out/api/streamsim.html"
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

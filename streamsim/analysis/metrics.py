@@ -15,6 +15,20 @@ COMM_PREFIXES = ("nccl:", "gloo:")
 
 @dataclass(frozen=True)
 class Metrics:
+    """Timing of one run, in simulated microseconds (what ``compare``/``sweep`` --help define).
+
+    ``makespan_us``: end of the last op. ``steps``: how many distinct step labels its stream ops
+    carry (gloo excluded).
+    A step's latency runs from the start of the first stream op (kernel, NCCL op, event record or
+    wait; gloo excluded) labelled with it, on any rank, to the end of the last one;
+    ``mean_step_us`` and ``p99_step_us`` (nearest rank) are over the steps, 0 when there are none.
+    A sync that delays a step's first op but not its last shortens that step, so a fix can lower
+    ``mean_step_us`` at equal makespan. ``bubble_share``: share of the makespan a rank's compute
+    streams (every stream but ``nccl:``/``gloo:``) are idle, averaged over ranks.
+    ``comm_overlap_share``: share of comm-stream busy time during which a compute stream of the
+    same rank is busy, over all ranks. ``busy_us``: merged busy time per stream agent.
+    """
+
     makespan_us: float
     steps: int
     mean_step_us: float

@@ -68,6 +68,7 @@ def report_json(r: Report) -> dict[str, Any]:
 
 
 def dumps_json(r: Report) -> str:
+    """The report's stable JSON form (:func:`report_json`) as text, one key a line."""
     return json.dumps(report_json(r), indent=2, sort_keys=False) + "\n"
 
 
