@@ -2,8 +2,8 @@
 
 Each rank runs the V1 GPU worker loop (`vllm/v1/worker/gpu_worker.py`): receive the previous stage's
 intermediate tensors (`hidden_states`, `residual`), run this stage's layers, send the outputs on with
-`GroupCoordinator.isend_tensor_dict` (`vllm/distributed/parallel_state.py`). The domain note
-`../shared/docs/models/vllm-pp.md` tells the story; in short:
+`GroupCoordinator.isend_tensor_dict` (`vllm/distributed/parallel_state.py`). The README's section
+"The main job" and notebook 2 tell the story; in short:
 
 * before PR #49274 the metadata went by a *blocking* gloo `send_object`, the worker kept the tensor handles
   in `self._pp_send_work` and waited them at the top of the next `execute_model`;

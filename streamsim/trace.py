@@ -3,7 +3,7 @@
 The trace is the hinge of streamsim's pipeline: the engine writes it, the analyses and renderers read
 it and nothing else. Records are frozen dataclasses so that a stage cannot alter what another sees.
 
-Ordering is carried by three fields of an :class:`Op` (see docs/SEMANTICS.md):
+Ordering is carried by three fields of an :class:`Op` (see docs/semantics.md):
 
 * ``issuer``: the host action that enqueued a stream op (the *enqueue* edge);
 * ``after``: ops that end before this op starts (events, NCCL enqueue, handle waits, host syncs,

@@ -45,7 +45,7 @@ class Hazard:
     the other;
     ``kind`` is RAW, WAR or WAW from the two modes in that order, or use-after-free (when either op is
     a ``free``). ``manifest``: the second access started before the first ended in this run's timing
-    (SEMANTICS.md).
+    (docs/semantics.md).
     """
 
     kind: str

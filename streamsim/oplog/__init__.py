@@ -1,4 +1,5 @@
-"""The op log (``docs/oplog.md``), streamsim's interchange format: read, replay, write.
+"""The op log (its format: the README, "Op logs"), streamsim's interchange format: read, replay,
+write.
 
 * :func:`load_oplog` / :func:`parse_oplog` validate a log into an :class:`OpLog` (``read``, with
   the op and field tables of ``schema``); every mistake is one ``ModelError`` ``FILE:LINE: why``;

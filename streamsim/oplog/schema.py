@@ -1,7 +1,7 @@
 """What an op log may say: its ops and their fields, and the records a parsed log is made of.
 
-The format itself is documented for users in ``docs/oplog.md``; :mod:`.read` checks a log against
-these tables and builds :class:`OpLog`.
+The format itself is documented for users in the README ("Op logs"); :mod:`.read` checks a log
+against these tables and builds :class:`OpLog`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The simulation engine: simpy processes for host threads and streams, p2p and collectives.
 
-It runs ops with the ordering and timing rules of docs/SEMANTICS.md and records a :class:`Trace`. It
+It runs ops with the ordering and timing rules of docs/semantics.md and records a :class:`Trace`. It
 knows nothing of hazards. Host programs run as greenlets so that a model reads like the worker it
 mirrors (``work.wait()``, not ``yield from work.wait()``); a host runs ahead on its own clock and only
 hands control to simpy when it must observe or wait for the device (syncs, queries, blocking sends).
