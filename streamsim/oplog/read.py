@@ -19,7 +19,7 @@ from typing import Any
 from ..sim.errors import ModelError
 from ..gcpause import gc_paused
 from ..sim.memory import Ref
-from ..sim.comm import COLLECTIVE_KINDS
+from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..trace import View
 from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, NCCL_OPS,
                      REQUIRED, GroupSpec, Line, OpLog)
@@ -147,7 +147,7 @@ class _Parser:
                     self.lineno = lineno
                     raise self.fail(f"ranks {sorted(given)} differ from the ranks {list(ranks)} of "
                                     f"group {name!r} (every rank that uses it or is a peer in it)")
-            groups[name] = GroupSpec(name, g["backend"], ranks)
+            groups[name] = GroupSpec(name, g["backend"], ranks, g.get("p2p", ("per_group",))[0])
         return OpLog(self.path, tuple(lines), tuple(self.threads), groups)
 
     # -- pass 1 ------------------------------------------------------------------------------------
@@ -260,6 +260,8 @@ class _Parser:
         if op in ("isend", "irecv"):
             refs = self.refs(obj, "tensors", rank)
             spec["reads" if op == "isend" else "writes"] = refs
+            if "p2p_streams" in obj:
+                self.check_p2p_streams(obj, group, g)
         elif op in COLLECTIVE_KINDS:
             has_t, has_io = "tensors" in obj, ("inputs" in obj, "outputs" in obj)
             if has_t and any(has_io):
@@ -289,6 +291,17 @@ class _Parser:
             spec["handle"] = handle
             if handle is not None:
                 self.handles[(rank, handle)] = self.lineno
+
+    def check_p2p_streams(self, obj: dict, group: str, g: dict) -> None:
+        """A group's ``p2p_streams``: every line that gives it gives the same value."""
+        value = self.text(obj, "p2p_streams")
+        if value not in P2P_STREAMS:
+            raise _Bad(f"field 'p2p_streams' must be one of {', '.join(map(repr, P2P_STREAMS))}, "
+                       f"got {value!r}")
+        given = g.setdefault("p2p", (value, self.lineno))
+        if given[0] != value:
+            raise _Bad(f"p2p_streams {value!r} for group {group!r} here, but {given[0]!r} at "
+                       f"line {given[1]} (a group runs all its p2p ops one way)")
 
     # -- field checks ---------------------------------------------------------------------------------
     _MISSING = object()

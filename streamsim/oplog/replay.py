@@ -41,7 +41,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         oplog = load_oplog(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb)
     for g in oplog.groups.values():
-        sim.group(g.name, g.ranks, g.backend)
+        sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams)
     replay = _Replay(sim, oplog)
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:

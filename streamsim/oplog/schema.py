@@ -2,12 +2,22 @@
 
 The format itself is documented for users in the README ("Op logs"); :mod:`.read` checks a log
 against these tables and builds :class:`OpLog`.
+
+``isend`` and ``irecv`` take an optional ``p2p_streams`` field, ``"per_group"`` or ``"per_pair"``:
+the NCCL stream the group's point-to-point ops run on (``Simulation.group(..., p2p_streams=)``).
+``per_group`` (what a log without the field means, as every version-1 log did): the group's
+own stream ``nccl:<group>``, FIFO with its collectives and all its other p2p ops. ``per_pair``:
+one stream per unordered pair of ranks, ``nccl:<group>:<low>-<high>``. It is a property of the
+group: every line that gives it must give the same value (else an error naming both lines), and
+lines of the group that leave it out follow it. The writer puts it on every ``isend``/``irecv``
+line of a ``per_pair`` group (so any subset of the lines, such as a shrunk log, still says it) and
+on no line of a ``per_group`` one (so version-1 logs are written exactly as before).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..sim.comm import COLLECTIVE_KINDS
+from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..sim.memory import Ref
 
 COMMON = ("op", "rank", "host", "stream", "name", "dur", "step")
@@ -20,8 +30,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "sync_event": ("event",),
     "sync_stream": (),
     "sync_device": (),
-    "isend": ("tensors", "peer", "group", "handle", "nbytes"),
-    "irecv": ("tensors", "peer", "group", "handle", "nbytes"),
+    "isend": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams"),
+    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams"),
     **{k: ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
        for k in sorted(COLLECTIVE_KINDS)},
     "send_object": ("peer", "group", "nbytes"),
@@ -83,11 +93,13 @@ class Line:
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:
-    """A process group the log uses: backend from its ops, ranks = users, peers and ``ranks`` lists."""
+    """A process group the log uses: backend from its ops, ranks = users, peers and ``ranks``
+    lists, ``p2p_streams`` from its ``isend``/``irecv`` lines (``per_group`` if none says)."""
 
     name: str
     backend: str  # "nccl" or "gloo"
     ranks: tuple[int, ...]
+    p2p_streams: str = "per_group"  # one of P2P_STREAMS
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ API, the writer says the same thing another way:
 * ``event.query()`` becomes ``sync_event`` when it returned True (same edge, no wait) and a
   zero-length ``host`` action when it returned False (no edge).
 
-Not carried: group cost settings (latency, bandwidth, eager threshold: the replay uses
-the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host action
-whose stream op never started (the run stalled first) left no stream op to describe.
+A ``per_pair`` group's isend/irecv lines say so (``"p2p_streams": "per_pair"``, see
+:mod:`.schema`). Not carried: group cost settings (latency, bandwidth, eager threshold: the replay
+uses the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host
+action whose stream op never started (the run stalled first) left no stream op to describe.
 """
 from __future__ import annotations
 
@@ -172,6 +173,8 @@ class _Writer:
         if "peer" in attrs:
             d["peer"] = attrs["peer"]
         d["group"] = attrs["group"]
+        if kind in ("isend", "irecv") and op.agent.name != f"nccl:{attrs['group']}":
+            d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default)
         if op.handle is not None:
             d["handle"] = op  # named once every line is known (name_handles)
         if "nbytes" in attrs:

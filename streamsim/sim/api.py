@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..trace import Trace
-from .comm import GroupConfig
+from .comm import P2P_STREAMS, GroupConfig
 from .engine import Engine
 from .errors import ModelError
 from .handles import Event, Group, Stream, Work
@@ -31,12 +31,29 @@ class Simulation:
 
     def group(self, name: str, ranks: Sequence[int], backend: str = "nccl", *,
               latency: float | None = None, bandwidth: float | None = None,
-              eager_bytes: int | None = None, blocking_wait: bool = False) -> GroupConfig:
-        """Declare a process group (``new_group``): NCCL ops run on comm stream ``nccl:<name>``."""
+              eager_bytes: int | None = None, blocking_wait: bool = False,
+              p2p_streams: str = "per_group") -> GroupConfig:
+        """Declare a process group (``new_group``): NCCL ops run on comm stream ``nccl:<name>``.
+
+        ``p2p_streams`` says where its ``isend``/``irecv`` run. ``per_group`` (the default): on
+        ``nccl:<name>`` too, FIFO with the group's collectives and every other p2p op of the rank,
+        as ProcessGroupNCCL does for a group with a bound device (``split_group``, or
+        ``init_process_group(device_id=)``) and for batched p2p. ``per_pair``: on a stream of each
+        pair of ranks, ``nccl:<name>:<low>-<high>`` (global ranks), created on first use, as
+        ProcessGroupNCCL does for unbatched p2p on a lazily initialised group (a 2-rank
+        communicator per pair); the two directions between a pair still share it. Collectives
+        stay on ``nccl:<name>``.
+        """
         if backend not in ("nccl", "gloo"):
             raise ModelError(f"group {name!r}: backend must be 'nccl' or 'gloo', not {backend!r}")
         if name in self.engine.groups:
             raise ModelError(f"group {name!r} declared twice")
+        if p2p_streams not in P2P_STREAMS:
+            raise ModelError(f"group {name!r}: p2p_streams must be one of "
+                             f"{', '.join(map(repr, P2P_STREAMS))}, not {p2p_streams!r}")
+        if backend == "gloo" and p2p_streams != "per_group":
+            raise ModelError(f"group {name!r}: p2p_streams={p2p_streams!r} is for NCCL groups "
+                             "(gloo runs no CUDA stream)")
         defaults = GroupConfig(name, tuple(ranks), backend)
         if backend == "gloo":
             defaults.latency, defaults.bandwidth = 30.0, 2_000.0
@@ -44,7 +61,8 @@ class Simulation:
                           defaults.latency if latency is None else latency,
                           defaults.bandwidth if bandwidth is None else bandwidth,
                           defaults.eager_bytes if eager_bytes is None else eager_bytes,
-                          blocking_wait)
+                          blocking_wait, p2p_streams)
+        _check_stream_names(cfg, self.engine.groups.values())
         self.engine.groups[name] = cfg
         return cfg
 
@@ -59,3 +77,20 @@ class Simulation:
             raise ModelError("a Simulation runs once; build a new one for another run")
         self._ran = True
         return self.engine.run(source, meta)
+
+
+def _check_stream_names(new: GroupConfig, groups) -> None:
+    """Two groups must not share a comm stream: a per-pair stream ``nccl:G:a-b`` of group G is
+    another group's ``nccl:<name>`` when that group is named ``G:a-b``."""
+    def is_pair_stream_of(g: GroupConfig, name: str) -> bool:
+        if g.backend != "nccl" or g.p2p_streams != "per_pair" or not name.startswith(g.name + ":"):
+            return False
+        lo, _, hi = name[len(g.name) + 1:].partition("-")
+        return (lo.isdigit() and hi.isdigit() and int(lo) < int(hi)
+                and {int(lo), int(hi)} <= set(g.ranks))
+
+    for old in groups:
+        for a, b in ((new, old), (old, new)):
+            if a.backend == "nccl" and is_pair_stream_of(b, a.name):
+                raise ModelError(f"group {new.name!r}: its comm stream nccl:{a.name} would be "
+                                 f"a per-pair stream of group {b.name!r}; rename one of them")

@@ -15,13 +15,15 @@ from ..trace import Agent, Blocked, Note
 from .records import Rec, StreamState
 
 P2P_SENDS = frozenset({"isend", "isend_object"})
+P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = P2P_SENDS | {"irecv"}
 COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast"})
 
 
 @dataclass
 class GroupConfig:
-    """A process group: its backend and cost model (microseconds, bytes per microsecond)."""
+    """A process group: its backend, cost model (microseconds, bytes per microsecond), and the
+    NCCL stream its point-to-point ops run on (``p2p_streams``, see :meth:`p2p_stream`)."""
 
     name: str
     ranks: tuple[int, ...]
@@ -30,9 +32,19 @@ class GroupConfig:
     bandwidth: float = 25_000.0  # bytes/us (25 GB/s)
     eager_bytes: int = 64 * 1024
     blocking_wait: bool = False
+    p2p_streams: str = "per_group"
 
     def transfer_time(self, nbytes: int) -> float:
         return self.latency + nbytes / self.bandwidth
+
+    def p2p_stream(self, rank: int, peer: int) -> str:
+        """The comm stream of an isend/irecv between ``rank`` and ``peer``: the group's own
+        ``nccl:<name>`` (``per_group``: one communicator, FIFO with the group's collectives and
+        every other p2p op), or one stream per unordered pair ``nccl:<name>:<low>-<high>``
+        (``per_pair``: ProcessGroupNCCL's lazily created 2-rank communicators, key "low:high")."""
+        if self.p2p_streams == "per_pair":
+            return f"nccl:{self.name}:{min(rank, peer)}-{max(rank, peer)}"
+        return f"nccl:{self.name}"
 
 
 class P2PMatch:

@@ -255,7 +255,7 @@ class Host:
         is_send = kind == "isend"
         mode = "read" if is_send else "write"
         acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
-        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind,
+        rec = e.enqueue(self._h, cfg.p2p_stream(self.rank, peer), kind,
                         name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
                         (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
                         acc, after=self._nccl_enqueue_edge)
