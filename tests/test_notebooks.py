@@ -28,11 +28,12 @@ PROTECTS = {
         "two streams without an event: one latent RAW that jitter makes manifest in some seeds; the "
         "event removes it; vector clocks and the HB pictures (draw_timeline, draw_hb) as described",
     "02_the_vllm_pipeline_parallel_regression.ipynb":
-        "models/vllm_pp.py tells the #49274/#54962 story: manifest WAR at 12k-token prefill, latent "
-        "in decode, the fix clean and its cost, pre_49274 deadlocks with fold_back, handles[1:]",
+        "models/vllm_pp.py tells the #49274/#54962 story: manifest WAR on the middle stages' "
+        "receive buffer at 12k-token prefill, latent decode races, the fix clean and its cost, "
+        "pre_49274 deadlocks with fold_back, handles[1:] and the reaper",
     "03_proposing_a_scheduling_change.ipynb":
         "a model written in a notebook runs through load_model and the CLI; ring_no_wait is clean iff "
-        "ring_slots >= pp (sweep); the regression test it writes passes under pytest",
+        "ring_slots >= pp + 1 (sweep); the regression test it writes passes under pytest",
 }
 
 
