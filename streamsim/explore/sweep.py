@@ -267,12 +267,20 @@ def _numeric(values: Sequence) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
+def _evenly_spaced(values: Sequence) -> bool:
+    """Sorted distinct numbers one step apart (a linear axis shows them without crowding)."""
+    steps = {round(b - a, 9) for a, b in zip(values, values[1:])}
+    return len(steps) <= 1
+
+
 def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str | None = None,
                title: str | None = None):
     """Small multiples of ``metric`` across the grid, each point marked by its verdict.
 
-    The first grid key is the x axis; one panel per combination of the other keys. Returns the
-    matplotlib figure; with ``path``, writes it atomically (format from the extension).
+    The first grid key is the x axis (a linear one when its values are evenly spaced numbers,
+    else one evenly spaced position per value); one panel per combination of the other keys,
+    titled one ``key=value`` a line. Returns the matplotlib figure; with ``path``, writes it
+    atomically (format from the extension).
     """
     if not rows:
         raise ModelError("nothing to plot: the sweep has no points")
@@ -296,12 +304,13 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     # the title wrapped to the figure's width (a one-panel sweep is narrow): never clipped
     lines = textwrap.wrap(title, max(20, int(width * 72 / (11 * 0.6)))) if title else []
     top_in, bottom_in = 0.12 + 0.2 * len(lines), 0.08 + 0.28 * legend_rows
-    height = 2.9 * nrows + top_in + bottom_in
+    title_lines = max(len(pkeys), 1)  # a panel's title: one key=value a line
+    height = (2.7 + 0.2 * title_lines) * nrows + top_in + bottom_in
     fig = new_figure(width, height)
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     xs_all = [r.point[xkey] for r in rows]
-    numeric = _numeric(xs_all)
     cats = list(dict.fromkeys(xs_all))
+    numeric = _numeric(xs_all) and _evenly_spaced(sorted(cats))
     pos = (lambda v: v) if numeric else (lambda v: cats.index(v))
     for ax, (pval, prs) in zip(axes.flat, panels.items()):
         xs = [pos(r.point[xkey]) for r in prs]
@@ -312,14 +321,16 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
             ax.scatter([x], [y], marker=marker, s=90 if marker == "X" else 55, color=colour,
                        edgecolor="black" if marker != "X" else colour, linewidths=0.6, zorder=3)
         if pkeys:
-            ax.set_title(", ".join(f"{k}={format_set(v)}" for k, v in zip(pkeys, pval)),
+            ax.set_title("\n".join(f"{k}={format_set(v)}" for k, v in zip(pkeys, pval)),
                          fontsize=10)
         ax.grid(True, alpha=0.3)
         if metric.endswith("_us"):  # 2,198,186 rather than 2.198 with a "1e6" in the corner
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         if not numeric:
             ax.set_xticks(range(len(cats)))
-            ax.set_xticklabels([format_set(c) for c in cats])
+            crowded = len(cats) > 6
+            ax.set_xticklabels([format_set(c) for c in cats], rotation=45 if crowded else 0,
+                               ha="right" if crowded else "center")
         elif all(isinstance(v, int) for v in xs_all):
             ax.set_xticks(sorted(set(xs_all)))
     for ax in list(axes.flat)[n:]:
