@@ -41,3 +41,21 @@ def test_readme_api_example_runs(tmp_path):
                          env=env)
     assert run.returncode == 0, run.stderr
     assert "vllm_pp [regressed_49274]:" in run.stdout and (tmp_path / "pp2.jsonl").exists()
+
+
+def test_readme_vllm_compare_tables_are_what_the_cli_prints():
+    """The README's `streamsim compare models/vllm_pp.py` tables are the command's output, byte for
+    byte: the costs and verdicts its prose discusses cannot drift from the model."""
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in _blocks(readme)
+                 if b.startswith("$ streamsim compare models/vllm_pp.py"))
+    shown = [c for c in block.split("$ ") if c]
+    assert len(shown) == 2
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    for command in shown:
+        line, expected = command.split("\n", 1)
+        args = line.split()[1:]  # after "streamsim"
+        run = subprocess.run([sys.executable, "-m", "streamsim", *args], cwd=ROOT,
+                             capture_output=True, text=True, env=env)
+        assert run.returncode == 1, run.stderr  # some variant is unsafe
+        assert run.stdout == expected.rstrip("\n") + "\n", line
