@@ -112,17 +112,25 @@ def test_a_model_reports_the_same_pairs_under_every_seed(overwrite):
         assert {identity(t, h) for h in analyse(t).hazards} == pairs
 
 
-def test_vllm_regression_is_one_root_cause_per_buffer_fixed_by_the_prs_wait():
-    """The demo's report: two root causes (hidden_states, residual), each the isend of one step
-    and the forward of the next, each fixed by waiting that isend's handle before the forward
-    (PR #54962); all fixes applied once leave nothing, each alone at most the other buffer's (the
-    residual's send goes after the hidden states' on one stream: waiting it orders both)."""
-    rep = run_model(VLLM, "regressed_49274")
-    assert causes(rep.findings) == {("WAR", "hidden_states", "isend(hidden_states)", "forward"),
-                                    ("WAR", "residual", "isend(residual)", "forward")}
+@pytest.mark.parametrize("p2p_streams", ["per_pair", "per_group"])
+def test_vllm_regression_is_one_root_cause_per_buffer_fixed_by_the_prs_wait(p2p_streams):
+    """The demo's report: one root cause per buffer, each the isend of one step (one model line)
+    and the later write that overwrites the sent tensor (the forward's launch, or the copy_ into a
+    middle stage's receive buffer), each fixed by waiting that isend's handle before the write
+    (PR #54962), whichever stream the p2p ops run on; all fixes applied once leave nothing, each
+    alone at most the others' instances."""
+    rep = run_model(VLLM, "regressed_49274", {"p2p_streams": p2p_streams})
+    graph = {("WAR", buf, f"isend({buf})", "forward")
+             for buf in ("cudagraph_pool", "cudagraph_outputs.hidden_states",
+                         "cudagraph_outputs.residual")}
+    receive = ("WAR", "intermediate_tensors.residual", "isend(intermediate_tensors.residual)",
+               "copy_ into intermediate_tensors.residual")
+    assert causes(rep.findings) == (graph | {receive} if p2p_streams == "per_pair" else graph)
+    buffers = [rc.buffer for rc in rep.findings.root_causes]
+    assert len(buffers) == len(set(buffers))  # one per buffer
     for n, rc in enumerate(rep.findings.root_causes):
         assert rc.fix_kind == "wait_handle"
-        assert rc.fix.startswith("before `forward`") and "previous step's `isend(" in rc.fix
+        assert rc.fix.startswith("before `") and "previous step's `isend(" in rc.fix
         assert rep.root_cause_costs[n].hazards_after <= len(rep.findings.hazards) - \
             len(rc.instances)
     assert rep.fix_cost.hazards_after == 0 and not rep.fix_cost.deadlock_after
@@ -132,7 +140,8 @@ def test_vllm_regression_is_one_root_cause_per_buffer_fixed_by_the_prs_wait():
 @pytest.mark.parametrize("which", ["readme", "vllm"])
 def test_shrinking_a_model_run_keeps_its_root_cause_and_adds_nothing(which, overwrite, tmp_path):
     model, variant, params = ((overwrite, "racy", {}) if which == "readme" else
-                              (VLLM, "regressed_49274", {"pp": 2, "decode_steps": 2}))
+                              (VLLM, "regressed_49274",
+                               {"pp": 3, "requests": 1, "decode_steps": 2}))
     original = analyse(simulate(model, variant, params))
     out = str(tmp_path / "small.jsonl")
     res = shrink_model(load_model(model), out, variant, params)
@@ -185,16 +194,16 @@ def test_json_version_2_lists_root_causes_indexing_the_hazards(latent20, capsys)
 
 def test_compare_shows_root_causes_beside_instances(capsys):
     assert main(["compare", VLLM, "--variant", "regressed_49274", "--variant", "fixed_54962",
-                 "--set", "pp=2", "--set", "decode_steps=2"]) == 1
+                 "--set", "pp=2", "--set", "decode_steps=4"]) == 1
     text = capsys.readouterr().out
     head = text.splitlines()[1]
     assert head.split()[:3] == ["variant", "root", "causes"] and "hazards" in head
     row = next(x for x in text.splitlines() if x.startswith("regressed_49274"))
-    assert row.split()[1:3] == ["2", "UNSAFE"]
+    assert row.split()[1:3] == ["3", "UNSAFE"]  # the graph pool and the two graph outputs
     assert main(["compare", VLLM, "--variant", "regressed_49274", "--set", "pp=2",
-                 "--set", "decode_steps=2", "--format", "json"]) == 1
+                 "--set", "decode_steps=4", "--format", "json"]) == 1
     (v,) = json.loads(capsys.readouterr().out)["variants"]
-    assert v["root_causes"] == 2 and v["hazards"] >= 2
+    assert v["root_causes"] == 3 and v["hazards"] > 3
 
 
 def test_parse_and_replay_the_readme_op_log_example():

@@ -106,7 +106,9 @@ def regressed(**sets):
     r = racing(trace, f, p)
     for buf, d in r.items():
         assert d["kinds"] == {"WAR"} and d["firsts"] == {SEND_SITE}, (buf, d)
-        assert d["seconds"] <= {FORWARD_SITE, COPY_SITE}, (buf, d)
+        # the first write after the send in issue order: the copy_ into a receive buffer, else
+        # the forward (one root cause per buffer)
+        assert d["seconds"] == ({COPY_SITE} if buf == RESIDUAL_IN else {FORWARD_SITE}), (buf, d)
         assert p.pp - 1 not in d["stages"]  # the last stage sends nothing
     return p, r
 
@@ -187,7 +189,6 @@ def test_row_defaults_in_place_residual_long_prompt_is_manifest_on_middle_stages
     p, r = row("latent", tp=tp)
     middle = set(range(1, p.pp - 1))
     assert r[RESIDUAL_IN]["stages"] == middle and r[RESIDUAL_IN]["manifest"]
-    assert COPY_SITE in r[RESIDUAL_IN]["seconds"]
     assert set(r) == GRAPH_BUFFERS | {RESIDUAL_IN, "cudagraph_pool"}
     for buf in GRAPH_BUFFERS | {"cudagraph_pool"}:
         assert r[buf]["stages"] == set(range(p.pp - 1)) and not r[buf]["manifest"], buf
@@ -208,7 +209,6 @@ def test_row_out_of_place_residual_is_latent(prompt, ring):
     p, r = row(ring, prompt_tokens=prompt, **OUT_OF_PLACE)
     assert set(r) <= GRAPH_BUFFERS | {"cudagraph_pool"} and GRAPH_BUFFERS <= set(r)
     assert not any(d["manifest"] for d in r.values())
-    assert all(d["seconds"] == {FORWARD_SITE} for d in r.values())
 
 
 @pytest.mark.parametrize("p2p", ["per_pair", "per_group"])
