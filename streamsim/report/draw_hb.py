@@ -99,7 +99,8 @@ _BREAKS = re.compile(r"[(\[]?[^\s(_.,/\[]*(?:[\s_.,/]+|(?=[(\[])|$)")
 def wrap_name(name: str, width: int = NAME_CHARS, lines: int = NAME_LINES) -> list[str]:
     """``name`` in lines of at most ``width`` characters, broken after a space, ``_``, ``.``,
     ``,`` or ``/`` and before a ``(`` (``launch forward`` / ``(CUDA graph``), a word longer than a
-    line split anywhere; only a name longer than ``lines`` full lines ends in "…"."""
+    line split anywhere; a name those breaks would spill past ``lines`` lines but that fits them
+    split anywhere is split anywhere; only a name longer than ``lines`` full lines ends in "…"."""
     pieces = [p for p in _BREAKS.findall(name) if p]
     out: list[str] = []
     for piece in pieces:
@@ -115,6 +116,8 @@ def wrap_name(name: str, width: int = NAME_CHARS, lines: int = NAME_LINES) -> li
         elif piece.strip():
             out.append(piece)
     out = [ln.strip() for ln in out if ln.strip()]
+    if len(out) > lines and len(name) <= width * lines:  # whole, if not at the nicest breaks
+        out = [ln.strip() for ln in (name[i:i + width] for i in range(0, len(name), width))]
     if len(out) > lines:
         out = out[:lines - 1] + [out[lines - 1][:width - 1] + "…"]
     return out

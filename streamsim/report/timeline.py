@@ -121,7 +121,9 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     rows = max(1, -(-entries // 6))  # legend rows of at most 6 entries, evenly filled
     ncol = max(1, -(-entries // rows))
     n = len(agents)
-    extra = (0.45 if hazard is not None else 0.0) + 0.2 * (rows - 1)  # the hazard text, legend
+    split = hazard is not None and _access_line_too_long(trace, hazard)
+    # the hazard's text (a line more when split) and the legend
+    extra = (0.45 + 0.17 * split if hazard is not None else 0.0) + 0.2 * (rows - 1)
     # the title (wrapped: never clipped), and the notes on a line under it
     title_lines = textwrap.wrap(title or "timeline", int(WIDTH * 72 / (11 * 0.62)))
     head_h = 0.35 + 0.2 * len(title_lines) + (0.22 if sel.notes else 0.0)
@@ -194,7 +196,7 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
         legend.append(Patch(fc="white", ec="#d00000", hatch="xx", lw=1.6,
                             label="blocked when the run stalled"))
     if hazard is not None:
-        _highlight(ax, trace, hazard, row, (0.42 + 0.2 * (rows - 1)) / height)
+        _highlight(ax, trace, hazard, row, (0.42 + 0.2 * (rows - 1)) / height, split)
         legend.append(Patch(fc="#ff0000", alpha=0.25, ec="#d00000", hatch="///",
                             label="conflicting access windows"))
     fig.legend(handles=legend, loc="lower center", ncol=ncol, fontsize=TEXT_PT, frameon=False,
@@ -208,10 +210,20 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     return fig
 
 
-def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> None:
+def _access_line_too_long(trace: Trace, hazard: Hazard) -> bool:
+    """Whether "read by ... × write by ..." would run past the figure's width on one line (long
+    op names): then each access gets a line of its own."""
+    a, b = trace.op(hazard.first), trace.op(hazard.second)
+    chars = len(a.name) + len(b.name) + len(str(a.agent)) + len(str(b.agent)) + 100  # the rest
+    return chars > WIDTH * 72 / (TEXT_PT * 0.55)
+
+
+def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float,
+               split: bool = False) -> None:
     """Shade both access windows red on their lanes (at least a sliver wide, so a short access
     stays visible), label them, shade their overlap across the chart, and describe the hazard in
-    two lines under the axis (the text at figure height ``text_y``)."""
+    two lines under the axis (three with ``split``: one an access; the text at figure height
+    ``text_y``)."""
     a, b = trace.op(hazard.first), trace.op(hazard.second)
     wa = access_window(trace, a.id, hazard, hazard.first_mode)
     wb = access_window(trace, b.id, hazard, hazard.second_mode)
@@ -242,8 +254,11 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float) -> No
                (f" (the windows overlap for {hi - lo:,.1f} µs)" if lo < hi else
                 f" (it ended {lo - hi:,.1f} µs before the first began)"))
     fig = ax.figure
-    fig.text(0.5, text_y + 0.16 / fig.get_figheight(),
+    line = 0.16 / fig.get_figheight()
+    fig.text(0.5, text_y + line * (1 + split),
              f"{hazard.kind} on {hazard.buffer} (rank {hazard.rank}) — {verdict}", ha="center",
              va="bottom", fontsize=9, color="#b00000", fontweight="bold")
-    fig.text(0.5, text_y, f"{who(a, hazard.first_mode, wa)}   ×   {who(b, hazard.second_mode, wb)}",
-             ha="center", va="bottom", fontsize=TEXT_PT, color="#b00000")
+    first, second = who(a, hazard.first_mode, wa), who(b, hazard.second_mode, wb)
+    for n, text in enumerate([f"{first}   ×", second] if split else [f"{first}   ×   {second}"]):
+        fig.text(0.5, text_y + line * (split - n), text, ha="center", va="bottom",
+                 fontsize=TEXT_PT, color="#b00000")
