@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 	-$(PY) benchmarks/check.py  # exits 1 while the analysis target is missed (issue 3)
 	$(PY) benchmarks/explore.py
+	$(PY) benchmarks/agents.py
 
 # The API reference, from the docstrings of what `streamsim` exports (its __all__), with pdoc: one
 # command, no configuration to keep (Sphinx would need a conf.py and autodoc directives for the

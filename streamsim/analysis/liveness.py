@@ -22,9 +22,26 @@ def wait_for_graph(trace: Trace) -> nx.DiGraph:
     return g
 
 
+EXACT_BUDGET = 1_000_000  # nodes x edges of the cyclic part up to which the shortest cycle is
+# sought
+
+
 def find_cycle(g: nx.DiGraph) -> tuple[Agent, ...] | None:
     """The shortest wait-for cycle, rotated to start at its smallest agent; ties broken by the
-    smallest sequence of agents. Deterministic for a given graph."""
+    smallest sequence of agents. Deterministic for a given graph.
+
+    That search costs nodes x edges: past :data:`EXACT_BUDGET` (a ring of thousands of ranks, each
+    waiting for the next) it settles for the shortest cycle through the smallest agent that is on
+    any cycle, found in one breadth-first search (linear, and deterministic too).
+    """
+    cyclic = [c for c in nx.strongly_connected_components(g)
+              if len(c) > 1 or any(g.has_edge(a, a) for a in c)]
+    if not cyclic:
+        return None
+    nodes = sum(map(len, cyclic))
+    if nodes * g.number_of_edges() > EXACT_BUDGET:
+        start = min(min(c) for c in cyclic)
+        return _shortest_cycle_through(g, start)
     best: tuple[Agent, ...] | None = None
     for a in sorted(g):
         for b in sorted(g.successors(a)):
@@ -37,6 +54,27 @@ def find_cycle(g: nx.DiGraph) -> tuple[Agent, ...] | None:
             if best is None or (len(cyc), cyc) < (len(best), best):
                 best = cyc
     return best
+
+
+def _shortest_cycle_through(g: nx.DiGraph, start: Agent) -> tuple[Agent, ...]:
+    """The shortest cycle from ``start`` back to it (successors in sorted order: deterministic);
+    ``start`` must lie on a cycle and be the smallest agent of its strongly connected component."""
+    parent: dict[Agent, Agent] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for a in frontier:
+            for b in sorted(g.successors(a)):
+                if b == start:
+                    cyc = [a]
+                    while cyc[-1] != start:
+                        cyc.append(parent[cyc[-1]])
+                    return tuple(reversed(cyc))
+                if b not in parent:
+                    parent[b] = a
+                    nxt.append(b)
+        frontier = nxt
+    raise ValueError(f"{start} is on no cycle")
 
 
 def deadlock_from_stall(trace: Trace) -> Deadlock | None:

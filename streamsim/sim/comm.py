@@ -116,7 +116,13 @@ class CommMixin:
     def _peer_agents(self, peer_rec: Rec | None, peer_rank: int) -> tuple[Agent, ...]:
         if peer_rec is not None:
             return (peer_rec.agent,)
-        return tuple(a for a in self.hosts if a.rank == peer_rank and not self.hosts[a].finished)
+        return tuple(h.agent for h in self.hosts_of_rank.get(peer_rank, ()) if not h.finished)
+
+    def _not_joined(self, group: str, c: CollectiveMatch) -> tuple[Agent, ...]:
+        """The host threads of the group's ranks that have not joined collective ``c``."""
+        started = {m.agent.rank for m in c.members}
+        return tuple(h.agent for r in sorted(set(self.groups[group].ranks) - started)
+                     for h in self.hosts_of_rank.get(r, ()))
 
     def collective_entry(self, group: str, rank: int, size: int) -> CollectiveMatch:
         k = self.coll_issued.get((group, rank), 0)
@@ -134,12 +140,10 @@ class CommMixin:
         if len(c.members) == c.expected:
             c.end = env.now + max(m.dur for m in c.members)
             c.all_started.succeed()
-        else:
-            ranks = self.groups[rec.attrs["group"]].ranks
-            started = {m.agent.rank for m in c.members}
-            waiting = tuple(a for a in self.hosts if a.rank in ranks and a.rank not in started)
-            s.blocked = Blocked(s.agent, rec.id, f"{rec.name} waits for every rank of group "
-                                f"{rec.attrs['group']!r} to join", waiting)
+        else:  # (who it waits for is worked out only if the run stalls: a scan of the group)
+            s.blocked = lambda rec=rec, c=c: Blocked(
+                s.agent, rec.id, f"{rec.name} waits for every rank of group "
+                f"{rec.attrs['group']!r} to join", self._not_joined(rec.attrs["group"], c))
             yield c.all_started
             s.blocked = None
         if c.end > env.now:

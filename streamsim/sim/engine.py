@@ -55,6 +55,7 @@ class Engine(CommMixin):
         self.streams: dict[Agent, StreamState] = {}
         self.stream_at: dict[tuple[int, str], StreamState] = {}  # (rank, name): no Agent hashing
         self.hosts: dict[Agent, HostState] = {}
+        self.hosts_of_rank: dict[int, list[HostState]] = {}  # rank -> its host threads (no scans)
         self.groups: dict[str, GroupConfig] = {}
         self.p2p: dict[tuple, P2PMatch] = {}
         self.p2p_issued: dict[tuple, int] = {}
@@ -159,7 +160,8 @@ class Engine(CommMixin):
             raise ModelError(f"host thread {thread!r} of rank {rank} spawned twice")
         h = self.hosts[agent] = HostState(agent)
         h.api = api_factory(self, h)
-        peers = [x for a, x in self.hosts.items() if a.rank == rank]
+        peers = self.hosts_of_rank.setdefault(rank, [])
+        peers.append(h)
         if len(peers) > 1:  # threads of a rank share streams and events: no running ahead
             for x in peers:
                 x.shared = True

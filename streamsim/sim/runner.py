@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..gcpause import gc_paused
 from .api import Simulation
 from .errors import BoundExceeded, ModelError
 from .model import Model, Params, load_model, user_frame
@@ -35,7 +36,8 @@ def simulate(model: Model | str, variant: str | None = None,
     before = _globals_fingerprint(model)
     try:
         with wall_bound(max_wall, max_ops=max_ops):
-            model.build(sim, values, variant)
+            with gc_paused():  # (as the run itself: spawning thousands of ranks makes long-lived
+                model.build(sim, values, variant)  # objects that each collection would rescan)
             if fixes:
                 from .inject import inject_fixes
                 inject_fixes(sim.engine, base, fixes)
