@@ -78,12 +78,14 @@ def _outcome(trace) -> tuple[dict[HazardKey, bool], bool, frozenset[str]]:
 class _Candidates:
     """The op lines of a log, and how to test a subset of them."""
 
-    def __init__(self, text: str, path: str, seed, jitter, max_ops, max_time):
+    def __init__(self, text: str, path: str, seed, jitter, max_ops, max_time, empty_ok: bool):
         from ..oplog import parse_oplog
+        from ..oplog.source import split_lines
         self.path, self.opts = path, dict(seed=seed, jitter=jitter, max_ops=max_ops,
                                           max_time=max_time)
-        self.raw = text.split("\n")
-        oplog = parse_oplog(text, path)  # the original must be valid: errors are the user's
+        self.raw = split_lines(text)  # (the reader's lines: its line numbers)
+        oplog = parse_oplog(text, path, empty_ok=empty_ok)  # the original must be valid: errors
+        # are the user's
         self.oplog = oplog
         self.lines = [ln.lineno for ln in oplog.lines]  # op lines, in file order
         self.needs = {ln.lineno: ln.target for ln in oplog.lines if ln.target is not None}
@@ -212,7 +214,7 @@ def shrink_text(text: str, path: str, out_path: str, hazard_pattern=None, *,
     """:func:`shrink` on op-log text (``path`` names its lines; ``source``, when the text was
     dumped from a model's run, names that run in messages instead)."""
     from ..report.atomic import write_atomic
-    cands = _Candidates(text, path, seed, jitter, max_ops, max_time)
+    cands = _Candidates(text, path, seed, jitter, max_ops, max_time, empty_ok=source is not None)
     everything = tuple(cands.lines)
     original = cands.outcome(everything)
     if original is None:  # replay the original once more to raise its own error
@@ -276,11 +278,8 @@ def shrink(oplog_path: str, out_path: str, hazard_pattern=None, *,
     ``require_manifest``). ``require_manifest``: the hazard must also stay manifest.
     ``seed``/``jitter``: the timing every candidate is replayed with.
     """
-    try:
-        with open(oplog_path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ModelError(f"{oplog_path}: cannot read the op log: {e.strerror or e}") from None
+    from ..oplog.source import read_oplog_bytes
+    data = read_oplog_bytes(oplog_path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -21,24 +21,28 @@ from ..gcpause import gc_paused
 from ..sim.memory import Ref
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..trace import View
-from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, NCCL_OPS,
-                     REQUIRED, GroupSpec, Line, OpLog)
+from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, LIMITS,
+                     MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
+                     shown_window)
+from .source import hides_ops, read_oplog_bytes, split_lines
+
 
 def load_oplog(path: str | os.PathLike) -> OpLog:
     """Read and validate the op log at ``path``; any mistake is a ``ModelError`` ``FILE:LINE: ...``."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read the op log: {e.strerror or e}") from None
-    return parse_oplog(data, path)
+    return parse_oplog(read_oplog_bytes(path), path, empty_ok=False)
 
 
-def parse_oplog(data: str | bytes, path: str = "<oplog>") -> OpLog:
-    """Validate op-log text (``path`` only names it in messages and locations)."""
+def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = True) -> OpLog:
+    """Validate op-log text (``path`` only names it in messages and locations). Without
+    ``empty_ok`` (as for every file read to be analysed), text without a single op is an error
+    ``FILE: no ops: nothing analysed``, never a clean verdict on nothing."""
     with gc_paused():  # many small long-lived objects, no cycles
-        return _Parser(path).parse(data)
+        log = _Parser(path).parse(data)
+    if not log.lines and not empty_ok:
+        raise ModelError(f"{path}: no ops: nothing analysed (the file "
+                         f"{'holds only blank lines and comments' if data else 'is empty'})")
+    return log
 
 
 # --- parsing --------------------------------------------------------------------------------------
@@ -112,7 +116,7 @@ class _Parser:
 
     def parse(self, data: str | bytes) -> OpLog:
         raw: list[tuple[int, dict[str, Any]]] = []
-        chunks = data.split(b"\n" if isinstance(data, bytes) else "\n")
+        chunks = split_lines(data)
         for i, chunk in enumerate(chunks, 1):
             self.lineno = i
             if isinstance(chunk, bytes):
@@ -125,7 +129,11 @@ class _Parser:
             if i == 1 and text.startswith("\ufeff"):
                 text = text[1:]
             s = text.strip()
-            if not s or s.startswith("#"):
+            if not s:
+                continue
+            if s.startswith("#"):
+                if hides_ops(s):
+                    raise self.fail(hides_ops(s))
                 continue
             self.lead = len(text) - len(text.lstrip())  # for JSON error columns
             try:
@@ -191,10 +199,14 @@ class _Parser:
             raise _Bad(f"field 'name' must be a string, got {_type_name(name)}")
         spec["name"] = name
         dur = obj.get("dur", 1.0)
-        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not math.isfinite(dur):
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or (
+                isinstance(dur, float) and not math.isfinite(dur)):
             raise _Bad(f"field 'dur' must be a finite number, got {_type_name(dur)}")
         if dur < 0:
-            raise _Bad(f"negative dur {dur}")
+            raise _Bad(f"negative dur {shown_number(dur)}")
+        if dur > MAX_DUR:  # (compared before float(): a huge integer does not convert)
+            raise _Bad(f"field 'dur' must be at most {MAX_DUR:g} (microseconds), got "
+                       f"{shown_number(dur)}")
         spec["dur"] = float(dur)
         spec["step"] = self.nat(obj, "step", None)
         self.threads.setdefault((rank, spec["host"]), None)
@@ -279,6 +291,9 @@ class _Parser:
                 if not isinstance(ranks, list) or not ranks or not all(
                         isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
                     raise _Bad("field 'ranks' must be a non-empty array of non-negative integers")
+                if max(ranks) > MAX_RANK:
+                    raise _Bad(f"field 'ranks' must hold ranks of at most {MAX_RANK}, got "
+                               f"{shown_number(max(ranks))}")
                 if len(set(ranks)) != len(ranks):
                     raise _Bad(f"field 'ranks' names a rank twice: {ranks}")
                 if rank not in ranks:
@@ -311,8 +326,10 @@ class _Parser:
             return default
         v = obj[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise _Bad(f"field {key!r} must be a non-negative integer, got "
-                       f"{v if isinstance(v, int) and not isinstance(v, bool) else _type_name(v)}")
+            shown = shown_number(v) if isinstance(v, int) and not isinstance(v, bool) else _type_name(v)
+            raise _Bad(f"field {key!r} must be a non-negative integer, got {shown}")
+        if v > LIMITS[key]:
+            raise _Bad(f"field {key!r} must be at most {LIMITS[key]}, got {shown_number(v)}")
         return v
 
     def text(self, obj: dict, key: str, default: Any = _MISSING) -> Any:
@@ -346,12 +363,12 @@ class _Parser:
             if "window" in item:
                 w = item["window"]
                 if not (isinstance(w, list) and len(w) == 2 and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                        for x in w)):
-                    raise _Bad(f"bad window {json.dumps(w)} in {key!r}: expected [start, end], "
+                        isinstance(x, int) and not isinstance(x, bool) or
+                        isinstance(x, float) and math.isfinite(x) for x in w)):
+                    raise _Bad(f"bad window {shown_window(w)} in {key!r}: expected [start, end], "
                                "fractions of the op's duration")
-                if not 0.0 <= w[0] <= w[1] <= 1.0:
-                    raise _Bad(f"bad window {json.dumps(w)} in {key!r}: must satisfy "
+                if not 0.0 <= w[0] <= w[1] <= 1.0:  # (exact for integers of any size)
+                    raise _Bad(f"bad window {shown_window(w)} in {key!r}: must satisfy "
                                "0 <= start <= end <= 1")
                 window = (float(w[0]), float(w[1]))
         else:

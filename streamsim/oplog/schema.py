@@ -1,4 +1,4 @@
-"""What an op log may say: its ops and their fields, and the records a parsed log is made of.
+"""What an op log may say: its ops, fields and limits, and the records a parsed log is made of.
 
 The format itself is documented for users in the README ("Op logs"); :mod:`.read` checks a log
 against these tables and builds :class:`OpLog`.
@@ -15,7 +15,9 @@ on no line of a ``per_group`` one (so version-1 logs are written exactly as befo
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..sim.memory import Ref
@@ -55,6 +57,26 @@ GLOO_OPS = frozenset({"send_object", "recv_object", "isend_object"})
 HANDLE_OPS = NCCL_OPS | {"isend_object"}
 DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
 DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
+MAX_RANK = 2**31 - 1  # ranks and peers (torch.distributed ranks are C ints)
+MAX_BYTES = 2**63 - 1  # nbytes and offsets (tensor sizes are int64)
+MAX_DUR = 1e15  # microseconds (31 years): anything above is a unit mistake, and a huge integer
+# cannot even be converted to a float
+LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,
+          "step": 2**63 - 1}
+
+
+def shown_number(v: int | float) -> str:
+    """A number for a message: as written, unless it is an integer too long to print in full."""
+    return f"an integer of {v.bit_length()} bits" if isinstance(v, int) and \
+        v.bit_length() > 128 else str(v)
+
+
+def shown_window(w: Any) -> str:
+    """A window as written (JSON), huge integers shortened as by :func:`shown_number`."""
+    if not isinstance(w, list):
+        return json.dumps(w)
+    return "[" + ", ".join(shown_number(x) if isinstance(x, int) and not isinstance(x, bool) else
+                           json.dumps(x) for x in w) + "]"
 
 
 @dataclass(slots=True)
