@@ -3,6 +3,8 @@
 Without a stall every record is an op: they are frozen in place. A stall leaves ops that never
 started (left out, the rest renumbered densely), ops caught mid-way (ended where the run stopped),
 and waits that were never satisfied (kept as ``attrs["waiting_for"]``, see ``trace.waited_on``).
+Everything else that names ops by id (the engine's notes, the stalled agents' ops) is renumbered
+with them.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from operator import attrgetter
 
 from typing import TYPE_CHECKING
 
-from ..trace import Op, Stall, Trace
+from ..trace import Note, Op, Stall, Trace
 from .records import Rec
 
 if TYPE_CHECKING:
@@ -46,11 +48,14 @@ def build_trace(engine: "Engine", stall: Stall | None, source: str, meta: dict |
     if engine.seq_holes:
         _dense_seqs(started, bound)
     ops = _freeze(started) if new_id is None else _freeze_dense(started, new_id)
-    if stall is not None and new_id is not None:
-        stall = _renumber_stall(stall, new_id)
+    notes = engine.notes
+    if new_id is not None:
+        notes = [_renumber_note(n, recs, new_id) for n in notes]
+        if stall is not None:
+            stall = _renumber_stall(stall, new_id)
     agents = sorted(set(engine.hosts) | set(engine.streams))
     end_time = max(map(_op_end, ops), default=0.0)
-    return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(engine.notes),
+    return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(notes),
                  end_time=end_time, source=source, meta=dict(meta or {}))
 
 
@@ -131,6 +136,18 @@ def _freeze_dense(recs: list[Rec], new_id: dict[int, int]) -> tuple[Op, ...]:
                          "after": tuple(new_id[a] for a in op.after),
                          "joins": tuple(new_id[j] for j in op.joins if j in new_id)}))
     return tuple(ops)
+
+
+def _renumber_note(note: Note, recs: list[Rec], new_id: dict[int, int]) -> Note:
+    """The note with its op id renumbered as the trace's. A stream op a stall kept from starting
+    is not in the trace: the note then names the host action that issued it (same line, same
+    name), which is."""
+    if note.op is None:
+        return note
+    rid = note.op
+    if rid not in new_id and recs[rid].issuer is not None:
+        rid = recs[rid].issuer
+    return replace(note, op=new_id.get(rid))
 
 
 def _renumber_stall(stall: Stall, new_id: dict[int, int]) -> Stall:
