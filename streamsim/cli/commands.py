@@ -9,6 +9,7 @@ import textwrap
 
 from ..explore.check import check_oplog, run_model
 from ..report.atomic import write_atomic
+from ..report.escape import terminal, terminal_lines
 from ..report.report import Report, dumps_json, render_text
 from ..sim.errors import ModelError
 from ..sim.model import Model, load_model
@@ -41,7 +42,7 @@ def _emit(report: Report, fmt: str, out: str | None) -> int:
     else:
         sys.stdout.write(render_text(report))
         if out:
-            sys.stdout.write(f"wrote {out}/\n")
+            sys.stdout.write(terminal(f"wrote {out}/\n"))
     return report.exit_code
 
 
@@ -55,17 +56,18 @@ def summary_of(model: Model) -> str:
 
 def cmd_variants(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    print(summary_of(model))
-    print("variants:")
+    lines = [*summary_of(model).split("\n"), "variants:"]
     width = max(map(len, model.variants))
     for name, text in model.variants.items():
-        print(f"  {name:{width}}  {text}")
+        lines.append(f"  {name:{width}}  {text}")
     if model.params:
-        print("parameters (--set name=value):")
+        lines.append("parameters (--set name=value):")
         w = max(map(len, model.params))
         for p in model.params.values():
             choices = f" [{'|'.join(map(str, p.choices))}]" if p.choices else ""
-            print(f"  {p.name:{w}}  {p.type.__name__:5} = {p.default!s:10} {p.help}{choices}")
+            lines.append(f"  {p.name:{w}}  {p.type.__name__:5} = {p.default!s:10} {p.help}"
+                         f"{choices}")
+    sys.stdout.write(terminal_lines(lines))
     return 0
 
 
@@ -112,8 +114,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(compare_json(rows, model, args), indent=2) + "\n")
     else:
-        sys.stdout.write(render_compare(rows, model, markdown=args.format == "markdown",
-                                        baseline=args.baseline))
+        sys.stdout.write(terminal(render_compare(rows, model, markdown=args.format == "markdown",
+                                                 baseline=args.baseline)))
     return 1 if any(not r.report.findings.clean for r in rows) else 0
 
 
@@ -144,7 +146,7 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
         raise ModelError(f"--window must be >= 0, not {args.window}")
     report = _input_report(args)
     write_atomic(args.output, render(report, fmt, args.window))
-    print(f"{report.summary()}\nwrote {args.output}")
+    sys.stdout.write(terminal_lines([report.summary(), f"wrote {args.output}"]))
     return report.exit_code
 
 

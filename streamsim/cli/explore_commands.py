@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..report.escape import terminal
 from ..sim.errors import ModelError
 
 
@@ -101,7 +102,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(res.to_json_dict(), indent=2) + "\n")
     else:
-        sys.stdout.write(render_explore(res))
+        sys.stdout.write(terminal(render_explore(res)))
     return 1 if res.found else 0
 
 
@@ -154,13 +155,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(rows_csv(rows))
     else:
-        sys.stdout.write(f"{model.name} [{variant}]: {len(rows)} point"
-                         f"{'s' * (len(rows) != 1)}; metrics: "
-                         f"{timing_label(args, rows[0].results[0].seed if rows else None)}\n")
-        sys.stdout.write(render_sweep(rows, args.metric))
-        for what, path in (("csv", args.csv), ("plot", args.plot)):
-            if path:
-                sys.stdout.write(f"wrote {path}\n")
+        text = (f"{model.name} [{variant}]: {len(rows)} point{'s' * (len(rows) != 1)}; metrics: "
+                f"{timing_label(args, rows[0].results[0].seed if rows else None)}\n")
+        text += render_sweep(rows, args.metric)
+        text += "".join(f"wrote {path}\n" for path in (args.csv, args.plot) if path)
+        sys.stdout.write(terminal(text))
     return 1 if any(r.verdict != "clean" for r in rows) else 0
 
 
@@ -179,5 +178,5 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         if args.strategy != "random":
             raise ModelError("--strategy applies to a model input (.py), not an op log")
         res = shrink(args.input, args.output, **opts)
-    sys.stdout.write(render_shrink(res))
+    sys.stdout.write(terminal(render_shrink(res)))
     return 0

@@ -12,6 +12,9 @@ import warnings
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from .escape import terminal
 
 
 FORMATS = ("png", "svg", "pdf", "jpg", "jpeg")  # (JPEG: by Pillow, a matplotlib dependency)
@@ -30,12 +33,24 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
+def _plain_text(fig: Figure) -> None:
+    """Every text of ``fig`` as plain characters: a name from an op log may hold ``$`` (read as
+    mathtext: a name like ``a$\\frac{$`` failed to render) or control characters (shown escaped,
+    as in every report; newlines kept, they break labels on purpose)."""
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+        shown = text.get_text()
+        if shown and shown != terminal(shown):
+            text.set_text(terminal(shown))
+
+
 def figure_bytes(fig: Figure, fmt: str, dpi: int = DPI, *, svg_text: bool = False) -> bytes:
     """``fig`` rendered as ``fmt`` (png, svg, pdf or jpg). ``svg_text``: an SVG's text as
     ``<text>`` elements (for a web page: searchable, selectable, its size readable from the file)
     rather than glyph outlines (the default: the picture looks the same in every viewer)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown picture format {fmt!r} (use {', '.join(FORMATS)})")
+    _plain_text(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "streamsim",
                                 "svg.fonttype": "none" if svg_text else "path"}), \

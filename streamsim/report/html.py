@@ -10,6 +10,7 @@ import html
 import re
 from typing import Mapping
 
+from .escape import visible
 from .document import (Block, Bullets, Heading, Image, Para, Pictures, Table, Text,
                        build_document)
 from .report import Report
@@ -64,7 +65,7 @@ def scope_svg(svg: str, prefix: str) -> str:
 def inline(text: Text) -> str:
     out = []
     for style, s in text:
-        e = html.escape(s)
+        e = html.escape(visible(s))  # (a control character in a name shows as its escape)
         out.append(f"<code>{e}</code>" if style == "code" else
                    f"<strong>{e}</strong>" if style == "b" else e)
     return "".join(out)

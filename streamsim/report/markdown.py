@@ -4,24 +4,10 @@ Meant to be pasted into a code review; pictures are relative links to the files 
 """
 from __future__ import annotations
 
-import re
-
 from .document import (Block, Bullets, Heading, Image, Para, Pictures, Table, Text,
                        build_document)
+from .escape import md_code as _code, md_text as _escape  # no name can break out or open HTML
 from .report import Report
-
-# Characters that could start markup; ``_`` only at a word's edge (intraword ``_`` is literal in GFM).
-_SPECIAL = re.compile(r"([\\`*\[\]<>]|(?<!\w)_|_(?!\w))")
-
-
-def _escape(s: str) -> str:
-    return _SPECIAL.sub(r"\\\1", s)
-
-
-def _code(s: str) -> str:
-    fence = "``" if "`" in s else "`"
-    pad = " " if "`" in s else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def inline(text: Text) -> str:

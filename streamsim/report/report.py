@@ -13,6 +13,7 @@ from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
 from ..analysis.metrics import Metrics
 from ..trace import Trace
+from .escape import terminal_lines
 
 JSON_VERSION = 2  # 2: root_causes added (instances index hazards)
 # What a run whose ops carry no step says instead of step metrics of 0.
@@ -149,7 +150,7 @@ def render_text(r: Report) -> str:
     if c is not None:
         lines.append(f"fix cost: every proposed fix applied at once ({c.syncs} "
                      f"sync{'s' * (c.syncs != 1)}): {_cost(c)}")
-    return "\n".join(lines) + "\n"
+    return terminal_lines(lines)  # a name's control characters escaped: no line of its own
 
 
 def _cost(c: FixCost) -> str:
