@@ -1,7 +1,11 @@
 """The ``streamsim`` command line: argument parsing for every command (bodies in ``commands``
 and ``explore_commands``).
 
-Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr).
+Run as a program, the command works in a supervised child process (:mod:`.supervise`), so that a
+model cannot outlive its wall-clock bound.
+
+Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr),
+130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import sys
 from typing import Sequence
 
 from ..sim.errors import ModelError
+from ..sim.model import is_model_path
 
 
 # What the timing metrics mean (compare and sweep --help; report.json's "metrics"), stated from
@@ -42,7 +47,11 @@ COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
     ("sweep", "run a parameter grid: verdict and metrics per point"),
     ("shrink", "cut an op log down to the few ops a hazard needs"),
 )
-EXIT_CODES = "exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input."
+EXIT_CODES = ("exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, "
+              "130 interrupted.")
+SAFETY = ("A model file (.py) is Python: streamsim executes it with your rights, like any script; "
+          "only .py files are ever run as models. An op log (any other file) is only read: "
+          "`check` never executes anything.")
 
 
 def short_usage() -> str:
@@ -65,7 +74,7 @@ def _help(name: str) -> str:
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, variant_many: bool = False) -> None:
-    p.add_argument("model", help="model file (.py)")
+    p.add_argument("model", help="model file (.py): Python, executed with your rights")
     if variant_many:
         p.add_argument("--variant", action="append", help="variant to compare (repeatable; "
                        "default: all)")
@@ -97,6 +106,9 @@ def _add_sim_options(p: argparse.ArgumentParser, *, strategy: str = "model") -> 
                    f"depth-1 seeded change points (default random){only}")
     p.add_argument("--depth", type=int, default=2,
                    help=f"PCT bug depth d, with --strategy pct (default 2){only}")
+    p.add_argument("--max-wall", type=_finite(0, strict=True), default=None, metavar="SECONDS",
+                   help="stop a model run after this much wall-clock time, even one that "
+                   f"issues no ops (default: 600 s, or 100 us per op --max-ops allows){only}")
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
@@ -121,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="streamsim", description="Deterministic simulator of GPU stream and "
                      "communication ordering: finds the data hazards that some legal timing "
                      "allows, deadlocks and never-waited handles, and proposes the sync that "
-                     "fixes each hazard.", epilog=EXIT_CODES)
+                     "fixes each hazard.", epilog=EXIT_CODES + " " + SAFETY)
     parser.add_argument("--version", action="version", version=f"streamsim {_version()}",
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -130,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("variants", help=_help("variants"),
                        description="Print a model's docstring summary, its variants (VARIANTS) "
                        "and its parameters (PARAMS) with type, default and help.")
-    p.add_argument("model", help="model file (.py)")
+    p.add_argument("model", help="model file (.py): Python, executed with your rights")
 
     p = sub.add_parser("run", help=_help("run"), epilog=EXIT_CODES,
                        description="Simulate one variant of a model, analyse the trace (data "
@@ -141,12 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate with the proposed fixes to measure their cost")
 
-    p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES,
+    p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES + " " + SAFETY,
                        description="Replay a recorded op log (JSON Lines: one op a line, what each "
                        "host thread issued, in order; an optional integer \"step\" field labels "
                        "an op's step; the README's \"Op logs\" section describes the format) "
                        "through the engine and analyse it like a model's run.")
-    p.add_argument("oplog", help="op log file (.jsonl, .ndjson or .json)")
+    p.add_argument("oplog", help="op log file (JSON Lines; lines end in \\n, \\r\\n or \\r): any "
+                   "file but a .py model, read and never executed")
     _add_sim_options(p, strategy="none")
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
@@ -174,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("timeline", "Draw the run's timeline: one lane per rank and stream or host thread, "
              "the featured hazard's access windows in red.", ".png .svg .pdf .jpg")):
         p = sub.add_parser(name, help=_help(name), description=what, epilog=EXIT_CODES)
-        p.add_argument("input", help="model file (.py) or op log (.jsonl)")
+        p.add_argument("input", help="model file (.py, executed) or op log (any other file, "
+                       "only read)")
         p.add_argument("--variant", help="variant to run (model input only; default: the "
                        "model's first)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -224,31 +238,73 @@ def _console() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+MODEL_COMMANDS = ("variants", "run", "compare", "explore", "sweep")
+
+
+def check_input_kind(args: argparse.Namespace) -> None:
+    """The one input-kind rule (see :func:`streamsim.sim.model.is_model_path`): a command that runs
+    a model takes only a .py file, ``check`` never takes one; a one-line hint names the command
+    that fits the file."""
+    if args.command in MODEL_COMMANDS and not is_model_path(args.model):
+        raise ModelError(f"{args.model}: not a model file: only .py files are run as models; "
+                         f"to analyse an op log, use `streamsim check {args.model}`")
+    if args.command == "check" and is_model_path(args.oplog):
+        raise ModelError(f"{args.oplog}: a model file, not an op log (check never executes "
+                         f"anything): to simulate it, use `streamsim run {args.oplog}`")
+
+
+def _error(message: str) -> None:
+    """One line on stderr, whatever the message holds (a model's multi-line exception text, a
+    name with control characters)."""
+    from ..report.escape import visible
+    from ..sim.guard import one_line
+    print(f"streamsim: {visible(one_line(message))}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) -> int:
     """Run the command line (``argv``: the arguments, default ``sys.argv[1:]``); return the exit
-    code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input."""
+    code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, 130 interrupted.
+
+    ``supervise`` (default: when run as the program, i.e. ``argv`` is None) does the work in a
+    supervised child process (:mod:`.supervise`) so that the wall-clock bound holds whatever a
+    model does; called with ``argv`` (tests, scripts), the work runs in this process.
+    """
     _console()
     args = build_parser().parse_args(argv)
     if args.command is None:  # bare `streamsim`: what it can do. Exit 2: nothing was checked,
         sys.stderr.write(short_usage())  # so a script that lost its command must not pass
         return 2
     from . import commands, explore_commands as explore_cli
+    from ..sim.guard import watching_interrupts
+    from ..sim.wallclock import default_bound
     handler = getattr(commands, f"cmd_{args.command}", None) or \
         getattr(explore_cli, f"cmd_{args.command}")
-    try:
-        return handler(args)
-    except ModelError as e:
-        print(f"streamsim: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # (an OSError: before it) the reader went away, e.g. `| head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 0
-    except OSError as e:  # an output folder that cannot be made, a file that cannot be read
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"streamsim: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+
+    def work() -> int:
+        try:
+            with watching_interrupts(), default_bound(getattr(args, "max_wall", None)):
+                check_input_kind(args)
+                return handler(args)
+        except ModelError as e:
+            _error(str(e))
+            return 2
+        except BrokenPipeError:  # (an OSError: before it) the reader went away, e.g. `| head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error
+            return 0
+        except OSError as e:  # an output folder that cannot be made, a file that cannot be read
+            where = f"{e.filename}: " if e.filename else ""
+            _error(f"{where}{e.strerror or e}")
+            return 2
+        except KeyboardInterrupt:  # a real Ctrl-C (a model's own is a ModelError, see sim.guard)
+            _error("interrupted")
+            return 130
+
+    if supervise is None:
+        supervise = argv is None
+    if supervise:
+        from .supervise import supervised
+        return supervised(work)
+    return work()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ write.
   the op and field tables of ``schema``); every mistake is one ``ModelError`` ``FILE:LINE: why``;
 * :func:`simulate_oplog` replays it through the same engine and API as a model (``replay``);
 * :func:`dump_oplog` / :func:`oplog_text` write any trace back as an op log (``write``);
-* :func:`is_oplog_path`: the one rule that tells an op log from a model file.
+* :func:`is_oplog_path`: the one rule that tells an op log from a model file (anything that is not
+  a ``.py`` model file is read as an op log: never executed).
 """
 from .read import GroupSpec, Line, OpLog, load_oplog, parse_oplog
 from .replay import simulate_oplog
@@ -15,10 +16,9 @@ __all__ = ["OpLog", "Line", "GroupSpec", "load_oplog", "parse_oplog", "simulate_
            "dump_oplog", "oplog_text", "is_oplog_path"]
 
 
-OPLOG_SUFFIXES = (".jsonl", ".ndjson", ".json")
-
-
 def is_oplog_path(path: str) -> bool:
-    """Whether an input file is an op log (by its extension, any case) rather than a model file:
-    the one rule for every command that takes either."""
-    return path.lower().endswith(OPLOG_SUFFIXES)
+    """Whether an input file is read as an op log rather than run as a model: the one rule for
+    every command that takes either. Only ``.py`` files (any case) are models, executed as Python;
+    every other file is read as an op log, so that nothing else is ever executed."""
+    from ..sim.model import is_model_path
+    return not is_model_path(path)

@@ -70,6 +70,7 @@ class Engine(CommMixin):
         self.freed: dict[tuple[int, str], Rec] = {}
         self.current: HostState | None = None
         self.main_glet: greenlet | None = None
+        self.failed: BaseException | None = None  # what a host program raised, as it raised it
         self.injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
         self.post_injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
         self.issued_by_key: dict[tuple[Agent, int], list[Rec]] = {}
@@ -172,11 +173,15 @@ class Engine(CommMixin):
     def _host_driver(self, h: HostState, program: Callable, args: tuple):
         g = h.glet = greenlet(program)
         self.current = h
-        request = g.switch(h.api, *args)
-        while not g.dead:
-            yield request
-            self.current = h
-            request = g.switch()
+        try:
+            request = g.switch(h.api, *args)
+            while not g.dead:
+                yield request
+                self.current = h
+                request = g.switch()
+        except BaseException as e:  # (simpy passes on a copy, made with type(e)(*e.args): an
+            self.failed = e  # exception class whose constructor takes other arguments breaks it)
+            raise
         if self.post_injections:
             self.current = h
             done = greenlet(lambda: self.run_injections(h, self.post_injections, h.last_key))
@@ -461,7 +466,9 @@ class Engine(CommMixin):
                 step()
         except simpy.core.EmptySchedule:
             pass
-        except Exception as exc:
+        except BaseException as exc:
+            if self.failed is not None:  # a host program's own exception, traceback and all
+                raise self.failed from None
             orig = exc.__cause__  # simpy re-raises a copy of a failed process's exception:
             if type(orig) is type(exc):  # raise the original, whose traceback has the model's line
                 raise orig from None

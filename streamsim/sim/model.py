@@ -16,12 +16,12 @@ import importlib.util
 import math
 import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ModelError
-from .wallclock import WallClockExceeded, wall_bound
+from .guard import model_failure, model_output, user_frame
+from .wallclock import wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
 
@@ -115,12 +115,26 @@ def split_set(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+MODEL_SUFFIX = ".py"
+
+
+def is_model_path(path: str) -> bool:
+    """Whether ``path`` names a model file: a Python file, ending in ``.py`` (any case). The one
+    rule for every command and call that takes a model or an op log: only such files are ever
+    executed; anything else is read as an op log (JSON, never run)."""
+    return path.lower().endswith(MODEL_SUFFIX)
+
+
 def load_model(path: str) -> Model:
-    """Import a model file; any failure is one ModelError line naming the file and line."""
+    """Import a model file (Python, executed with the caller's rights: only a ``.py`` file, see
+    :func:`is_model_path`); any failure is one ModelError line naming the file and line."""
+    if not is_model_path(path):
+        raise ModelError(f"{path}: not a model file: only .py files are run as models (a model "
+                         "is Python, executed with your rights)")
     if not os.path.isfile(path):
         raise ModelError(f"{path}: no such model file")
     name = "streamsim_model_" + os.path.splitext(os.path.basename(path))[0]
-    # an explicit loader: a model file need not end in .py (spec_from_file_location gives None)
+    # an explicit loader: ``Model.PY`` too (spec_from_file_location knows only ".py")
     spec = importlib.util.spec_from_file_location(
         name, path, loader=importlib.machinery.SourceFileLoader(name, path))
     module = importlib.util.module_from_spec(spec)
@@ -133,17 +147,10 @@ def load_model(path: str) -> Model:
         raise ModelError(f"{path}: cannot read: {e}") from None
     sys.modules[name] = module
     try:
-        with wall_bound():
+        with wall_bound(label=path), model_output():
             exec(code, module.__dict__)
-    except WallClockExceeded as e:  # interrupted wherever the loading was: name that line
-        raise WallClockExceeded(f"{user_frame(e, path)}: {e}") from None
-    except ModelError:
-        raise
-    except SystemExit as e:
-        raise ModelError(f"{user_frame(e, path)}: the model called sys.exit({e.code!r}) while "
-                         "loading") from None
-    except Exception as e:
-        raise ModelError(f"{user_frame(e, path)}: error while loading: {type(e).__name__}: {e}") from None
+    except BaseException as e:  # any failure of the model's code: one line naming its line
+        raise model_failure(e, path, loading=True) from None
     build = getattr(module, "build", None)
     if not callable(build):
         raise ModelError(f"{path}: a model must define build(sim, params, variant)")
@@ -165,13 +172,3 @@ def load_model(path: str) -> Model:
     return Model(path=path, name=os.path.splitext(os.path.basename(path))[0],
                  params={p.name: p for p in params}, variants=variants, build=build,
                  doc=(module.__doc__ or "").strip(), module=module)
-
-
-def user_frame(exc: BaseException, path: str) -> str:
-    """``path:line`` of the deepest traceback frame inside ``path`` (or just ``path``)."""
-    where = path
-    real = os.path.realpath(path)
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if os.path.realpath(frame.filename) == real:
-            where = f"{path}:{frame.lineno}"
-    return where

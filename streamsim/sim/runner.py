@@ -5,10 +5,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..gcpause import gc_paused
 from .api import Simulation
-from .errors import BoundExceeded, ModelError
-from .model import Model, Params, load_model, user_frame
+from .errors import ModelError
+from .guard import model_failure, model_output
+from .model import Model, Params, load_model
 from ..trace import Trace
-from .wallclock import WallClockExceeded, wall_bound
+from .wallclock import wall_bound
 
 DEFAULT_MAX_OPS = 5_000_000  # ops a run may issue (--max-ops): stops a runaway model
 DEFAULT_MAX_TIME = 1e12  # simulated microseconds a run may last (--max-time)
@@ -35,26 +36,15 @@ def simulate(model: Model | str, variant: str | None = None,
             "jitter": jitter}
     before = _globals_fingerprint(model)
     try:
-        with wall_bound(max_wall, max_ops=max_ops):
+        with wall_bound(max_wall, max_ops=max_ops, label=model.path), model_output():
             with gc_paused():  # (as the run itself: spawning thousands of ranks makes long-lived
                 model.build(sim, values, variant)  # objects that each collection would rescan)
             if fixes:
                 from .inject import inject_fixes
                 inject_fixes(sim.engine, base, fixes)
             trace = sim.run(source=model.path, meta=meta)
-    except WallClockExceeded as e:  # interrupted wherever the model was: name that line
-        raise WallClockExceeded(f"{user_frame(e, model.path)}: {e}") from None
-    except BoundExceeded as e:
-        raise BoundExceeded(f"{model.path}: {e}") from None
-    except ModelError as e:
-        msg = str(e)
-        raise ModelError(msg if msg.startswith(model.path) else
-                         f"{user_frame(e, model.path)}: {msg}") from None
-    except SystemExit as e:  # (a BaseException) would end the tool silently, exit code and all
-        raise ModelError(f"{user_frame(e, model.path)}: the model called sys.exit({e.code!r})") \
-            from None
-    except Exception as e:
-        raise ModelError(f"{user_frame(e, model.path)}: {type(e).__name__}: {e}") from None
+    except BaseException as e:  # any failure of the model's code: one line naming its line
+        raise model_failure(e, model.path) from None
     changed = _changed_global(before, _globals_fingerprint(model))
     if changed is not None:
         raise ModelError(f"{model.path}: the run changed the model's global {changed!r}: runs of "

@@ -101,9 +101,18 @@ def test_ill_typed_declarations_are_one_line(tmp_path, declaration, expected):
     assert one_line(err) == f"{path}: {expected}"
 
 
-def test_a_model_file_need_not_end_in_py(tmp_path):
-    """The file is read as Python whatever its name (importlib finds no loader for other names)."""
-    model = load_model(write(tmp_path, GOOD, name="model.txt"))
+def test_only_py_files_are_run_as_models(tmp_path):
+    """Issue 19 item 10 (this test said the opposite before): any file was executed as Python,
+    so `streamsim graph evil.txt` ran its first line. Only a .py file (any case) is a model;
+    nothing of another file is executed."""
+    ran = tmp_path / "ran"
+    evil = write(tmp_path, f"open({str(ran)!r}, 'w').close()\n" + GOOD, name="model.txt")
+    with pytest.raises(ModelError) as err:
+        load_model(evil)
+    assert one_line(err) == (f"{evil}: not a model file: only .py files are run as models (a "
+                             "model is Python, executed with your rights)")
+    assert not ran.exists()
+    model = load_model(write(tmp_path, GOOD, name="Model.PY"))
     assert list(model.variants) == ["racy", "fixed"]
 
 
