@@ -53,7 +53,8 @@ def add_parsers(sub, add_run_options, add_sim_options, summary) -> None:
                        "and metrics.")
     add_run_options(p)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="parameter values to sweep (repeatable; a..b is an integer range)")
+                   help="parameter values to sweep (repeatable; a..b is an integer range; at "
+                   "most 100,000 points in all)")
     p.add_argument("--runs", type=int, default=1,
                    help="runs per point (seeds S*1000003+i, S = --seed or 0; default 1: --seed)")
     p.add_argument("--csv", metavar="FILE", help="write the rows as CSV")

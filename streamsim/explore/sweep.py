@@ -37,12 +37,15 @@ COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_
           "latent_runs", "deadlock_runs")
 VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
 _RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay"))
+MAX_GRID_POINTS = 100_000  # points a grid may have: a range is checked before it is expanded
 
 
 def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
     """``["k=v1,v2,...", "n=1..6"]`` -> ``{"k": [v1, v2, ...], "n": [1, ..., 6]}`` (typed).
 
-    ``a..b`` is an inclusive integer range (for int parameters).
+    ``a..b`` is an inclusive integer range (for int parameters). A key may hold at most
+    :data:`MAX_GRID_POINTS` values and the whole grid as many points, checked before any range is
+    expanded (``1..1000000000`` was expanded in memory until the process was killed).
     """
     grid: dict[str, list] = {}
     for spec in specs:
@@ -62,9 +65,13 @@ def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
             if param.type is int and ".." in item:
                 lo, _, hi = item.partition("..")
                 try:
-                    values.extend(range(int(lo), int(hi) + 1))
+                    span = range(int(lo), int(hi) + 1)
                 except ValueError:
                     raise ModelError(f"--grid {spec}: bad range {item!r} (expected a..b)") from None
+                if len(values) + len(span) > MAX_GRID_POINTS:  # (len of a range: no expansion)
+                    raise ModelError(f"--grid {spec}: {len(values) + len(span):,} values, more "
+                                     f"than the {MAX_GRID_POINTS:,} a sweep may have")
+                values.extend(span)
             else:
                 try:
                     values.append(param.parse(item))
@@ -75,6 +82,10 @@ def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
         grid[key] = values
     if not grid:
         raise ModelError("sweep needs at least one --grid key=v1,v2,...")
+    points = math.prod(len(v) for v in grid.values())
+    if points > MAX_GRID_POINTS:
+        raise ModelError(f"--grid: {' x '.join(str(len(v)) for v in grid.values())} = "
+                         f"{points:,} points, more than the {MAX_GRID_POINTS:,} a sweep may have")
     return grid
 
 
