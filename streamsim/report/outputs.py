@@ -1,11 +1,10 @@
 """Write every output of one run into a folder: reports, pictures, graph, Perfetto trace.
 
-``write_outputs(report, out_dir)`` renders everything in memory first, then writes every file to a
-temp file and renames them into place only when all are written
-(:func:`streamsim.report.atomic.write_set_atomic`). So a renderer or a write that fails leaves the folder
-as it was, never a half-written file nor a set mixed from two runs, and a finished run never mixes
-its files with those of an earlier one (pictures an earlier run left and this one does not make
-are removed).
+``write_outputs(report, out_dir)`` renders everything in memory first, then writes the files into a
+fresh sibling folder and swaps it in whole (:func:`streamsim.report.atomic.replace_folder`). So a
+renderer or a write that fails, or a kill at any point, leaves the folder as it was or holding the
+new set, never a half-written file nor a set mixed from two runs (pictures an earlier run left and
+this one does not make are gone with it). The folder must hold nothing but these files.
 
 Files: ``report.md``, ``report.json``, ``report.html``, ``hb.svg``, ``hb.png``, ``hb.dot`` (the HB slice
 of the featured hazard (first manifest, else first), else of the deadlock; absent, with a line in the report, when there is neither),
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .atomic import write_set_atomic
+from .atomic import replace_folder
 from .document import Pictures, build_document
 from .draw_hb import draw_hb, short_fix
 from .figures import figure_bytes
@@ -152,14 +151,10 @@ def timeline_file(report: Report, fmt: str, window: int | None = None) -> bytes:
 
 
 def write_outputs(report: Report, out_dir: str) -> list[str]:
-    """Render every output of ``report``, then write them into ``out_dir`` (see module); returns the
-    paths written."""
+    """Render every output of ``report``, then make ``out_dir`` hold exactly them, swapped in
+    whole (:func:`streamsim.report.atomic.replace_folder`: all or nothing, even if killed, and
+    never mixed with a concurrent run's); returns the paths written."""
     files = render_outputs(report)
-    os.makedirs(out_dir, exist_ok=True)
-    staged = {os.path.join(out_dir, name): files[name] for name in ALL_FILES if name in files}
-    write_set_atomic(staged)
-    for name in ALL_FILES:
-        path = os.path.join(out_dir, name)
-        if name not in files and os.path.exists(path):  # an earlier run's picture, not ours
-            os.unlink(path)
-    return list(staged)
+    ours = {name: files[name] for name in ALL_FILES if name in files}
+    replace_folder(out_dir, ours, ALL_FILES)
+    return [os.path.join(out_dir, name) for name in ours]

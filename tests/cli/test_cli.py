@@ -113,9 +113,9 @@ def test_a_write_error_names_the_users_file_not_the_temp_file(tmp_path, monkeypa
     (simulated here: the tests may run as root, for whom no folder is read-only)."""
     import streamsim.report.atomic as atomic
 
-    def refuse(*args, **kw):
-        raise PermissionError(13, "Permission denied", str(tmp_path / "out" / ".report.md.x.tmp"))
-    monkeypatch.setattr(atomic.tempfile, "mkstemp", refuse)
+    def refuse(*args, **kw):  # (issue 19: --out stages a sibling folder, no longer temp files)
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".out.streamsim-x"))
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", refuse)
     log = tmp_path / "race.jsonl"
     log.write_text(RACE)
     assert main(["check", str(log), "--out", str(tmp_path / "out")]) == 2

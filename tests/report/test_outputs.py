@@ -241,24 +241,24 @@ def test_a_failure_mid_write_leaves_the_earlier_run_whole(models, tmp_path, monk
     write_outputs(_report(models["pipe"], "racy"), out)
     before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
     import streamsim.report.atomic as atomic
-    real = atomic._stage
+    real = atomic._write_file
     calls = []
 
-    def flaky(path, fill):
+    def flaky(path, data, shown):  # (issue 19: the set is now staged as a folder, file by file)
         calls.append(path)
         if len(calls) == 3:  # the third file fails after writing part of its bytes
-            def half(f):
-                f.write(b"partial")
-                raise OSError("disk full")
-            return real(path, half)
-        return real(path, fill)
-    monkeypatch.setattr(atomic, "_stage", flaky)
+            real(path, b"partial", shown)
+            raise OSError(28, "No space left on device", shown)
+        return real(path, data, shown)
+    monkeypatch.setattr(atomic, "_write_file", flaky)
     other = _report(models["pipe"], "fixed")
     assert render_outputs(other)["report.md"] != before["report.md"]  # a run that differs
     with pytest.raises(OSError):
         write_outputs(other, out)
     after = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
     assert len(calls) == 3 and after == before
+    assert not [n for n in os.listdir(tmp_path.parent)
+                if n.startswith(f".{tmp_path.name}.streamsim-")]  # no staging folder left
 
 
 def test_a_clean_run_says_why_there_is_no_hb_picture_and_drops_stale_ones(models, tmp_path):
