@@ -60,7 +60,9 @@ def short_usage() -> str:
     lines = ["usage: streamsim COMMAND [options]   (streamsim COMMAND --help for its options)",
              "", "commands:"]
     lines += [f"  {name:{width}}  {what}" for name, what in COMMANDS]
-    lines += ["", EXIT_CODES, "The README explains models, op logs and every output."]
+    lines += ["", EXIT_CODES, "Docs in the repository's docs/: models.md (writing a model), oplog.md "
+              "(op logs),", "cli.md (every command and output), semantics.md (what the verdicts "
+              "mean)."]
     return "\n".join(lines) + "\n"
 
 
@@ -113,8 +115,8 @@ def _add_sim_options(p: argparse.ArgumentParser, *, strategy: str = "model") -> 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
-                   help="what to print: text (default), json (stable and versioned: see the "
-                   "README) or markdown")
+                   help="what to print: text (default), json (stable and versioned: see "
+                   "docs/cli.md) or markdown")
     p.add_argument("--out", metavar="DIR", help="also write report.md, report.json, report.html, "
                    "the HB slice (hb.svg, hb.png, hb.dot), timeline.png and trace.json (Perfetto) "
                    "into DIR")
@@ -156,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES + " " + SAFETY,
                        description="Replay a recorded op log (JSON Lines: one op a line, what each "
                        "host thread issued, in order; an optional integer \"step\" field labels "
-                       "an op's step; the README's \"Op logs\" section describes the format) "
+                       "an op's step; docs/oplog.md describes the format) "
                        "through the engine and analyse it like a model's run.")
     p.add_argument("oplog", help="op log file (JSON Lines; lines end in \\n, \\r\\n or \\r): any "
                    "file but a .py model, read and never executed")
@@ -171,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help=_help("compare"), formatter_class=raw,
                        epilog=METRICS_HELP + "\n" + EXIT_CODES,
                        description="Run every variant (or those given) with the same parameters, "
-                       "seed and\nperturbation; one row each: hazards, manifest, latent, "
+                       "seed and\nperturbation; one row each: root causes, hazards (manifest, latent), "
                        "deadlock, metrics,\nand the makespan change against the baseline variant.")
     _add_run_options(p, variant_many=True)
     p.add_argument("--baseline", default=None,

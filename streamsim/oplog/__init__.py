@@ -1,4 +1,4 @@
-"""The op log (its format: the README, "Op logs"), streamsim's interchange format: read, replay,
+"""The op log (its format: docs/oplog.md), streamsim's interchange format: read, replay,
 write.
 
 * :func:`load_oplog` / :func:`parse_oplog` validate a log into an :class:`OpLog` (``read``, with

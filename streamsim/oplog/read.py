@@ -1,4 +1,4 @@
-"""Read and validate an op log (the README, "Op logs") into an :class:`OpLog`.
+"""Read and validate an op log (docs/oplog.md) into an :class:`OpLog`.
 
 An op log is JSON Lines: what each host thread issued, in order. :func:`load_oplog` checks every
 line statically (JSON, op, fields, types, handles, views, groups) and stops at the first mistake

@@ -1,6 +1,6 @@
 """What an op log may say: its ops, fields and limits, and the records a parsed log is made of.
 
-The format itself is documented for users in the README ("Op logs"); :mod:`.read` checks a log
+The format itself is documented for users in docs/oplog.md; :mod:`.read` checks a log
 against these tables and builds :class:`OpLog`.
 
 ``isend`` and ``irecv`` take an optional ``p2p_streams`` field, ``"per_group"`` or ``"per_pair"``:

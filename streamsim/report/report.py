@@ -1,7 +1,7 @@
 """The report data structure of one run, and its JSON and text forms.
 
 Every writer (text, JSON, Markdown, HTML) renders the same :class:`Report`; the JSON form is a stable,
-documented interface (see the README).
+documented interface (see docs/cli.md).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class Report:
 
 
 def report_json(r: Report) -> dict[str, Any]:
-    """The stable JSON form (keys documented in the README)."""
+    """The stable JSON form (keys documented in docs/cli.md)."""
     d: dict[str, Any] = {"streamsim_json": JSON_VERSION, "source": r.source, "model": r.model,
                          "variant": r.variant, "params": dict(r.params), "seed": r.seed,
                          "jitter": r.jitter, "summary": r.summary()}
