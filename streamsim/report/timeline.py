@@ -23,6 +23,7 @@ from ..trace import HOST, Op, Trace
 from ..analysis.why import access_window
 
 MAX_OPS = 3000
+MAX_LANES = 48  # lanes drawn (a lane is an agent): 10,000 one-op ranks drew 20,000 lanes
 WIDTH = 12.2  # inches: 1,171 px, shown at its natural size in the HTML report's 1,180 px column
 TEXT_PT = 8.5  # the smallest text: 11.3 px at that size
 
@@ -97,6 +98,13 @@ def select_ops(trace: Trace, hazard: Hazard | None, window: int | None = None,
         ops = sorted(ops[:max_ops], key=lambda op: op.id)
         notes.append(f"showing {max_ops:,} of {len(trace.ops):,} ops"
                      + (" (nearest in time to the hazard)" if hazard is not None else ""))
+    agents = {op.agent for op in ops}
+    if len(agents) > MAX_LANES:  # the hazard's ranks first, then in lane order
+        ranks = {trace.op(h).agent.rank for h in (hazard.first, hazard.second)} if hazard else set()
+        kept = set(sorted(agents, key=lambda a: (a.rank not in ranks, lane_key(a)))[:MAX_LANES])
+        ops = [op for op in ops if op.agent in kept]
+        notes.append(f"showing {MAX_LANES} of {len(agents):,} lanes"
+                     + (" (the hazard's ranks first)" if hazard is not None else ""))
     return Selection(tuple(ops), tuple(notes))
 
 
