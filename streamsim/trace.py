@@ -189,10 +189,10 @@ def issue_point(op: Op) -> int:
 def issue_keys(trace: Trace) -> list[int]:
     """Each op's priority in *issue order* (smaller first; ties go to the smaller op id).
 
-    The analysis processes ops in the linear extension of happens-before that takes, among the ops
-    whose predecessors are all processed, the one with the smallest key (see ``analysis.hb``): so an
-    op goes at its place of issue unless it must wait for something issued later (a receive's
-    completion for its matched send). The keys:
+    The analysis takes ops by key, each right after the predecessors it still needs (pulled in
+    depth first, smallest key first; see ``analysis.hb``): so every op goes at its place of issue,
+    and what it must wait for (a receive's completion needs its matched send) comes forward to meet
+    it. The keys:
 
     * an op log (its ops carry ``line``): the line of the host action that issued the op, the host
       action before the stream op it enqueued; an action a fix inserted (no line) goes right after

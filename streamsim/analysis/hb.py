@@ -1,38 +1,41 @@
 """Happens-before analysis: vector clocks and FastTrack-style per-byte-range state, in issue order.
 
-One pass, no graph, linear in the number of ops and accesses (plus a heap over the few ops that must
-wait for something issued later). The relation computed is happens-before as the docs define it:
+One pass, no graph, linear in the number of ops and accesses. The relation computed is
+happens-before as the docs define it:
 
-* every op ``x`` gets a *start clock* ``S(x)`` and an *end clock* ``E(x)``, sparse vectors over agents;
-* ``S(x) = E(prev op of x's agent) ⊔ E(issuer) ⊔ E(a) for a in after``, then x's own component is set
-  to its epoch ``index + 1``;
-* ``E(x) = S(x) ⊔ S(j) for j in joins`` (a join source's start, hence its accesses, is ordered before
-  what follows x, not before x itself);
+* every op ``x`` gets a *start clock* ``S(x)`` and an *end clock* ``E(x)``, sparse vectors over
+  agents;
+* ``S(x) = E(prev op of x's agent) ⊔ E(issuer) ⊔ E(a) for a in after``, then x's own component is
+  set to its epoch ``index + 1``;
+* ``E(x) = S(x) ⊔ S(j) for j in joins`` (a join source's start, hence its accesses, is ordered
+  before what follows x, not before x itself);
 * op ``a`` happens before op ``b`` (their accesses are ordered) iff ``a != b`` and
   ``S(b)[agent(a)] >= epoch(a)``.
 
-**Issue order.** Ops are processed in the linear extension of happens-before that takes, among the
-ops whose predecessors have all been processed, the one issued first (``trace.issue_keys``: an op
-log's line order; a model's threads round-robin by program position; a stream op at the host action
-that enqueued it). So an op goes at its place of issue unless it must wait for something issued
-later: a receive's completion (and what follows it) waits for its matched send's read. Simulated
-time plays no part, so the reported pairs are the same under every seed and jitter.
+**Issue order.** Ops are taken in the order of issue (``trace.issue_keys``: an op log's line
+order; a model's threads round-robin by program position; a stream op at the host action that
+enqueued it). An op whose predecessors are not all processed first pulls them in, depth first,
+smallest key first, and goes right after them: so every op is processed at its own place of issue,
+and what it must wait for (a receive's completion waits for its matched send's read, which another
+rank may have issued later) comes forward to meet it. The result is a linear extension of
+happens-before in which no op moves behind a later-issued op it does not depend on. Simulated time
+plays no part, so the reported pairs are the same under every seed and jitter.
 
 **What is reported.** Accesses are checked with the op's start clock against FastTrack's state,
-updated in that order. Per storage ``(rank, buffer)`` an interval map keeps, for each byte range, the
-last write and the latest read of each agent since that write: a read is checked against the last
-write, a write against the last write and those reads. Every reported pair is a race; every byte
-with a race gets a hazard whose second access is the first one, in issue order, to race on it; and
-a fix for each reported pair orders the unreported ones transitively (``tests/analysis``
+updated in that order. Per storage ``(rank, buffer)`` an interval map keeps, for each byte range,
+the last write and the latest read of each agent since that write: a read is checked against the
+last write, a write against the last write and those reads. Every reported pair is a race; every
+byte with a race gets a hazard whose second access is the first one, in issue order, to race on
+it; and a fix for each reported pair orders the unreported ones transitively (``tests/analysis``
 checks all three against brute force on the networkx HB graph). A storage that some op frees also
 keeps each agent's latest access since its previous free: a free is checked against all of them
 (a free while another stream may still use the buffer), which a write in between would have hidden.
 
 Hazards: one per (first op, second op, kind, storage), its range covering the racing segments;
 ``first`` is the op earlier in issue order. The kind is RAW, WAR or WAW from the two modes in that
-order, or use-after-free when either op is a ``free``; an op that reads and writes the same bytes (in
-place) reports its race with the previous write once, as RAW. ``manifest``: the second access's
-window started before the first one's ended in simulated time (strictly).
+order, or use-after-free when either op is a ``free``; an op that reads and writes the same bytes
+(in place) reports its race with the previous write once, as RAW. ``manifest``: the second
+access's window started before the first one's ended in simulated time (strictly).
 
 One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
 by hand: split into functions across modules, it pays a call per access on millions of accesses.
@@ -41,7 +44,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
+from itertools import chain
 
 from ..gcpause import gc_paused
 from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
@@ -65,7 +68,8 @@ class HappensBefore:
         try:
             clock = self.starts[b]
         except KeyError:
-            raise KeyError(f"no clock kept for op {b}: use analyse(trace, keep_clocks=True)") from None
+            raise KeyError(f"no clock kept for op {b}: use analyse(trace, keep_clocks=True)") \
+                from None
         return clock.get(self.agent_of[a], 0) > self.trace.ops[a].index
 
     def concurrent(self, a: int, b: int) -> bool:
@@ -73,7 +77,7 @@ class HappensBefore:
         return a != b and not self.ordered(a, b) and not self.ordered(b, a)
 
     def clock(self, op_id: int, end: bool = False) -> dict[Agent, int]:
-        """The op's start (or end) clock as ``{agent: epoch}``, zero entries left out (for display)."""
+        """The op's start (or end) clock as ``{agent: epoch}``, zero entries left out (to show)."""
         c = (self.ends if end else self.starts)[op_id]
         return {self.agents[i]: c[i] for i in sorted(c) if c[i]}
 
@@ -89,7 +93,7 @@ class Analysis:
 
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
-    """Every data hazard of ``trace`` in issue order of (second op, first op); with proposed fixes."""
+    """Every data hazard of ``trace`` in issue order of (second op, first op); with their fixes."""
     with gc_paused():
         hazards = _analyse(trace, False).hazards
         if not fixes:
@@ -111,17 +115,17 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     na = len(agents)
     # Clocks are sparse dicts {agent: epoch} (memory grows with what an agent has seen, not with
     # agents squared). Each agent has a *generation*, bumped whenever a component of its clock other
-    # than its own and its *partner*'s grows. The partner of a stream is its rank's first host thread
-    # (which issues most of its ops), of a host itself. Two states of a clock at one generation differ
-    # only in those two components, so one copy per generation stands for the clock of every op that
-    # started in it, given the op's own epoch (index + 1) and, when the agent has another partner,
-    # the op's partner component (``partner_of``). Each agent keeps its copies with the epoch from
-    # which each holds (``hist_e``, ``hist_c``: (tag, copy)). So an op that neither waits on anything,
-    # nor is issued, nor touches memory (most host actions: a launch) needs no clock work at all, and
-    # what a later op needs of it is its agent's copy for its epoch. An agent that already joined a
-    # copy of o tagged t (seen[b][o] == t) joins a later op of o by taking o's own and partner
-    # components only: the common case (a stream op joining the host action that issued it, a host
-    # wait joining a stream op).
+    # than its own and its *partner*'s grows. The partner of a stream is its rank's first host
+    # thread (which issues most of its ops), of a host itself. Two states of a clock at one
+    # generation differ only in those two components, so one copy per generation stands for the
+    # clock of every op that started in it, given the op's own epoch (index + 1) and, when the agent
+    # has another partner, the op's partner component (``partner_of``). Each agent keeps its copies
+    # with the epoch from which each holds (``hist_e``, ``hist_c``: (tag, copy)). So an op that
+    # neither waits on anything, nor is issued, nor touches memory (most host actions: a launch)
+    # needs no clock work at all, and what a later op needs of it is its agent's copy for its epoch.
+    # An agent that already joined a copy of o tagged t (seen[b][o] == t) joins a later op of o by
+    # taking o's own and partner components only: the common case (a stream op joining the host
+    # action that issued it, a host wait joining a stream op).
     partner = list(range(na))
     first_host: dict[int, int] = {}
     for i, ag in enumerate(agents):
@@ -218,11 +222,11 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode,
     # manifest]
     found: dict[tuple, list] = {}
-    # Per storage (rank, buffer): sorted segment starts and live segments [lo, hi, last_write, reads]
-    # where last_write is the (op, agent, epoch) of the writer and reads {agent: (op, agent, epoch)}
-    # or None. A live segment never changes its bounds: a split replaces it with new ones and kills
-    # it (lo = None), so a view that remembers a live segment spanning exactly its bytes can use it
-    # without a lookup.
+    # Per storage (rank, buffer): sorted segment starts and live segments [lo, hi, last_write,
+    # reads] where last_write is the (op, agent, epoch) of the writer and reads {agent: (op, agent,
+    # epoch)} or None. A live segment never changes its bounds: a split replaces it with new ones
+    # and kills it (lo = None), so a view that remembers a live segment spanning exactly its bytes
+    # can use it without a lookup.
     stores: dict[tuple[int, str], tuple[list[int], list[list], dict | None]] = {}
     # id(view) -> [remembered segment, lo, hi, starts, segs, rank, buffer, view, touched]: views
     # are shared by the many accesses to one buffer (the view kept so that its id is not reused).
@@ -282,204 +286,214 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             touched.clear()
         touched[a] = (rec, acc)
 
-    # Issue order: walk the ops by key; an op whose predecessors are not all processed waits in
-    # ``waiting`` (under the op whose end it needs, or ~id of the op whose start it needs) and, once
-    # woken, in the heap ``overdue``, which is drained before the walk goes on: so the order is
-    # exactly "the ready op issued first" (a lexicographically smallest topological order).
+    # Issue order: walk the ops by key. An op whose predecessors are not all processed first pulls
+    # them in: a depth-first walk (``stack``) over its unprocessed predecessors, smallest key first,
+    # so that they are processed just before it; everything else keeps its place. A node is an op's
+    # start (its id) or, for an op whose end joins something, its end (~id): such an end is
+    # processed when something needs it, or at the very end (it has no accesses of its own).
     ended = bytearray(n)  # the op's end is processed (its start, for an op whose end joins nothing)
     started = bytearray(n)
-    waiting: dict[int, list[tuple[int, bool]]] = {}
-    overdue: list[tuple[int, int, bool]] = []
+    pending = bytearray(n)  # a start on the stack (pending[id] & 1) or an end (& 2): cycle check
     position = [0] * n
     count = 0
-    walk = iter(order)
+    walk = chain(order, [~i for i in range(n) if ops[i].joins])
+    stack: list[int] = []
 
-    def wake(node: int) -> None:
-        for w, is_end in waiting.pop(node):
-            heappush(overdue, (keys[w], w, is_end))
-
-    while True:
-        if overdue:
-            _, oid, is_end = heappop(overdue)
-        else:
-            oid = next(walk, -1)
-            if oid < 0:
-                break
-            is_end = False
+    def blocker(oid: int) -> int:
+        """The unprocessed predecessor of op oid's start with the smallest key, as a node."""
         op = ops[oid]
-        a = agent_of[oid]
-        if is_end:  # the end of an op that joins: every joined op must have started
-            blocked = next((j for j in op.joins if not started[j]), -1)
-            if blocked >= 0:
-                waiting.setdefault(~blocked, []).append((oid, True))
+        best = None
+        cands = [x for x in (prev_on[oid], op.issuer) if x is not None and x >= 0]
+        cands += op.after
+        for x in cands:
+            if not ended[x] and (best is None or (keys[x], x) < (keys[best], best)):
+                best = x
+        return ~best if ops[best].joins else best  # (an end pulls its own start first)
+
+    def push(node: int) -> None:
+        bit, x = (2, ~node) if node < 0 else (1, node)
+        if pending[x] & bit:
+            raise ValueError(f"op {x} ({ops[x].name}) can never be processed: the trace's ordering "
+                             "edges form a cycle")
+        pending[x] |= bit
+        stack.append(node)
+
+    for root in walk:
+        while True:
+            if stack:
+                oid = stack[-1]
+            else:  # the next op by key: the common case, ready and never on the stack
+                oid = root
+                if oid < 0:
+                    if ended[~oid]:
+                        break
+                    push(oid)
+                elif started[oid]:
+                    break
+            if oid < 0:  # the end of an op that joins: it and every joined op must have started
+                oid = ~oid
+                op = ops[oid]
+                need = oid if not started[oid] else min(
+                    (j for j in op.joins if not started[j]), key=lambda j: (keys[j], j),
+                    default=None)
+                if need is not None:
+                    push(need)
+                    continue
+                stack.pop()
+                pending[oid] &= ~2
+                a = agent_of[oid]
+                C = clocks[a]
+                g = gen[a]
+                for r in op.joins:
+                    join(a, C, start_copy(r), r)
+                # exact, under a tag no one has seen: joined in full
+                end_of[oid] = (-2 - oid, dict(C))
+                if gen[a] != g:
+                    new_copy(a, C, op.index + 2)
+                if keep_clocks:
+                    keep_ends[oid] = dict(C)
+                ended[oid] = 1
                 continue
+
+            op = ops[oid]
+            p = prev_on[oid]
+            r = op.issuer
+            if (p >= 0 and not ended[p]) or (r is not None and not ended[r]) or \
+                    (op.after and 0 in [ended[x] for x in op.after]):
+                if not stack:
+                    push(oid)  # (a root that must wait: it goes on the stack under what it needs)
+                push(blocker(oid))
+                continue
+            if stack:
+                stack.pop()
+                pending[oid] &= ~1
+            a = agent_of[oid]
+            position[oid] = count
+            count += 1
+            started[oid] = 1
+            if r is None and may_skip[a] and not op.accesses and not op.after and not op.joins:
+                ended[oid] = 1  # nothing to compute (see the clock comment above)
+                continue
+
             C = clocks[a]
-            g = gen[a]
-            for r in op.joins:
-                join(a, C, start_copy(r), r)
-            end_of[oid] = (-2 - oid, dict(C))  # exact, under a tag no one has seen: joined in full
-            if gen[a] != g:
-                new_copy(a, C, op.index + 2)
-            if keep_clocks:
-                keep_ends[oid] = dict(C)
-            ended[oid] = 1
-            if waiting and oid in waiting:
-                wake(oid)
-            continue
-
-        p = prev_on[oid]
-        r = op.issuer
-        if p >= 0 and not ended[p]:
-            waiting.setdefault(p, []).append((oid, False))
-            continue
-        if r is not None and not ended[r]:
-            waiting.setdefault(r, []).append((oid, False))
-            continue
-        if op.after:
-            blocked = next((x for x in op.after if not ended[x]), -1)
-            if blocked >= 0:
-                waiting.setdefault(blocked, []).append((oid, False))
-                continue
-        position[oid] = count
-        count += 1
-        started[oid] = 1
-        if r is None and may_skip[a] and not op.accesses and not op.after and not op.joins:
-            ended[oid] = 1  # nothing to compute (see the clock comment above)
-            if waiting:
-                if oid in waiting:
-                    wake(oid)
-                if ~oid in waiting:
-                    wake(~oid)
-            continue
-
-        C = clocks[a]
-        if r is not None:
-            S = end_of[r]
-            o = agent_of[r]
-            rop = ops[r]
-            v = rop.index + 1
-            if S is None:  # end_copy() inlined for the common case
-                he = hist_e[o]
-                S = hist_c[o][-1] if he[-1] <= v else hist_c[o][bisect_right(he, v) - 1]
-            if seen[a].get(o) == S[0]:  # join() inlined for the common case (see above)
-                if v > C.get(o, 0):
-                    C[o] = v
-                    if o != partner[a]:
-                        gen[a] += 1
-                q = partner[o]
-                if q != o:
-                    v = partner_of[r]
-                    if v > C.get(q, 0):
-                        C[q] = v
-                        if q != partner[a] and q != a:
+            if r is not None:
+                S = end_of[r]
+                o = agent_of[r]
+                rop = ops[r]
+                v = rop.index + 1
+                if S is None:  # end_copy() inlined for the common case
+                    he = hist_e[o]
+                    S = hist_c[o][-1] if he[-1] <= v else hist_c[o][bisect_right(he, v) - 1]
+                if seen[a].get(o) == S[0]:  # join() inlined for the common case (see above)
+                    if v > C.get(o, 0):
+                        C[o] = v
+                        if o != partner[a]:
                             gen[a] += 1
-            else:
-                join(a, C, S, r)
-        for x in op.after:
-            join(a, C, end_copy(x), x)
-        e = op.index + 1
-        if C.get(a, 0) >= e:
-            raise ValueError(f"op {oid} ({op.name}) is out of program order on {op.agent}")
-        C[a] = e
-        if partner[a] != a:
-            partner_of[oid] = C.get(partner[a], 0)
-        if gen[a] != hist_g[a]:
-            new_copy(a, C, e)
-        if keep_clocks:
-            keep_starts[oid] = dict(C)
-        if op.joins:
-            heappush(overdue, (keys[oid], oid, True))  # its end, as soon as it can be processed
-        else:
-            ended[oid] = 1
-        if waiting:
-            if oid in waiting:
-                wake(oid)
-            if ~oid in waiting:
-                wake(~oid)
+                    q = partner[o]
+                    if q != o:
+                        v = partner_of[r]
+                        if v > C.get(q, 0):
+                            C[q] = v
+                            if q != partner[a] and q != a:
+                                gen[a] += 1
+                else:
+                    join(a, C, S, r)
+            for x in op.after:
+                join(a, C, end_copy(x), x)
+            e = op.index + 1
+            if C.get(a, 0) >= e:
+                raise ValueError(f"op {oid} ({op.name}) is out of program order on {op.agent}")
+            C[a] = e
+            if partner[a] != a:
+                partner_of[oid] = C.get(partner[a], 0)
+            if gen[a] != hist_g[a]:
+                new_copy(a, C, e)
+            if keep_clocks:
+                keep_starts[oid] = dict(C)
+            if not op.joins:
+                ended[oid] = 1
 
-        accs = op.accesses
-        if not accs:
-            continue
-        # Accesses list reads before writes (Op's invariant): an in-place op checks its read against
-        # the previous write before its own write replaces it. A remembered live segment is used
-        # inline; else _cover splits and fills segments so that segs[i:j] tile the access's bytes.
-        Cg = C.get
-        rec = (oid, a, e)
-        for acc in accs:
-            ent = entries_get(_id(acc.view))
-            if ent is None:
-                ent = entry(acc.view)
-            if ent[8] is not None:
-                touch(ent[8], op, a, rec, acc, C, ent)
-            s = ent[0]
-            if acc.mode == READ:
+            accs = op.accesses
+            if not accs:
+                continue
+            # Accesses list reads before writes (Op's invariant): an in-place op checks its read
+            # against the previous write before its own write replaces it. A remembered live segment
+            # is used inline; else _cover splits and fills segments so that segs[i:j] tile the
+            # access's bytes.
+            Cg = C.get
+            rec = (oid, a, e)
+            for acc in accs:
+                ent = entries_get(_id(acc.view))
+                if ent is None:
+                    ent = entry(acc.view)
+                if ent[8] is not None:
+                    touch(ent[8], op, a, rec, acc, C, ent)
+                s = ent[0]
+                if acc.mode == READ:
+                    if s[0] is not None:
+                        w = s[2]
+                        if w is not None and Cg(w[1], 0) < w[2]:
+                            report(w, WRITE, op, acc, RAW, ent[1], ent[2], ent[5], ent[6])
+                        rd = s[3]
+                        if rd is None:
+                            s[3] = {a: rec}
+                        else:
+                            rd[a] = rec
+                        continue
+                    lo, hi = ent[1], ent[2]
+                    if hi <= lo:
+                        continue
+                    segs = ent[4]
+                    i, j = _cover(ent[3], segs, lo, hi)
+                    if j - i == 1:
+                        ent[0] = segs[i]
+                    for k in range(i, j):
+                        s = segs[k]
+                        w = s[2]
+                        if w is not None and Cg(w[1], 0) < w[2]:
+                            report(w, WRITE, op, acc, RAW, s[0], s[1], ent[5], ent[6])
+                        rd = s[3]
+                        if rd is None:
+                            s[3] = {a: rec}
+                        else:
+                            rd[a] = rec
+                    continue
                 if s[0] is not None:
                     w = s[2]
                     if w is not None and Cg(w[1], 0) < w[2]:
-                        report(w, WRITE, op, acc, RAW, ent[1], ent[2], ent[5], ent[6])
+                        report(w, WRITE, op, acc, WAW, ent[1], ent[2], ent[5], ent[6])
                     rd = s[3]
-                    if rd is None:
-                        s[3] = {a: rec}
-                    else:
-                        rd[a] = rec
+                    if rd is not None:
+                        for rr in rd.values():
+                            if Cg(rr[1], 0) < rr[2]:
+                                report(rr, READ, op, acc, WAR, ent[1], ent[2], ent[5], ent[6])
+                        s[3] = None
+                    s[2] = rec
                     continue
                 lo, hi = ent[1], ent[2]
                 if hi <= lo:
                     continue
-                segs = ent[4]
-                i, j = _cover(ent[3], segs, lo, hi)
-                if j - i == 1:
-                    ent[0] = segs[i]
+                starts, segs = ent[3], ent[4]
+                i, j = _cover(starts, segs, lo, hi)
                 for k in range(i, j):
                     s = segs[k]
                     w = s[2]
                     if w is not None and Cg(w[1], 0) < w[2]:
-                        report(w, WRITE, op, acc, RAW, s[0], s[1], ent[5], ent[6])
+                        report(w, WRITE, op, acc, WAW, s[0], s[1], ent[5], ent[6])
                     rd = s[3]
-                    if rd is None:
-                        s[3] = {a: rec}
-                    else:
-                        rd[a] = rec
-                continue
-            if s[0] is not None:
-                w = s[2]
-                if w is not None and Cg(w[1], 0) < w[2]:
-                    report(w, WRITE, op, acc, WAW, ent[1], ent[2], ent[5], ent[6])
-                rd = s[3]
-                if rd is not None:
-                    for rr in rd.values():
-                        if Cg(rr[1], 0) < rr[2]:
-                            report(rr, READ, op, acc, WAR, ent[1], ent[2], ent[5], ent[6])
-                    s[3] = None
-                s[2] = rec
-                continue
-            lo, hi = ent[1], ent[2]
-            if hi <= lo:
-                continue
-            starts, segs = ent[3], ent[4]
-            i, j = _cover(starts, segs, lo, hi)
-            for k in range(i, j):
-                s = segs[k]
-                w = s[2]
-                if w is not None and Cg(w[1], 0) < w[2]:
-                    report(w, WRITE, op, acc, WAW, s[0], s[1], ent[5], ent[6])
-                rd = s[3]
-                if rd:
-                    for rr in rd.values():
-                        if Cg(rr[1], 0) < rr[2]:
-                            report(rr, READ, op, acc, WAR, s[0], s[1], ent[5], ent[6])
-                s[0] = None  # dead: replaced by the one segment below
-            ent[0] = s = [lo, hi, rec, None]
-            segs[i:j] = [s]
-            starts[i:j] = [lo]
+                    if rd:
+                        for rr in rd.values():
+                            if Cg(rr[1], 0) < rr[2]:
+                                report(rr, READ, op, acc, WAR, s[0], s[1], ent[5], ent[6])
+                    s[0] = None  # dead: replaced by the one segment below
+                ent[0] = s = [lo, hi, rec, None]
+                segs[i:j] = [s]
+                starts[i:j] = [lo]
 
-    if count < n or waiting:
-        stuck = min((oid for oid in range(n) if not ended[oid]), default=0)
-        raise ValueError(f"op {stuck} ({ops[stuck].name}) can never be processed: the trace's "
-                         "ordering edges form a cycle")
     rows = sorted((position[sid], position[fid], kind, rank, buf, lo, hi, fid, sid, fmode, smode,
                    manifest)
-                  for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest) in found.items())
+                  for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest)
+                  in found.items())
     hazards = [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
                for _, _, kind, rank, buf, lo, hi, fid, sid, fmode, smode, manifest in rows]
     return Analysis(hazards, hb, position)
@@ -509,9 +523,11 @@ _DEAD = [None, None, None, None]  # a view's remembered segment before it has a 
 
 
 def _cover(starts: list[int], segs: list[list], lo: int, hi: int) -> tuple[int, int]:
-    """Make segments ``segs[i:j]`` tile ``[lo, hi)`` exactly (splitting and filling gaps); return i, j.
+    """Make segments ``segs[i:j]`` tile ``[lo, hi)`` exactly (splitting and filling gaps); return
+    i, j.
 
-    A segment is ``[lo, hi, last_write, reads]``; ``starts[k] == segs[k][0]``, sorted, non-overlapping.
+    A segment is ``[lo, hi, last_write, reads]``; ``starts[k] == segs[k][0]``, sorted, not
+    overlapping.
     A split replaces the segment with two new ones (each with its own copy of the reads) and kills
     it (``lo = None``): a live segment keeps its bounds, which views that remember it rely on.
     """

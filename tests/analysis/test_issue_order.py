@@ -2,10 +2,10 @@
 brute-force reference built on the full networkx happens-before graph.
 
 The contract (docs/semantics.md, "Which hazards are reported"): accesses are analysed in *issue
-order*, the linear extension of happens-before that follows the order of issue wherever HB allows
-(for an op log: the line order; a stream op at the line that enqueued it; a receive's completion
-after its matched send's read). The reference computes that order independently, as networkx's
-lexicographically smallest topological order of the split HB graph keyed by issue position.
+order*: ops are taken in the order of issue (for an op log: the line order; a stream op at the line
+that enqueued it), and an op that must wait for something issued later (a receive's completion for
+its matched send) brings it, with what it needs, forward. The reference computes that order
+independently, by depth-first search over predecessors on the networkx split HB graph.
 
 Properties, each checked on every generated log:
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 
-import networkx as nx
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -108,6 +107,13 @@ def oplogs(draw) -> str:
                     "handle": handle(dst), "dur": 1.0}
             if draw(st.booleans()):  # the receive posted first, dst works on meanwhile
                 lines.append(recv)
+                if draw(st.booleans()):  # ops that must wait for the send, then one that need not
+                    s1, s2 = draw(st.permutations(("compute", "side")))
+                    buf = draw(st.sampled_from(BUFFERS))
+                    lines.append({"op": "wait", "rank": dst, "stream": s1,
+                                  "handle": recv["handle"]})
+                    lines.append({"op": "launch", "rank": dst, "stream": s1, "writes": [buf]})
+                    lines.append({"op": "launch", "rank": dst, "stream": s2, "writes": [buf]})
                 for _ in range(draw(st.integers(0, 3))):
                     local(dst)
                 lines.append(send)
@@ -126,16 +132,34 @@ def run(text: str, seed=None, jitter: float = 0.0, fixes=(), base=None) -> Trace
 
 
 def issue_position(t: Trace) -> dict[tuple[int, str], int]:
-    """The reference issue order: the lexicographically smallest topological order of the split HB
-    graph, each node keyed by (line of the host action that issued the op, host action before the
-    stream op it enqueued, op id, start before end)."""
+    """The reference issue order on the split HB graph: op starts taken by key (line of the host
+    action that issued the op, host action before the stream op it enqueued, op id), each after its
+    unvisited predecessors (depth first, smallest key first); ends last unless needed earlier."""
     g = split_graph(full_graph(t))
 
     def key(node):
         op = t.op(node[0])
         ip = op if op.agent.kind == HOST or op.issuer is None else t.op(op.issuer)
         return (ip.line, op.agent.kind != HOST, op.id, node[1] == "e")
-    return {node: i for i, node in enumerate(nx.lexicographical_topological_sort(g, key=key))}
+    order: list = []
+    seen: set = set()
+
+    def visit(v) -> None:
+        stack = [(v, iter(sorted(g.predecessors(v), key=key)))]
+        while stack:
+            node, preds = stack[-1]
+            p = next((p for p in preds if p not in seen), None)
+            if p is not None:
+                stack.append((p, iter(sorted(g.predecessors(p), key=key))))
+                continue
+            stack.pop()
+            if node not in seen:
+                seen.add(node)
+                order.append(node)
+    for node in sorted((v for v in g if v[1] == "s"), key=key) + sorted(g, key=key):
+        if node not in seen:
+            visit(node)
+    return {node: i for i, node in enumerate(order)}
 
 
 def accesses_in_issue_order(t: Trace, pos) -> list[tuple[int, int, object]]:
@@ -230,3 +254,23 @@ def test_fixes_close_in_one_pass(text):
     fixed = run(text, fixes=[h.fix for h in hazards], base=t)
     assert fixed.stall is None
     assert analyse(fixed).hazards == ()
+
+
+def test_an_op_that_waits_for_a_later_line_keeps_its_place_and_its_fix_works():
+    """copy_back (line 3) must wait for the all-reduce, whose other participant is line 5; it races
+    next_copy (line 4). The pair is reported in code order, copy_back first, and its fix (an event
+    after copy_back, waited before next_copy) closes it: ordering next_copy first, as a walk that
+    pushes a waiting op behind later ones did, proposed a wait before line 3 for an event recorded
+    only at line 4, which ordered nothing."""
+    text = "".join(json.dumps(x) + "\n" for x in [
+        {"op": "all_reduce", "rank": 0, "stream": "red", "tensors": ["flat"], "handle": "ar",
+         "dur": 100},
+        {"op": "wait", "rank": 0, "stream": "red", "handle": "ar"},
+        {"op": "launch", "rank": 0, "stream": "red", "name": "copy_back", "writes": ["slot"]},
+        {"op": "launch", "rank": 0, "stream": "compute", "name": "next_copy", "writes": ["slot"]},
+        {"op": "all_reduce", "rank": 1, "tensors": ["flat"], "dur": 100},
+    ])
+    t = run(text)
+    (h,) = analyse(t).hazards
+    assert (t.op(h.first).name, t.op(h.second).name) == ("copy_back", "next_copy")
+    assert analyse(run(text, fixes=[h.fix], base=t)).hazards == ()

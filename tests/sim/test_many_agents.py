@@ -2,7 +2,7 @@
 
 10,000 one-line ranks (a 400 KB op log) took 21.8 s and 9.5 GB. Each stage is checked on its own by
 growth (the time at 8,000 ranks over the time at 2,000: about 4 when linear, 16 when quadratic;
-the best of two runs, so that a busy machine does not decide), and the whole command under a
+the best of three runs, so that a busy machine does not decide), and the whole command under a
 memory limit, in a child process so that a quadratic table fails fast instead of swapping.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ MODEL = textwrap.dedent("""\
     """)
 
 
-def best_time(fn, repeat: int = 2) -> float:
+def best_time(fn, repeat: int = 3) -> float:
     """The best of ``repeat`` timings of ``fn()``, the cyclic GC off (its full collections scan
     every object alive, the other size's traces included: noise, not the stage's own growth)."""
     best = float("inf")
