@@ -8,6 +8,7 @@ models and notebooks import from here only.
 
 Write a model:
     Simulation, Host, Stream, Event, Work, Group   ranks, groups, host programs and their handles
+    P2POp                                          one op of Group.batch_isend_irecv
     Buffer, during                                 memory and access windows
     Param, Params, Model, load_model               model files: parameters, variants, build()
     ModelError, BoundExceeded                      one-line errors (exit code 2)
@@ -37,7 +38,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .sim.api import Event, Group, Host, Simulation, Stream, Work
+from .sim.api import Event, Group, Host, P2POp, Simulation, Stream, Work
 from .sim.errors import BoundExceeded, ModelError
 from .sim.memory import Buffer, during
 from .sim.model import Model, Param, Params, load_model
@@ -86,8 +87,8 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "Buffer", "during", "Param",
-           "Params", "Model", "load_model", "ModelError", "BoundExceeded", "simulate",
+__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Buffer", "during",
+           "Param", "Params", "Model", "load_model", "ModelError", "BoundExceeded", "simulate",
            "Trace", "Op", "Agent", "View", "Access", "happens_before", *_LAZY]
 
 

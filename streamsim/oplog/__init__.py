@@ -2,7 +2,8 @@
 write.
 
 * :func:`load_oplog` / :func:`parse_oplog` validate a log into an :class:`OpLog` (``read``, with
-  the op and field tables of ``schema``); every mistake is one ``ModelError`` ``FILE:LINE: why``;
+  the op and field tables of ``schema``, the ``batch`` rule of ``batches``); every mistake is one
+  ``ModelError`` ``FILE:LINE: why``;
 * :func:`simulate_oplog` replays it through the same engine and API as a model (``replay``);
 * :func:`dump_oplog` / :func:`oplog_text` write any trace back as an op log (``write``);
 * :func:`is_oplog_path`: the one rule that tells an op log from a model file (anything that is not

@@ -21,6 +21,7 @@ from ..gcpause import gc_paused
 from ..sim.memory import Ref
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..trace import View
+from .batches import BatchRule
 from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, LIMITS,
                      MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
@@ -110,6 +111,7 @@ class _Parser:
         self.groups: dict[str, dict[str, Any]] = {}
         self.threads: dict[tuple[int, str], None] = {}
         self.interned: dict[tuple, Ref] = {}  # equal refs resolve to one Ref object
+        self.batches = BatchRule()
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -211,6 +213,7 @@ class _Parser:
         spec["step"] = self.nat(obj, "step", None)
         self.threads.setdefault((rank, spec["host"]), None)
         self.check_fields(obj, spec)
+        self.batches.check(spec, self.lineno, _Bad)
         return spec
 
     def check_fields(self, obj: dict, spec: dict) -> None:
@@ -274,6 +277,7 @@ class _Parser:
             spec["reads" if op == "isend" else "writes"] = refs
             if "p2p_streams" in obj:
                 self.check_p2p_streams(obj, group, g)
+            spec["batch"] = self.nat(obj, "batch", None)
         elif op in COLLECTIVE_KINDS:
             has_t, has_io = "tensors" in obj, ("inputs" in obj, "outputs" in obj)
             if has_t and any(has_io):

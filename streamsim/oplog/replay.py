@@ -20,11 +20,12 @@ import os
 from typing import Callable, Sequence
 
 from ..gcpause import gc_paused
-from ..sim.api import Event, Host, Simulation, Work
+from ..sim.api import Event, Host, P2POp, Simulation, Work
 from ..sim.comm import COLLECTIVE_KINDS
 from ..sim.errors import ModelError
 from ..sim.records import Rec
 from ..sim.memory import Buffer
+from .batches import batches as group_batches
 from .read import Line, OpLog, load_oplog
 from ..trace import Agent, Blocked, Trace
 
@@ -76,6 +77,7 @@ class _Replay:
         self.works: dict[int, Work] = {}  # issuing line -> its Work
         self.pending: dict[int, object] = {}  # issuing line -> simpy event a waiter blocks on
         self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
+        self.batch_lines: dict[Agent, list[Line]] = {}  # a batch being issued: its lines to tag
         e.tag_rec = self.tag
         e.location_of = self.location
         self.run: dict[str, Callable[[Host, Line], None]] = {
@@ -95,7 +97,13 @@ class _Replay:
         h = self.engine.current
         if h is None or h.injected_hold:  # an injected fix is not the line's own op
             return
-        line = self.current.get(h.agent)
+        pending = self.batch_lines.get(h.agent)
+        if pending:  # a batch: its ops come one line each, the host action then its stream op
+            line = pending[0]
+            if rec.agent != h.agent:
+                pending.pop(0)
+        else:
+            line = self.current.get(h.agent)
         if line is not None:
             rec.line = line.lineno
             rec.name = line.name
@@ -109,11 +117,18 @@ class _Replay:
     def program(self, host: Host, lines: list[Line]) -> None:
         agent = host._h.agent
         run = self.run
-        for line in lines:
+        batches = group_batches(lines)
+        for i, line in enumerate(lines):
             self.current[agent] = line
             host.step = line.step  # (each line names its own step, or none)
+            batch = batches.get(i)
+            if batch == ():
+                continue  # (issued with the first line of its batch)
             try:
-                run[line.op](host, line)
+                if batch:
+                    self.batch(host, batch)
+                else:
+                    run[line.op](host, line)
             except ModelError as e:
                 msg = str(e)
                 if msg.startswith(self.oplog.path + ":"):
@@ -178,6 +193,25 @@ class _Replay:
                                 handle=ln.handle)
         self.issued(ln, w)
 
+    def batch(self, host: Host, lines: list[Line]) -> None:
+        """The lines of one batch_isend_irecv, issued by one call; each line's own name and
+        handle tag the op it gives (the engine's tag hook reads ``current``)."""
+        first = lines[0]
+        ops = [P2POp(ln.op, list(ln.reads if ln.op == "isend" else ln.writes), ln.peer,
+                     nbytes=ln.nbytes, dur=ln.dur if ln.op == "isend" else None, name=ln.name,
+                     handle=ln.handle) for ln in lines]
+        by_op = {id(op): ln for op, ln in zip(ops, lines)}
+        agent = host._h.agent
+        sends_first = [op for op in ops if op.op == "isend"] + [op for op in ops if op.op != "isend"]
+        self.batch_lines[agent] = [by_op[id(op)] for op in sends_first]  # (the engine's order)
+        try:
+            with host.use_stream(first.stream):
+                works = host.group(first.group).batch_isend_irecv(ops)
+        finally:
+            self.batch_lines.pop(agent, None)
+        for ln, w in zip(lines, works):
+            self.issued(ln, w)
+
     def collective(self, host: Host, ln: Line) -> None:
         cfg = host.group(ln.group).cfg
         with host.use_stream(ln.stream):
@@ -219,3 +253,4 @@ class _Replay:
 
     def record_stream(self, host: Host, ln: Line) -> None:
         host.record_stream(Buffer(host.rank, ln.buffer, ln.nbytes), ln.stream)
+

@@ -12,6 +12,12 @@ group: every line that gives it must give the same value (else an error naming b
 lines of the group that leave it out follow it. The writer puts it on every ``isend``/``irecv``
 line of a ``per_pair`` group (so any subset of the lines, such as a shrunk log, still says it) and
 on no line of a ``per_group`` one (so version-1 logs are written exactly as before).
+
+``isend`` and ``irecv`` also take an optional ``batch`` (a non-negative integer): consecutive lines
+of one host thread with the same ``batch`` are one ``batch_isend_irecv``, on the group's own
+stream (whatever ``p2p_streams`` says), started together; a ``wait`` on any of their handles waits
+for all of them. A batch's lines name one group and one (current) stream; another line of the
+thread ends the batch, and its id may not be used again by that thread.
 """
 from __future__ import annotations
 
@@ -32,8 +38,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "sync_event": ("event",),
     "sync_stream": (),
     "sync_device": (),
-    "isend": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams"),
-    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams"),
+    "isend": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch"),
+    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch"),
     **{k: ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
        for k in sorted(COLLECTIVE_KINDS)},
     "send_object": ("peer", "group", "nbytes"),
@@ -62,7 +68,7 @@ MAX_BYTES = 2**63 - 1  # nbytes and offsets (tensor sizes are int64)
 MAX_DUR = 1e15  # microseconds (31 years): anything above is a unit mistake, and a huge integer
 # cannot even be converted to a float
 LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,
-          "step": 2**63 - 1}
+          "step": 2**63 - 1, "batch": 2**63 - 1}
 
 
 def shown_number(v: int | float) -> str:
@@ -111,6 +117,7 @@ class Line:
     blocking: bool = False
     buffer: str | None = None
     target: int | None = None
+    batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
 
 
 @dataclass(frozen=True, slots=True)

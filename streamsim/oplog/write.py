@@ -17,7 +17,8 @@ API, the writer says the same thing another way:
   zero-length ``host`` action when it returned False (no edge).
 
 A ``per_pair`` group's isend/irecv lines say so (``"p2p_streams": "per_pair"``, see
-:mod:`.schema`). Not carried: group cost settings (latency, bandwidth, eager threshold: the replay
+:mod:`.schema`); the ops of a ``batch_isend_irecv`` carry its ``batch`` id (the engine issues a
+batch's sends first, and so does the log). Not carried: group cost settings (latency, bandwidth, eager threshold: the replay
 uses the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host
 action whose stream op never started (the run stalled first) left no stream op to describe.
 """
@@ -175,6 +176,8 @@ class _Writer:
         d["group"] = attrs["group"]
         if kind in ("isend", "irecv") and op.agent.name != f"nccl:{attrs['group']}":
             d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default)
+        if "batch" in attrs:
+            d["batch"] = attrs["batch"]
         if op.handle is not None:
             d["handle"] = op  # named once every line is known (name_handles)
         if "nbytes" in attrs:

@@ -14,10 +14,10 @@ from ..trace import Trace
 from .comm import P2P_STREAMS, GroupConfig
 from .engine import Engine
 from .errors import ModelError
-from .handles import Event, Group, Stream, Work
+from .handles import Event, Group, P2POp, Stream, Work
 from .host import Host
 
-__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group"]
+__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp"]
 
 
 class Simulation:

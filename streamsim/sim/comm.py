@@ -1,8 +1,9 @@
 """Point-to-point and collective communication on the engine's comm streams.
 
 Matching (the k-th send from A to B in a group pairs with the k-th receive on B from A), eager and
-rendezvous timing, collectives that end together, and the notes for sends no receive matched. The
-:class:`Engine` inherits these from :class:`CommMixin`; its stream loop calls ``_run_p2p`` and
+rendezvous timing, collectives that end together, batches of point-to-point ops launched together
+(``batch_isend_irecv``), and the notes for sends no receive matched. The :class:`Engine` inherits
+these from :class:`CommMixin`; its stream loop calls ``_run_p2p``, ``_run_batch`` and
 ``_run_collective`` for comm ops.
 """
 from __future__ import annotations
@@ -12,12 +13,16 @@ from dataclasses import dataclass
 import simpy
 
 from ..trace import Agent, Blocked, Note
+from .errors import ModelError
 from .records import Rec, StreamState
 
 P2P_SENDS = frozenset({"isend", "isend_object"})
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = P2P_SENDS | {"irecv"}
-COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast"})
+COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast", "reduce_scatter",
+                              "all_to_all"})
+# collectives whose bytes on the wire default to their inputs' size (the others: their outputs')
+SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
 
 
 @dataclass
@@ -113,6 +118,45 @@ class CommMixin:
             rec.joins = [m.send.id]
             self.mark_end(rec, env.now)
 
+    def _run_batch(self, s: StreamState, first: Rec):
+        """The ops of one ``batch_isend_irecv`` (queued back to back on the group's stream, the
+        first already taken off the queue) start together, as one NCCL group does once it is
+        closed: when the last of them was enqueued and what each waits for is done. Each runs as
+        an unbatched op would (:meth:`_run_p2p`), so a batch holding a send and a receive with
+        the same peer cannot rendezvous-deadlock; the stream goes on when all of them ended."""
+        env = self.env
+        members = [first]
+        q = s.queue
+        while len(members) < first.attrs["batch_size"]:
+            if not q:  # (every member is enqueued by the one batch call that enqueued the first)
+                s.wake = env.event()
+                yield s.wake
+                continue
+            rec = q.popleft()
+            if rec.attrs.get("batch") != first.attrs["batch"]:
+                raise ModelError(f"{rec.name} was enqueued on {s.agent} inside batch "
+                                 f"{first.attrs['batch']} ({first.name}): another host thread "
+                                 "used the stream while the batch was being issued")
+            members.append(rec)
+        latest = max(r.enqueued for r in members)
+        if latest > env.now:
+            yield env.timeout(latest - env.now)
+        for rec in members[1:]:  # (the loop already waited for the first's)
+            for dep in rec.after:
+                if not dep.done:
+                    s.blocked = lambda rec=rec, dep=dep: Blocked(
+                        s.agent, rec.id, f"{rec.name} waits for {dep.name} on {dep.agent}",
+                        (dep.agent,))
+                    yield self.done_event(dep)
+                    s.blocked = None
+        lanes = [_Lane(s.agent) for _ in members]
+        s.blocked = lambda: next((ln.blocked() if callable(ln.blocked) else ln.blocked
+                                  for ln in lanes if ln.blocked is not None),
+                                 Blocked(s.agent, first.id, f"batch of {first.name}", ()))
+        yield simpy.AllOf(env, [env.process(self._run_p2p(ln, rec))
+                                for ln, rec in zip(lanes, members)])
+        s.blocked = None
+
     def _peer_agents(self, peer_rec: Rec | None, peer_rank: int) -> tuple[Agent, ...]:
         if peer_rec is not None:
             return (peer_rec.agent,)
@@ -164,3 +208,13 @@ def _with_peer(rec: Rec, way: str) -> str:
     ``"from"`` or ``"to"``), unless the name already says it."""
     peer = f"{way} rank{rec.attrs['peer']}"
     return rec.name if rec.name.endswith(peer) else f"{rec.name} {peer}"
+
+
+class _Lane:
+    """What :meth:`CommMixin._run_p2p` needs of a stream (its agent, where it says what blocks
+    it), one per op of a batch: the ops run at once, each may block on its own peer."""
+
+    __slots__ = ("agent", "blocked")
+
+    def __init__(self, agent: Agent):
+        self.agent, self.blocked = agent, None

@@ -408,7 +408,10 @@ class Engine(CommMixin):
                     yield self.done_event(dep)
                     s.blocked = None
             if rec.kind in P2P_KINDS:
-                yield from self._run_p2p(s, rec)
+                if "batch" in rec.attrs:
+                    yield from self._run_batch(s, rec)
+                else:
+                    yield from self._run_p2p(s, rec)
             elif rec.kind in COLLECTIVE_KINDS:
                 yield from self._run_collective(s, rec)
             else:  # mark_start and mark_end, inlined (hot path)

@@ -5,6 +5,7 @@ that is running (objects may be shared between threads), which issues the op.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from .comm import GroupConfig
@@ -77,12 +78,15 @@ class Event:
 
 
 class Work:
-    """An async handle (``torch.distributed.Work``) of one comm op."""
+    """An async handle (``torch.distributed.Work``) of one comm op; ``_recs``: the ops it
+    completes with (its own, or every op of its ``batch_isend_irecv``)."""
 
-    __slots__ = ("_host", "_rec", "_cfg", "name", "waited")
+    __slots__ = ("_host", "_rec", "_recs", "_cfg", "name", "waited")
 
-    def __init__(self, host: "Host", rec: Rec, cfg: GroupConfig, name: str):
+    def __init__(self, host: "Host", rec: Rec, cfg: GroupConfig, name: str,
+                 recs: tuple[Rec, ...] | None = None):
         self._host, self._rec, self._cfg, self.name = host, rec, cfg, name
+        self._recs = recs or (rec,)
         self.waited = False
 
     def wait(self, blocking: bool | None = None) -> None:
@@ -96,6 +100,26 @@ class Work:
 
     def __repr__(self) -> str:
         return f"Work({self.name})"
+
+
+@dataclass(frozen=True)
+class P2POp:
+    """``dist.P2POp``: one op of a :meth:`Group.batch_isend_irecv`. ``op`` is ``"isend"`` or
+    ``"irecv"``; the keywords are those of :meth:`Group.isend` (``dur``: sends only)."""
+
+    op: str
+    tensor: Tensor | Sequence[Tensor]
+    peer: int
+    nbytes: int | None = None
+    dur: float | None = None
+    name: str | None = None
+    handle: str | None = None
+
+    def __post_init__(self):
+        if self.op not in ("isend", "irecv"):
+            raise ModelError(f"P2POp: op must be 'isend' or 'irecv', not {self.op!r}")
+        if self.op == "irecv" and self.dur is not None:
+            raise ModelError("P2POp: a receive takes no dur (it lasts until its data arrives)")
 
 
 class Group:
@@ -142,6 +166,33 @@ class Group:
     def all_gather(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
                    **kw) -> Work:
         return self._collective("all_gather", _listify(inputs), _listify(outputs), **kw)
+
+    def all_gather_into_tensor(self, output: Tensor, input: Tensor, **kw) -> Work:
+        """``dist.all_gather_into_tensor``: the same op as :meth:`all_gather` (one output)."""
+        return self._collective("all_gather", [input], [output], **kw)
+
+    def reduce_scatter(self, output: Tensor | Sequence[Tensor],
+                       inputs: Tensor | Sequence[Tensor], **kw) -> Work:
+        """``dist.reduce_scatter_tensor(output, input)`` / ``dist.reduce_scatter(output,
+        input_list)``: reads every input, writes this rank's shard (``output``); bytes on the
+        wire default to the inputs' size."""
+        return self._collective("reduce_scatter", _listify(inputs), _listify(output), **kw)
+
+    def all_to_all(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+                   **kw) -> Work:
+        """``dist.all_to_all_single(output, input)`` / ``dist.all_to_all(output_list,
+        input_list)``: reads every input, writes every output; bytes default to the inputs'."""
+        return self._collective("all_to_all", _listify(inputs), _listify(outputs), **kw)
+
+    def batch_isend_irecv(self, ops: Sequence[P2POp]) -> list[Work]:
+        """``dist.batch_isend_irecv(p2p_op_list)``: the ops start together on the group's own
+        stream ``nccl:<group>`` (even with ``p2p_streams="per_pair"``); one Work per op, each
+        completing with the whole batch."""
+        self._need("nccl", "batch_isend_irecv")
+        for op in ops:
+            if not isinstance(op, P2POp):
+                raise ModelError(f"batch_isend_irecv takes P2POp items, got {type(op).__name__}")
+        return self._host._caller().batch_p2p(self.cfg, list(ops))
 
     def broadcast(self, tensors: Tensor | Sequence[Tensor], src: int, **kw) -> Work:
         t = _listify(tensors)

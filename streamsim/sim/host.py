@@ -11,10 +11,10 @@ from typing import Iterable, Iterator
 from greenlet import getcurrent
 
 from ..trace import Blocked, Note, READ, WRITE, Access
-from .comm import GroupConfig
+from .comm import SIZED_BY_INPUTS, GroupConfig
 from .engine import Engine
 from .errors import ModelError
-from .handles import Event, Group, Stream, Work
+from .handles import Event, Group, Stream, Work, _listify
 from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
 from .records import HostState, Rec
 
@@ -247,18 +247,29 @@ class Host:
 
     def p2p(self, cfg: GroupConfig, kind: str, tensors: list, peer: int, nbytes: int | None,
             dur: float | None, name: str | None, handle: str | None) -> Work:
+        self._e.settle(self._h)
+        rec = self._p2p_rec(cfg, kind, tensors, peer, nbytes, dur, name, handle,
+                            cfg.p2p_stream(self.rank, peer))
+        return self._work(rec, cfg)
+
+    def _p2p_rec(self, cfg: GroupConfig, kind: str, tensors: list, peer: int,
+                 nbytes: int | None, dur: float | None, name: str | None, handle: str | None,
+                 stream: str, batch: tuple[int | None, int] | None = None) -> Rec:
+        """Enqueue one isend/irecv on ``stream`` and enter it in the p2p matching; ``batch`` is
+        (id or None for the batch's first op, size) for an op of a ``batch_isend_irecv``."""
         if peer not in cfg.ranks:
             raise ModelError(f"{kind}: peer rank {peer} is not in group {cfg.name!r}")
         e = self._e
-        e.settle(self._h)
         size = nbytes_of(tensors) if nbytes is None else nbytes
         is_send = kind == "isend"
         mode = "read" if is_send else "write"
         acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
-        rec = e.enqueue(self._h, cfg.p2p_stream(self.rank, peer), kind,
+        rec = e.enqueue(self._h, stream, kind,
                         name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
                         (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
                         acc, after=self._nccl_enqueue_edge)
+        if batch is not None:  # (before the next enqueue: the stream loop may look at it then)
+            rec.attrs.update(batch=rec.id if batch[0] is None else batch[0], batch_size=batch[1])
         src, dst = (self.rank, peer) if is_send else (peer, self.rank)
         m = e.p2p_entry(cfg.name, src, dst, is_send)
         if is_send:
@@ -268,10 +279,29 @@ class Host:
         e.matches[rec.id] = m
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, peer=peer, nbytes=size, mode=mode, dur=rec.dur)
-        return self._work(rec, cfg)
+        return rec
 
-    def _work(self, rec: Rec, cfg: GroupConfig) -> Work:
-        work = Work(self, rec, cfg, rec.handle)
+    def batch_p2p(self, cfg: GroupConfig, ops: list) -> list[Work]:
+        """``dist.batch_isend_irecv``: the ops go to the group's own stream ``nccl:<group>`` (a
+        batched op uses the group's communicator whatever ``p2p_streams`` says), sends first, and
+        start together. One Work per op, in the list's order; each completes with the whole batch,
+        as the one Work ProcessGroupNCCL returns for a coalesced batch does."""
+        if not ops:
+            raise ModelError("batch_isend_irecv needs at least one P2POp")
+        self._e.settle(self._h)
+        order = sorted(range(len(ops)), key=lambda i: ops[i].op != "isend")  # (stable)
+        recs: dict[int, Rec] = {}
+        batch: tuple[int | None, int] = (None, len(ops))
+        for i in order:
+            op = ops[i]
+            rec = recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer, op.nbytes,
+                                          op.dur, op.name, op.handle, f"nccl:{cfg.name}", batch)
+            batch = (rec.attrs["batch"], len(ops))
+        members = tuple(recs[i] for i in order)
+        return [self._work(recs[i], cfg, members) for i in range(len(ops))]
+
+    def _work(self, rec: Rec, cfg: GroupConfig, recs: tuple[Rec, ...] | None = None) -> Work:
+        work = Work(self, rec, cfg, rec.handle, recs)
         if rec.issuer is not None:
             self._e.works[rec.issuer] = work
         return work
@@ -281,7 +311,9 @@ class Host:
                    handle: str | None) -> Work:
         e = self._e
         e.settle(self._h)
-        size = nbytes_of(outputs or inputs) if nbytes is None else nbytes
+        if nbytes is None:
+            nbytes = nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
+        size = nbytes
         rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
@@ -293,26 +325,26 @@ class Host:
     def wait_work(self, work: Work, blocking: bool | None) -> None:
         e, h = self._e, self._h
         work.waited = True
-        target = work._rec
+        targets = list(work._recs)
         gloo = work._cfg.backend == "gloo"
         if blocking is None:
             blocking = work._cfg.blocking_wait
         if gloo or blocking:
             rec = e.blocking_op(h, "wait", f"{work.name}.wait()")
             rec.attrs.update(handle=work.name, blocking=True)
-            e.wait_recs(h, rec, [target], f"{work.name}.wait() blocks the host")
+            e.wait_recs(h, rec, targets, f"{work.name}.wait() blocks the host")
             e.end_blocking(h, rec)
         else:
             rec = e.enqueue(h, h.current_stream, "wait", f"{work.name}.wait()", 0.0,
-                            after=[target])
+                            after=targets)
             rec.attrs.update(handle=work.name, blocking=False)
 
     def query_work(self, work: Work) -> bool:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
-        done = work._rec.done
+        done = all(r.done for r in work._recs)
         if done:
-            rec.after = [*rec.after, work._rec]
+            rec.after = [*rec.after, *work._recs]
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
         e.end_blocking(h, rec)
