@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench docs
+.PHONY: demo test venv clean bench gallery docs
 
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
@@ -37,6 +37,10 @@ docs: $(STAMP)
 	$(PY) -m pip install -q -e '.[docs]'
 	$(PY) -m pdoc streamsim -o out/api
 	@echo "API reference: out/api/streamsim.html"
+
+# docs/gallery.md: every compare table and picture of the page, from the models as they are now.
+gallery: $(STAMP)
+	$(PY) docs/make_gallery.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
