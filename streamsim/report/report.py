@@ -5,13 +5,13 @@ documented interface (see docs/cli.md).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
 from ..analysis.metrics import Metrics
+from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
 
@@ -69,8 +69,9 @@ def report_json(r: Report) -> dict[str, Any]:
 
 
 def dumps_json(r: Report) -> str:
-    """The report's stable JSON form (:func:`report_json`) as text, one key a line."""
-    return json.dumps(report_json(r), indent=2, sort_keys=False) + "\n"
+    """The report's stable JSON form (:func:`report_json`) as text, one key a line: the text
+    ``json.dumps(..., indent=2)`` writes, from a C encoder (:mod:`.jsontext`)."""
+    return dumps_indented(report_json(r)) + "\n"
 
 
 def _us(x: float) -> str:
