@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 from ..explore.check import check_oplog, run_model
+from ..gcpause import gc_paused
 from ..report.atomic import write_atomic
 from ..report.escape import terminal, terminal_lines
 from ..report.report import Report, dumps_json, render_text
@@ -29,6 +30,11 @@ def oplog_report(path: str, args, *, fix_cost: bool = False) -> Report:
 
 
 def _emit(report: Report, fmt: str, out: str | None) -> int:
+    with gc_paused():  # rendering a large report makes millions of short-lived objects
+        return _render(report, fmt, out)
+
+
+def _render(report: Report, fmt: str, out: str | None) -> int:
     if out is not None and not out.strip():
         raise ModelError("--out: empty folder name")
     if out:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
 from ..analysis.metrics import compute_metrics
+from ..gcpause import gc_paused
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..report.report import Report
 from ..sim.model import Model, load_model
@@ -43,6 +44,13 @@ def run_model(model: Model | str, variant: str | None = None,
     """
     if isinstance(model, str):
         model = load_model(model)
+    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
+        return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
+                          max_time, fix_cost)
+
+
+def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
+               fix_cost) -> Report:
     variant = model.check_variant(variant)
     values = model.resolve(params)
     seed = seed_used(seed, jitter, strategy)
@@ -64,6 +72,11 @@ def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, ji
     """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
     with the proposed fixes inserted, as for a model."""
+    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
+        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost)
+
+
+def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost) -> Report:
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
     seed = seed_used(seed, jitter)
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
