@@ -1,16 +1,20 @@
 """Liveness: the deadlock behind a stall (wait-for cycle), handles never waited, engine notes."""
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from .findings import Deadlock, Warning
 from ..trace import Agent, Trace, waited_on
+
+if TYPE_CHECKING:  # networkx is imported where a stall needs it: every check would pay 0.15 s
+    import networkx as nx
 
 HANDLE_NEVER_WAITED = "handle-never-waited"
 
 
 def wait_for_graph(trace: Trace) -> nx.DiGraph:
     """Blocked agent → each agent whose progress would unblock it (empty without a stall)."""
+    import networkx as nx
     g = nx.DiGraph()
     if trace.stall is None:
         return g
@@ -34,6 +38,7 @@ def find_cycle(g: nx.DiGraph) -> tuple[Agent, ...] | None:
     waiting for the next) it settles for the shortest cycle through the smallest agent that is on
     any cycle, found in one breadth-first search (linear, and deterministic too).
     """
+    import networkx as nx
     cyclic = [c for c in nx.strongly_connected_components(g)
               if len(c) > 1 or any(g.has_edge(a, a) for a in c)]
     if not cyclic:
