@@ -18,7 +18,7 @@ from ..report.report import Report
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import cost_fixes, cost_root_causes
+from .fixcost import budget_note, cost_fixes, cost_root_causes
 from .pct import perturb_for
 
 
@@ -95,5 +95,6 @@ def _costs(trace: Trace, findings: Findings, rerun, wanted: bool) -> dict:
     total = cost_fixes(trace, findings, rerun)
     if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
         return {"fix_cost": total, "root_cause_costs": (total,)}
-    return {"fix_cost": total, "root_cause_costs": cost_root_causes(trace, findings, rerun)}
+    return {"fix_cost": total, "root_cause_costs": cost_root_causes(trace, findings, rerun),
+            "root_cause_cost_note": budget_note(trace, findings)}
 

@@ -3,7 +3,9 @@
 It needs the simulator (to re-run) and the analysis (to find the fixes and check the re-run), so it
 sits in explore, above both. Fixes close in one pass (the analysis reports, in issue order, a pair
 for every race that the others do not order transitively), so one re-run is enough: what the fixed
-run still reports is shown as it is, not patched over with further rounds.
+run still reports is shown as it is, not patched over with further rounds. Each root cause's fix
+alone is costed too (a re-run each), for the first root causes only: at most 20, and no more than
+fit in a budget of re-simulated ops, so that costing stays within a bounded multiple of the run.
 """
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from typing import Callable, Sequence
 
 from ..analysis.checks import FixCost, analyse, distinct_fixes
 from ..analysis.findings import Findings, Hazard
-from ..analysis.metrics import compute_metrics
+from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.inject import key_fixes
 from ..trace import Trace
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
+# Trace ops re-simulated for the root causes' own costs, in all: each re-simulation runs the whole
+# program again, so without a bound a large log's costing would take 20 times its check.
+ROOT_CAUSE_COST_BUDGET = 1_000_000
 
 Rerun = Callable[[list], Trace]  # (keyed fixes) -> the re-simulated trace
 
@@ -26,22 +31,47 @@ def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun) -> FixCost | None
     return _cost(trace, findings.hazards, rerun)
 
 
+def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED_ROOT_CAUSES,
+                       budget: int | None = None) -> int:
+    """How many root causes (the first ones) get a cost of their own: at most ``limit``, and only
+    as many re-simulations as fit in ``budget`` ops (default ROOT_CAUSE_COST_BUDGET; each runs
+    about as many ops as ``trace``). Decided before any re-run: the same for every seed."""
+    budget = ROOT_CAUSE_COST_BUDGET if budget is None else budget
+    return min(len(findings.root_causes), limit, budget // max(len(trace.ops), 1))
+
+
 def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
-                     limit: int = MAX_COSTED_ROOT_CAUSES) -> tuple[FixCost | None, ...]:
-    """For each root cause (the first ``limit`` of them), the cost of its fix alone, applied at
-    every instance; None for a root cause with no fix or beyond ``limit``."""
-    out = []
-    for n, rc in enumerate(findings.root_causes):
-        members = [findings.hazards[i] for i in rc.instances]
-        out.append(_cost(trace, members, rerun) if n < limit else None)
-    return tuple(out)
+                     limit: int = MAX_COSTED_ROOT_CAUSES,
+                     budget: int | None = None) -> tuple[FixCost | None, ...]:
+    """For each root cause, the cost of its fix alone, applied at every instance; None for a root
+    cause with no fix or beyond :func:`costed_root_causes`."""
+    k = costed_root_causes(trace, findings, limit, budget)
+    before = compute_metrics(trace) if k else None
+    return tuple(_cost(trace, [findings.hazards[i] for i in rc.instances], rerun, before)
+                 if n < k else None for n, rc in enumerate(findings.root_causes))
 
 
-def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun) -> FixCost | None:
+def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> str:
+    """The sentence a report adds when the budget, not the limit, left root causes uncosted ('' if
+    none)."""
+    budget = ROOT_CAUSE_COST_BUDGET if budget is None else budget
+    k = costed_root_causes(trace, findings, budget=budget)
+    m = len(findings.root_causes)
+    if m < 2 or k >= min(m, MAX_COSTED_ROOT_CAUSES):
+        return ""
+    which = f"the first {k}" if k else "none"
+    return (f"The cost of each root cause's fix alone was measured for {which} of the {m:,} root "
+            f"causes: each is a re-simulation of the whole run ({len(trace.ops):,} ops), and at "
+            f"most {budget:,} ops are re-simulated for them.")
+
+
+def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
+          before: Metrics | None = None) -> FixCost | None:
     keyed = key_fixes(trace, distinct_fixes(hazards))
     if not keyed:
         return None
     fixed = rerun(keyed)
     after = analyse(fixed)
-    return FixCost(syncs=len(keyed), before=compute_metrics(trace), after=compute_metrics(fixed),
+    return FixCost(syncs=len(keyed), before=before or compute_metrics(trace),
+                   after=compute_metrics(fixed),
                    hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)

@@ -244,13 +244,13 @@ def _cost(c) -> Text:
 
 
 def _fix_cost(r: Report) -> Text:
-    c = r.fix_cost
+    c, note = r.fix_cost, r.root_cause_cost_note  # note: root causes the budget left uncosted
     if c is None:
         return t("Cost not measured (", code("run"), " and ", code("check"), " re-simulate with "
                  "the fixes unless ", code("--no-fix-cost"), "; not under ",
                  code("--strategy pct"), ", whose delays a fix's extra ops would move).")
     return t(f"Every proposed fix applied at once ({c.syncs} sync{'s' * (c.syncs != 1)}), "
-             "re-simulated: ") + _cost(c)
+             "re-simulated: ") + _cost(c) + t(note and " ", note)
 
 
 def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:

@@ -35,6 +35,7 @@ class Report:
     jitter: float = 0.0
     fix_cost: FixCost | None = None  # every proposed fix applied at once
     root_cause_costs: tuple[FixCost | None, ...] = ()  # each root cause's fix alone, by index
+    root_cause_cost_note: str = ""  # a sentence: which root causes a budget left uncosted, if any
 
     @property
     def exit_code(self) -> int:
@@ -151,6 +152,8 @@ def render_text(r: Report) -> str:
     if c is not None:
         lines.append(f"fix cost: every proposed fix applied at once ({c.syncs} "
                      f"sync{'s' * (c.syncs != 1)}): {_cost(c)}")
+    if r.root_cause_cost_note:
+        lines.append(r.root_cause_cost_note)
     return terminal_lines(lines)  # a name's control characters escaped: no line of its own
 
 

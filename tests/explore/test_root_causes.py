@@ -217,3 +217,32 @@ def test_parse_and_replay_the_readme_op_log_example():
     t = simulate_oplog(parse_oplog(text, "ex.jsonl"))
     (h,) = analyse(t).hazards
     assert (t.op(h.first).line, t.op(h.second).line, h.kind) == (2, 3, "WAR")
+
+
+def test_root_causes_are_costed_alone_within_a_budget_of_resimulated_ops(tmp_path, monkeypatch):
+    """Each root cause's own cost is a re-simulation of the whole run: only as many as fit in the
+    budget of re-simulated ops are measured, the first ones, and the report says so; the cost of
+    all fixes at once is always measured."""
+    from streamsim import check_oplog
+    from streamsim.explore import fixcost
+    from streamsim.report.report import render_text
+    path = tmp_path / "three.jsonl"
+    path.write_text("".join(
+        f'{{"op": "launch", "stream": "s0", "name": "w{b}", "writes": ["{b}"]}}\n'
+        f'{{"op": "launch", "stream": "s1", "name": "r{b}", "reads": ["{b}"]}}\n'
+        for b in "abc"))
+    full = check_oplog(str(path))
+    assert len(full.findings.root_causes) == 3 and None not in full.root_cause_costs
+    assert "measured for" not in render_text(full)
+    ops = len(full.trace.ops)
+    monkeypatch.setattr(fixcost, "ROOT_CAUSE_COST_BUDGET", 2 * ops + 1)  # room for two re-runs
+    cut = check_oplog(str(path))
+    assert [c is not None for c in cut.root_cause_costs] == [True, True, False]
+    assert cut.root_cause_costs[:2] == full.root_cause_costs[:2] and cut.fix_cost == full.fix_cost
+    assert (f"The cost of each root cause's fix alone was measured for the first 2 of the 3 root "
+            f"causes: each is a re-simulation of the whole run ({ops} ops)") in render_text(cut)
+    from streamsim.report.markdown import render_markdown
+    assert "measured for the first 2 of the 3 root causes" in render_markdown(cut)
+    assert "measured for" not in render_markdown(full)
+    monkeypatch.setattr(fixcost, "ROOT_CAUSE_COST_BUDGET", ops - 1)
+    assert check_oplog(str(path)).root_cause_costs == (None, None, None)
