@@ -9,6 +9,7 @@ import textwrap
 
 from ..explore.check import check_oplog, run_model
 from ..gcpause import gc_paused
+from .progress import progress
 from ..report.atomic import write_atomic
 from ..report.escape import terminal, terminal_lines
 from ..report.report import Report, dumps_json, render_text
@@ -16,40 +17,54 @@ from ..sim.errors import ModelError
 from ..sim.model import Model, load_model
 
 
-def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True) -> Report:
+def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True,
+                  progress=None) -> Report:
     return run_model(model, variant, sets, seed=args.seed, jitter=args.jitter,
                      strategy=getattr(args, "strategy", "random"), depth=getattr(args, "depth", 2),
-                     max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost)
+                     max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost,
+                     progress=progress)
 
 
-def oplog_report(path: str, args, *, fix_cost: bool = False) -> Report:
+def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> Report:
     if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
-                       max_time=args.max_time, fix_cost=fix_cost)
+                       max_time=args.max_time, fix_cost=fix_cost, progress=progress)
 
 
-def _emit(report: Report, fmt: str, out: str | None) -> int:
-    with gc_paused():  # rendering a large report makes millions of short-lived objects
-        return _render(report, fmt, out)
+def _phases(*first: str, fix_cost: bool):
+    """The progress line of a check or run (on a terminal only)."""
+    return progress((*first, "simulate", "analyse", *(("cost fixes",) if fix_cost else ()),
+                     "report"))
 
 
-def _render(report: Report, fmt: str, out: str | None) -> int:
+def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
+    """Write ``--out``'s files and the report on stdout; ``shown``: the progress line, cleared
+    before the report reaches the terminal."""
     if out is not None and not out.strip():
         raise ModelError("--out: empty folder name")
+    if shown is not None:
+        shown("report")
+    try:
+        with gc_paused():  # rendering a large report makes millions of short-lived objects
+            text = _render(report, fmt, out)
+    finally:
+        if shown is not None:
+            shown.close()
+    sys.stdout.write(text)
+    return report.exit_code
+
+
+def _render(report: Report, fmt: str, out: str | None) -> str:
     if out:
         from ..report.outputs import write_outputs
         write_outputs(report, out)
     if fmt == "json":
-        sys.stdout.write(dumps_json(report))
-    elif fmt == "markdown":
+        return dumps_json(report)
+    if fmt == "markdown":
         from ..report.markdown import render_markdown
-        sys.stdout.write(render_markdown(report))
-    else:
-        sys.stdout.write(render_text(report))
-        if out:
-            sys.stdout.write(terminal(f"wrote {out}/\n"))
-    return report.exit_code
+        return render_markdown(report)
+    return render_text(report) + (terminal(f"wrote {out}/\n") if out else "")
 
 
 def summary_of(model: Model) -> str:
@@ -79,17 +94,28 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    report = _model_report(model, args.variant, args.set, args, fix_cost=not args.no_fix_cost)
-    return _emit(report, args.format, args.out)
+    shown = _phases(fix_cost=not args.no_fix_cost)
+    try:
+        report = _model_report(model, args.variant, args.set, args, fix_cost=not args.no_fix_cost,
+                               progress=shown)
+    except BaseException:
+        shown.close()
+        raise
+    return _emit(report, args.format, args.out, shown)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     if args.fixed_out is not None and not args.fixed_out.strip():
         raise ModelError("--fixed-out: empty file name")
-    report = oplog_report(args.oplog, args, fix_cost=not args.no_fix_cost)
-    if args.fixed_out:
-        write_atomic(args.fixed_out, fixed_log(args.oplog, report))
-    code = _emit(report, args.format, args.out)
+    shown = _phases("parse", fix_cost=not args.no_fix_cost)
+    try:
+        report = oplog_report(args.oplog, args, fix_cost=not args.no_fix_cost, progress=shown)
+        if args.fixed_out:
+            write_atomic(args.fixed_out, fixed_log(args.oplog, report))
+    except BaseException:
+        shown.close()
+        raise
+    code = _emit(report, args.format, args.out, shown)
     if args.fixed_out and args.format == "text":
         sys.stdout.write(f"wrote {args.fixed_out}\n")
     return code

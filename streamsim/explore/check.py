@@ -7,7 +7,7 @@ writer (text, JSON, Markdown, HTML, pictures) renders.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
@@ -20,6 +20,12 @@ from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
 from .fixcost import budget_note, cost_fixes, cost_root_causes
 from .pct import perturb_for
+
+Progress = Callable[[str], None]  # called with each phase's name as it starts
+
+
+def _quiet(phase: str) -> None:
+    pass
 
 
 def seed_used(seed: int | None, jitter: float, strategy: str = "random") -> int | None:
@@ -34,9 +40,10 @@ def run_model(model: Model | str, variant: str | None = None,
               params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
               jitter: float = 0.0, strategy: str = "random", depth: int = 2,
               max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
-              fix_cost: bool = True) -> Report:
+              fix_cost: bool = True, progress: Progress | None = None) -> Report:
     """Simulate one variant of ``model`` and analyse it; with ``fix_cost``, re-simulate with every
-    proposed fix applied to measure what they cost (``streamsim run``).
+    proposed fix applied to measure what they cost (``streamsim run``). ``progress`` is called with
+    the name of each phase as it starts.
 
     ``strategy``/``depth``: the schedule perturbation (``random``: jitter only; ``pct``: see
     :mod:`streamsim.explore.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
@@ -46,21 +53,23 @@ def run_model(model: Model | str, variant: str | None = None,
         model = load_model(model)
     with gc_paused():  # the stages build millions of long-lived objects: see gcpause
         return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
-                          max_time, fix_cost)
+                          max_time, fix_cost, progress or _quiet)
 
 
 def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
-               fix_cost) -> Report:
+               fix_cost, progress: Progress) -> Report:
     variant = model.check_variant(variant)
     values = model.resolve(params)
     seed = seed_used(seed, jitter, strategy)
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
+    progress("simulate")
     opts["perturb"] = perturb_for(model, variant, values, depth=depth, strategy=strategy, **opts)
     trace = simulate(model, variant, values, **opts)
+    progress("analyse")
     findings = analyse(trace)
     costs = _costs(trace, findings, lambda fixes: simulate(model, variant, values, fixes=fixes,
                                                            base=trace, **opts),
-                   fix_cost and strategy == "random")
+                   fix_cost and strategy == "random", progress)
     return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
                   model=model.name, variant=variant, params=dict(values), seed=seed,
                   jitter=jitter, **costs)
@@ -68,30 +77,35 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
 
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
-                fix_cost: bool = True) -> Report:
+                fix_cost: bool = True, progress: Progress | None = None) -> Report:
     """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
-    with the proposed fixes inserted, as for a model."""
+    with the proposed fixes inserted, as for a model. ``progress``: as for :func:`run_model`."""
     with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost)
+        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress or _quiet)
 
 
-def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost) -> Report:
+def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Progress) -> Report:
+    progress("parse")
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
     seed = seed_used(seed, jitter)
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
+    progress("simulate")
     trace = simulate_oplog(log, **opts)
+    progress("analyse")
     findings = analyse(trace)
     costs = _costs(trace, findings,
-                   lambda fixes: simulate_oplog(log, fixes=fixes, base=trace, **opts), fix_cost)
+                   lambda fixes: simulate_oplog(log, fixes=fixes, base=trace, **opts), fix_cost,
+                   progress)
     return Report(source=log.path, trace=trace, findings=findings,
                   metrics=compute_metrics(trace), seed=seed, jitter=jitter, **costs)
 
 
-def _costs(trace: Trace, findings: Findings, rerun, wanted: bool) -> dict:
+def _costs(trace: Trace, findings: Findings, rerun, wanted: bool, progress: Progress) -> dict:
     """Report fields: the cost of all fixes at once and of each root cause's fix alone."""
     if not wanted or not findings.hazards:
         return {}
+    progress("cost fixes")
     total = cost_fixes(trace, findings, rerun)
     if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
         return {"fix_cost": total, "root_cause_costs": (total,)}
