@@ -1,178 +1,223 @@
-"""Benchmark of `streamsim check`: parse, replay and analyse a synthetic op log, at two sizes.
+"""Benchmark of ``streamsim check`` as a user runs it: against PyTorch's CUDA Sanitizer, start-up,
+memory, and where the time goes.
 
-The op log: one rank, one host thread launching kernels round-robin on 8 streams over 1,000 buffers,
-an event record + wait every 10 ops (see :func:`write_oplog`). Each size runs in a fresh process so
-that its peak RSS is its own.
+    python benchmarks/check.py                      # all of the below at their default sizes
+    python benchmarks/check.py --vs-csan 200000     # ops/s beside CSAN's EventHandler (targets)
+    python benchmarks/check.py --startup            # check of a one-line log
+    python benchmarks/check.py --memory 1000000     # peak RSS per op-log line
+    python benchmarks/check.py --stages 200000      # CPU per stage, and the Python-object floor
 
-    python benchmarks/check.py [--ops 500000] [--small 50000]
-
-Prints, per size: ops, seconds and ops/s for parsing (JSON Lines -> checked lines), replay (the
-engine) and analysis (vector clocks + FastTrack; best of ``--repeat`` runs on the same trace, median
-beside it), peak RSS; then the growth ratio of the analysis time per op (large / small; 1.0 is
-perfectly linear), the *read floor* (the time merely to read the trace's fields once: what any
-analysis of this trace representation pays first) and the verdict on issue 3's target, in op-log
-ops (lines) as the issue counts them.
-The exit status is 0 when the target is met by the best runs.
+The op log is the random stream program of ``benchmarks/programs.py``. ``--vs-csan`` times, in
+interleaved rounds (best of ``--repeat``, median beside it), each a fresh process: ``streamsim
+check --no-fix-cost`` writing the text report and the JSON report to a file (start-up, parsing,
+replay, analysis, report), and CSAN's ``EventHandler`` driven in-process over the same ops
+(``csan_driver.py``, CPU PyTorch 2.13.0 in a venv of its own: ``--csan-python``, else
+``benchmarks/.csan-venv``, made on first use; never a dependency of streamsim) with its stack
+capture stubbed out and as shipped. CSAN does not re-simulate anything, so the ratios compare
+``--no-fix-cost``; the default ``check`` (fixes costed by re-simulation) is timed once beside them.
+Targets (issue 18): streamsim >= 0.5x CSAN stubbed and >= 1.5x CSAN as shipped, start-up <= 0.25 s,
+<= 1.5 KB of peak RSS per line at 1M lines. Prints the figures; exits 0 whatever they are (a
+benchmark, not a test).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import random
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 
+from programs import write_random_program  # noqa: E402
+from timing import time_command  # noqa: E402
 
-def write_oplog(path: str, n_ops: int, streams: int = 8, buffers: int = 1000, seed: int = 0) -> int:
-    """Write the synthetic op log; return the number of op lines.
-
-    Buffer b belongs to stream b % streams; a kernel reads and writes its own stream's buffers.
-    Every 10th op records an event on one stream, the next stream waits it, and then reads a buffer
-    of the first one: ordered, unless the first stream rewrites it later (a few real hazards).
-    """
-    rnd = random.Random(seed)
-    per = buffers // streams
-    lines = 0
-    with open(path, "w") as f:
-        for i in range(n_ops):
-            k = i % streams
-            if i % 10 == 9:
-                ev = f"e{i // 10 % 64}"
-                nxt = (k + 1) % streams
-                f.write(json.dumps({"op": "record", "stream": f"s{k}", "event": ev}) + "\n")
-                f.write(json.dumps({"op": "wait_event", "stream": f"s{nxt}", "event": ev}) + "\n")
-                f.write(json.dumps({"op": "launch", "stream": f"s{nxt}", "name": "consume",
-                                    "reads": [f"b{k + streams * rnd.randrange(per)}"],
-                                    "writes": [f"b{nxt + streams * rnd.randrange(per)}"],
-                                    "dur": 2.0}) + "\n")
-                lines += 3
-                continue
-            r, w = (k + streams * rnd.randrange(per) for _ in range(2))
-            f.write(json.dumps({"op": "launch", "stream": f"s{k}", "name": "k",
-                                "reads": [f"b{r}"], "writes": [f"b{w}"],
-                                "dur": round(rnd.uniform(1.0, 5.0), 3)}) + "\n")
-            lines += 1
-    return lines
+TARGET_STUBBED, TARGET_SHIPPED = 0.5, 1.5
+TARGET_STARTUP_S = 0.25
+TARGET_KB_PER_LINE = 1.5
+CSAN_VENV = os.path.join(HERE, ".csan-venv")
 
 
-TARGET_LINES_PER_S = 300_000  # issue 3: analysis of at least 300,000 op-log ops/s, linear growth
-TARGET_GROWTH = 1.3
+def csan_python(given: str | None) -> str:
+    """A Python with CPU PyTorch 2.13.0: ``given``, else benchmarks/.csan-venv (made if missing)."""
+    if given:
+        return given
+    py = os.path.join(CSAN_VENV, "bin", "python")
+    if not os.path.exists(py):
+        print(f"making {CSAN_VENV} with torch==2.13.0 (once) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", CSAN_VENV], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
+    return py
 
 
-def read_floor(trace) -> float:
-    """Seconds to read, once, what any analysis needs of each op (agent, program index, sequence
-    positions, issuer) and of each access (view, mode) into plain lists: the least a columnar or
-    compiled pass must pay before it computes anything, on this trace of Python objects."""
+def csan(python: str, log: str, mode: str) -> dict:
+    out = subprocess.run([python, os.path.join(HERE, "csan_driver.py"), log, mode], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
+    log = os.path.join(tmp, f"random{n}.jsonl")
+    write_random_program(log, n)
+    report = os.path.join(tmp, "report")
+    runs: dict[str, list[float]] = {k: [] for k in ("text", "json", "stubbed", "shipped")}
+    hazards = errors = None
+    for _ in range(repeat):  # interleaved: a slow period of the machine hits every contender
+        runs["text"].append(time_command(["check", log, "--no-fix-cost"], report)["wall"])
+        with open(report) as f:
+            hazards = f.readline().split(" of ")[1].split(" data")[0]
+        runs["json"].append(time_command(["check", log, "--no-fix-cost", "--format", "json"],
+                                         report)["wall"])
+        for mode in ("stubbed", "shipped"):
+            r = csan(python, log, mode)
+            runs[mode].append(r["seconds"])
+            errors = r["errors"]
+    best = {k: min(v) for k, v in runs.items()}
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print(f"random program: {n:,} ops (8 streams, 64 events, 1,000 buffers, 1 sync op in 7); "
+          f"streamsim finds {hazards} hazards, CSAN reports {errors:,} unsynchronized accesses")
+    print(f"ops/s, best of {repeat} interleaved rounds (median):")
+    label = {"text": "streamsim check --no-fix-cost (text report), whole process",
+             "json": "streamsim check --no-fix-cost --format json, whole process",
+             "stubbed": "CSAN EventHandler, stack capture stubbed, in-process",
+             "shipped": "CSAN EventHandler as shipped (stack capture on), in-process"}
+    for k in runs:
+        print(f"  {label[k]:62} {n / best[k]:>9,.0f} ({n / med[k]:>7,.0f})  {best[k]:6.2f} s")
+    print(f"ratios, streamsim / CSAN ops/s, best runs (targets: >= {TARGET_STUBBED} stubbed, "
+          f">= {TARGET_SHIPPED} as shipped):")
+    for fmt in ("text", "json"):
+        a, b = best["stubbed"] / best[fmt], best["shipped"] / best[fmt]
+        print(f"  {fmt:4}: {a:.2f}x stubbed ({'met' if a >= TARGET_STUBBED else 'MISSED'}), "
+              f"{b:.2f}x as shipped ({'met' if b >= TARGET_SHIPPED else 'MISSED'})")
+    t = time_command(["check", log], report)
+    with open(report) as f:
+        costed = sum(1 for line in f if "fix cost (re-simulated" in line)
+    print(f"default check (fixes costed by re-simulation), text, once: {t['wall']:.2f} s "
+          f"({n / t['wall']:,.0f} ops/s; {costed} root causes costed one by one in the text)")
+
+
+def startup(repeat: int, tmp: str) -> None:
+    log = os.path.join(tmp, "one.jsonl")
+    with open(log, "w") as f:
+        f.write('{"op": "launch", "name": "k", "writes": ["x"]}\n')
+    walls = [time_command(["check", log])["wall"] for _ in range(repeat)]
+    probe = ("import sys; sys.argv = ['streamsim', 'check', %r]; from streamsim.cli.main import main;"
+             " main(sys.argv[1:]); heavy = ('networkx', 'matplotlib', 'numpy', 'simpy', 'greenlet',"
+             " 'tqdm', 'orjson', 'msgspec'); print(' '.join(m for m in heavy if m in sys.modules),"
+             " file=sys.stderr)" % log)
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=ROOT).stderr.strip()
+    bare = min(_wall([sys.executable, "-c", "pass"]) for _ in range(repeat))
+    best = min(walls)
+    print(f"start-up: check of a one-line log, whole process: best {best:.3f} s, median "
+          f"{statistics.median(walls):.3f} s of {repeat} (target <= {TARGET_STARTUP_S} s: "
+          f"{'met' if best <= TARGET_STARTUP_S else 'MISSED'}); a bare `python -c pass` "
+          f"{bare:.3f} s; imported: {loaded or 'none of the heavy modules'}")
+
+
+def _wall(argv: list[str]) -> float:
     t0 = time.perf_counter()
-    n = len(trace.ops)
-    dense = {id(ag): i for i, ag in enumerate(trace.agents)}
-    agent, index, start, end, issuer = [0] * n, [0] * n, [0] * n, [0] * n, [-1] * n
-    acc_op, acc_view, acc_write = [], [], []
-    view_row: dict[int, int] = {}
-    for op in trace.ops:
-        o = op.id
-        agent[o] = dense[id(op.agent)]
-        index[o], start[o], end[o] = op.index, op.start_seq, op.end_seq
-        if op.issuer is not None:
-            issuer[o] = op.issuer
-        for acc in op.accesses:
-            v = id(acc.view)
-            row = view_row.get(v)
-            if row is None:
-                row = view_row[v] = len(view_row)
-            acc_op.append(o)
-            acc_view.append(row)
-            acc_write.append(acc.mode == "write")
+    subprocess.run(argv, check=True)
     return time.perf_counter() - t0
 
 
-def measure(n_ops: int, repeat: int) -> dict:
-    """Run one size in this process and return its figures."""
-    from streamsim.analysis.hb import analyse_hazards
-    from streamsim.oplog import load_oplog, simulate_oplog
+def memory(n: int, tmp: str) -> None:
+    log = os.path.join(tmp, f"random{n}.jsonl")
+    write_random_program(log, n)
+    for args in (["--no-fix-cost"], ["--no-fix-cost", "--format", "json"]):
+        r = time_command(["check", log, *args], os.path.join(tmp, "report"))
+        kb = r["rss_kb"] / n
+        print(f"memory: check {' '.join(args)} of {n:,} lines: peak RSS {r['rss_kb'] / 1024:,.0f} MB "
+              f"= {kb:.2f} KB/line (target <= {TARGET_KB_PER_LINE}: "
+              f"{'met' if kb <= TARGET_KB_PER_LINE else 'MISSED'}); {r['wall']:.1f} s")
 
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "bench.jsonl")
-        lines = write_oplog(path, n_ops)
-        t0 = time.perf_counter()
-        log = load_oplog(path)
-        t1 = time.perf_counter()
-        trace = simulate_oplog(log)
-        t2 = time.perf_counter()
-        runs, counts = [], set()
-        for _ in range(repeat):  # the same trace each time: the pass keeps no state between runs
-            t3 = time.perf_counter()
-            hazards = analyse_hazards(trace, fixes=False)
-            runs.append(time.perf_counter() - t3)
-            counts.add(len(hazards))
-            del hazards
-        assert len(counts) == 1, counts  # (deterministic: every run finds the same hazards)
-        floor = min(read_floor(trace) for _ in range(repeat))
-    return {"read_floor_s": floor,
-            "lines": lines, "trace_ops": len(trace.ops), "hazards": counts.pop(),
-            "parse_s": t1 - t0, "replay_s": t2 - t1, "analyse_s": min(runs),
-            "analyse_median_s": statistics.median(runs),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+def stages(n: int, tmp: str) -> None:
+    """CPU seconds of each stage in this process, and the floor of Python object work."""
+    sys.path.insert(0, ROOT)
+    import gc
+    log = os.path.join(tmp, f"random{n}.jsonl")
+    write_random_program(log, n)
+    T = time.process_time
+    t0 = T()
+    from streamsim.analysis.checks import analyse
+    from streamsim.analysis.metrics import compute_metrics
+    from streamsim.gcpause import gc_paused
+    from streamsim.oplog import load_oplog, simulate_oplog
+    from streamsim.report.report import Report, dumps_json, render_text
+    from streamsim.sim.records import Rec
+    t = {"import": T() - t0}
+    with gc_paused():
+        t0 = T()
+        oplog = load_oplog(log)
+        t["parse"], t0 = T() - t0, T()
+        trace = simulate_oplog(oplog)
+        t["replay"], t0 = T() - t0, T()
+        findings = analyse(trace)
+        t["analyse"], t0 = T() - t0, T()
+        report = Report(source=log, trace=trace, findings=findings,
+                        metrics=compute_metrics(trace))
+        t["metrics"], t0 = T() - t0, T()
+        render_text(report)
+        t["text report"], t0 = T() - t0, T()
+        dumps_json(report)
+        t["JSON report"] = T() - t0
+        # Floors: what merely making and reading the records costs, with no logic at all.
+        with open(log, "rb") as f:
+            lines = f.read().splitlines()
+        t0 = T()
+        decoded = [json.loads(x) for x in lines]
+        floor_parse = T() - t0
+        del decoded
+        ops = trace.ops
+        t0 = T()
+        made = [Rec(o.id, o.agent, o.index, o.kind, o.name, o.enqueued, o.step, o.location,
+                    o.accesses, {}) for o in ops]
+        floor_make = T() - t0
+        del made
+        t0 = T()
+        for o in ops:
+            (o.id, o.agent, o.index, o.kind, o.start_seq, o.end_seq, o.issuer, o.after, o.joins)
+            for acc in o.accesses:
+                (acc.view.rank, acc.view.buffer, acc.view.offset, acc.view.nbytes, acc.mode)
+        floor_read = T() - t0
+    gc.collect()
+    total = sum(v for k, v in t.items() if k != "JSON report")
+    print(f"stages of check (text) on {n:,} lines = {len(trace.ops):,} trace ops, CPU s in one "
+          f"process: " + ", ".join(f"{k} {v:.2f}" for k, v in t.items())
+          + f"; total (text) {total:.2f}")
+    floor = floor_parse + floor_make + floor_read
+    print(f"Python object floor: json.loads of every line {floor_parse:.2f} s, making the trace's "
+          f"{len(ops):,} records {floor_make:.2f} s, reading their fields once {floor_read:.2f} s: "
+          f"{floor:.2f} s = {floor / total:.0%} of the total (what records made and read cost "
+          f"before any logic runs)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, default=500_000,
-                    help="kernels at the large size (every 10th also records and waits an event: "
-                         "1.2 op-log lines per kernel)")
-    ap.add_argument("--small", type=int, default=None, help="kernels at the small size (default: ops/10)")
-    ap.add_argument("--repeat", type=int, default=3, help="analysis runs per size (best and median)")
-    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: measure one size, print JSON
+    ap.add_argument("--vs-csan", type=int, metavar="N", help="ops of the random program")
+    ap.add_argument("--startup", action="store_true")
+    ap.add_argument("--memory", type=int, metavar="N", help="lines of the random program")
+    ap.add_argument("--stages", type=int, metavar="N", help="lines of the random program")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--csan-python", help="a Python with torch==2.13.0 (default: "
+                    "benchmarks/.csan-venv, made when missing)")
     args = ap.parse_args()
-    if args.one:
-        print(json.dumps(measure(args.one, args.repeat)))
-        return
-    sizes = [args.small or args.ops // 10, args.ops]
-    results = []
-    for n in sizes:
-        out = subprocess.run([sys.executable, __file__, "--one", str(n), "--repeat", str(args.repeat)],
-                             check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(out))
-    print("parse: op-log lines/s; replay and analysis: trace ops/s (a launch line is two trace ops,")
-    print("its host action and its stream op); after parsing: op-log lines/s of replay + analysis")
-    print(f"analysis: best of {args.repeat} runs (median in brackets), in trace ops/s and op-log "
-          "lines/s")
-    print(f"{'lines':>9} {'trace ops':>10} {'parse':>9} {'replay':>9} {'analysis':>19} "
-          f"{'lines/s':>9} {'analysis s':>10} {'after parsing':>13} {'peak RSS MB':>12} "
-          f"{'hazards':>8}")
-    for r in results:
-        n = r["trace_ops"]
-        print(f"{r['lines']:>9,} {n:>10,} {r['lines'] / r['parse_s']:>9,.0f} "
-              f"{n / r['replay_s']:>9,.0f} {n / r['analyse_s']:>9,.0f} "
-              f"({n / r['analyse_median_s']:>7,.0f}) {r['lines'] / r['analyse_s']:>9,.0f} "
-              f"{r['analyse_s']:>10.2f} {r['lines'] / (r['replay_s'] + r['analyse_s']):>13,.0f} "
-              f"{r['peak_rss_mb']:>12,.0f} {r['hazards']:>8,}")
-    small, large = results
-    growth = (large["analyse_s"] / large["trace_ops"]) / (small["analyse_s"] / small["trace_ops"])
-    median_growth = ((large["analyse_median_s"] / large["trace_ops"])
-                     / (small["analyse_median_s"] / small["trace_ops"]))
-    replay = (large["replay_s"] / large["trace_ops"]) / (small["replay_s"] / small["trace_ops"])
-    print(f"growth of time per op, large/small: analysis {growth:.2f}x best, {median_growth:.2f}x "
-          f"median; replay {replay:.2f}x (1.00 = linear)")
-    floor = large["read_floor_s"]
-    print(f"read floor at the large size: {floor:.2f} s to read each op's and access's fields once "
-          f"into lists ({large['lines'] / floor:,.0f} op-log lines/s): no pass over this trace of "
-          "Python objects, columnar or compiled, can be faster")
-    rate = large["lines"] / large["analyse_s"]
-    ok = rate >= TARGET_LINES_PER_S and growth <= TARGET_GROWTH
-    print(f"target (analysis >= {TARGET_LINES_PER_S:,} op-log ops/s at the large size, growth <= "
-          f"{TARGET_GROWTH}; best runs): {'met' if ok else 'MISSED'} ({rate:,.0f} op-log ops/s, "
-          f"{growth:.2f}x)")
-    sys.exit(0 if ok else 1)
+    everything = not (args.vs_csan or args.startup or args.memory or args.stages)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.vs_csan or everything:
+            vs_csan(args.vs_csan or 200_000, args.repeat, csan_python(args.csan_python), tmp)
+        if args.startup or everything:
+            startup(max(args.repeat, 10), tmp)
+        if args.memory or everything:
+            memory(args.memory or 1_000_000, tmp)
+        if args.stages or everything:
+            stages(args.stages or 200_000, tmp)
 
 
 if __name__ == "__main__":
