@@ -23,7 +23,7 @@ from ..gcpause import gc_paused
 from ..sim.api import Event, Host, P2POp, Simulation, Work
 from ..sim.comm import COLLECTIVE_KINDS
 from ..sim.errors import ModelError
-from ..sim.records import Rec
+from ..sim.records import HostState, Rec
 from ..sim.memory import Buffer
 from .batches import batches as group_batches
 from .read import Line, OpLog, load_oplog
@@ -72,12 +72,12 @@ class _Replay:
     def __init__(self, sim: Simulation, oplog: OpLog):
         self.engine = e = sim.engine
         self.oplog = oplog
-        self.current: dict[Agent, Line] = {}
+        self.current: dict[HostState, Line] = {}  # (by HostState: no Agent hashing per op)
         self.events: dict[tuple[int, str], Event] = {}
         self.works: dict[int, Work] = {}  # issuing line -> its Work
         self.pending: dict[int, object] = {}  # issuing line -> simpy event a waiter blocks on
         self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
-        self.batch_lines: dict[Agent, list[Line]] = {}  # a batch being issued: its lines to tag
+        self.batch_lines: dict[HostState, list[Line]] = {}  # a batch being issued: its lines to tag
         e.tag_rec = self.tag
         e.location_of = self.location
         self.run: dict[str, Callable[[Host, Line], None]] = {
@@ -97,29 +97,29 @@ class _Replay:
         h = self.engine.current
         if h is None or h.injected_hold:  # an injected fix is not the line's own op
             return
-        pending = self.batch_lines.get(h.agent)
+        pending = self.batch_lines.get(h)
         if pending:  # a batch: its ops come one line each, the host action then its stream op
             line = pending[0]
             if rec.agent != h.agent:
                 pending.pop(0)
         else:
-            line = self.current.get(h.agent)
+            line = self.current.get(h)
         if line is not None:
             rec.line = line.lineno
             rec.name = line.name
 
     def location(self) -> str:
         h = self.engine.current
-        line = self.current.get(h.agent) if h is not None else None
+        line = self.current.get(h) if h is not None else None
         return line.location if line is not None else self.oplog.path
 
     # -- the host program --------------------------------------------------------------------------
     def program(self, host: Host, lines: list[Line]) -> None:
-        agent = host._h.agent
-        run = self.run
+        state = host._h
+        run, current = self.run, self.current
         batches = group_batches(lines)
         for i, line in enumerate(lines):
-            self.current[agent] = line
+            current[state] = line
             host.step = line.step  # (each line names its own step, or none)
             batch = batches.get(i)
             if batch == ():
@@ -201,14 +201,14 @@ class _Replay:
                      nbytes=ln.nbytes, dur=ln.dur if ln.op == "isend" else None, name=ln.name,
                      handle=ln.handle) for ln in lines]
         by_op = {id(op): ln for op, ln in zip(ops, lines)}
-        agent = host._h.agent
+        state = host._h
         sends_first = [op for op in ops if op.op == "isend"] + [op for op in ops if op.op != "isend"]
-        self.batch_lines[agent] = [by_op[id(op)] for op in sends_first]  # (the engine's order)
+        self.batch_lines[state] = [by_op[id(op)] for op in sends_first]  # (the engine's order)
         try:
             with host.use_stream(first.stream):
                 works = host.group(first.group).batch_isend_irecv(ops)
         finally:
-            self.batch_lines.pop(agent, None)
+            self.batch_lines.pop(state, None)
         for ln, w in zip(lines, works):
             self.issued(ln, w)
 

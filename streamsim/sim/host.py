@@ -19,6 +19,9 @@ from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
 from .records import HostState, Rec
 
 
+_MAX_CACHED = 1 << 16  # Accesses a host keeps per mode for reuse
+
+
 class Host:
     """One host thread of one rank: the object a host program receives and calls."""
 
@@ -29,7 +32,7 @@ class Host:
         self._events: dict[str, Event] = {}
         self._buffers: dict[str, Buffer] = {}
         self._handles = 0
-        self._whole: dict[str, dict[Buffer, Access]] = {READ: {}, WRITE: {}}
+        self._whole: dict[str, dict] = {READ: {}, WRITE: {}}  # Buffer or id(Ref) -> its Access
         self.log: list[str] = []  # an action log a model may append to (for call-order tests)
 
     # -- context ---------------------------------------------------------------------------------
@@ -104,20 +107,30 @@ class Host:
         self.launch(name, reads=[src], writes=[dst], dur=dur, stream=stream)
 
     def _accesses(self, reads: Iterable[Tensor], writes: Iterable[Tensor]) -> tuple[Access, ...]:
-        """:func:`memory.accesses`, reusing one frozen Access per whole buffer and mode (a new View
-        and Access per kernel argument is most of the cost of a launch)."""
+        """:func:`memory.accesses`, reusing one frozen Access per whole buffer and mode, and per
+        Ref object and mode (a new View and Access per kernel argument is most of the cost of a
+        launch; an op log's refs are interned, one object per distinct ref)."""
         if not reads and not writes:
             return ()
         out = []
         for mode, items in ((READ, reads), (WRITE, writes)):
             cache = self._whole[mode]
             for t in items:
-                acc = cache.get(t) if type(t) is Buffer else None
-                if acc is None:
+                kind = type(t)
+                if kind is Buffer:
+                    acc = cache.get(t)
+                    if acc is None:
+                        acc = cache[t] = Access(as_view(t), mode)
+                elif kind is Ref:  # frozen: keyed by identity, the entry keeps it alive
+                    hit = cache.get(id(t))
+                    if hit is None:
+                        if len(cache) > _MAX_CACHED:  # (a model making a Ref per launch)
+                            cache.clear()
+                        hit = cache[id(t)] = (t, Access(t.view, mode, t.window))
+                    acc = hit[1]
+                else:
                     acc = Access(as_view(t), mode, t.window) if isinstance(t, Ref) else \
                         Access(as_view(t), mode)
-                    if type(t) is Buffer:
-                        cache[t] = acc
                 out.append(acc)
         return tuple(out)
 
