@@ -90,19 +90,40 @@ def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) ->
 def compute_metrics(trace: Trace) -> Metrics:
     """Metrics of ``trace`` (times in simulated microseconds)."""
     makespan = trace.end_time
-    busy: dict = {}
     step_span: dict[int, list[float]] = {}
+    # Per agent object (looked up by identity: hashing the Agent dataclass per op is most of the
+    # loop): its busy intervals, or None for a host; and whether its ops count for steps.
+    seen: dict[int, tuple[list | None, bool]] = {}
+    agent_at: dict[int, object] = {}
     for op in trace.ops:
-        if op.step is not None and op.agent.kind == STREAM and not op.agent.name.startswith("gloo:"):
+        ag = op.agent
+        info = seen.get(id(ag))
+        if info is None:
+            agent_at[id(ag)] = ag
+            stream = ag.kind == STREAM
             # a pending gloo object send is host-side bookkeeping, not device work of the step
+            info = seen[id(ag)] = ([] if stream else None,
+                                   stream and not ag.name.startswith("gloo:"))
+        ivs, steps = info
+        if ivs is None:
+            continue
+        start, end = op.start, op.end
+        if steps and op.step is not None:
             span = step_span.get(op.step)
             if span is None:
-                step_span[op.step] = [op.start, op.end]
+                step_span[op.step] = [start, end]
             else:
-                span[0] = min(span[0], op.start)
-                span[1] = max(span[1], op.end)
-        if op.agent.kind == STREAM and op.end > op.start:
-            busy.setdefault(op.agent, []).append((op.start, op.end))
+                span[0] = min(span[0], start)
+                span[1] = max(span[1], end)
+        if end > start:
+            ivs.append((start, end))
+    raw: dict = {}
+    for k, (ivs, _) in seen.items():
+        if ivs:  # (equal Agent objects, in a hand-built trace, share one entry)
+            raw.setdefault(agent_at[k], []).extend(ivs)
+    # Each stream's busy time merged once: a rank's union merges these (the same components, with
+    # the same end points, as merging every interval again; far fewer of them).
+    busy = {agent: _merge(ivs) for agent, ivs in raw.items()}
     compute: dict[int, list] = {}
     comm: dict[int, list] = {}
     for agent, ivs in busy.items():
@@ -126,5 +147,5 @@ def compute_metrics(trace: Trace) -> Metrics:
         p99_step_us=_percentile(latencies, 99),
         bubble_share=sum(idle) / len(idle) if idle else 0.0,
         comm_overlap_share=overlap_num / overlap_den if overlap_den else 0.0,
-        busy_us={str(a): _total(_merge(iv)) for a, iv in sorted(busy.items())},
+        busy_us={str(a): _total(iv) for a, iv in sorted(busy.items())},
     )
