@@ -92,12 +92,15 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Pro
     opts = dict(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time)
     progress("simulate")
     trace = simulate_oplog(log, **opts)
+    path = log.path
+    if not fix_cost:
+        del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
     progress("analyse")
     findings = analyse(trace)
     costs = _costs(trace, findings,
                    lambda fixes: simulate_oplog(log, fixes=fixes, base=trace, **opts), fix_cost,
                    progress)
-    return Report(source=log.path, trace=trace, findings=findings,
+    return Report(source=path, trace=trace, findings=findings,
                   metrics=compute_metrics(trace), seed=seed, jitter=jitter, **costs)
 
 

@@ -64,6 +64,8 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         raise type(e)(f"{oplog.path}: {msg}") from None
     except Exception as e:  # an engine bug must still end in one line, not a traceback
         raise ModelError(f"{oplog.path}: internal error: {type(e).__name__}: {e}") from e
+    finally:  # its table of bound methods is a cycle that would keep every line alive
+        replay.run.clear()
 
 
 class _Replay:

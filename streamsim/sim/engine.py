@@ -453,6 +453,7 @@ class Engine(CommMixin):
         self.collectives, self.coll_issued = {}, {}
         self.issued_by_key, self.works = {}, {}
         self.waiters, self.matches = {}, {}
+        self.tag_rec = self.location_of = None  # (an op-log replay's hooks hold the parsed log)
 
     def _run(self, source: str, meta: dict | None) -> Trace:
         self.main_glet = greenlet.getcurrent()
