@@ -25,6 +25,7 @@ from .batches import BatchRule
 from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, LIMITS,
                      MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
+from .fastpath import fast_spec
 from .source import hides_ops, read_oplog_bytes, split_lines
 
 
@@ -162,6 +163,9 @@ class _Parser:
 
     # -- pass 1 ------------------------------------------------------------------------------------
     def check(self, s: str) -> dict[str, Any]:
+        spec = fast_spec(self, s)  # the common lines, typed in C; None: read on below
+        if spec is not None:
+            return spec
         try:
             obj = _DECODER.decode(s)
         except ValueError as e:

@@ -1,0 +1,132 @@
+"""The reader's fast path: the common lines of a large op log decoded and type-checked in C.
+
+Kernels, host work, event records and waits and syncs, with buffers named by string, are most of
+a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
+field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
+the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
+gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
+refs through the checker's own ``ref``). Anything else (another op, a ref object, an escape, a
+field of the wrong type or out of range, a key given twice, bad JSON) returns None and the checker
+reads the line: so every error message is the checker's, byte for byte.
+
+A key given twice is the one thing msgspec lets through (it keeps the last). It is caught by
+counting quotes: without escapes, a line's quotes are two per key and two per string value, so a
+line with a repeated key has more quotes than its decoded record accounts for.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from .schema import LIMITS, MAX_DUR
+
+_Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
+_Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
+_Name = Union[Annotated[str, Meta(min_length=1)], UnsetType]
+_Dur = Union[Annotated[float, Meta(ge=0, le=MAX_DUR)], UnsetType]
+_Refs = Union[list[Annotated[str, Meta(min_length=1)]], UnsetType]
+
+
+class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fields=True):
+    rank: _Rank = UNSET
+    host: _Name = UNSET
+    stream: _Name = UNSET
+    name: Union[str, UnsetType] = UNSET
+    dur: _Dur = UNSET
+    step: _Step = UNSET
+
+
+class _SyncDevice(_Sync, tag="sync_device"):
+    pass
+
+
+class _Kernel(_Sync, tag="launch"):
+    reads: _Refs = UNSET
+    writes: _Refs = UNSET
+
+
+class _HostWork(_Kernel, tag="host"):
+    pass
+
+
+class _Record(_Sync, tag="record"):
+    event: Annotated[str, Meta(min_length=1)] = ""  # required: checked below (UNSET-free)
+
+
+class _WaitEvent(_Record, tag="wait_event"):
+    pass
+
+
+class _SyncEvent(_Record, tag="sync_event"):
+    pass
+
+
+_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record, _WaitEvent,
+                                      _SyncEvent])
+_EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
+
+
+def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
+    """The checker's spec of line ``s`` (stripped), or None when the checker must read it."""
+    if "\\" in s:
+        return None
+    try:
+        obj = _DECODER.decode(s)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    op = obj.__struct_config__.tag
+    quotes = 4  # "op": "<op>"
+    rank, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
+    dur, step = obj.dur, obj.step
+    if rank is UNSET:
+        rank = 0
+    else:
+        quotes += 2
+    if host is UNSET:
+        host = "main"
+    else:
+        quotes += 4
+    if stream is UNSET:
+        stream = "compute"
+    else:
+        quotes += 4
+    if name is UNSET:
+        name = op
+    else:
+        quotes += 4
+    if dur is UNSET:
+        dur = 1.0
+    else:
+        quotes += 2
+    if step is UNSET:
+        step = None
+    else:
+        quotes += 2
+    spec: dict[str, Any] = {"op": op, "rank": rank, "host": host, "stream": stream, "name": name,
+                            "dur": dur, "step": step}
+    if op in _EVENT_OPS:
+        if not obj.event:  # missing (or empty: the checker words either)
+            return None
+        quotes += 4
+        spec["event"] = obj.event
+    reads = writes = None
+    if op == "launch" or op == "host":
+        reads, writes = obj.reads, obj.writes
+        if reads is UNSET:
+            reads = ()
+        else:
+            quotes += 2 + 2 * len(reads)
+        if writes is UNSET:
+            writes = ()
+        else:
+            quotes += 2 + 2 * len(writes)
+    if s.count('"') != quotes:  # a key given twice
+        return None
+    parser.threads.setdefault((rank, host), None)
+    if reads is not None:
+        ref = parser.ref
+        spec["reads"] = [ref(x, "reads", rank) for x in reads]
+        spec["writes"] = [ref(x, "writes", rank) for x in writes]
+    return spec

@@ -1,0 +1,75 @@
+"""The reader's fast path (msgspec) reads a line exactly as the checker does, or leaves it to it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from streamsim.oplog import read
+from streamsim.oplog.read import parse_oplog
+from streamsim.sim.errors import ModelError
+
+_names = st.sampled_from(["a", "b", "s1", "", "x y", "é"])
+_values = st.one_of(st.integers(-2, 3), st.sampled_from([2**31, 2**63, 1e15, 1e16, -0.0, 2.5, True,
+                                                         None, "1", [], {}]), _names)
+_refs = st.one_of(st.lists(_names, max_size=3), st.lists(st.one_of(
+    _names, st.fixed_dictionaries({"buffer": _names}, optional={"offset": st.integers(0, 4),
+                                                                "nbytes": st.integers(0, 4)})),
+    max_size=2), _values)
+_fields = {"rank": _values, "host": _values, "stream": _values, "name": _values, "dur": _values,
+           "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values}
+_ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
+                        "sync_device", "alloc", "nonsense", 3])
+
+
+@st.composite
+def _line(draw) -> str:
+    keys = draw(st.lists(st.sampled_from(sorted(_fields)), max_size=4, unique=True))
+    obj = {"op": draw(_ops), **{k: draw(_fields[k]) for k in keys}}
+    text = json.dumps(obj, ensure_ascii=draw(st.booleans()))
+    if draw(st.integers(0, 9)) == 0 and keys:  # a key given twice
+        text = text[:-1] + f', "{keys[0]}": {json.dumps(obj[keys[0]])}}}'
+    if draw(st.integers(0, 19)) == 0:
+        text = text[:-1]  # malformed
+    return text
+
+
+def _outcome(text: str, fast: bool):
+    with pytest.MonkeyPatch.context() as m:
+        if not fast:
+            m.setattr(read, "fast_spec", lambda parser, s: None)
+        try:
+            return parse_oplog(text, "f.jsonl")
+        except ModelError as e:
+            return str(e)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=6))
+def test_fast_path_reads_every_line_as_the_checker(lines):
+    """Right or wrong types, ranges, missing and repeated keys, ref objects, other ops: the parsed
+    log, or the first error message, is the same with and without the fast path."""
+    text = "\n".join(lines) + "\n"
+    assert _outcome(text, True) == _outcome(text, False)
+
+
+@pytest.mark.parametrize("line", [
+    '{"op": "launch", "writes": ["a"], "writes": ["b"]}',
+    '{"op": "record", "event": "e", "event": "f"}',
+    '{"op": "launch", "dur": 1, "dur": 2}',
+])
+def test_a_key_given_twice_is_still_an_error(line):
+    """msgspec keeps the last of two equal keys; the reader still names the repeated field."""
+    with pytest.raises(ModelError, match="duplicate field"):
+        parse_oplog(line + "\n", "d.jsonl")
+
+
+def test_the_fast_path_takes_the_common_lines():
+    """A kernel, an event record and wait, a sync: read without the checker's JSON decoder."""
+    from streamsim.oplog.fastpath import fast_spec
+    parser = read._Parser("f.jsonl")
+    for line in ('{"op": "launch", "stream": "s0", "reads": ["a"], "writes": ["b"], "dur": 2}',
+                 '{"op": "record", "event": "e"}', '{"op": "wait_event", "event": "e"}',
+                 '{"op": "sync_device"}'):
+        assert fast_spec(parser, line) is not None, line
