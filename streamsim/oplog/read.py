@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HAND
                      shown_window)
 from .fastpath import fast_spec
 from .source import hides_ops, read_oplog_bytes, split_lines
+from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
 
 
 def load_oplog(path: str | os.PathLike) -> OpLog:
@@ -49,37 +49,6 @@ def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = Tr
 
 # --- parsing --------------------------------------------------------------------------------------
 
-def _type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    d = dict(pairs)
-    if len(d) != len(pairs):
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise ValueError(f"duplicate field {k!r}")
-            seen.add(k)
-    return d
-
-
-_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # a \ud800-\udfff escape (paired ones decode)
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
 
 
@@ -165,6 +134,7 @@ class _Parser:
     def check(self, s: str) -> dict[str, Any]:
         spec = fast_spec(self, s)  # the common lines, typed in C; None: read on below
         if spec is not None:
+            self.batches.check(spec, self.lineno, _Bad)  # (such a line ends a thread's batch)
             return spec
         try:
             obj = _DECODER.decode(s)
