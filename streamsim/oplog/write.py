@@ -204,10 +204,13 @@ class _Writer:
         return d
 
     def target(self, h: Op, op: Op) -> Op | None:
-        """The op whose handle a wait/query names: its ``after`` edge, or by name (query False)."""
+        """The op whose handle a wait/query names: its ``after`` edge, the op a query that returned
+        False asked about, or (a trace built by hand) the newest op of that name issued before."""
         waited = waited_on(op)
         if waited:
             return self.trace.op(waited[0])
+        if "queried" in h.attrs:
+            return self.trace.op(h.attrs["queried"])
         if self.by_handle is None:
             self.by_handle = {}
             for o in self.trace.ops:

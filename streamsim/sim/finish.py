@@ -41,6 +41,7 @@ def build_trace(engine: "Engine", stall: Stall | None, source: str, meta: dict |
         _move_unsatisfied(waiting, started, new_id)
     if new_id is not None:
         _hand_waits_to_issuers(recs, new_id)
+        _renumber_queried(started, new_id)
     bound = engine.seq
     if engine.lent:  # (only in a stall: a host still waits inside wait_recs)
         _reinsert_lent(started, engine.lent)
@@ -87,6 +88,18 @@ def _hand_waits_to_issuers(recs: list[Rec], new_id: dict[int, int]) -> None:
             if kept:
                 issue = recs[r.issuer]
                 issue.attrs["waiting_for"] = (*issue.attrs.get("waiting_for", ()), *kept)
+
+
+def _renumber_queried(recs: list[Rec], new_id: dict[int, int]) -> None:
+    """A query that returned False keeps the id of the op it asked about (``attrs["queried"]``):
+    renumbered with the rest, or dropped when that op never started."""
+    for r in recs:
+        if "queried" in r.attrs:
+            rid = new_id.get(r.attrs["queried"])
+            if rid is None:
+                del r.attrs["queried"]
+            else:
+                r.attrs["queried"] = rid
 
 
 def _reinsert_lent(recs: list[Rec], lent: dict[int, int]) -> None:

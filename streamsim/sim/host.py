@@ -360,6 +360,8 @@ class Host:
             rec.after = [*rec.after, *work._recs]
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
+        if not done:  # no edge names the op it asked about: keep its id (the op-log writer needs it)
+            rec.attrs["queried"] = work._rec.id
         e.end_blocking(h, rec)
         return done
 

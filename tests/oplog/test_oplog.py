@@ -904,3 +904,17 @@ def test_fuzz_valid_logs_round_trip(lines):
     assert shape(again) == shape(trace)
     assert stall_shape(again) == stall_shape(trace)
     assert findings(again) == findings(trace)
+
+
+def test_a_false_query_round_trips_to_the_op_it_asked_about():
+    """A query that returned False orders nothing, so no edge names its op: the writer must still
+    name that op's handle, not the newest of that name in simulated time (here the thread's second
+    isend, issued at the same instant)."""
+    text = "\n".join([
+        '{"op":"isend","rank":0,"host":"t2","tensors":[],"peer":0,"handle":"h1","dur":0}',
+        '{"op":"query","handle":"h1"}',
+        '{"op":"isend","rank":0,"host":"t2","tensors":[],"peer":0,"handle":"h1"}'])
+    trace = simulate_oplog(parse_oplog(text, PATH))
+    written, again = round_trip(trace)
+    assert [json.loads(s).get("handle") for s in written.splitlines()[1:]] == ["h1", "h1", "h1"]
+    assert findings(again) == findings(trace)
