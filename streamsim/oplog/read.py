@@ -49,6 +49,7 @@ def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = Tr
 
 # --- parsing --------------------------------------------------------------------------------------
 
+_NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
 
 
@@ -56,7 +57,7 @@ class _Bad(Exception):
     """A mistake on the line being parsed (the parser adds ``FILE:LINE:``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawRef:
     rank: int
     buffer: str
@@ -81,13 +82,14 @@ class _Parser:
         self.groups: dict[str, dict[str, Any]] = {}
         self.threads: dict[tuple[int, str], None] = {}
         self.interned: dict[tuple, Ref] = {}  # equal refs resolve to one Ref object
+        self.strings: dict[str, str] = {}
         self.batches = BatchRule()
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
 
     def parse(self, data: str | bytes) -> OpLog:
-        raw: list[tuple[int, dict[str, Any]]] = []
+        raw: list[tuple[int, dict[str, Any]] | None] = []
         chunks = split_lines(data)
         for i, chunk in enumerate(chunks, 1):
             self.lineno = i
@@ -112,8 +114,10 @@ class _Parser:
                 raw.append((i, self.check(s)))
             except _Bad as e:
                 raise self.fail(str(e)) from None
+        del chunks  # (the memory peak is pass 1's specs beside pass 2's Lines: let each go early)
         lines = []
-        for i, spec in raw:
+        for k, (i, spec) in enumerate(raw):
+            raw[k] = None
             self.lineno = i
             try:
                 lines.append(self.build(i, spec))
@@ -383,7 +387,11 @@ class _Parser:
         return tuple(out)
 
     def build(self, lineno: int, spec: dict) -> Line:
-        spec = dict(spec)
+        strings = self.strings  # one str object per distinct name, not one per line
+        for k in _NAME_FIELDS:
+            v = spec.get(k)
+            if v.__class__ is str:
+                spec[k] = strings.setdefault(v, v)
         for k in ("reads", "writes"):
             if k in spec:
                 spec[k] = self.resolve(spec[k])
