@@ -6,7 +6,7 @@ model, each at two sizes 10x apart.
 * ``check --no-fix-cost`` of the random stream program of ``benchmarks/programs.py`` at 100k and
   1M lines;
 * ``run models/vllm_pp.py --variant regressed_49274 --set tp=2`` with ``requests x decode_steps``
-  = 8x48 (about 15k trace ops) and 32x560 (about 150k), fixes costed as by default.
+  = 8x48 (about 51k trace ops) and 32x560 (about 573k), fixes costed as by default.
 
 Each command runs in a fresh process (``timing.py``), the sizes interleaved, best of ``--repeat``
 (median beside it). Time is the time inside ``main()`` (the process less interpreter start-up);
