@@ -19,6 +19,7 @@ class Progress:
     def __init__(self, phases: Sequence[str], stream: TextIO | None = None, *,
                  delay: float = 1.0, interval: float = 0.25):
         self.phases = list(phases)
+        self._width = max(map(len, self.phases), default=0)
         self.done = 0
         self.current: str | None = None
         self._stream = sys.stderr if stream is None else stream
@@ -49,12 +50,14 @@ class Progress:
         from tqdm import tqdm  # (only for a command that runs long enough to show it)
         with self._lock:
             self._bar = tqdm(total=len(self.phases), file=self._stream, leave=False,
-                             bar_format="streamsim: {desc} {bar:20} phase {n}/{total}, "
+                             initial=self.done, desc=(self.current or "").ljust(self._width),
+                             bar_format="streamsim: {desc} {bar:20} {n}/{total} phases done, "
                                         "{elapsed} elapsed")
         while True:
             with self._lock:
                 self._bar.n = self.done
-                self._bar.set_description_str(self.current or "", refresh=False)
+                self._bar.set_description_str((self.current or "").ljust(self._width),
+                                              refresh=False)  # (the bar stays in one column)
                 self._bar.refresh()
             if self._stop.wait(self._interval):
                 return

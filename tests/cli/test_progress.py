@@ -23,8 +23,8 @@ def test_a_long_command_shows_its_phases_and_clears_the_line():
     time.sleep(0.2)
     shown.close()
     text = out.getvalue()
-    assert "streamsim: parse" in text and "phase 0/3" in text
-    assert "streamsim: simulate" in text and "phase 1/3" in text
+    assert "streamsim: parse   " in text and "0/3 phases done" in text  # (padded: one column)
+    assert "streamsim: simulate" in text and "1/3 phases done" in text
     assert not shown._thread.is_alive()
 
 
