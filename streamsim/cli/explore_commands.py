@@ -107,15 +107,17 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 1 if res.found else 0
 
 
-def timing_label(args, seed: int | None) -> str:
+def timing_label(args, seed: int | None, counted: bool = False) -> str:
     """What a sweep's metrics are: one nominal run a point, or (the mean of) perturbed runs,
-    said so that a perturbed makespan is never read as the nominal one."""
+    said so that a perturbed makespan is never read as the nominal one. ``counted``: the metric
+    counts runs (``manifest_runs``...), which is no mean."""
+    lead = "counted over" if counted else "means of"
     how = [f"jitter {args.jitter:g}" if args.jitter else "",
            f"PCT depth {args.depth}" if args.strategy == "pct" else ""]
     how = " and ".join(w for w in how if w)
     if args.runs > 1:
-        return (f"means of {args.runs} runs a point, perturbed by {how} (not the nominal timing)"
-                if how else f"means of {args.runs} runs a point, each the nominal timing")
+        return (f"{lead} {args.runs} runs a point, perturbed by {how}, not the nominal timing"
+                if how else f"{lead} {args.runs} runs a point, each the nominal timing")
     return f"one run a point, perturbed by {how} (seed {seed})" if how else \
         "one run a point, nominal timing"
 
@@ -145,10 +147,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     variant = model.check_variant(args.variant)
     if args.csv:
         write_atomic(args.csv, rows_csv(rows))
+    seed = rows[0].results[0].seed if rows else None
     if args.plot:
+        timing = timing_label(args, seed, counted=args.metric in COUNTS)
         plot_sweep(rows, args.metric, args.plot,
-                   title=f"{model.name} [{variant}]: {args.metric} across the grid "
-                   f"({timing_label(args, rows[0].results[0].seed if rows else None)})")
+                   title=f"{model.name} [{variant}]: {args.metric} across the grid ({timing})")
     if args.format == "json":
         sys.stdout.write(json.dumps({"model": model.path, "variant": variant,
                                      "grid": {k: list(v) for k, v in grid.items()},
@@ -157,7 +160,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sys.stdout.write(rows_csv(rows))
     else:
         text = (f"{model.name} [{variant}]: {len(rows)} point{'s' * (len(rows) != 1)}; metrics: "
-                f"{timing_label(args, rows[0].results[0].seed if rows else None)}\n")
+                f"{timing_label(args, seed)}\n")
         text += render_sweep(rows, args.metric)
         text += "".join(f"wrote {path}\n" for path in (args.csv, args.plot) if path)
         sys.stdout.write(terminal(text))

@@ -142,8 +142,26 @@ def test_sweep_labels_perturbed_means(model, capsys):
     assert main(["sweep", model, "--grid", "steps=1,2", "--runs", "3", "--strategy", "pct",
                  "-q"]) == 1
     out = capsys.readouterr().out
-    assert "metrics: means of 3 runs a point, perturbed by PCT depth 2 (not the nominal " \
-           "timing)" in out.splitlines()[0]
+    assert "metrics: means of 3 runs a point, perturbed by PCT depth 2, not the nominal " \
+           "timing" in out.splitlines()[0]
     assert "mean makespan_us" in out.splitlines()[1]
     assert main(["sweep", model, "--grid", "steps=1,2", "-q"]) == 1
     assert "metrics: one run a point, nominal timing" in capsys.readouterr().out
+
+
+def test_a_count_over_runs_is_not_titled_a_mean(model, tmp_path, monkeypatch):
+    """The vLLM prompt-sweep figure was titled 'means of 20 runs a point ... (not the nominal
+    timing))' for manifest_runs, a count of runs, with a doubled parenthesis."""
+    import streamsim.explore.sweep as sweep_module
+    titles = []
+    monkeypatch.setattr(sweep_module, "plot_sweep",
+                        lambda rows, metric, path, title=None: titles.append(title))
+    argv = ["sweep", model, "--grid", "steps=1,2", "--runs", "2", "--jitter", "0.2", "-q",
+            "--plot", str(tmp_path / "s.png")]
+    main([*argv, "--metric", "manifest_runs"])
+    main([*argv, "--metric", "makespan_us"])
+    assert "(counted over 2 runs a point, perturbed by jitter 0.2, not the nominal timing)" \
+        in titles[0]
+    assert "(means of 2 runs a point, perturbed by jitter 0.2, not the nominal timing)" \
+        in titles[1]
+    assert all(t.count("(") == t.count(")") == 1 for t in titles)
