@@ -115,7 +115,11 @@ def render_text(r: Report) -> str:
                      "side's chain)")
         others = [x for x in hs if x is not h]
         if others:
-            shown = "; ".join(_instance(t, x) for x in others[:MAX_TEXT_INSTANCES])
+            briefs: dict[str, int] = {}  # (equal briefs, e.g. two byte ranges of one step: once)
+            for x in others[:MAX_TEXT_INSTANCES]:
+                brief = _instance(t, x)
+                briefs[brief] = briefs.get(brief, 0) + 1
+            shown = "; ".join(b if k == 1 else f"{b} (x{k})" for b, k in briefs.items())
             more = len(others) - MAX_TEXT_INSTANCES
             lines.append(f"    other instances: {shown}" + (f"; and {more} more" if more > 0 else ""))
     if len(f.root_causes) > MAX_TEXT_ROOT_CAUSES:

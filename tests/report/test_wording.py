@@ -92,3 +92,17 @@ def test_run_with_jitter_and_no_seed_shows_the_seed_it_used(tmp_path):
     assert implicit.seed == 0 and "seed: 0  jitter: 0.3" in render_text(implicit)
     assert render_text(implicit) == render_text(explicit)
     assert run_model(str(model), fix_cost=False).seed is None  # nothing random: no seed
+
+
+def test_equal_instance_briefs_are_counted_not_repeated(tmp_path):
+    """The demo listed 'step 6 -> step 7 on rank1, latent' twice in a row (two byte ranges of one
+    buffer): equal briefs are shown once with their count."""
+    log = tmp_path / "three_reads.jsonl"
+    log.write_text("".join(json.dumps(o) + "\n" for o in (
+        *({"op": "launch", "name": "send", "stream": "comm", "step": 0, "dur": 10,
+           "reads": [{"buffer": "x", "offset": 4 * i, "nbytes": 4}]} for i in range(3)),
+        {"op": "launch", "name": "forward", "step": 1, "writes": ["x"]},
+    )))
+    text = render_text(check_oplog(str(log), fix_cost=False))
+    assert "3 instances" in text
+    assert "other instances: step 0 -> step 1 on rank0, manifest (x2)" in text
