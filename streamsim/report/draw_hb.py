@@ -244,7 +244,8 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
         ax.axhspan(i - 0.5, i + 0.5, color="#f7f7f9" if i % 2 else "#ffffff", zorder=0)
         ax.text(0, (len(lane_list) - 0.5 - i) / len(lane_list), agent_label(a),
                 transform=beside, ha="right", va="center", fontsize=10,
-                fontweight="bold" if a.kind == HOST else "normal")
+                fontweight="bold" if a.kind == HOST else "normal",
+                gid=f"lane-label-{i}")  # (report.html keeps these in a column of their own)
         ax.axhline(i, color="#dddddd", lw=0.6, zorder=0.5)
 
     bw, bh = 0.88, 0.76  # box size in data units (columns, lanes)

@@ -27,12 +27,37 @@ padding: .25em .6em; text-align: left; vertical-align: top; } th { background: #
 li { margin: .2em 0; } figure { margin: 1em 0; } figcaption { color: #555; font-size: .9em; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #e3e3e8; }
 .wide { overflow-x: auto; } .wide svg { max-width: none; }
+.wide-row { display: flex; align-items: flex-start; } .wide-row .wide { flex: 1; min-width: 0; }
+.lane-labels { flex: none; border-right: 1px solid #ddd; }
 .summary { font-size: 1.1em; padding: .5em .8em; background: #fff4f4; border-left: 4px solid #c00; }
 .clean { background: #f2fbf2; border-left-color: #2a2; }
 """
 
-# A wide picture opens with its red (conflicting or blocked) ops in the middle of its box.
+# A wide picture keeps its lane labels in a column of their own beside the box that scrolls, then
+# opens with its red (conflicting or blocked) ops in the middle of the box.
 SCROLL_TO_FOCUS = """
+document.querySelectorAll(".wide").forEach(function (box) {
+  var svg = box.querySelector("svg");
+  var labels = svg ? svg.querySelectorAll('[id*="lane-label-"]') : [];
+  if (!labels.length || !svg.viewBox.baseVal || !svg.viewBox.baseVal.width) return;
+  var r = svg.getBoundingClientRect(), scale = r.width / svg.viewBox.baseVal.width, w = 0;
+  labels.forEach(function (e) { w = Math.max(w, e.getBoundingClientRect().right - r.left); });
+  w = Math.ceil(w + 6);
+  var ns = "http://www.w3.org/2000/svg", column = document.createElementNS(ns, "svg");
+  column.setAttribute("width", w + "px");
+  column.setAttribute("height", r.height + "px");
+  column.setAttribute("viewBox", "0 0 " + w / scale + " " + svg.viewBox.baseVal.height);
+  column.setAttribute("class", "lane-labels");
+  labels.forEach(function (e) {
+    column.appendChild(e.cloneNode(true));
+    e.style.visibility = "hidden";  // (the picture's own label margin stays: titles start there)
+  });
+  var row = document.createElement("div");
+  row.className = "wide-row";
+  box.parentNode.insertBefore(row, box);
+  row.appendChild(column);
+  row.appendChild(box);
+});
 document.querySelectorAll(".wide").forEach(function (box) {
   var red = box.querySelectorAll('[id*="focus-"]');
   if (!red.length) return;

@@ -98,6 +98,18 @@ def test_the_page_opens_the_wide_slice_on_the_conflicting_ops(demo_page):
     assert "scrollLeft" in demo_page
 
 
+def test_every_lane_label_of_the_wide_slice_can_be_kept_in_view(demo_page):
+    """Scrolled to the conflicting ops, the slice's lane labels were out of view: the page's script
+    copies every label group (``lane-label-N``) into a column beside the scrolling box, so each
+    lane's label must carry that id, once per lane."""
+    hb = re.search(r'aria-label="happens-before slice"><div class="wide">(<svg.*?</svg>)',
+                   demo_page, flags=re.S).group(1)
+    ids = re.findall(r'<g id="hb-lane-label-(\d+)">', hb)
+    lanes = len(re.findall(r"<text[^>]*font-size: 10px[^>]*>(rank\d+ / [^<]*)</text>", hb))
+    assert ids == [str(i) for i in range(len(ids))] and len(ids) == lanes > 3
+    assert "lane-labels" in demo_page and 'querySelectorAll(\'[id*="lane-label-"]\')' in demo_page
+
+
 def test_the_missing_edge_bends_around_the_boxes_between_its_ops():
     """The red missing edge crossed a node of the demo's slice; it now takes the least bent
     arc that clears every other box, and is drawn above them."""
