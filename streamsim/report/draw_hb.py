@@ -180,21 +180,30 @@ def _label_spot(along: list[tuple[float, float]], size: tuple[float, float],
                 centres: list[tuple[float, float]], half: tuple[float, float],
                 limits: tuple[float, float, float, float]) -> tuple[float, float]:
     """Where to centre a label of ``size`` (data units) for the edge drawn through the points
-    ``along``: the spot nearest the edge's middle whose box overlaps no node box, does not cover
-    the edge, and stays inside ``limits`` (x0, x1, y0, y1). Falls back to the middle."""
+    ``along``: of the spots whose box overlaps no node box and stays inside ``limits`` (x0, x1,
+    y0, y1), the nearest to the edge's middle, a spot that covers the edge counting as two columns
+    farther (a node's text matters more than a stretch of the edge); else the middle."""
     mx, my = along[len(along) // 2]
     w, h = size[0] / 2 + 0.03, size[1] / 2 + 0.03
 
-    def clear(x: float, y: float) -> bool:
+    def inside_and_off_nodes(x: float, y: float) -> bool:
         if x - w < limits[0] or x + w > limits[1] or y - h < limits[2] or y + h > limits[3]:
             return False
-        if any(abs(x - cx) < w + half[0] and abs(y - cy) < h + half[1] for cx, cy in centres):
-            return False
+        return not any(abs(x - cx) < w + half[0] and abs(y - cy) < h + half[1]
+                       for cx, cy in centres)
+
+    def off_the_edge(x: float, y: float) -> bool:
         return not any(abs(x - ax) < w and abs(y - ay) < h for ax, ay in along)
 
-    spots = [(mx + dx * 0.25, my + dy * 0.25) for dx in range(-12, 13) for dy in range(-6, 7)]
-    spots.sort(key=lambda s: ((s[0] - mx) ** 2 + (2 * (s[1] - my)) ** 2, s))
-    return next((s for s in spots if clear(*s)), (mx, my))
+    def cost(s: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+        # distance from the middle (a lane counts double), plus two columns' worth for lying on
+        # the edge: a near spot on the edge beats a far one that needs a long leader line
+        near = (s[0] - mx) ** 2 + (2 * (s[1] - my)) ** 2
+        return (near + (0 if off_the_edge(*s) else 4.0), s)
+
+    spots = [(mx + dx * 0.25, my + dy * 0.25) for dx in range(-40, 41) for dy in range(-12, 13)]
+    free = [s for s in spots if inside_and_off_nodes(*s)]
+    return min(free, key=cost) if free else (mx, my)
 
 
 def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
