@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
-from ..analysis.metrics import compute_metrics
+from ..analysis.metrics import Metrics, compute_metrics
 from ..gcpause import gc_paused
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..report.report import Report
@@ -67,10 +67,11 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     trace = simulate(model, variant, values, **opts)
     progress("analyse")
     findings = analyse(trace)
-    costs = _costs(trace, findings, lambda fixes: simulate(model, variant, values, fixes=fixes,
-                                                           base=trace, **opts),
+    metrics = compute_metrics(trace)
+    costs = _costs(trace, findings, metrics,
+                   lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts),
                    fix_cost and strategy == "random", progress)
-    return Report(source=model.path, trace=trace, findings=findings, metrics=compute_metrics(trace),
+    return Report(source=model.path, trace=trace, findings=findings, metrics=metrics,
                   model=model.name, variant=variant, params=dict(values), seed=seed,
                   jitter=jitter, **costs)
 
@@ -97,21 +98,25 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Pro
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
     progress("analyse")
     findings = analyse(trace)
-    costs = _costs(trace, findings,
+    metrics = compute_metrics(trace)
+    costs = _costs(trace, findings, metrics,
                    lambda fixes: simulate_oplog(log, fixes=fixes, base=trace, **opts), fix_cost,
                    progress)
-    return Report(source=path, trace=trace, findings=findings,
-                  metrics=compute_metrics(trace), seed=seed, jitter=jitter, **costs)
+    return Report(source=path, trace=trace, findings=findings, metrics=metrics, seed=seed,
+                  jitter=jitter, **costs)
 
 
-def _costs(trace: Trace, findings: Findings, rerun, wanted: bool, progress: Progress) -> dict:
-    """Report fields: the cost of all fixes at once and of each root cause's fix alone."""
+def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,
+           progress: Progress) -> dict:
+    """Report fields: the cost of all fixes at once and of each root cause's fix alone
+    (``metrics``: the run's own, measured once for all of them)."""
     if not wanted or not findings.hazards:
         return {}
     progress("cost fixes")
-    total = cost_fixes(trace, findings, rerun)
+    total = cost_fixes(trace, findings, rerun, before=metrics)
     if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
         return {"fix_cost": total, "root_cause_costs": (total,)}
-    return {"fix_cost": total, "root_cause_costs": cost_root_causes(trace, findings, rerun),
+    return {"fix_cost": total,
+            "root_cause_costs": cost_root_causes(trace, findings, rerun, before=metrics),
             "root_cause_cost_note": budget_note(trace, findings)}
 

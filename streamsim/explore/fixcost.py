@@ -25,10 +25,11 @@ ROOT_CAUSE_COST_BUDGET = 1_000_000
 Rerun = Callable[[list], Trace]  # (keyed fixes) -> the re-simulated trace
 
 
-def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun) -> FixCost | None:
+def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
+               before: Metrics | None = None) -> FixCost | None:
     """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure
-    it; None when no hazard has a fix."""
-    return _cost(trace, findings.hazards, rerun)
+    it; None when no hazard has a fix. ``before``: the run's metrics, if the caller has them."""
+    return _cost(trace, findings.hazards, rerun, before or compute_metrics(trace))
 
 
 def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED_ROOT_CAUSES,
@@ -41,12 +42,14 @@ def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED
 
 
 def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
-                     limit: int = MAX_COSTED_ROOT_CAUSES,
-                     budget: int | None = None) -> tuple[FixCost | None, ...]:
+                     limit: int = MAX_COSTED_ROOT_CAUSES, budget: int | None = None,
+                     before: Metrics | None = None) -> tuple[FixCost | None, ...]:
     """For each root cause, the cost of its fix alone, applied at every instance; None for a root
-    cause with no fix or beyond :func:`costed_root_causes`."""
+    cause with no fix or beyond :func:`costed_root_causes`. ``before``: as for
+    :func:`cost_fixes`."""
     k = costed_root_causes(trace, findings, limit, budget)
-    before = compute_metrics(trace) if k else None
+    if k and before is None:
+        before = compute_metrics(trace)
     return tuple(_cost(trace, [findings.hazards[i] for i in rc.instances], rerun, before)
                  if n < k else None for n, rc in enumerate(findings.root_causes))
 
@@ -66,12 +69,11 @@ def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> 
 
 
 def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
-          before: Metrics | None = None) -> FixCost | None:
+          before: Metrics) -> FixCost | None:
     keyed = key_fixes(trace, distinct_fixes(hazards))
     if not keyed:
         return None
     fixed = rerun(keyed)
     after = analyse(fixed)
-    return FixCost(syncs=len(keyed), before=before or compute_metrics(trace),
-                   after=compute_metrics(fixed),
+    return FixCost(syncs=len(keyed), before=before, after=compute_metrics(fixed),
                    hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)
