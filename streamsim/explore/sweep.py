@@ -322,7 +322,8 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     xs_all = [r.point[xkey] for r in rows]
     cats = list(dict.fromkeys(xs_all))
     numeric = _numeric(xs_all) and _evenly_spaced(sorted(cats))
-    pos = (lambda v: v) if numeric else (lambda v: cats.index(v))
+    at = {c: i for i, c in enumerate(cats)}  # (a lookup, not a scan of the values per point)
+    pos = (lambda v: v) if numeric else at.__getitem__
     for ax, (pval, prs) in zip(axes.flat, panels.items()):
         xs = [pos(r.point[xkey]) for r in prs]
         ys = [r.metric(metric) for r in prs]
