@@ -1,4 +1,5 @@
-"""Shared fixtures: run tiny programs on the engine and look their ops up by name (``eng``)."""
+"""Shared fixtures: run tiny programs on the engine and look their ops up by name (``eng``); write
+the two-rank racy pipeline model file the CLI and op-log tests run (``pipeline_model``)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -54,3 +55,44 @@ def eng() -> SimpleNamespace:
     """The helpers above: ``eng.simulate(prog0, prog1, groups=...)``, ``eng.one(tr, agent, name)``,
     ``eng.find``, ``eng.issued``, ``eng.timing``."""
     return SimpleNamespace(simulate=simulate, find=find, one=one, issued=issued, timing=timing)
+
+
+PIPELINE_MODEL = '''"""{doc}"""
+from streamsim import Param
+PARAMS = [Param("steps", int, {steps}, "steps")]
+VARIANTS = {{"racy": "no wait"}}
+
+
+def build(sim, p, variant):
+    sim.group("pp", [0, 1])
+
+    def stage0(host):
+        hidden = host.buffer("hidden", 1 << 20)
+        for t in range(p.steps):
+            host.step = t
+            host.launch("forward", writes=[{written}], dur=900)
+            host.group("pp").isend(hidden, dst=1)
+
+    def stage1(host):
+        inp = host.buffer("hidden_in", 1 << 20)
+        for t in range(p.steps):
+            host.step = t
+            host.group("pp").irecv(inp, src=0).wait()
+            host.launch("forward", reads=[inp], dur=2000)
+
+    sim.spawn(0, stage0)
+    sim.spawn(1, stage1)
+'''
+
+
+@pytest.fixture
+def pipeline_model(tmp_path) -> Callable[..., str]:
+    """``pipeline_model(doc=..., steps=2, written="hidden")``: the path of a model file in which rank
+    0 writes ``written`` (a view of its send buffer) each step and isends the buffer with no wait,
+    and rank 1 receives and computes: a WAR race per step."""
+    def write(doc: str = "Two ranks; rank 0 overwrites its send buffer while the isend may still "
+                         "read it.", steps: int = 2, written: str = "hidden") -> str:
+        path = tmp_path / "pipe.py"
+        path.write_text(PIPELINE_MODEL.format(doc=doc, steps=steps, written=written))
+        return str(path)
+    return write

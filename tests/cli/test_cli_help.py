@@ -9,43 +9,16 @@ import pytest
 import streamsim
 from streamsim.cli.main import COMMANDS, build_parser, main
 
-MODEL = '''"""A racy two-rank pipeline whose summary sentence runs
+DOC = """A racy two-rank pipeline whose summary sentence runs
 over two lines of the docstring. A second sentence.
 
 Details nobody needs in a one-line listing.
 """
-from streamsim import Param
-PARAMS = [Param("steps", int, 2, "steps")]
-VARIANTS = {"racy": "no wait"}
-
-
-def build(sim, p, variant):
-    sim.group("pp", [0, 1])
-
-    def stage0(host):
-        hidden = host.buffer("hidden", 1 << 20)
-        for t in range(p.steps):
-            host.step = t
-            host.launch("forward", writes=[hidden], dur=900)
-            host.group("pp").isend(hidden, dst=1)
-
-    def stage1(host):
-        inp = host.buffer("hidden_in", 1 << 20)
-        for t in range(p.steps):
-            host.step = t
-            host.group("pp").irecv(inp, src=0).wait()
-            host.launch("forward", reads=[inp], dur=2000)
-
-    sim.spawn(0, stage0)
-    sim.spawn(1, stage1)
-'''
 
 
 @pytest.fixture
-def model(tmp_path):
-    path = tmp_path / "pipe.py"
-    path.write_text(MODEL)
-    return str(path)
+def model(pipeline_model):
+    return pipeline_model(doc=DOC)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

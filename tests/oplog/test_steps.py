@@ -10,32 +10,6 @@ from streamsim import check_oplog, compute_metrics, oplog_text, parse_oplog, run
     simulate_oplog
 from streamsim.sim.errors import ModelError
 
-MODEL = '''"""Two ranks; rank 0 overwrites its send buffer while the isend may still read it."""
-from streamsim import Param
-PARAMS = [Param("steps", int, 3, "steps")]
-VARIANTS = {"racy": "no wait"}
-
-
-def build(sim, p, variant):
-    sim.group("pp", [0, 1])
-
-    def stage0(host):
-        hidden = host.buffer("hidden", 1 << 20)
-        for t in range(p.steps):
-            host.step = t
-            host.launch("forward", writes=[hidden.during(0.9, 1.0)], dur=900)
-            host.group("pp").isend(hidden, dst=1)
-
-    def stage1(host):
-        inp = host.buffer("hidden_in", 1 << 20)
-        for t in range(p.steps):
-            host.step = t
-            host.group("pp").irecv(inp, src=0).wait()
-            host.launch("forward", reads=[inp], dur=2000)
-
-    sim.spawn(0, stage0)
-    sim.spawn(1, stage1)
-'''
 
 
 def _log(*ops: dict) -> str:
@@ -65,12 +39,12 @@ def test_a_bad_step_is_one_error_naming_the_line(bad, message):
     assert str(e.value) == f"s.jsonl:2: {message}"
 
 
-def test_a_model_run_written_as_an_op_log_keeps_its_steps_and_step_metrics(tmp_path):
+def test_a_model_run_written_as_an_op_log_keeps_its_steps_and_step_metrics(tmp_path,
+                                                                            pipeline_model):
     """The writer carries each host action's step, so `check` on a dumped run measures the same
     steps as `run` did (before, the log could not say a step: "0 steps, mean step 0.0 us")."""
-    model = tmp_path / "pipe.py"
-    model.write_text(MODEL)
-    report = run_model(str(model), fix_cost=False)
+    model = pipeline_model(steps=3, written="hidden.during(0.9, 1.0)")
+    report = run_model(model, fix_cost=False)
     text = oplog_text(report.trace)
     assert '"step":2' in text
     log = tmp_path / "pipe.jsonl"
