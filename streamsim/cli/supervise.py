@@ -30,6 +30,8 @@ from typing import Callable
 
 from ..sim.wallclock import set_watchdog
 
+CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # signals the supervisor acts on
+
 INTERRUPT_FORWARD = 1.0  # seconds after a Ctrl-C before the child is interrupted once more
 INTERRUPT_KILL = 3.0  # ... and before it is killed
 STOP_WAIT = 2.0  # seconds a child sent SIGTERM may take to end before it is killed
@@ -56,13 +58,20 @@ def supervised(work: Callable[[], int]) -> int:
         except (OSError, ValueError):
             pass
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: do the work, report deadlines, never return into the caller
-        os.close(r)
-        set_watchdog(w)
-        os._exit(_child(work))
-    os.close(w)
-    return _Supervisor(pid, r).wait()
+    # Ctrl-C and friends are held from the fork until the parent's handlers are in place (else one
+    # arriving in between would kill the parent and leave the child unwatched)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, CAUGHT)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: do the work, report deadlines, never return into the caller
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            os.close(r)
+            set_watchdog(w)
+            os._exit(_child(work))
+        os.close(w)
+        return _Supervisor(pid, r).wait(mask)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _child(work: Callable[[], int]) -> int:
@@ -95,15 +104,21 @@ class _Supervisor:
         self.interrupted: float | None = None
         self.forwarded = False
 
-    def wait(self) -> int:
+    def wait(self, mask: set | None = None) -> int:
+        """The child's exit code; ``mask``: the signal mask to restore once the handlers are in."""
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         previous_fd = signal.set_wakeup_fd(wake_w)
-        caught = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         previous = {s: signal.signal(s, lambda signum, frame: self.signals.append(signum))
-                    for s in caught}
-        pidfd = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
+                    for s in CAUGHT}
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (a held signal arrives now)
+        pidfd = None
         try:
+            try:  # (present on Linux builds, refused by kernels before 5.3 and some sandboxes)
+                pidfd = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
+            except OSError:
+                pidfd = None  # polled instead
             return self._loop(wake_r, pidfd)
         finally:
             for s, handler in previous.items():
@@ -160,13 +175,13 @@ class _Supervisor:
 
     def _act(self, now: float) -> int | None:
         """Deal with signals received and deadlines passed; an exit code when it is over."""
-        for signum in self.signals:
+        signals, self.signals = self.signals, []  # (one arriving meanwhile waits for the next turn)
+        for signum in signals:
             if signum == signal.SIGINT:
                 self.interrupted = self.interrupted or now
             else:  # SIGTERM, SIGHUP: the work goes with us
                 self._stop(signum)
                 return 128 + signum
-        self.signals.clear()
         if self.interrupted is not None:
             if not self.forwarded and now >= self.interrupted + INTERRUPT_FORWARD:
                 self.forwarded = True
