@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from ..gcpause import gc_paused
 from ..sim.api import Event, Host, P2POp, Simulation, Work
-from ..sim.comm import COLLECTIVE_KINDS
+from ..sim.comm import COLLECTIVE_KINDS, batch_issue_order
 from ..sim.errors import ModelError
 from ..sim.records import HostState, Rec
 from ..sim.memory import Buffer
@@ -99,7 +99,7 @@ class _Replay:
         h = self.engine.current
         if h is None or h.injected_hold:  # an injected fix is not the line's own op
             return
-        pending = self.batch_lines.get(h)
+        pending = self.batch_lines.get(h) if self.batch_lines else None
         if pending:  # a batch: its ops come one line each, the host action then its stream op
             line = pending[0]
             if rec.agent != h.agent:
@@ -112,7 +112,10 @@ class _Replay:
 
     def location(self) -> str:
         h = self.engine.current
-        line = self.current.get(h) if h is not None else None
+        if h is None:
+            return self.oplog.path
+        pending = self.batch_lines.get(h) if self.batch_lines else None
+        line = pending[0] if pending else self.current.get(h)  # (a batch: the line being issued)
         return line.location if line is not None else self.oplog.path
 
     # -- the host program --------------------------------------------------------------------------
@@ -202,10 +205,8 @@ class _Replay:
         ops = [P2POp(ln.op, list(ln.reads if ln.op == "isend" else ln.writes), ln.peer,
                      nbytes=ln.nbytes, dur=ln.dur if ln.op == "isend" else None, name=ln.name,
                      handle=ln.handle) for ln in lines]
-        by_op = {id(op): ln for op, ln in zip(ops, lines)}
         state = host._h
-        sends_first = [op for op in ops if op.op == "isend"] + [op for op in ops if op.op != "isend"]
-        self.batch_lines[state] = [by_op[id(op)] for op in sends_first]  # (the engine's order)
+        self.batch_lines[state] = [lines[i] for i in batch_issue_order([ln.op for ln in lines])]
         try:
             with host.use_stream(first.stream):
                 works = host.group(first.group).batch_isend_irecv(ops)

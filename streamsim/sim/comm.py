@@ -203,6 +203,13 @@ class CommMixin:
                                        "receive", m.send.id))
 
 
+def batch_issue_order(kinds: list[str]) -> list[int]:
+    """The order in which a ``batch_isend_irecv`` issues its ops (indices into ``kinds``, each
+    ``"isend"`` or ``"irecv"``): sends first, each kind in list order (the op-log replay tags its
+    lines in this order too)."""
+    return sorted(range(len(kinds)), key=lambda i: kinds[i] != "isend")
+
+
 def _with_peer(rec: Rec, way: str) -> str:
     """``irecv(x) from rank1`` / ``isend(x) to rank1``: the op's name with its peer (``way`` is
     ``"from"`` or ``"to"``), unless the name already says it."""

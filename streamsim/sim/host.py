@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 from greenlet import getcurrent
 
 from ..trace import Blocked, Note, READ, WRITE, Access
-from .comm import SIZED_BY_INPUTS, GroupConfig
+from .comm import SIZED_BY_INPUTS, GroupConfig, batch_issue_order
 from .engine import Engine
 from .errors import ModelError
 from .handles import Event, Group, Stream, Work, _listify
@@ -302,7 +302,7 @@ class Host:
         if not ops:
             raise ModelError("batch_isend_irecv needs at least one P2POp")
         self._e.settle(self._h)
-        order = sorted(range(len(ops)), key=lambda i: ops[i].op != "isend")  # (stable)
+        order = batch_issue_order([op.op for op in ops])
         recs: dict[int, Rec] = {}
         batch: tuple[int | None, int] = (None, len(ops))
         for i in order:

@@ -85,6 +85,9 @@ def test_a_batch_in_a_log_exchanges_where_single_ops_deadlock():
     trace = simulate_oplog(parse_oplog(exchange_log(True), "x.jsonl"))
     assert trace.stall is None
     assert {o.line for o in trace.ops if o.kind in ("isend", "irecv")} == {1, 2, 3, 4}
+    # each op of a batch is located at its own line (reports, fixes and Perfetto name it), not at
+    # the batch's first line
+    assert all(o.location == f"x.jsonl:{o.line}" for o in trace.ops if o.line is not None)
 
 
 @pytest.mark.parametrize("text, lineno, fragment", [
