@@ -107,6 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.fixed_out is not None and not args.fixed_out.strip():
         raise ModelError("--fixed-out: empty file name")
+    if args.fixed_out and os.path.exists(args.oplog) and not os.path.isfile(args.oplog):
+        raise ModelError(f"--fixed-out: {args.oplog} is not a regular file (the log is read again "
+                         "to write the fixed copy): save it to a file first")
     shown = _phases("parse", fix_cost=not args.no_fix_cost)
     try:
         report = oplog_report(args.oplog, args, fix_cost=not args.no_fix_cost, progress=shown)
@@ -125,8 +128,8 @@ def fixed_log(path: str, report: Report) -> str:
     """The op log at ``path`` with every distinct fix of ``report`` inserted (``--fixed-out``)."""
     from ..analysis.checks import distinct_fixes
     from ..oplog.fixed import fixed_oplog_text
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8")
+    from ..oplog.source import read_oplog_bytes
+    text = read_oplog_bytes(path).decode("utf-8")  # (valid: the reader has just read it)
     return fixed_oplog_text(text, report.trace, distinct_fixes(report.findings))
 
 

@@ -10,22 +10,25 @@ handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_right
 from typing import Any, Sequence
 
 from ..trace import Trace
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
 
 def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
     """``text``, the op log ``trace`` was replayed from, with a group of lines for each fix."""
-    lines = text.splitlines(keepends=True)
+    lines = _LINE.findall(text)  # the reader's lines (only \n, \r\n, \r end one), with their ends
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += "\n"
     parsed: dict[int, dict] = {}  # 1-based line -> its JSON object (op lines only)
     events: set[tuple[int, str]] = set()
     binds: dict[tuple[int, str], list[int]] = {}  # (rank, handle) -> lines that bind the name
     for i, raw in enumerate(lines, 1):
-        s = raw.strip()
+        s = raw.lstrip("\ufeff").strip() if i == 1 else raw.strip()  # (a BOM, as the reader)
         if s and not s.startswith("#"):
             obj = json.loads(s)
             parsed[i] = obj

@@ -181,6 +181,22 @@ def test_check_costs_the_fixes_of_an_op_log_and_writes_the_fixed_log(latent20, t
     assert main(["check", str(fixed)]) == 0
 
 
+def test_the_fixed_log_keeps_the_readers_lines(latent20, tmp_path, capsys):
+    """`--fixed-out` split the log with str.splitlines, which also breaks at U+2028 (legal raw in a
+    JSON string, and read as part of the line by the reader): it crashed with a JSON traceback.
+    With a BOM and CRLF endings as well, it now writes the fixed log, which checks clean."""
+    lines = open(latent20).read().splitlines()
+    first = json.loads(lines[0])
+    first["name"] = "forward\u2028(fused)"
+    lines[0] = json.dumps(first, ensure_ascii=False)
+    log = tmp_path / "odd.jsonl"
+    log.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
+    fixed = tmp_path / "fixed.jsonl"
+    assert main(["check", str(log), "--fixed-out", str(fixed), "--no-fix-cost"]) == 1
+    capsys.readouterr()
+    assert main(["check", str(fixed), "--no-fix-cost"]) == 0
+
+
 def test_json_version_2_lists_root_causes_indexing_the_hazards(latent20, capsys):
     assert main(["check", latent20, "--format", "json"]) == 1
     d = json.loads(capsys.readouterr().out)
