@@ -301,15 +301,23 @@ class Host:
         as the one Work ProcessGroupNCCL returns for a coalesced batch does."""
         if not ops:
             raise ModelError("batch_isend_irecv needs at least one P2POp")
-        self._e.settle(self._h)
+        h = self._h
+        self._e.settle(h)
         order = batch_issue_order([op.op for op in ops])
         recs: dict[int, Rec] = {}
         batch: tuple[int | None, int] = (None, len(ops))
-        for i in order:
-            op = ops[i]
-            rec = recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer, op.nbytes,
-                                          op.dur, op.name, op.handle, f"nccl:{cfg.name}", batch)
-            batch = (rec.attrs["batch"], len(ops))
+        # One call issues the members back to back: the rank's other threads must not catch up
+        # (settle) between two of them, or their ops could land inside the batch on its stream.
+        shared, h.shared = h.shared, False
+        try:
+            for i in order:
+                op = ops[i]
+                rec = recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer,
+                                              op.nbytes, op.dur, op.name, op.handle,
+                                              f"nccl:{cfg.name}", batch)
+                batch = (rec.attrs["batch"], len(ops))
+        finally:
+            h.shared = shared
         members = tuple(recs[i] for i in order)
         return [self._work(recs[i], cfg, members) for i in range(len(ops))]
 

@@ -156,3 +156,34 @@ def test_batch_mistakes_are_model_errors():
         run(empty)
     with pytest.raises(ModelError, match="'isend' or 'irecv'"):
         P2POp("send", None, 1)
+
+
+def test_another_thread_cannot_slip_into_a_batch():
+    """With a launch overhead each member of a batch took host time, and the engine let the rank's
+    other threads catch up between members: another thread's all_reduce on the group's stream
+    landed inside the batch and the run failed with an error blaming the model."""
+    sim = Simulation(launch_overhead=1.0)
+    sim.group("g", [0, 1])
+
+    def batcher(host):
+        x, y = host.buffer("x", 1 * MB), host.buffer("y", 1 * MB)
+        peer = 1 - host.rank
+        works = host.group("g").batch_isend_irecv([P2POp("isend", x, peer), P2POp("irecv", y, peer),
+                                                   P2POp("isend", x, peer)]
+                                                  if host.rank == 0 else
+                                                  [P2POp("irecv", y, peer), P2POp("isend", x, peer),
+                                                   P2POp("irecv", y, peer)])
+        for w in works:
+            w.wait()
+
+    def reducer(host):
+        z = host.buffer("z", 1 * MB)
+        host.group("g").all_reduce(z).wait()
+
+    for r in (0, 1):
+        sim.spawn(r, batcher)
+        sim.spawn(r, reducer, thread="side")
+    trace = sim.run()
+    assert trace.stall is None
+    batch = [o for o in trace.ops if o.agent.rank == 0 and "batch" in o.attrs]
+    assert len(batch) == 3 and len({o.start for o in batch}) == 1
