@@ -285,8 +285,9 @@ class Engine(CommMixin):
 
     def wait_recs(self, h: HostState, rec: Rec, deps: Iterable[Rec], reason: str) -> None:
         """Block host ``h`` (inside blocking op ``rec``) until every op of ``deps`` has ended."""
+        after = rec.after = list(rec.after)  # (its own list: grown in place, not copied per dep)
         for dep in deps:
-            rec.after = [*rec.after, dep]
+            after.append(dep)
             if not dep.done:
                 # `after` ops end before this op starts in the global sequence (trace contract):
                 # the op's start moves past dep's end. When its start holds the latest position
