@@ -74,7 +74,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         return None
     try:
         obj = _DECODER.decode(s)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeError):  # (lone surrogates)
         return None
     op = obj.__struct_config__.tag
     quotes = 4  # "op": "<op>"

@@ -73,3 +73,10 @@ def test_the_fast_path_takes_the_common_lines():
                  '{"op": "record", "event": "e"}', '{"op": "wait_event", "event": "e"}',
                  '{"op": "sync_device"}'):
         assert fast_spec(parser, line) is not None, line
+
+
+def test_a_lone_surrogate_in_text_is_left_to_the_checker():
+    """Text handed to parse_oplog (not a file, which is decoded strictly) may hold a lone surrogate:
+    msgspec raised UnicodeEncodeError, a traceback; the line goes to the checker instead."""
+    text = '{"op": "launch", "name": "a\ud800b"}\n'
+    assert _outcome(text, True) == _outcome(text, False)
