@@ -78,6 +78,18 @@ def replace_folder(folder: str, files: Mapping[str, str | bytes], owned: Iterabl
             shutil.rmtree(stage, ignore_errors=True)
 
 
+def check_folder(folder: str, owned: Iterable[str]) -> None:
+    """Raise now what :func:`replace_folder` would raise about ``folder`` itself (an empty name,
+    the root, a file, a folder holding what streamsim did not write): before a long run, not
+    after it."""
+    if not folder.strip():
+        raise OSError(errno.EINVAL, "empty folder name", folder)
+    target = os.path.realpath(folder)
+    if not os.path.split(target)[1]:
+        raise OSError(errno.EINVAL, "cannot replace the root folder", folder)
+    _check_ours(folder, target, frozenset(owned))
+
+
 def _named(folder: str, fn: Callable, *args, **kw):
     """``fn(*args, **kw)``, an OSError naming ``folder`` (not a temp path)."""
     try:
@@ -150,7 +162,11 @@ def _swap(stage: str, target: str) -> None:
         return
     old = stage + ".old"  # (no exchange: two renames, with ``target`` absent in between)
     os.rename(target, old)
-    os.rename(stage, target)
+    try:
+        os.rename(stage, target)
+    except OSError:
+        os.rename(old, target)  # the earlier set back in place: never neither
+        raise
     os.rename(old, stage)
 
 
