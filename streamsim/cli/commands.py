@@ -38,11 +38,20 @@ def _phases(*first: str, fix_cost: bool):
                      "report"))
 
 
+def _check_out(out: str | None) -> None:
+    """Refuse a ``--out`` folder that could not be written before the run, not after it."""
+    if out is None:
+        return
+    if not out.strip():
+        raise ModelError("--out: empty folder name")
+    from ..report.atomic import check_folder
+    from ..report.outputs import ALL_FILES
+    check_folder(out, ALL_FILES)
+
+
 def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
     """Write ``--out``'s files and the report on stdout; ``shown``: the progress line, cleared
     before the report reaches the terminal."""
-    if out is not None and not out.strip():
-        raise ModelError("--out: empty folder name")
     if shown is not None:
         shown("report")
     try:
@@ -93,6 +102,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     model = load_model(args.model)
     shown = _phases(fix_cost=not args.no_fix_cost)
     try:
@@ -105,6 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     if args.fixed_out is not None and not args.fixed_out.strip():
         raise ModelError("--fixed-out: empty file name")
     if args.fixed_out and os.path.exists(args.oplog) and not os.path.isfile(args.oplog):

@@ -182,3 +182,46 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch, capsys):
     assert main(["timeline", str(log), "-o", str(tmp_path / "t.png")]) == 2
     assert capsys.readouterr().err == f"streamsim: {tmp_path / 't.png'}: No space left on device\n"
     assert sorted(os.listdir(tmp_path)) == ["race.jsonl"]  # nothing half-written, no temp file
+
+
+def test_a_refused_folder_is_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """The refusal came after the whole simulation, analysis and fix costing: a user waited for
+    nothing. check and run now refuse such a --out before simulating anything."""
+    import streamsim.cli.commands as commands
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+
+    def never(*args, **kw):
+        raise AssertionError("simulated before refusing --out")
+    monkeypatch.setattr(commands, "oplog_report", never)
+    monkeypatch.setattr(commands, "_model_report", never)
+    log = tmp_path / "race.jsonl"
+    log.write_text('{"op":"launch","writes":["x"]}\n')
+    model = tmp_path / "m.py"
+    model.write_text("def build(sim, p, variant):\n    pass\n")
+    assert main(["check", str(log), "--out", str(folder)]) == 2
+    assert main(["run", str(model), "--out", str(folder)]) == 2
+    assert capsys.readouterr().err.count("which streamsim did not write") == 2
+
+
+def test_without_the_exchange_a_failed_rename_puts_the_earlier_set_back(tmp_path, monkeypatch):
+    """Without renameat2's exchange the earlier set is renamed away first; if putting the new set
+    in place then failed, the earlier one stayed under a temporary name that the next run deletes:
+    no folder, no results. It is now put back."""
+    monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
+    folder = str(tmp_path / "out")
+    atomic.replace_folder(folder, OLD, NAMES)
+    real_rename = os.rename
+    calls = []
+
+    def rename(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # the new set into place
+            raise OSError(errno.EIO, "injected")
+        real_rename(src, dst)
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    with pytest.raises(OSError):
+        atomic.replace_folder(folder, NEW, NAMES)
+    monkeypatch.setattr(atomic.os, "rename", real_rename)
+    assert contents(folder) == OLD
