@@ -65,11 +65,13 @@ def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
 
 
 def _render(report: Report, fmt: str, out: str | None) -> str:
+    files = None
     if out:
-        from ..report.outputs import write_outputs
-        write_outputs(report, out)
-    if fmt == "json":
-        return dumps_json(report)
+        from ..report.outputs import render_outputs, write_outputs
+        files = render_outputs(report)
+        write_outputs(report, out, files)
+    if fmt == "json":  # (with --out: the report.json just written, not encoded a second time)
+        return files["report.json"].decode() if files else dumps_json(report)
     if fmt == "markdown":
         from ..report.markdown import render_markdown
         return render_markdown(report)

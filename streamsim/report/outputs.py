@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Mapping
 
 import networkx as nx
 
@@ -150,11 +151,14 @@ def timeline_file(report: Report, fmt: str, window: int | None = None) -> bytes:
     return figure_bytes(fig, fmt)
 
 
-def write_outputs(report: Report, out_dir: str) -> list[str]:
-    """Render every output of ``report``, then make ``out_dir`` hold exactly them, swapped in
-    whole (:func:`streamsim.report.atomic.replace_folder`: all or nothing, even if killed, and
-    never mixed with a concurrent run's); returns the paths written."""
-    files = render_outputs(report)
+def write_outputs(report: Report, out_dir: str,
+                  files: Mapping[str, bytes] | None = None) -> list[str]:
+    """Render every output of ``report`` (or take ``files``, what :func:`render_outputs` gave),
+    then make ``out_dir`` hold exactly them, swapped in whole
+    (:func:`streamsim.report.atomic.replace_folder`: all or nothing, even if killed, and never
+    mixed with a concurrent run's); returns the paths written."""
+    if files is None:
+        files = render_outputs(report)
     ours = {name: files[name] for name in ALL_FILES if name in files}
     replace_folder(out_dir, ours, ALL_FILES)
     return [os.path.join(out_dir, name) for name in ours]
