@@ -122,10 +122,15 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     span = max(t1 - t0, 1e-9)
     tick = span / 900  # the width drawn for an op that takes no simulated time
 
-    used = {category(op) for op in ops}
+    cats = [category(op) for op in ops]
+    used = set(cats)
+
+    def blocked_wait(op, cat: str) -> bool:
+        """A host thread blocked in a wait: drawn as a thin pale band (a legend entry of its own)."""
+        return (op.agent.kind == HOST and cat != "host" and op.end - op.start > tick
+                and not op.attrs.get("unfinished"))
     entries = len(used) + (trace.stall is not None) + (hazard is not None) + any(
-        op.agent.kind == HOST and category(op) != "host" and op.end - op.start > tick
-        and not op.attrs.get("unfinished") for op in ops)
+        map(blocked_wait, ops, cats))
     rows = max(1, -(-entries // 6))  # legend rows of at most 6 entries, evenly filled
     ncol = max(1, -(-entries // rows))
     n = len(agents)
@@ -163,14 +168,13 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     h = 0.62
     label_min = span / 40  # wide enough to carry a name
     waited = False
-    for op in ops:
-        cat = category(op)
+    for op, cat in zip(ops, cats):
         y = row[op.agent]
         w = op.end - op.start
         stuck = bool(op.attrs.get("unfinished"))  # caught by a stall: blocked for good
         # A host thread blocked in a wait spends the run in one long op: a thin pale band, so
         # that the host's own work (ticks and full bars) stands out against it.
-        blocked = op.agent.kind == HOST and cat != "host" and w > tick and not stuck
+        blocked = blocked_wait(op, cat)
         waited |= blocked
         bh = 0.24 if blocked else h
         ax.add_patch(Rectangle((op.start, y - bh / 2), max(w, tick), bh, fc=CATEGORY[cat][0],
