@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ModelError
-from .guard import model_failure, model_output, user_frame
+from .guard import model_failure, model_output
 from .wallclock import wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
