@@ -310,12 +310,10 @@ class Host:
         # (settle) between two of them, or their ops could land inside the batch on its stream.
         shared, h.shared = h.shared, False
         try:
-            for i in order:
-                op = ops[i]
-                rec = recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer,
-                                              op.nbytes, op.dur, op.name, op.handle,
-                                              f"nccl:{cfg.name}", batch)
-                batch = (rec.attrs["batch"], len(ops))
+            for i, op in ((i, ops[i]) for i in order):
+                recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer, op.nbytes, op.dur,
+                                        op.name, op.handle, f"nccl:{cfg.name}", batch)
+                batch = (recs[i].attrs["batch"], len(ops))
         finally:
             h.shared = shared
         members = tuple(recs[i] for i in order)
@@ -368,7 +366,7 @@ class Host:
             rec.after = [*rec.after, *work._recs]
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
-        if not done:  # no edge names the op it asked about: keep its id (the op-log writer needs it)
+        if not done:  # no edge names the op it asked about: keep its id (for the op-log writer)
             rec.attrs["queried"] = work._rec.id
         e.end_blocking(h, rec)
         return done
