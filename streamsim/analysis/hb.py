@@ -245,13 +245,23 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             raw = found.get((fid, op.id, RAW, rank, buf))
             if raw is not None and raw[0] <= lo and hi <= raw[1]:
                 return  # an in-place op: its read already reported the race with this write
+        facc = _access_of(fop, fmode, rank, buf, lo, hi)
+        sid, smode = op.id, acc.mode
+        if keys[fid] > keys[sid]:
+            # The pull brought `op` forward, ahead of an earlier-issued op of its own thread that
+            # writes into (or reads) its buffer (a receive whose completion waits for a send issued
+            # later: tests/analysis/test_issue_order.py): the pair is named in issue order, and its
+            # kind is that of the two accesses in that order.
+            fop, facc, fmode, op, acc, smode = op, acc, smode, fop, facc, fmode
+            fid, sid = fop.id, op.id
+            if kind != USE_AFTER_FREE:
+                kind = WAW if fmode == smode else (RAW if fmode == WRITE else WAR)
         # manifest: the second access started before the first one ended
-        manifest = op.window_time(acc)[0] < fop.window_time(_access_of(fop, fmode, rank, buf, lo,
-                                                                         hi))[1]
-        key = (fid, op.id, kind, rank, buf)
+        manifest = op.window_time(acc)[0] < fop.window_time(facc)[1]
+        key = (fid, sid, kind, rank, buf)
         h = found.get(key)
         if h is None:
-            found[key] = [lo, hi, fmode, acc.mode, manifest]
+            found[key] = [lo, hi, fmode, smode, manifest]
         else:
             if lo < h[0]:
                 h[0] = lo
