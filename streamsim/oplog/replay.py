@@ -26,6 +26,7 @@ from ..sim.errors import ModelError
 from ..sim.records import HostState, Rec
 from ..sim.memory import Buffer
 from .batches import batches as group_batches
+from .issueorder import issue_gates
 from .read import Line, OpLog, load_oplog
 from ..trace import Agent, Blocked, Trace
 
@@ -42,6 +43,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     if not isinstance(oplog, OpLog):
         oplog = load_oplog(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb)
+    sim.engine.replaying_log = True
     for g in oplog.groups.values():
         sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams)
     replay = _Replay(sim, oplog)
@@ -68,6 +70,9 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         replay.run.clear()
 
 
+_TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object"})  # (see _Replay.take)
+
+
 class _Replay:
     """State shared by the host programs of one replay: per-rank buffers, events and handles."""
 
@@ -80,6 +85,14 @@ class _Replay:
         self.pending: dict[int, object] = {}  # issuing line -> simpy event a waiter blocks on
         self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
         self.batch_lines: dict[HostState, list[Line]] = {}  # a batch being issued: its lines to tag
+        # Line order between a rank's threads (issueorder): line -> earlier lines it waits for;
+        # the lines some line waits for, and a simpy event for each one a thread is blocked on.
+        self.gates = issue_gates(oplog.lines, oplog.threads,
+                                 [g.name for g in oplog.groups.values() if g.backend == "gloo"])
+        self.awaited = {p for deps in self.gates.values() for p in deps}
+        self.taken: set[int] = set()
+        self.taking: dict[int, object] = {}
+        self.by_lineno: dict[int, Line] | None = None
         e.tag_rec = self.tag
         e.location_of = self.location
         self.run: dict[str, Callable[[Host, Line], None]] = {
@@ -109,6 +122,9 @@ class _Replay:
         if line is not None:
             rec.line = line.lineno
             rec.name = line.name
+            if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
+                    line.lineno not in self.taken:
+                self.take(line.lineno)
 
     def location(self) -> str:
         h = self.engine.current
@@ -129,11 +145,17 @@ class _Replay:
             batch = batches.get(i)
             if batch == ():
                 continue  # (issued with the first line of its batch)
+            if self.awaited or self.gates:
+                self.in_line_order(host, batch or (line,))
             try:
                 if batch:
                     self.batch(host, batch)
                 else:
                     run[line.op](host, line)
+                if self.awaited:
+                    for ln in batch or (line,):
+                        if ln.lineno in self.awaited and ln.lineno not in self.taken:
+                            self.take(ln.lineno)
             except ModelError as e:
                 msg = str(e)
                 if msg.startswith(self.oplog.path + ":"):
@@ -141,6 +163,39 @@ class _Replay:
                 raise type(e)(f"{line.location}: {msg}") from None
             except Exception as e:
                 raise ModelError(f"{line.location}: {type(e).__name__}: {e}") from e
+
+    def in_line_order(self, host: Host, lines: Sequence[Line]) -> None:
+        """Before ``lines`` (one line, or one batch) take effect: wait until every earlier line of
+        another thread of the rank that touches the same state has (:mod:`.issueorder`)."""
+        e, h = self.engine, host._h
+        e.settle(h)  # (so that what this line does is at this host's time, not before it)
+        for ln in lines:
+            for p in self.gates.get(ln.lineno, ()):
+                if p not in self.taken:
+                    e.flush_post_injections(h)  # (a fix's record after this thread's last line)
+                    ev = self.taking.get(p)
+                    if ev is None:
+                        ev = self.taking[p] = e.env.event()
+                    other = self.oplog_line(p)
+                    e.block(h, ev, Blocked(h.agent, None, f"{ln.op} at line {ln.lineno} waits "
+                                           f"for line {p} of thread {other.host!r} to be issued "
+                                           "(lines take effect in line order)",
+                                           (Agent(other.rank, "host", other.host),)))
+
+    def take(self, lineno: int) -> None:
+        """Line ``lineno`` has taken effect: the lines that wait for it may go on. A line is
+        taken once its call returns (its effect, and the syncs a fix put before it, are then
+        done), except a gloo blocking send or receive, taken as it starts (:meth:`tag`): another
+        thread's use of the group must not wait for the message to arrive."""
+        self.taken.add(lineno)
+        ev = self.taking.pop(lineno, None)
+        if ev is not None:
+            ev.succeed()
+
+    def oplog_line(self, lineno: int) -> Line:
+        if self.by_lineno is None:
+            self.by_lineno = {ln.lineno: ln for ln in self.oplog.lines}
+        return self.by_lineno[lineno]
 
     # -- per-rank names ------------------------------------------------------------------------------
     def event(self, host: Host, name: str) -> Event:

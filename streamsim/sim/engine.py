@@ -73,6 +73,11 @@ class Engine(CommMixin):
         self.failed: BaseException | None = None  # what a host program raised, as it raised it
         self.injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
         self.post_injections: dict[tuple[Agent, int], list[Callable[[], None]]] = {}
+        self.work_waiters: dict[tuple, simpy.Event] = {}  # a fix's wait for another thread's
+        # handle: the handle's injection key -> the event its issue fires (sim.inject)
+        self.replaying_log = False  # an op log's replay: every line runs (sim.inject)
+        self.fix_events: dict[tuple[int, str], tuple] = {}  # (rank, name) -> an injected fix's
+        # Event and the simpy event of its first record (sim.inject)
         self.issued_by_key: dict[tuple[Agent, int], list[Rec]] = {}
         self.keyed = False  # set by inject_fixes: remember which action issued which ops
         self.works: dict[int, Any] = {}  # issuing host op id -> the Work the model received
@@ -316,8 +321,7 @@ class Engine(CommMixin):
         """
         if h.injected_hold:
             return None
-        if self.post_injections and h.last_key is not None:
-            self.run_injections(h, self.post_injections, h.last_key)
+        self.flush_post_injections(h)
         site = (kind, location)
         n = h.occurrences.get(site, 0)
         h.occurrences[site] = n + 1
@@ -325,6 +329,22 @@ class Engine(CommMixin):
         if self.injections:
             self.run_injections(h, self.injections, key)
         return key
+
+    def issued_work(self, issuer: int, work: Any) -> None:
+        """Host action ``issuer`` returned ``work``; wake a fix's wait for it (sim.inject)."""
+        self.works[issuer] = work
+        for key, ev in list(self.work_waiters.items()) if self.work_waiters else ():
+            issued = self.issued_by_key.get(key)
+            if issued and issued[0].id == issuer:
+                del self.work_waiters[key]
+                ev.succeed()
+
+    def flush_post_injections(self, h: HostState) -> None:
+        """Run now the syncs a fix inserts after the thread's last action (they run, otherwise,
+        when its next action is issued): for a thread about to wait for another one, which may
+        itself be waiting for them."""
+        if self.post_injections and h.last_key is not None:
+            self.run_injections(h, self.post_injections, h.last_key)
 
     def run_injections(self, h: HostState, table: dict, key: tuple[Agent, int]) -> None:
         todo = table.pop(key, None)

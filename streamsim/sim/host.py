@@ -322,7 +322,7 @@ class Host:
     def _work(self, rec: Rec, cfg: GroupConfig, recs: tuple[Rec, ...] | None = None) -> Work:
         work = Work(self, rec, cfg, rec.handle, recs)
         if rec.issuer is not None:
-            self._e.works[rec.issuer] = work
+            self._e.issued_work(rec.issuer, work)
         return work
 
     def collective(self, cfg: GroupConfig, kind: str, inputs: list, outputs: list,

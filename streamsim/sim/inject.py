@@ -10,9 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import simpy
+
 from .engine import Engine
 from .errors import ModelError
-from ..trace import HOST, Trace
+from .handles import Event
+from .memory import Buffer
+from ..trace import HOST, Blocked, Trace
 
 Key = tuple  # (Agent, kind, location, n)
 
@@ -95,25 +99,33 @@ def inject_fixes(engine: Engine, trace: Trace | None, fixes: Sequence) -> None:
     for i, fix in enumerate(keyed):
         pre = engine.injections.setdefault(fix.before, [])
         if fix.kind == "wait_handle":
-            pre.append(_wait_handle(engine, fix.handle_issue, fix.wait_stream))
+            pre.append(_wait_handle(engine, fix.handle_issue, fix.wait_stream,
+                                    fix.handle_issue[0] != fix.before[0]))
         elif fix.kind in ("event", "event_sync"):
             name = f"fix{i}"
             engine.post_injections.setdefault(fix.record_after, []).append(
                 _record(engine, name, fix.event_stream))
-            pre.append(_wait_event(engine, name, fix.wait_stream))
+            pre.append(_wait_event(engine, name, fix.wait_stream,
+                                   fix.record_after[0] != fix.before[0]))
         else:  # record_stream
             pre.append(_record_stream(engine, fix.buffer, fix.event_stream))
 
 
-def _wait_handle(engine: Engine, issue_key: Key, stream: str | None):
+def _wait_handle(engine: Engine, issue_key: Key, stream: str | None, other_thread: bool):
+    """The fix's wait on a handle. When another thread issues the handle, in a replayed op log
+    (where every line runs) the wait follows that issue as the log's lines do: it waits, in
+    simulated time, until the handle exists. In a model, an action that has not happened may
+    never happen (control flow can depend on timing): then there is nothing to wait."""
     def run():
         h = engine.current
-        issued = engine.issued_by_key.get(issue_key)
-        if not issued:
-            return  # that action did not happen in this run: nothing to wait
-        work = engine.works.get(issued[0].id)
+        work = _work_of(engine, issue_key)
+        if work is None and other_thread and engine.replaying_log:
+            ev = engine.work_waiters.setdefault(issue_key, engine.env.event())
+            engine.block(h, ev, Blocked(h.agent, None, "the fix's wait waits for its handle to "
+                                        "be issued by another thread"))
+            work = _work_of(engine, issue_key)
         if work is None:
-            return
+            return  # that action did not happen in this run: nothing to wait
         prev = h.current_stream
         if stream is not None:
             h.current_stream = stream
@@ -124,17 +136,44 @@ def _wait_handle(engine: Engine, issue_key: Key, stream: str | None):
     return run
 
 
+def _work_of(engine: Engine, issue_key: Key):
+    issued = engine.issued_by_key.get(issue_key)
+    return engine.works.get(issued[0].id) if issued else None
+
+
+def _fix_event(engine: Engine, name: str) -> tuple[Event, simpy.Event]:
+    """A fix's event, one per rank (its record and its wait may run on two host threads of the
+    rank), with the simpy event that fires when it is first recorded."""
+    h = engine.current
+    key = (h.agent.rank, name)
+    got = engine.fix_events.get(key)
+    if got is None:
+        got = engine.fix_events[key] = (Event(h.api, name), engine.env.event())
+    return got
+
+
 def _record(engine: Engine, name: str, stream: str):
     def run():
         host = engine.current.api
-        host.event(name).record(host.stream(stream))
+        ev, recorded = _fix_event(engine, name)
+        ev.record(host.stream(stream))
+        if not recorded.triggered:
+            recorded.succeed()
     return run
 
 
-def _wait_event(engine: Engine, name: str, stream: str | None):
+def _wait_event(engine: Engine, name: str, stream: str | None, other_thread: bool):
+    """The fix's wait. When its record is another thread's (issued earlier in the program's
+    order, as every reported pair's first access is), the wait follows that record, as the
+    program's lines do (docs/semantics.md, issue order): it waits, in simulated time, until the
+    record has been issued."""
     def run():
-        host = engine.current.api
-        ev = host.event(name)
+        h = engine.current
+        host = h.api
+        ev, recorded = _fix_event(engine, name)
+        if other_thread and not recorded.triggered:
+            engine.block(h, recorded, Blocked(h.agent, None, f"the fix's wait on event {name!r} "
+                                              "waits for its record on another thread"))
         if stream is None:
             ev.synchronize()
         else:
@@ -145,5 +184,6 @@ def _wait_event(engine: Engine, name: str, stream: str | None):
 def _record_stream(engine: Engine, buffer: str, stream: str):
     def run():
         host = engine.current.api
-        host.record_stream(host._buffers[buffer], stream)
+        buf = host._buffers.get(buffer)  # (a model's Buffer; an op log's is known by name alone)
+        host.record_stream(buf if buf is not None else Buffer(host.rank, buffer, 0), stream)
     return run

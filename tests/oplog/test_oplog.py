@@ -407,7 +407,8 @@ def test_wait_on_a_handle_another_thread_never_issues_is_a_stall():
         {"op": "wait", "host": "main", "handle": "h"},
     ))
     blocked = {str(b.agent): b.reason for b in trace.stall.blocked}
-    assert blocked["rank0/main"] == "wait on handle 'h' waits for line 2 to be issued"
+    assert blocked["rank0/main"] == ("wait at line 3 waits for line 2 of thread 'comm' to be "
+                                     "issued (lines take effect in line order)")
     assert "rank0/comm" in blocked
 
 
