@@ -5,7 +5,7 @@ Run as a program, the command works in a supervised child process (:mod:`.superv
 model cannot outlive its wall-clock bound.
 
 Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr),
-130 interrupted (Ctrl-C).
+3 an internal error of streamsim (one line that says so; the traceback saved), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Sequence
 
-from ..sim.errors import ModelError
+from ..sim.errors import InternalError, ModelError
 from ..sim.model import is_model_path
 
 
@@ -48,7 +48,7 @@ COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
     ("shrink", "cut an op log down to the few ops a hazard needs"),
 )
 EXIT_CODES = ("exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, "
-              "130 interrupted.")
+              "3 internal error of streamsim, 130 interrupted.")
 SAFETY = ("A model file (.py) is Python: streamsim executes it with your rights, like any script; "
           "only .py files are ever run as models. An op log (any other file) is only read: "
           "`check` never executes anything.")
@@ -263,9 +263,34 @@ def _error(message: str) -> None:
     print(f"streamsim: {visible(one_line(message))}", file=sys.stderr)
 
 
+def _internal(e: InternalError, cause: BaseException) -> int:
+    """A bug of ours: one line that says so, the traceback saved to a file that the line names
+    (or, with STREAMSIM_DEBUG=1, printed), exit code 3."""
+    import tempfile
+    import traceback
+    text = "".join(traceback.format_exception(cause))
+    if os.environ.get("STREAMSIM_DEBUG") == "1":
+        sys.stderr.write(text)
+        _error(str(e))
+        return INTERNAL_ERROR
+    try:
+        fd, path = tempfile.mkstemp(prefix="streamsim-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
+        where = f"; traceback in {path}"
+    except OSError:
+        where = "; set STREAMSIM_DEBUG=1 to see the traceback"
+    _error(f"{e}{where}")
+    return INTERNAL_ERROR
+
+
+INTERNAL_ERROR = 3  # exit code of a bug of streamsim's (docs/cli.md)
+
+
 def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) -> int:
     """Run the command line (``argv``: the arguments, default ``sys.argv[1:]``); return the exit
-    code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, 130 interrupted.
+    code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, 3 an internal error of
+    streamsim, 130 interrupted.
 
     ``supervise`` (default: when run as the program, i.e. ``argv`` is None) does the work in a
     supervised child process (:mod:`.supervise`) so that the wall-clock bound holds whatever a
@@ -290,6 +315,8 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
         except ModelError as e:
             _error(str(e))
             return 2
+        except InternalError as e:
+            return _internal(e, e.cause)
         except BrokenPipeError:  # (an OSError: before it) the reader went away, e.g. `| head`
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error
             return 0
@@ -300,6 +327,8 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
         except KeyboardInterrupt:  # a real Ctrl-C (a model's own is a ModelError, see sim.guard)
             _error("interrupted")
             return 130
+        except Exception as e:  # anything else is a bug of streamsim's, never the user's mistake
+            return _internal(InternalError(f"running `streamsim {args.command}`", e), e)
 
     if supervise is None:
         supervise = argv is None

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from ..analysis.checks import FixCost, analyse, distinct_fixes
 from ..analysis.findings import Findings, Hazard
 from ..analysis.metrics import Metrics, compute_metrics
+from ..sim.errors import InternalError
 from ..sim.inject import key_fixes
 from ..trace import Trace
 
@@ -73,7 +74,10 @@ def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
     keyed = key_fixes(trace, distinct_fixes(hazards))
     if not keyed:
         return None
-    fixed = rerun(keyed)
+    try:
+        fixed = rerun(keyed)
+    except InternalError:  # streamsim's bug in the re-run: not costed (the caller says so)
+        return None
     after = analyse(fixed)
     return FixCost(syncs=len(keyed), before=before, after=compute_metrics(fixed),
                    hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from ..gcpause import gc_paused
 from ..sim.api import Event, Host, P2POp, Simulation, Work
 from ..sim.comm import COLLECTIVE_KINDS, batch_issue_order
-from ..sim.errors import ModelError
+from ..sim.errors import InternalError, ModelError
 from ..sim.records import HostState, Rec
 from ..sim.memory import Buffer
 from .batches import batches as group_batches
@@ -64,8 +64,10 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         if msg.startswith(oplog.path + ":"):
             raise
         raise type(e)(f"{oplog.path}: {msg}") from None
-    except Exception as e:  # an engine bug must still end in one line, not a traceback
-        raise ModelError(f"{oplog.path}: internal error: {type(e).__name__}: {e}") from e
+    except InternalError:
+        raise
+    except Exception as e:  # nothing of the user's runs in a replay: any other failure is ours
+        raise InternalError(f"replaying {oplog.path}", e) from e
     finally:  # its table of bound methods is a cycle that would keep every line alive
         replay.run.clear()
 
@@ -161,8 +163,8 @@ class _Replay:
                 if msg.startswith(self.oplog.path + ":"):
                     raise
                 raise type(e)(f"{line.location}: {msg}") from None
-            except Exception as e:
-                raise ModelError(f"{line.location}: {type(e).__name__}: {e}") from e
+            except Exception as e:  # (not the user's: see simulate_oplog)
+                raise InternalError(f"replaying {line.location}", e) from e
 
     def in_line_order(self, host: Host, lines: Sequence[Line]) -> None:
         """Before ``lines`` (one line, or one batch) take effect: wait until every earlier line of

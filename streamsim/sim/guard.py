@@ -15,7 +15,7 @@ import traceback
 from contextlib import contextmanager, redirect_stdout
 from typing import Iterator
 
-from .errors import BoundExceeded, ModelError
+from .errors import BoundExceeded, InternalError, ModelError, is_streamsim_frame
 from .wallclock import WallClockAlarm, WallClockExceeded
 
 _SIGINT = {"watched": False, "seen": False}
@@ -76,6 +76,20 @@ def user_frame(exc: BaseException, path: str) -> str:
     return where
 
 
+def _raised_in_streamsim(e: BaseException, path: str) -> bool:
+    """Whether ``e`` was raised in streamsim's own code rather than the model's: the innermost
+    traceback frame that is either decides (a library either of them called is on the caller's
+    side). An exception there (a KeyError, a TypeError) is a bug of streamsim's, even when a
+    model's call led to it: a mistake in an API call is a ModelError, raised on purpose."""
+    model = os.path.realpath(path)
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        if is_streamsim_frame(frame.filename):
+            return True
+        if os.path.realpath(frame.filename) == model:
+            return False
+    return False
+
+
 def model_failure(e: BaseException, path: str, *, loading: bool = False) -> BaseException:
     """What to raise for ``e``, raised by the code of the model at ``path`` (while ``loading`` it,
     or running it): a one-line :class:`ModelError` naming the model's line, whatever ``e`` is
@@ -96,5 +110,9 @@ def model_failure(e: BaseException, path: str, *, loading: bool = False) -> Base
     if isinstance(e, KeyboardInterrupt):
         return ModelError(f"{user_frame(e, path)}: the model raised KeyboardInterrupt"
                           f"{while_loading}")
+    if isinstance(e, InternalError):
+        return e
+    if isinstance(e, Exception) and _raised_in_streamsim(e, path):  # the model called us; we failed
+        return InternalError(f"running {path}", e)
     what = f"{type(e).__name__}: {one_line(str(e))}" if str(e) else type(e).__name__
     return ModelError(f"{user_frame(e, path)}: {'error while loading: ' if loading else ''}{what}")

@@ -1,6 +1,7 @@
 """Fuzzing `streamsim check` with mutated op logs (issue 19): whatever the bytes, the command ends
-with exit 0 or 1 and valid JSON on stdout, or exit 2 and exactly one line on stderr; never a
-traceback, and never more memory than a bound for a small input.
+with exit 0 or 1 and valid JSON on stdout, or exit 2 and exactly one line on stderr that names no
+Python exception class (that would be a bug of ours shown as the user's mistake); never a
+traceback, never an internal error (exit 3), and never more memory than a bound for a small input.
 
 In CI it runs a bounded number of examples; outside CI, for a long run::
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tracemalloc
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from streamsim.cli.main import main
 
 EXAMPLES = int(os.environ.get("STREAMSIM_FUZZ_EXAMPLES", "120"))
+PYTHON_EXCEPTION = re.compile(r"\b(?:[A-Z][a-z]+)+(?:Error|Exception)\b|\binternal error\b")
 MEMORY_BOUND = 64 << 20  # bytes traced during one example (inputs are a few KB)
 
 SEEDS = [
@@ -119,7 +122,10 @@ def test_check_on_a_mutated_log_ends_cleanly(tmp_path_factory, data, options):
     if code == 2:
         assert stderr.count("\n") == 1 and stderr.startswith("streamsim: "), (stderr, data)
         assert out.getvalue() == ""
+        # a bad input's message says what is wrong in the input; one that names a Python
+        # exception class is a bug of ours passed off as the user's mistake (issue 23)
+        assert not PYTHON_EXCEPTION.search(stderr), (stderr, data)
     else:
-        assert code in (0, 1), (code, stderr, data)
+        assert code in (0, 1), (code, stderr, data)  # (3 would be an internal error: a bug)
         report = json.loads(out.getvalue())
         assert (code == 1) == bool(report["hazards"] or report["deadlock"]), data
