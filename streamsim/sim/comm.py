@@ -16,6 +16,7 @@ from ..trace import Agent, Blocked, Note
 from .errors import ModelError
 from .records import Rec, StreamState
 
+COMM_PREFIXES = ("nccl:", "gloo:")  # a stream named so is a process group's comm stream
 P2P_SENDS = frozenset({"isend", "isend_object"})
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = P2P_SENDS | {"irecv"}
@@ -77,6 +78,29 @@ class CollectiveMatch:
 
 class CommMixin:
     """The engine's comm side (see the module docstring); relies on the Engine's state."""
+
+    def comm_streams(self, rank: int) -> list[str]:
+        """The comm streams of ``rank``'s declared groups: ``nccl:<group>`` of each NCCL group
+        holding it, with ``p2p_streams="per_pair"`` its pair streams, ``gloo:<group>`` of each
+        gloo group (its ``isend_object`` channel)."""
+        out = []
+        for g in self.groups.values():
+            if rank in g.ranks:
+                out.append(f"{g.backend}:{g.name}")
+                if g.backend == "nccl" and g.p2p_streams == "per_pair":
+                    out += [g.p2p_stream(rank, q) for q in g.ranks if q != rank]
+        return out
+
+    def checked_stream(self, rank: int, name: str) -> str:
+        """``name``, refused when it starts with ``nccl:``/``gloo:`` but is no comm stream of
+        ``rank``'s groups: a typo there silently made a new, empty stream (a ``record_stream``
+        on it then ordered nothing, and metrics counted it as comm)."""
+        if name.startswith(COMM_PREFIXES) and name not in self.comm_streams(rank):
+            known = ", ".join(self.comm_streams(rank)) or "none: no declared group holds it"
+            raise ModelError(f"stream {name!r}: no comm stream of rank {rank} has this name (its "
+                             f"comm streams: {known}); a name starting with nccl: or gloo: is a "
+                             "process group's: get it with host.group(NAME).comm_stream(peer)")
+        return name
 
     def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> P2PMatch:
         """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
