@@ -97,8 +97,8 @@ def _check_costs(name: str, *, latency, bandwidth, eager_bytes) -> None:
         if not math.isfinite(value) or value < 0 or (positive and value == 0):
             raise bad(field, value, "a finite number > 0 (bytes per µs)" if positive else
                       "a finite number >= 0 (µs)")
-    if eager_bytes is not None and (isinstance(eager_bytes, bool) or
-                                    not isinstance(eager_bytes, numbers.Integral) or eager_bytes < 0):
+    whole = isinstance(eager_bytes, numbers.Integral) and not isinstance(eager_bytes, bool)
+    if eager_bytes is not None and not (whole and eager_bytes >= 0):
         raise bad("eager_bytes", eager_bytes, "an int >= 0 (bytes)")
 
 
