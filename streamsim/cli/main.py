@@ -32,8 +32,10 @@ metrics (simulated time, microseconds):
               equal makespan (the work still ends when the bottleneck stage ends).
   bubble      share of the makespan a rank's compute streams (every stream but nccl:/gloo:)
               are idle, averaged over ranks.
-  overlap     share of comm-stream (nccl:, gloo:) busy time during which a compute stream of
-              the same rank is busy too, over all ranks.
+  overlap     share of comm-stream (nccl:, gloo:) transfer time during which a compute stream
+              of the same rank is busy too, over all ranks. A comm op transfers from when its
+              peers are there (a rendezvous send once its receive is posted, a receive once the
+              data left, a collective once every rank joined) to its end: not while it waits.
 """
 
 COMMANDS = (  # name, one line: the bare `streamsim` usage lists them

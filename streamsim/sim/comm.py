@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from ..trace import Agent, Blocked, Note
+from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
 from .records import Rec, StreamState
 
@@ -126,6 +126,7 @@ class CommMixin:
                                             self._peer_agents(m.recv, rec.attrs["peer"]))
                 yield m.recv_started
                 s.blocked = None
+                _transfer_from(rec, env.now)
             if dur > 0:
                 yield env.timeout(dur)
             self.mark_end(rec, env.now)
@@ -140,6 +141,7 @@ class CommMixin:
                 yield m.arrived
                 s.blocked = None
             rec.joins = [m.send.id]
+            _transfer_from(rec, m.send.attrs.get(TRANSFER_START, m.send.start))
             self.mark_end(rec, env.now)
 
     def _run_batch(self, s: StreamState, first: Rec):
@@ -214,6 +216,7 @@ class CommMixin:
                 f"{rec.attrs['group']!r} to join", self._not_joined(rec.attrs["group"], c))
             yield c.all_started
             s.blocked = None
+            _transfer_from(rec, env.now)
         if c.end > env.now:
             yield env.timeout(c.end - env.now)
         rec.joins = [m.id for m in c.members if m is not rec]
@@ -225,6 +228,13 @@ class CommMixin:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _transfer_from(rec: Rec, t: float) -> None:
+    """Note that ``rec`` waited for its peers and transferred only from ``t`` (see
+    :data:`streamsim.trace.TRANSFER_START`)."""
+    if t > rec.start:
+        rec.attrs[TRANSFER_START] = float(t)
 
 
 def batch_issue_order(kinds: list[str]) -> list[int]:
