@@ -173,6 +173,17 @@ class Trace:
                 yield s
 
 
+# ``attrs`` key of a comm op that waited for its peers before moving data (a rendezvous send
+# before its receive was posted, a receive posted before the data left, a collective before its
+# last rank joined): when the transfer began. Absent when that was the op's start.
+TRANSFER_START = "transfer_start"
+
+
+def transfer_start(op: Op) -> float:
+    """When ``op`` began to do its work: a comm op's :data:`TRANSFER_START`, else its start."""
+    return op.attrs.get(TRANSFER_START, op.start)
+
+
 def waited_on(op: Op) -> tuple[int, ...]:
     """The ops ``op`` waited for: its ``after`` edges, and the waits a stall left unsatisfied
     (``attrs["waiting_for"]``: those ops never ended, so they order nothing; on a host action, the

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ..trace import STREAM, Trace
+from ..trace import STREAM, TRANSFER_START, Trace
 
 COMPUTE_KINDS = frozenset({"launch"})
 COMM_PREFIXES = ("nccl:", "gloo:")
@@ -25,8 +25,12 @@ class Metrics:
     A sync that delays a step's first op but not its last shortens that step, so a fix can lower
     ``mean_step_us`` at equal makespan. ``bubble_share``: share of the makespan a rank's compute
     streams (every stream but ``nccl:``/``gloo:``) are idle, averaged over ranks.
-    ``comm_overlap_share``: share of comm-stream busy time during which a compute stream of the
-    same rank is busy, over all ranks. ``busy_us``: merged busy time per stream agent.
+    ``comm_overlap_share``: share of comm-stream transfer time during which a compute stream of
+    the same rank is busy, over all ranks; a comm op transfers from its transfer start (when its
+    peers are there: a rendezvous send once the receive is posted, a receive once the data left,
+    a collective once every rank joined; ``streamsim.trace.TRANSFER_START``) to its end, and its
+    wait for peers before that counts neither way. ``busy_us``: merged busy time per stream
+    agent (from each op's start: a comm stream blocked in a rendezvous is busy, FIFO-blocked).
     """
 
     makespan_us: float
@@ -34,7 +38,7 @@ class Metrics:
     mean_step_us: float
     p99_step_us: float
     bubble_share: float  # idle share of compute streams over the makespan, averaged over ranks
-    comm_overlap_share: float  # share of comm-stream busy time that overlaps compute
+    comm_overlap_share: float  # share of comm-stream transfer time that overlaps compute
     busy_us: dict[str, float]  # per stream agent
 
     def to_json_dict(self) -> dict:
@@ -92,8 +96,9 @@ def compute_metrics(trace: Trace) -> Metrics:
     makespan = trace.end_time
     step_span: dict[int, list[float]] = {}
     # Per agent object (looked up by identity: hashing the Agent dataclass per op is most of the
-    # loop): its busy intervals, or None for a host; and whether its ops count for steps.
-    seen: dict[int, tuple[list | None, bool]] = {}
+    # loop): its busy intervals, or None for a host; whether its ops count for steps; for a comm
+    # stream, its transfer intervals (from each op's transfer start: not its wait for peers).
+    seen: dict[int, tuple[list | None, bool, list | None]] = {}
     agent_at: dict[int, object] = {}
     for op in trace.ops:
         ag = op.agent
@@ -103,8 +108,9 @@ def compute_metrics(trace: Trace) -> Metrics:
             stream = ag.kind == STREAM
             # a pending gloo object send is host-side bookkeeping, not device work of the step
             info = seen[id(ag)] = ([] if stream else None,
-                                   stream and not ag.name.startswith("gloo:"))
-        ivs, steps = info
+                                   stream and not ag.name.startswith("gloo:"),
+                                   [] if stream and ag.name.startswith(COMM_PREFIXES) else None)
+        ivs, steps, moving = info
         if ivs is None:
             continue
         start, end = op.start, op.end
@@ -117,24 +123,28 @@ def compute_metrics(trace: Trace) -> Metrics:
                 span[1] = max(span[1], end)
         if end > start:
             ivs.append((start, end))
+            if moving is not None:
+                moving.append((op.attrs.get(TRANSFER_START, start), end))
     raw: dict = {}
-    for k, (ivs, _) in seen.items():
+    transfers: dict[int, list] = {}  # rank -> its comm streams' transfer intervals
+    for k, (ivs, _, moving) in seen.items():
         if ivs:  # (equal Agent objects, in a hand-built trace, share one entry)
             raw.setdefault(agent_at[k], []).extend(ivs)
+        if moving:
+            transfers.setdefault(agent_at[k].rank, []).extend(moving)
     # Each stream's busy time merged once: a rank's union merges these (the same components, with
     # the same end points, as merging every interval again; far fewer of them).
     busy = {agent: _merge(ivs) for agent, ivs in raw.items()}
     compute: dict[int, list] = {}
-    comm: dict[int, list] = {}
     for agent, ivs in busy.items():
-        target = comm if agent.name.startswith(COMM_PREFIXES) else compute
-        target.setdefault(agent.rank, []).extend(ivs)
+        if not agent.name.startswith(COMM_PREFIXES):
+            compute.setdefault(agent.rank, []).extend(ivs)
     ranks = sorted({a.rank for a in trace.agents})
     idle = []
     overlap_num = overlap_den = 0.0
     for r in ranks:
         c = _merge(compute.get(r, []))
-        m = _merge(comm.get(r, []))
+        m = _merge(transfers.get(r, []))
         if makespan > 0:
             idle.append(1.0 - _total(c) / makespan)
         overlap_num += _intersection(c, m)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from .findings import Hazard
+from .findings import USE_AFTER_FREE, Hazard
 from .hbgraph import COLLECTIVES, _after_kind
 from .slices import issue_order
 from ..trace import HOST, Agent, Trace
@@ -208,6 +208,36 @@ def access_window(trace: Trace, op_id: int, hazard: Hazard, mode: str) -> tuple[
     if not spans:
         return (op.start, op.end)
     return (min(s for s, _ in spans), max(e for _, e in spans))
+
+
+FREE_MEANS = ("the block may be handed to another allocation meanwhile (nothing is corrupted "
+              "until it is reused)")
+
+
+def free_verdict(trace: Trace, hazard: Hazard, *, short: bool = False, unit: str = "µs"
+                 ) -> str | None:
+    """What a manifest use-after-free did in this run, in words (no "MANIFEST" prefix); None for
+    any other hazard. A free corrupts nothing by itself: it gives the block back to the caching
+    allocator, which may hand it to another allocation while the other access still runs (that
+    allocation's writes then reach a read, or a write corrupts it): :data:`FREE_MEANS`.
+    ``short`` (a picture's caption): only when it was freed, without the other op's name; ``unit``:
+    how microseconds are written ("us" in the plain-text report)."""
+    a, b = trace.op(hazard.first), trace.op(hazard.second)
+    if hazard.kind != USE_AFTER_FREE or not hazard.manifest or "free" not in (a.kind, b.kind):
+        return None
+    free, use = (a, b) if a.kind == "free" else (b, a)
+    mode = hazard.first_mode if use.id == hazard.first else hazard.second_mode
+    lo, hi = access_window(trace, use.id, hazard, mode)
+    what, at = f"the {mode}" + ("" if short else f" by {use.name}"), free.start
+    if at < lo:
+        when = f"the buffer was freed {lo - at:,.1f} {unit} before {what} began"
+    elif at <= hi:
+        when = (f"the buffer was freed while {what} still ran ({hi - at:,.1f} {unit} before it "
+                "ended)")
+    else:  # the use was issued after the free, and ran before the free took effect
+        when = (f"{what}, issued after the free, ran {at - hi:,.1f} {unit} before the free took "
+                "effect")
+    return when if short else f"{when}: {FREE_MEANS}"
 
 
 def explain(trace: Trace, hazard: Hazard, index: HBIndex | None = None,

@@ -32,8 +32,10 @@ metrics (simulated time, microseconds):
               equal makespan (the work still ends when the bottleneck stage ends).
   bubble      share of the makespan a rank's compute streams (every stream but nccl:/gloo:)
               are idle, averaged over ranks.
-  overlap     share of comm-stream (nccl:, gloo:) busy time during which a compute stream of
-              the same rank is busy too, over all ranks.
+  overlap     share of comm-stream (nccl:, gloo:) transfer time during which a compute stream
+              of the same rank is busy too, over all ranks. A comm op transfers from when its
+              peers are there (a rendezvous send once its receive is posted, a receive once the
+              data left, a collective once every rank joined) to its end: not while it waits.
 """
 
 COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
@@ -66,9 +68,34 @@ def short_usage() -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Once(argparse.Action):
+    """Store an option's value, refusing a second one: argparse's plain store keeps the last, so
+    ``--variant a --variant b`` ran ``b`` alone and said nothing."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        given = namespace.__dict__.setdefault("_given", set())  # (options seen in this parse)
+        if self.dest in given:
+            parser.error(f"{'/'.join(self.option_strings)} given twice: it takes one value "
+                         f"(first {getattr(namespace, self.dest)!r}, then {values!r})")
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for every user mistake
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def add_argument(self, *args, **kwargs):
+        """Every single-valued option (argparse's default "store") takes one value: a repeat is
+        an error (:class:`_Once`), not a silent last-one-wins. Positionals are left alone."""
+        if args and args[0].startswith("-") and kwargs.get("action", "store") == "store":
+            kwargs["action"] = _Once
+        return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.__dict__.pop("_given", None)  # (bookkeeping of _Once, not an option)
+        return ns, rest
 
 
 def _help(name: str) -> str:

@@ -16,7 +16,7 @@ from ..analysis.findings import Hazard
 from ..analysis.fixes import no_fix_reason
 from .report import NO_STEPS, Report
 from ..trace import Op, Trace
-from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain
+from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain, free_verdict
 
 Span = tuple[str, str]
 Text = tuple[Span, ...]
@@ -182,10 +182,11 @@ def _parameters(r: Report) -> list[Block]:
     return [Heading(2, t("Parameters")), Table(("parameter", "value") * per_row, tuple(rows))]
 
 
-def _verdict(h: Hazard, why: Why) -> Text:
+def _verdict(trace: Trace, h: Hazard, why: Why) -> Text:
     ov = why.overlap
-    if h.manifest:  # the definition, then this run's numbers (a write can land before the
-        # earlier-issued read even began: no overlap, and the data sent is still corrupt)
+    if (freed := free_verdict(trace, h)) is not None:  # a free corrupts nothing by itself
+        return t(bold("MANIFEST"), f": {freed}.")
+    if h.manifest:  # the definition, then these numbers (a write before the read: no overlap)
         when = (f"the windows overlapped during [{ov[0]:,.1f}, {ov[1]:,.1f}] µs "
                 f"({ov[1] - ov[0]:,.1f} µs)" if ov is not None else
                 f"it started at {why.y_window[0]:,.1f} µs, the first ended at "
@@ -298,7 +299,7 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
              + t(f"; access window [{_win(why, b.id)}] µs"), ()),
             (t(bold("memory"), ": bytes ", code(f"[{lo}, {hi})"), f" ({nbytes(hi - lo)}) of buffer ",
                code(rc.buffer), f" on rank {h.rank}"), ()),
-            (_verdict(h, why), ()),
+            (_verdict(trace, h, why), ()),
         )))
         doc.append(Para(t(bold("Why nothing orders them."), " Happens-before comes only from "
                           "program order, enqueue, events, handle waits, messages, NCCL enqueue "
@@ -353,10 +354,8 @@ def _win(why: Why, op_id: int) -> str:
 
 
 def _hb_picture(pictures: Pictures | None) -> list[Block]:
-    if pictures is None:
-        return []
-    if pictures.hb is None:
-        return [Para(t(pictures.missing_hb))] if pictures.missing_hb else []
+    if pictures is None or pictures.hb is None:
+        return [Para(t(pictures.missing_hb))] if pictures and pictures.missing_hb else []
     return [Image("hb", pictures.hb, "happens-before slice", t(pictures.hb_caption))]
 
 

@@ -24,6 +24,7 @@ code { font: 13px ui-monospace, "DejaVu Sans Mono", Menlo, monospace; background
        padding: 0 .25em; border-radius: 3px; overflow-wrap: break-word; }
 table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid #d0d0d7;
 padding: .25em .6em; text-align: left; vertical-align: top; } th { background: #f3f3f5; }
+td, td code { overflow-wrap: anywhere; }
 li { margin: .2em 0; } figure { margin: 1em 0; } figcaption { color: #555; font-size: .9em; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #e3e3e8; }
 .wide { overflow-x: auto; } .wide svg { max-width: none; }
@@ -87,10 +88,18 @@ def scope_svg(svg: str, prefix: str) -> str:
     return re.sub(r'(#)([A-Za-z_][\w.:-]*)', ref, svg)
 
 
-def inline(text: Text) -> str:
+_BREAK_AFTER = re.compile(r"([._(/,])(?=.)")  # where a long name in a table cell may wrap
+
+
+def inline(text: Text, *, wrap_names: bool = False) -> str:
+    """``text`` as HTML; ``wrap_names`` (table cells): code may break after ``. _ ( / ,`` (a
+    ``<wbr>``), so a column of long tensor and op names wraps there instead of widening the table
+    past the page (the CSS breaks anywhere only where a name has no such place)."""
     out = []
     for style, s in text:
         e = html.escape(visible(s))  # (a control character in a name shows as its escape)
+        if style == "code" and wrap_names:
+            e = _BREAK_AFTER.sub(r"\1<wbr>", e)
         out.append(f"<code>{e}</code>" if style == "code" else
                    f"<strong>{e}</strong>" if style == "b" else e)
     return "".join(out)
@@ -109,8 +118,8 @@ def _block(b: Block, svgs: Mapping[str, str]) -> str:
         return "<ul>" + "".join(items) + "</ul>"
     if isinstance(b, Table):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
-        rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>"
-                       for row in b.rows)
+        rows = "".join("<tr>" + "".join(f"<td>{inline(c, wrap_names=True)}</td>" for c in row)
+                       + "</tr>" for row in b.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
     if isinstance(b, Image):
         svg = svgs.get(b.key)

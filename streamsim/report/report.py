@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
 from ..analysis.metrics import Metrics
+from ..analysis.why import free_verdict
 from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
@@ -108,8 +109,12 @@ def render_text(r: Report) -> str:
         lines.append(f"    {'first manifest' if h.manifest else 'first'} instance:")
         lines.append(f"      first : {h.first_mode:5} by {a.describe()}  [{a.start:,.1f}, {a.end:,.1f}] us")
         lines.append(f"      second: {h.second_mode:5} by {b.describe()}  [{b.start:,.1f}, {b.end:,.1f}] us")
+        freed = free_verdict(t, h, unit="us")  # (a free corrupts nothing until reused)
+        verdict = (f"MANIFEST: {freed}" if freed else "MANIFEST: the second access started "
+                   "before the first ended: corrupted in this run" if h.manifest else
+                   "latent: this timing happened to be safe")
         lines.append(f"      bytes [{h.range[0]}, {h.range[1]}) of rank{h.rank}:{h.buffer}; "
-                     f"{'MANIFEST: the second access started before the first ended: corrupted in this run' if h.manifest else 'latent: this timing happened to be safe'}")
+                     f"{verdict}")
         lines.append("      nothing orders them: no chain of program-order, enqueue, event, "
                      "handle-wait, message or host-sync edges joins the two (--out DIR shows each "
                      "side's chain)")

@@ -20,7 +20,7 @@ from ..analysis.findings import Hazard
 from ..analysis.hbgraph import COLLECTIVES, COMM
 from ..analysis.slices import step_range
 from ..trace import HOST, Op, Trace
-from ..analysis.why import access_window
+from ..analysis.why import access_window, free_verdict
 
 MAX_OPS = 3000
 MAX_LANES = 48  # lanes drawn (a lane is an agent): 10,000 one-op ranks drew 20,000 lanes
@@ -260,8 +260,9 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float,
     def who(op, mode: str, w: tuple[float, float]) -> str:
         step = f" (step {op.step})" if op.step is not None else ""
         return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"  # (exact)
+    freed = free_verdict(trace, hazard, short=True)  # (a free is an instant: no overlap)
     verdict = ("latent: {:,.1f} µs apart in this run, but nothing orders them".format(lo - hi)
-               if not hazard.manifest else
+               if not hazard.manifest else f"MANIFEST: {freed}" if freed else
                "MANIFEST: the second access started before the first ended" +
                (f" (the windows overlap for {hi - lo:,.1f} µs)" if lo < hi else
                 f" (it ended {lo - hi:,.1f} µs before the first began)"))

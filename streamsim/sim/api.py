@@ -8,6 +8,8 @@ declares ranks, groups and host programs; :mod:`.handles` holds the objects a pr
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Callable, Sequence
 
 from ..trace import Trace
@@ -54,6 +56,7 @@ class Simulation:
         if backend == "gloo" and p2p_streams != "per_group":
             raise ModelError(f"group {name!r}: p2p_streams={p2p_streams!r} is for NCCL groups "
                              "(gloo runs no CUDA stream)")
+        _check_costs(name, latency=latency, bandwidth=bandwidth, eager_bytes=eager_bytes)
         defaults = GroupConfig(name, tuple(ranks), backend)
         if backend == "gloo":
             defaults.latency, defaults.bandwidth = 30.0, 2_000.0
@@ -77,6 +80,26 @@ class Simulation:
             raise ModelError("a Simulation runs once; build a new one for another run")
         self._ran = True
         return self.engine.run(source, meta)
+
+
+def _check_costs(name: str, *, latency, bandwidth, eager_bytes) -> None:
+    """A group's cost model must be numbers a transfer time can be made of: a zero bandwidth
+    raised ZeroDivisionError at the first send (blamed on the model's ``isend`` line), a NaN or
+    infinite one made NaN or infinite times."""
+    def bad(field: str, value, want: str) -> ModelError:
+        return ModelError(f"group {name!r}: {field} must be {want}, not {value!r}")
+
+    for field, value, positive in (("latency", latency, False), ("bandwidth", bandwidth, True)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise bad(field, value, "a number")
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise bad(field, value, "a finite number > 0 (bytes per µs)" if positive else
+                      "a finite number >= 0 (µs)")
+    whole = isinstance(eager_bytes, numbers.Integral) and not isinstance(eager_bytes, bool)
+    if eager_bytes is not None and not (whole and eager_bytes >= 0):
+        raise bad("eager_bytes", eager_bytes, "an int >= 0 (bytes)")
 
 
 def _check_stream_names(new: GroupConfig, groups) -> None:

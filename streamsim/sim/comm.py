@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import simpy
 
-from ..trace import Agent, Blocked, Note
+from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
 from .records import Rec, StreamState
 
+COMM_PREFIXES = ("nccl:", "gloo:")  # a stream named so is a process group's comm stream
 P2P_SENDS = frozenset({"isend", "isend_object"})
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = P2P_SENDS | {"irecv"}
@@ -78,6 +79,29 @@ class CollectiveMatch:
 class CommMixin:
     """The engine's comm side (see the module docstring); relies on the Engine's state."""
 
+    def comm_streams(self, rank: int) -> list[str]:
+        """The comm streams of ``rank``'s declared groups: ``nccl:<group>`` of each NCCL group
+        holding it, with ``p2p_streams="per_pair"`` its pair streams, ``gloo:<group>`` of each
+        gloo group (its ``isend_object`` channel)."""
+        out = []
+        for g in self.groups.values():
+            if rank in g.ranks:
+                out.append(f"{g.backend}:{g.name}")
+                if g.backend == "nccl" and g.p2p_streams == "per_pair":
+                    out += [g.p2p_stream(rank, q) for q in g.ranks if q != rank]
+        return out
+
+    def checked_stream(self, rank: int, name: str) -> str:
+        """``name``, refused when it starts with ``nccl:``/``gloo:`` but is no comm stream of
+        ``rank``'s groups: a typo there silently made a new, empty stream (a ``record_stream``
+        on it then ordered nothing, and metrics counted it as comm)."""
+        if name.startswith(COMM_PREFIXES) and name not in self.comm_streams(rank):
+            known = ", ".join(self.comm_streams(rank)) or "none: no declared group holds it"
+            raise ModelError(f"stream {name!r}: no comm stream of rank {rank} has this name (its "
+                             f"comm streams: {known}); a name starting with nccl: or gloo: is a "
+                             "process group's: get it with host.group(NAME).comm_stream(peer)")
+        return name
+
     def p2p_entry(self, group: str, src: int, dst: int, is_send: bool) -> P2PMatch:
         """The k-th send src→dst pairs with the k-th receive on dst from src (per group)."""
         side = (group, src, dst, is_send)
@@ -102,6 +126,7 @@ class CommMixin:
                                             self._peer_agents(m.recv, rec.attrs["peer"]))
                 yield m.recv_started
                 s.blocked = None
+                _transfer_from(rec, env.now)
             if dur > 0:
                 yield env.timeout(dur)
             self.mark_end(rec, env.now)
@@ -116,6 +141,7 @@ class CommMixin:
                 yield m.arrived
                 s.blocked = None
             rec.joins = [m.send.id]
+            _transfer_from(rec, m.send.attrs.get(TRANSFER_START, m.send.start))
             self.mark_end(rec, env.now)
 
     def _run_batch(self, s: StreamState, first: Rec):
@@ -190,6 +216,7 @@ class CommMixin:
                 f"{rec.attrs['group']!r} to join", self._not_joined(rec.attrs["group"], c))
             yield c.all_started
             s.blocked = None
+            _transfer_from(rec, env.now)
         if c.end > env.now:
             yield env.timeout(c.end - env.now)
         rec.joins = [m.id for m in c.members if m is not rec]
@@ -201,6 +228,13 @@ class CommMixin:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _transfer_from(rec: Rec, t: float) -> None:
+    """Note that ``rec`` waited for its peers and transferred only from ``t`` (see
+    :data:`streamsim.trace.TRANSFER_START`)."""
+    if t > rec.start:
+        rec.attrs[TRANSFER_START] = float(t)
 
 
 def batch_issue_order(kinds: list[str]) -> list[int]:

@@ -155,7 +155,7 @@ class Engine(CommMixin):
     def stream(self, rank: int, name: str) -> StreamState:
         s = self.stream_at.get((rank, name))
         if s is None:
-            agent = Agent(rank, STREAM, name)
+            agent = Agent(rank, STREAM, self.checked_stream(rank, name))
             s = self.stream_at[(rank, name)] = self.streams[agent] = StreamState(agent)
             self.env.process(self._stream_loop(s))
         return s

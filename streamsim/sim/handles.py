@@ -18,7 +18,16 @@ if TYPE_CHECKING:
 
 
 class Stream:
-    """A CUDA stream of one rank (``torch.cuda.Stream``)."""
+    """A CUDA stream of one rank (``torch.cuda.Stream``), named: ``host.stream("side")`` makes or
+    finds one (``"compute"`` is the default stream).
+
+    A process group's ops run on comm streams named ``nccl:<group>`` (its collectives, and its
+    isend/irecv with ``p2p_streams="per_group"``), ``nccl:<group>:<low>-<high>`` (isend/irecv
+    with ``per_pair``) and ``gloo:<group>`` (``isend_object``). Get one with
+    ``host.group(G).comm_stream()`` (``comm_stream(peer)`` for a p2p op's), e.g. for
+    ``host.record_stream(buf, stream)``; a name starting with ``nccl:`` or ``gloo:`` that no
+    declared group of the rank has is an error, not a new stream.
+    """
 
     __slots__ = ("_host", "name")
 
@@ -141,6 +150,19 @@ class Group:
     @property
     def size(self) -> int:
         return len(self.cfg.ranks)
+
+    def comm_stream(self, peer: int | None = None) -> Stream:
+        """The comm stream this group's ops run on from this rank, e.g. for ``record_stream``:
+        ``nccl:<group>`` (collectives; isend/irecv too with ``p2p_streams="per_group"``), with
+        ``peer`` the stream of an isend/irecv with that rank (``nccl:<group>:<low>-<high>`` with
+        ``per_pair``), ``gloo:<group>`` for a gloo group (its ``isend_object`` channel)."""
+        cfg, rank = self.cfg, self._host.rank
+        if peer is not None and (peer not in cfg.ranks or peer == rank):
+            raise ModelError(f"comm_stream: peer must be another rank of group {cfg.name!r} "
+                             f"(ranks {list(cfg.ranks)}), not {peer!r}")
+        if peer is None or cfg.backend == "gloo":
+            return Stream(self._host, f"{cfg.backend}:{cfg.name}")
+        return Stream(self._host, cfg.p2p_stream(rank, peer))
 
     def _need(self, backend: str, what: str) -> None:
         if self.cfg.backend != backend:

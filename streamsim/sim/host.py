@@ -58,8 +58,8 @@ class Host:
         return self._h.clock
 
     def stream(self, name: str = "compute") -> Stream:
-        self._e.stream(self.rank, name)
-        return Stream(self, name)
+        """This rank's stream ``name`` (made on first use); comm streams: ``Group.comm_stream``."""
+        return Stream(self, self._e.stream(self.rank, name).agent.name)
 
     def current_stream(self) -> Stream:
         return Stream(self, self._h.current_stream)
@@ -185,7 +185,7 @@ class Host:
 
     def record_stream(self, buffer: Buffer, stream: Stream | str) -> None:
         """``tensor.record_stream(s)``: a later free also waits for ``s``'s work up to the free."""
-        name = stream if isinstance(stream, str) else stream.name
+        name = self._e.checked_stream(self.rank, self._stream_name(stream))
         rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.name}, {name})")
         rec.attrs.update(buffer=buffer.name, stream=name)
         self._e.recorded_streams.setdefault((self.rank, buffer.name), []).append(name)

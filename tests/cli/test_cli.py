@@ -169,3 +169,38 @@ def test_an_op_log_is_known_by_its_extension_in_any_case(tmp_path, capsys):
     log.write_text(RACE)
     assert main(["graph", str(log), "-o", str(tmp_path / "g.dot")]) == 1
     assert "1 data hazard" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["run", "{model}", "--variant", "racy", "--variant", "racy"], "--variant"),
+    (["explore", "{model}", "--variant", "racy", "--var", "racy", "--runs", "1"], "--variant"),
+    (["graph", "{model}", "--variant", "racy", "--variant=racy", "-o", "{tmp}/g.dot"], "--variant"),
+    (["timeline", "{model}", "--variant", "racy", "--variant", "racy", "-o", "{tmp}/t.png"],
+     "--variant"),
+    (["run", "{model}", "--seed", "1", "--seed", "2"], "--seed"),
+    (["run", "{model}", "--format", "json", "--format", "text"], "--format"),
+    (["timeline", "{model}", "-o", "{tmp}/a.png", "--output", "{tmp}/b.png"], "-o/--output"),
+    (["compare", "{model}", "--baseline", "racy", "--baseline", "racy"], "--baseline"),
+])
+def test_a_single_valued_option_given_twice_is_an_error(argv, flag, pipeline_model, tmp_path,
+                                                       capsys):
+    """A repeated ``--variant`` silently kept the last one (run, explore, graph, timeline; a sweep
+    then said "clean"), and so did every other single-valued option: a repeat is a one-line error
+    naming the option, exit 2, before anything runs."""
+    model = pipeline_model()
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(model=model, tmp=tmp_path) for a in argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: {flag} given twice: it takes one value" in err, err
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob("*.dot"))
+
+
+def test_repeatable_options_still_repeat(pipeline_model, capsys):
+    """--set (and compare's --variant) are lists: giving them twice is what they are for."""
+    model = pipeline_model()
+    assert main(["run", model, "--set", "steps=1", "--set", "steps=2", "--no-fix-cost"]) == 1
+    assert main(["compare", model, "--variant", "racy", "--variant", "racy"]) == 1
+    from streamsim.cli.main import build_parser
+    args = build_parser().parse_args(["run", model, "--variant", "racy"])
+    assert not hasattr(args, "_given")  # (the repeat check's bookkeeping is not an option)

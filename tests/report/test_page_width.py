@@ -2,6 +2,7 @@
 as rendered, computed from each SVG's width, viewBox and font sizes and the page's CSS."""
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -175,3 +176,47 @@ def test_timeline_title_and_note_neither_clipped_nor_overlapping():
         for text in fig.texts:  # the hazard's lines too (its op names are long): none cut
             box = text.get_window_extent(r)
             assert box.x0 >= 0 and box.x1 <= fig.bbox.width, text.get_text()
+
+
+CODE_PX, TEXT_PX = 0.602 * 13, 0.6 * 15  # px per character: 13 px DejaVu Sans Mono, 15 px text
+
+
+def min_content_px(cell: str) -> float:
+    """The widest run of a table cell's HTML that cannot wrap, in px: runs end at white space and
+    at ``<wbr>``; code counts at the code font's width (a model of the browser's min-content width
+    that ignores ``overflow-wrap: anywhere``, the page's last resort)."""
+    widest = run = 0.0
+    for code, part in re.findall(r"<code>(.*?)</code>|([^<]+|<[^>]*>)", cell):
+        text, px = (code, CODE_PX) if code else (part, TEXT_PX)
+        for piece in re.split(r"(<wbr>|\s+|<[^>]*>)", text):
+            if piece == "<wbr>" or (piece.strip() == "" and piece):
+                widest, run = max(widest, run), 0.0
+            elif not piece.startswith("<"):
+                run += len(html.unescape(piece)) * px
+    return max(widest, run)
+
+
+def table_min_px(table: str) -> float:
+    """Each column's widest cell (plus its padding, .6em a side, and border) summed over columns."""
+    rows = [re.findall(r"<t[hd]>(.*?)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", table)]
+    return sum(max(min_content_px(row[i]) for row in rows) + 2 * 0.6 * 15 + 1
+               for i in range(len(rows[0])))
+
+
+def test_every_column_of_every_table_fits_the_page_at_1280(demo_page):
+    """The root-cause table was wider than the page (its long code names cannot wrap): at 1,280 px
+    the fix-cost column was cut off behind a horizontal scroll of the page. A name in a table cell
+    now wraps after its dots, underscores, parentheses (``<wbr>``), and anywhere as a last resort
+    (the CSS), so every table's narrowest layout fits the page's column."""
+    tables = re.findall(r"<table>.*?</table>", demo_page, flags=re.S)
+    assert len(tables) >= 3 and "fix cost (makespan)" in tables[1]
+    for table in tables:
+        assert table_min_px(table) <= column_px(), table[:200]
+    assert re.search(r"td, td code \{ overflow-wrap: anywhere; \}", CSS)
+    assert "intermediate_<wbr>tensors.<wbr>residual" in tables[1]
+
+
+def test_the_min_content_model_sees_an_unbreakable_name():
+    assert min_content_px("<code>abc</code> de") == pytest.approx(3 * CODE_PX)
+    assert min_content_px("<code>abc.<wbr>defg</code>") == pytest.approx(4 * CODE_PX)
+    assert min_content_px("x &amp; y") == pytest.approx(TEXT_PX)

@@ -106,3 +106,53 @@ def test_equal_instance_briefs_are_counted_not_repeated(tmp_path):
     text = render_text(check_oplog(str(log), fix_cost=False))
     assert "3 instances" in text
     assert "other instances: step 0 -> step 1 on rank0, manifest (x2)" in text
+
+
+# Rank 0 frees `x` 200 us in, while its 500 us isend (started at 100 us) still reads it.
+FREE_DURING_SEND = "".join(json.dumps(o) + "\n" for o in (
+    {"op": "alloc", "buffer": "x", "nbytes": 1024},
+    {"op": "launch", "name": "produce", "writes": ["x"], "dur": 100},
+    {"op": "isend", "tensors": ["x"], "peer": 1, "dur": 500, "handle": "s"},
+    {"op": "host", "name": "other work", "dur": 200},
+    {"op": "free", "buffer": "x"},
+    {"op": "irecv", "rank": 1, "tensors": ["y"], "peer": 0, "handle": "r"},
+    {"op": "wait", "rank": 1, "handle": "r"},
+))
+
+
+def test_a_free_during_a_send_says_the_block_may_be_reused_not_that_data_was_corrupted(tmp_path):
+    """A free that overlapped a send was "MANIFEST ... corrupted in this run", yet a free corrupts
+    nothing until the block is reused; and the timeline said "it ended 0.0 µs before the first
+    began" (the free is an instant inside the send). Every form now says what happened."""
+    from streamsim.report.timeline import draw_timeline
+    log = tmp_path / "free.jsonl"
+    log.write_text(FREE_DURING_SEND)
+    report = check_oplog(str(log))
+    [h] = report.findings.hazards
+    assert h.kind == "use-after-free" and h.manifest
+    said = ("the buffer was freed while the read by isend still ran (400.0 {} before it "
+            "ended): the block may be handed to another allocation meanwhile (nothing is "
+            "corrupted until it is reused)")
+    text, md = render_text(report), render_markdown(report)
+    assert f"rank0:x; MANIFEST: {said.format('us')}\n" in text
+    assert f"**MANIFEST**: {said.format('µs')}." in md
+    assert "corrupted in this run" not in text and "really was corrupted" not in md
+    fig = draw_timeline(report.trace, h)
+    [caption] = [x.get_text() for x in fig.texts if "MANIFEST" in x.get_text()]
+    assert caption == ("use-after-free on x (rank 0) — MANIFEST: the buffer was freed while the "
+                       "read still ran (400.0 µs before it ended)")
+
+
+def test_a_free_before_the_send_began_says_so(tmp_path):
+    """The send waits for a 1,000 us kernel on the stream it was issued from (NCCL's enqueue
+    edge); the free, 200 us in, ran before the send even began, and during the kernel's write."""
+    log = tmp_path / "free.jsonl"
+    log.write_text(FREE_DURING_SEND.replace('"dur": 100}', '"dur": 1000, "stream": "side"}')
+                   .replace('"peer": 1, "dur": 500', '"peer": 1, "dur": 500, "stream": "side"'))
+    report = check_oplog(str(log), fix_cost=False)
+    assert [(h.kind, h.manifest) for h in report.findings.hazards] == [("use-after-free", True)] * 2
+    md = render_markdown(report)
+    assert ("**MANIFEST**: the buffer was freed 800.0 µs before the read by isend began: the "
+            "block may be handed to another allocation meanwhile") in md
+    assert ("**MANIFEST**: the buffer was freed while the write by produce still ran (800.0 µs "
+            "before it ended): the block") in md

@@ -281,3 +281,43 @@ def test_float_parameters_must_be_finite(tmp_path):
         with pytest.raises(ModelError) as err:
             simulate(path, params=[f"scale={text}"])
         assert one_line(err) == f"--set scale={text}: expected a finite float"
+
+
+SENDS = '''\
+def build(sim, p, variant):
+    sim.group("pp", [0, 1], {costs})
+
+    def stage0(host):
+        host.group("pp").isend(host.buffer("x", 1 << 20), dst=1)
+
+    def stage1(host):
+        host.group("pp").irecv(host.buffer("y", 1 << 20), src=0).wait()
+    sim.spawn(0, stage0)
+    sim.spawn(1, stage1)
+'''
+
+
+@pytest.mark.parametrize("costs, expected", [
+    ("bandwidth=0", "group 'pp': bandwidth must be a finite number > 0 (bytes per µs), not 0"),
+    ("bandwidth=-1.0", "group 'pp': bandwidth must be a finite number > 0 (bytes per µs), not -1.0"),
+    ("bandwidth=float('inf')", "group 'pp': bandwidth must be a finite number > 0"),
+    ("latency=float('nan')", "group 'pp': latency must be a finite number >= 0 (µs), not nan"),
+    ("latency=-5", "group 'pp': latency must be a finite number >= 0 (µs), not -5"),
+    ("latency='10'", "group 'pp': latency must be a number, not '10'"),
+    ("eager_bytes=-1", "group 'pp': eager_bytes must be an int >= 0 (bytes), not -1"),
+    ("eager_bytes=float('inf')", "group 'pp': eager_bytes must be an int >= 0 (bytes), not inf"),
+])
+def test_a_group_cost_model_that_makes_no_transfer_time_is_refused_where_declared(
+        tmp_path, costs, expected):
+    """``sim.group(bandwidth=0)`` was accepted and the first send raised ZeroDivisionError,
+    blamed on the model's isend line; NaN or infinite costs made NaN or infinite times. The
+    declaration itself is now the one-line error, naming the group and the field."""
+    path = write(tmp_path, SENDS.format(costs=costs))
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err).startswith(f"{path}:2: ") and expected in one_line(err)
+
+
+def test_a_group_with_sane_costs_still_runs(tmp_path):
+    path = write(tmp_path, SENDS.format(costs="latency=0, bandwidth=1e3, eager_bytes=0"))
+    assert simulate(path).end_time == pytest.approx((1 << 20) / 1e3)
