@@ -154,6 +154,12 @@ class Trace:
     def __len__(self) -> int:
         return len(self.ops)
 
+    def __repr__(self) -> str:
+        """``<Trace 269,000 ops, 40 agents>`` (``, stalled`` when it ended in a stall): the
+        dataclass repr would print every op."""
+        return (f"<Trace {len(self.ops):,} op{'s' * (len(self.ops) != 1)}, {len(self.agents)} "
+                f"agent{'s' * (len(self.agents) != 1)}{', stalled' if self.stall else ''}>")
+
     def __iter__(self) -> Iterator[Op]:
         return iter(self.ops)
 

@@ -86,6 +86,14 @@ class Findings:
     warnings: tuple[Warning, ...] = ()
     root_causes: tuple = ()  # rootcause.RootCause records: the hazards grouped by code sites
 
+    def __repr__(self) -> str:
+        """``<Findings 4 root causes, 150 hazards (6 manifest), no deadlock, 0 warnings>``."""
+        k, n = len(self.root_causes), len(self.hazards)
+        m, w = sum(h.manifest for h in self.hazards), len(self.warnings)
+        return (f"<Findings {k} root cause{'s' * (k != 1)}, {n} hazard{'s' * (n != 1)} "
+                f"({m} manifest), {'deadlock' if self.deadlock else 'no deadlock'}, {w} "
+                f"warning{'s' * (w != 1)}>")
+
     @property
     def featured(self) -> Hazard | None:
         """The hazard to show first: the first manifest one (it struck), else the first."""

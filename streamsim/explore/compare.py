@@ -9,9 +9,16 @@ from .check import run_model
 
 
 @dataclass(frozen=True)
-class Row:
+class CompareRow:
+    """One variant of a comparison: its name and its :class:`~streamsim.Report` (not fix-costed);
+    ``manifest``/``latent`` count its hazard instances."""
+
     variant: str
     report: Report
+
+    def __repr__(self) -> str:
+        """``<CompareRow fixed_54962: <Report vllm_pp.py:fixed_54962 0 root causes, 0 hazards>>``."""
+        return f"<CompareRow {self.variant}: {self.report!r}>"
 
     @property
     def manifest(self) -> int:
@@ -23,7 +30,7 @@ class Row:
 
 
 def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
-                     baseline: str | None = None) -> list[Row]:
+                     baseline: str | None = None) -> list[CompareRow]:
     """Simulate and analyse each variant with the same parameters, seed and perturbation
     (``args``: an object with ``seed``, ``jitter``, ``max_ops``, ``max_time``, ``strategy``,
     ``depth``, as the CLI gives; defaults otherwise), each run as ``streamsim run`` would."""
@@ -33,12 +40,14 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     strategy, depth = getattr(args, "strategy", "random"), getattr(args, "depth", 2)
     rows = []
     for v in variants:
-        rows.append(Row(v, run_model(model, v, params, seed=seed, jitter=jitter, strategy=strategy,
-                                     depth=depth, fix_cost=False, **bounds)))
+        rows.append(CompareRow(v, run_model(model, v, params, seed=seed, jitter=jitter,
+                                            strategy=strategy, depth=depth, fix_cost=False,
+                                            **bounds)))
     return rows
 
 
-def baseline_of(model: Model, rows: list[Row], explicit: str | None = None) -> Row | None:
+def baseline_of(model: Model, rows: list[CompareRow],
+                explicit: str | None = None) -> CompareRow | None:
     name = explicit or getattr(model.module, "BASELINE", None)
     for r in rows:
         if r.variant == name:
@@ -50,7 +59,7 @@ def _rel(x: float, base: float) -> str:
     return f"{(x - base) / base:+.1%}" if base else "n/a"
 
 
-def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
+def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = False,
                    baseline: str | None = None) -> str:
     """One table: root causes and the hazard instances behind them (manifest/latent), deadlock,
     makespan, step latency, bubble, cost."""
@@ -88,7 +97,7 @@ def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
     return "\n".join(out) + "\n"
 
 
-def compare_json(rows: list[Row], model: Model, args) -> dict:
+def compare_json(rows: list[CompareRow], model: Model, args) -> dict:
     base = baseline_of(model, rows, getattr(args, "baseline", None))
     out = []
     for r in rows:

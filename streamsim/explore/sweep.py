@@ -103,6 +103,12 @@ class SweepRow:
     replay: str  # the command replaying its first run
     results: tuple[RunResult, ...] = field(repr=False, default=())
 
+    def __repr__(self) -> str:
+        """``<SweepRow ring_slots=2: clean, 0 hazards>`` (``params`` holds every parameter)."""
+        point = " ".join(f"{k}={format_set(v)}" for k, v in self.point.items())
+        return (f"<SweepRow {point}: {self.verdict}, {self.hazards} "
+                f"hazard{'s' * (self.hazards != 1)}>")
+
     @property
     def runs(self) -> int:
         return len(self.results)

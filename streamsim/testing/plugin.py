@@ -36,7 +36,8 @@ class StreamsimCheck:
             try:
                 return helper(*args, **kw)
             except AssertionError as e:
-                pytest.fail(str(e), pytrace=False)
+                message = str(e)
+            pytest.fail(message, pytrace=False)  # (outside the except: no chained traceback)
         return call
 
 

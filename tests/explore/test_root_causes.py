@@ -197,13 +197,15 @@ def test_the_fixed_log_keeps_the_readers_lines(latent20, tmp_path, capsys):
     assert main(["check", str(fixed), "--no-fix-cost"]) == 0
 
 
-def test_json_version_2_lists_root_causes_indexing_the_hazards(latent20, capsys):
+def test_json_lists_root_causes_indexing_the_hazards(latent20, capsys):
+    """Version 3: a site's fields are named as in Python (``Site.label``, ``Site.location``);
+    version 2 called the label ``op``."""
     assert main(["check", latent20, "--format", "json"]) == 1
     d = json.loads(capsys.readouterr().out)
-    assert d["streamsim_json"] == 2
+    assert d["streamsim_json"] == 3
     (rc,) = d["root_causes"]
-    assert rc["first_site"] == {"op": "send", "location": None}
-    assert rc["second_site"] == {"op": "forward", "location": None}
+    assert rc["first_site"] == {"label": "send", "location": None}
+    assert rc["second_site"] == {"label": "forward", "location": None}
     assert [d["hazards"][i]["kind"] for i in rc["instances"]] == ["WAR"]
     assert rc["fix"]["kind"] == "wait_handle" and rc["fix_cost"]["hazards_after"] == 0
 
