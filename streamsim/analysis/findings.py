@@ -104,6 +104,24 @@ class Findings:
         """No hazard and no deadlock (warnings do not count)."""
         return not self.hazards and self.deadlock is None
 
+    @property
+    def verdict(self) -> str:
+        """One word, worst first: ``manifest`` (a hazard struck in this run), ``deadlock``,
+        ``latent`` (hazards, none struck) or ``clean`` (``compare`` and ``sweep`` say it)."""
+        if any(h.manifest for h in self.hazards):
+            return "manifest"
+        if self.deadlock is not None:
+            return "deadlock"
+        return "latent" if self.hazards else "clean"
+
+
+VERDICTS = ("manifest", "deadlock", "latent", "clean")  # Findings.verdict's words, worst first
+
+
+def verdict_word(verdict: str) -> str:
+    """A verdict as a table cell: in capitals unless ``clean``, so that a finding stands out."""
+    return verdict if verdict == "clean" else verdict.upper()
+
 
 # --- JSON form: plain dicts, lists, strings and numbers only ---------------------------------------
 

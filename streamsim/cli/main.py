@@ -173,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help=_help("compare"), formatter_class=raw,
                        epilog=METRICS_HELP + "\n" + EXIT_CODES,
                        description="Run every variant (or those given) with the same parameters, "
-                       "seed and\nperturbation; one row each: root causes, hazards (manifest, latent), "
-                       "deadlock, metrics,\nand the makespan change against the baseline variant.")
+                       "seed and\nperturbation; one row each: verdict (manifest / deadlock / latent / clean), "
+                       "root causes,\nhazards (manifest, latent), deadlock, metrics,\nand the makespan change against the baseline variant.")
     _add_run_options(p, variant_many=True)
     p.add_argument("--baseline", default=None,
                    help="variant the costs are relative to (default: the model's BASELINE, else "

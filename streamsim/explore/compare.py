@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.findings import verdict_word
 from ..report.report import Report
 from ..sim.model import Model
 from .check import run_model
@@ -61,19 +62,20 @@ def _rel(x: float, base: float) -> str:
 
 def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = False,
                    baseline: str | None = None) -> str:
-    """One table: root causes and the hazard instances behind them (manifest/latent), deadlock,
-    makespan, step latency, bubble, cost."""
+    """One table: each variant's verdict (``Findings.verdict``: manifest, deadlock, latent or
+    clean, the words ``sweep`` uses), root causes and the hazard instances behind them
+    (manifest/latent), deadlock, makespan, step latency, bubble, cost."""
     base = baseline_of(model, rows, baseline)
-    head = ["variant", "root causes", "hazards", "manifest", "latent", "deadlock", "makespan us",
+    head = ["variant", "verdict", "root causes", "hazards", "manifest", "latent", "deadlock",
+            "makespan us",
             "mean step us", "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
     body = []
     for r in rows:
         m, f = r.report.metrics, r.report.findings
-        verdict = "SAFE" if f.clean else "UNSAFE"
         cost = "baseline" if base is r else (
             "(deadlock)" if f.deadlock else _rel(m.makespan_us, base.report.metrics.makespan_us)
             if base else "")
-        body.append([f"{r.variant}", f"{len(f.root_causes)} {verdict}", str(len(f.hazards)),
+        body.append([r.variant, verdict_word(f.verdict), str(len(f.root_causes)), str(len(f.hazards)),
                      str(r.manifest), str(r.latent),
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
                      *((f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}") if m.steps else
@@ -102,7 +104,8 @@ def compare_json(rows: list[CompareRow], model: Model, args) -> dict:
     out = []
     for r in rows:
         m = r.report.metrics
-        out.append({"variant": r.variant, "root_causes": len(r.report.findings.root_causes),
+        out.append({"variant": r.variant, "verdict": r.report.findings.verdict,
+                    "root_causes": len(r.report.findings.root_causes),
                     "hazards": len(r.report.findings.hazards),
                     "manifest": r.manifest, "latent": r.latent,
                     "deadlock": r.report.findings.deadlock is not None,

@@ -21,6 +21,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..analysis.findings import VERDICTS, verdict_word
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
@@ -35,7 +36,6 @@ METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_o
 STEP_METRICS = ("mean_step_us", "p99_step_us")
 COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_runs",
           "latent_runs", "deadlock_runs")
-VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
 _RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay"))
 MAX_GRID_POINTS = 100_000  # points a grid may have: a range is checked before it is expanded
 
@@ -243,9 +243,8 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
          and not (many and m in ("manifest_runs", "deadlock_runs"))]
     body = []
     for r in rows:
-        cells = [format_set(r.point[k]) for k in keys] + [r.verdict.upper() if r.verdict != "clean"
-                                                          else "clean", str(r.root_causes),
-                                                          str(r.hazards),
+        cells = [format_set(r.point[k]) for k in keys] + [verdict_word(r.verdict),
+                                                          str(r.root_causes), str(r.hazards),
                                                           str(r.manifest), str(r.latent)]
         cells += [f"{r.manifest_runs}/{r.runs}", f"{r.deadlock_runs}/{r.runs}"] if many else \
             ["yes" if r.deadlock_runs else "no"]
