@@ -168,10 +168,15 @@ def build_document(report: Report, pictures: Pictures | None = None) -> list[Blo
 
 
 def _parameters(r: Report) -> list[Block]:
-    """Variant, every parameter, seed and jitter; three name/value pairs a row when there are many."""
+    """Variant, every parameter, and seed and jitter when the run drew random numbers (as the text
+    report's ``seed:`` line: a nominal run has no seed to show); three name/value pairs a row when
+    there are many."""
     pairs = [(t("variant"), t(code(r.variant)))] if r.variant else []
     pairs += [(t(code(k)), t(code(v))) for k, v in r.params.items()]
-    pairs += [(t("seed"), t(code(r.seed))), (t("jitter"), t(code(r.jitter)))]
+    if r.seed is not None or r.jitter:
+        pairs += [(t("seed"), t(code(r.seed))), (t("jitter"), t(code(r.jitter)))]
+    if not pairs:  # a nominal op-log run: nothing was chosen
+        return []
     per_row = 3 if len(pairs) > 8 else 1
     rows = []
     for i in range(0, len(pairs), per_row):
