@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print a model's docstring summary, its variants (VARIANTS) "
                        "and its parameters (PARAMS) with type, default and help.")
     p.add_argument("model", help="model file (.py): Python, executed with your rights")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="a text listing (default) or JSON: {model, name, summary, variants: "
+                   "[{name, description}], baseline, params: [{name, type, default, help, "
+                   "choices}]}")
 
     p = sub.add_parser("run", help=_help("run"), epilog=EXIT_CODES,
                        description="Simulate one variant of a model, analyse the trace (data "

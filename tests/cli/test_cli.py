@@ -169,3 +169,19 @@ def test_an_op_log_is_known_by_its_extension_in_any_case(tmp_path, capsys):
     log.write_text(RACE)
     assert main(["graph", str(log), "-o", str(tmp_path / "g.dot")]) == 1
     assert "1 data hazard" in capsys.readouterr().out
+
+
+def test_variants_format_json_says_what_the_listing_says(capsys):
+    """`variants` had no --format json: a script had to parse the listing. The JSON names every
+    variant in order with its description, the baseline and each parameter's type and default."""
+    assert main(["variants", VLLM]) == 0
+    text = capsys.readouterr().out
+    assert main(["variants", VLLM, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["name"], d["baseline"]) == ("vllm_pp", "regressed_49274")
+    names = [v["name"] for v in d["variants"]]
+    assert names[:3] == ["pre_49274", "regressed_49274", "fixed_54962"]
+    assert all(f"  {v['name']}" in text and v["description"] in text for v in d["variants"])
+    pp = next(p for p in d["params"] if p["name"] == "pp")
+    assert (pp["type"], pp["default"]) == ("int", 4)
+    assert d["summary"] and d["summary"].split()[0] in text
