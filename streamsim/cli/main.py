@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what, formats in (
             ("graph", "Draw the happens-before slice of the featured hazard (the first manifest "
-             "one, else the first), else of the deadlock, else the run's first ops.",
+             "one, else the first), else of the deadlock; with neither, the run's first 24 ops "
+             "(a .dot: the whole graph).",
              ".png .svg .pdf .jpg, or .dot for the graph itself"),
             ("timeline", "Draw the run's timeline: one lane per rank and stream or host thread, "
              "the featured hazard's access windows in red.", ".png .svg .pdf .jpg")):
