@@ -131,6 +131,8 @@ def op_json(op: Op) -> dict[str, Any]:
         "id": op.id, "name": op.name, "kind": op.kind, "agent": str(op.agent), "rank": op.agent.rank,
         "step": op.step, "location": op.location, "start": op.start, "end": op.end,
     }
+    if op.microbatch is not None:  # (a model's label: only when it gave one)
+        d["microbatch"] = op.microbatch
     if op.line is not None:
         d["line"] = op.line
     return d

@@ -61,7 +61,7 @@ def hb_picture(report: Report) -> HBPicture | None:
         x, y = issue_order(t, h)
         g = hazard_graph(t, h)
         mode = {h.first: h.first_mode, h.second: h.second_mode}
-        step = lambda op: f" (step {op.step})" if op.step is not None else ""  # noqa: E731
+        step = lambda op: f" ({op.when()})" if op.when() else ""  # noqa: E731
         verdict = "MANIFEST" if h.manifest else "latent"
         return HBPicture(
             g, f"{h.kind} on {h.buffer}: {x.name}{step(x)} vs {y.name}{step(y)}, {verdict}",

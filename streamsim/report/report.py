@@ -192,7 +192,7 @@ def _instance(t: Trace, h) -> str:
     a, b = t.op(h.first), t.op(h.second)
 
     def at(op) -> str:
-        if op.step is not None:
-            return f"step {op.step}"
+        if op.step is not None or op.microbatch is not None:
+            return op.when()
         return f"line {op.line}" if op.line is not None else f"op {op.id}"
     return (f"{at(a)} -> {at(b)} on rank{h.rank}, {'manifest' if h.manifest else 'latent'}")
