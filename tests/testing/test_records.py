@@ -60,7 +60,7 @@ def test_reports_traces_and_rows_print_short():
         "0 hazards>>"
     (point,) = sweep(model, "ring_no_wait", {"ring_slots": [1]}, ["pp=2", "decode_steps=2"],
                      jobs=1)
-    assert repr(point) == f"<SweepRow ring_slots=1: {point.verdict}, {point.hazards} " \
+    assert repr(point) == f"<SweepRow ring_no_wait ring_slots=1: {point.verdict}, {point.hazards} " \
         f"hazard{'s' * (point.hazards != 1)}>"
 
 
