@@ -60,8 +60,8 @@ def test_reports_traces_and_rows_print_short():
         "0 hazards>>"
     (point,) = sweep(model, "ring_no_wait", {"ring_slots": [1]}, ["pp=2", "decode_steps=2"],
                      jobs=1)
-    assert repr(point) == f"<SweepRow ring_no_wait ring_slots=1: {point.verdict}, {point.hazards} " \
-        f"hazard{'s' * (point.hazards != 1)}>"
+    assert repr(point) == (f"<SweepRow ring_no_wait ring_slots=1: {point.verdict}, "
+                           f"{point.hazards} hazard{'s' * (point.hazards != 1)}>")
 
 
 def test_a_stalled_trace_says_so(pipeline_model):
