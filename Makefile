@@ -36,7 +36,7 @@ bench: $(STAMP)
 # same page). pdoc comes with the `docs` extra, never with the package itself.
 docs: $(STAMP)
 	$(PY) -m pip install -q -e '.[docs]'
-	$(PY) -m pdoc streamsim -o out/api
+	$(PY) -m pdoc streamsim streamsim.testing -o out/api
 	@echo "API reference: out/api/streamsim.html"
 
 # docs/gallery.md: every compare table and picture of the page, from the models as they are now.

@@ -1,37 +1,60 @@
 """streamsim: a deterministic simulator of GPU stream and communication ordering.
 
-The pipeline, one subpackage a stage: ``sim`` (modelling API, engine) -> ``trace`` (the hinge)
--> ``analysis`` (happens-before, hazards, fixes, deadlock, metrics) -> ``report`` (text, JSON,
-Markdown, HTML, pictures) and ``explore`` (run, compare, explore, sweep, shrink) -> ``cli``;
-``oplog`` reads, replays and writes recorded schedules. This module is the stable public API:
-models and notebooks import from here only.
+The pipeline, one subpackage a stage: `sim` (modelling API, engine) -> `trace` (the hinge)
+-> `analysis` (happens-before, hazards, fixes, deadlock, metrics) -> `report` (text, JSON,
+Markdown, HTML, pictures) and `explore` (run, compare, explore, sweep, shrink) -> `cli`;
+`oplog` reads, replays and writes recorded schedules; `streamsim.testing` holds assertions for a
+model's own tests (and the pytest fixture `streamsim_check`). This module is the stable public
+API: models and notebooks import from here only.
 
-Write a model:
-    Simulation, Host, Stream, Event, Work, Group   ranks, groups, host programs and their handles
-    P2POp                                          one op of Group.batch_isend_irecv
-    Buffer, during                                 memory and access windows
-    Param, Params, Model, load_model               model files: parameters, variants, build()
-    ModelError, BoundExceeded                      one-line errors (exit code 2)
-Run and check:
-    simulate(model, variant, params, seed=, jitter=)  -> Trace
-    run_model(model, variant, params, ...)            -> Report (analysed, fixes costed)
-    check_oplog(path, seed=, jitter=)                 -> Report of a recorded op log
-    load_oplog, parse_oplog, simulate_oplog, dump_oplog, oplog_text   the op log
-Analyse a trace:
-    Trace, Op, Agent, View, Access                 the trace records
-    analyse(trace) -> Findings (Hazard, Fix, Deadlock, Warning)
-    happens_before(trace) -> HappensBefore          every op's vector clocks (.ordered(a, b))
-    compute_metrics(trace) -> Metrics
-Report and draw:
-    Report, render_text, dumps_json, render_markdown, write_outputs
-    draw_hb, short_fix, draw_timeline              matplotlib figures
-    hb_graph, hazard_graph, deadlock_graph, issue_order, access_window   networkx graphs, slices
-Explore:
-    cost_fixes, FixCost, compare_variants, render_compare, sweep, render_sweep, plot_sweep, shrink
-    explore_schedules                              explore.hunt.explore: many seeded runs
+**Write a model**
 
-Names from ``analysis``, ``report`` and ``explore`` are imported on first use, so that
-``import streamsim`` (and the command line) does not pay for networkx and matplotlib.
+- `Simulation`, `Host`, `Stream`, `Event`, `Work`, `Group`: ranks, groups, host programs and
+  their handles
+- `P2POp`: one op of `Group.batch_isend_irecv`
+- `Buffer`, `during`: memory and access windows
+- `Param`, `Params`, `Model`, `load_model`: model files (parameters, variants, `build()`)
+- `ModelError`, `BoundExceeded`: one-line errors (exit code 2)
+
+**Run and check**
+
+- `simulate(model, variant, params, seed=, jitter=)` -> `Trace`
+- `run_model(model, variant, params, ...)` -> `Report` (analysed, fixes costed)
+- `check_oplog(path, seed=, jitter=)` -> `Report` of a recorded op log
+- `load_oplog`, `parse_oplog`, `simulate_oplog`, `dump_oplog`, `oplog_text`: the op log
+
+**Read a report** (the records a test reads; docs/testing.md)
+
+- `Report`: one analysed run (`.findings`, `.metrics`, `.fix_cost`, `.cost_of(i)`, `.trace`)
+- `Findings`: its `Hazard`s (each with its `Fix`), `RootCause`s (two `Site`s each), `Deadlock`
+  (its `Blocked` agents) and `Warning`s
+- `Metrics`, `FixCost`: timing, and what the proposed fixes cost
+- `Trace`, `Op`, `Agent`, `View`, `Access`, `Stall`, `Note`: the trace records
+
+**Analyse a trace**
+
+- `analyse(trace)` -> `Findings`
+- `happens_before(trace)` -> `HappensBefore`: every op's vector clocks (`.ordered(a, b)`)
+- `compute_metrics(trace)` -> `Metrics`
+
+**Report and draw**
+
+- `render_text`, `dumps_json`, `render_markdown`, `write_outputs`: the report's forms
+- `draw_hb`, `short_fix`, `draw_timeline`: matplotlib figures
+- `hb_graph`, `hazard_graph`, `deadlock_graph`, `issue_order`, `access_window`: networkx graphs,
+  slices
+
+**Explore**
+
+- `cost_fixes`: re-simulate with fixes
+- `compare_variants` -> `CompareRow` list, `render_compare`
+- `sweep` -> `SweepRow` list (each holds its `RunResult`s), `render_sweep`, `plot_sweep`
+- `explore_schedules` (`explore.hunt.explore`: many seeded runs) -> `ExploreResult` (its
+  `PatternStats`, each of a `Pattern`)
+- `shrink` -> `ShrinkResult`
+
+Names from `analysis`, `report` and `explore` are imported on first use, so that
+`import streamsim` (and the command line) does not pay for networkx and matplotlib.
 """
 from __future__ import annotations
 
@@ -43,7 +66,7 @@ from .sim.errors import BoundExceeded, ModelError
 from .sim.memory import Buffer, during
 from .sim.model import Model, Param, Params, load_model
 from .sim.runner import simulate
-from .trace import Access, Agent, Op, Trace, View
+from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
 
 __version__ = "0.1.0"
 
@@ -54,6 +77,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "analyse": "analysis.checks", "FixCost": "analysis.checks",
     "Findings": "analysis.findings", "Hazard": "analysis.findings", "Fix": "analysis.findings",
     "Deadlock": "analysis.findings", "Warning": "analysis.findings",
+    "RootCause": "analysis.rootcause", "Site": "analysis.rootcause",
     "HappensBefore": "analysis.hb", "compute_metrics": "analysis.metrics",
     "Metrics": "analysis.metrics",
     "Report": "report.report", "render_text": "report.report", "dumps_json": "report.report",
@@ -63,9 +87,12 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "deadlock_graph": "analysis.slices", "issue_order": "analysis.slices",
     "access_window": "analysis.why",
     "cost_fixes": "explore.fixcost", "compare_variants": "explore.compare",
-    "render_compare": "explore.compare", "explore_schedules": "explore.hunt",
-    "sweep": "explore.sweep",
+    "render_compare": "explore.compare", "CompareRow": "explore.compare",
+    "explore_schedules": "explore.hunt", "ExploreResult": "explore.hunt",
+    "PatternStats": "explore.hunt", "Pattern": "explore.runs", "RunResult": "explore.runs",
+    "sweep": "explore.sweep", "SweepRow": "explore.sweep",
     "render_sweep": "explore.sweep", "plot_sweep": "explore.sweep", "shrink": "explore.shrink",
+    "ShrinkResult": "explore.shrink",
 }
 
 _RENAMED = {"explore_schedules": "explore"}  # (the subpackage streamsim.explore owns the name)
@@ -89,7 +116,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Buffer", "during",
            "Param", "Params", "Model", "load_model", "ModelError", "BoundExceeded", "simulate",
-           "Trace", "Op", "Agent", "View", "Access", "happens_before", *_LAZY]
+           "Trace", "Op", "Agent", "View", "Access", "Blocked", "Stall", "Note", "happens_before",
+           *_LAZY]
 
 
 def __dir__() -> list[str]:

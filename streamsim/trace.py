@@ -106,10 +106,27 @@ class Op:
         d = self.end - self.start
         return (self.start + access.window[0] * d, self.start + access.window[1] * d)
 
+    @property
+    def microbatch(self) -> int | None:
+        """The micro-batch label of the op (``host.microbatch`` in a model), if it has one: kept in
+        ``attrs`` so that runs without it carry nothing."""
+        return self.attrs.get("microbatch")
+
+    def when(self, short: bool = False) -> str:
+        """The op's labels: ``step 3``, ``step 3 micro-batch 1``, ``micro-batch 1`` or ``""``;
+        ``short`` (pictures): ``s3``, ``s3 mb1``, ``mb1``."""
+        parts = []
+        if self.step is not None:
+            parts.append(f"s{self.step}" if short else f"step {self.step}")
+        m = self.attrs.get("microbatch")
+        if m is not None:
+            parts.append(f"mb{m}" if short else f"micro-batch {m}")
+        return " ".join(parts)
+
     def describe(self) -> str:
         where = f" at {self.location}" if self.location else ""
-        step = f" step {self.step}" if self.step is not None else ""
-        return f"{self.name} on {self.agent}{step}{where}"
+        when = self.when()
+        return f"{self.name} on {self.agent}{' ' + when if when else ''}{where}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +170,12 @@ class Trace:
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def __repr__(self) -> str:
+        """``<Trace 269,000 ops, 40 agents>`` (``, stalled`` when it ended in a stall): the
+        dataclass repr would print every op."""
+        return (f"<Trace {len(self.ops):,} op{'s' * (len(self.ops) != 1)}, {len(self.agents)} "
+                f"agent{'s' * (len(self.agents) != 1)}{', stalled' if self.stall else ''}>")
 
     def __iter__(self) -> Iterator[Op]:
         return iter(self.ops)

@@ -1,7 +1,11 @@
-"""The examples in docs/oplog.md say what `check` finds: each is checked as written."""
+"""The examples in docs/oplog.md say what `check` finds, and docs/testing.md's model and tests
+run as the page says: each is checked as written."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from streamsim import analyse, parse_oplog, simulate_oplog
@@ -35,3 +39,49 @@ def test_the_pinned_example_is_clean_and_races_without_its_event():
     trace, found = check("".join(lines[:2] + lines[4:]))
     (h,) = found.hazards
     assert (h.kind, trace.op(h.first).name, trace.op(h.second).name) == ("WAR", "h2d", "fill")
+
+
+# --- docs/testing.md: a user's model, its tests, and the failure they show --------------------------
+
+TESTING = DOC.parent / "testing.md"
+
+
+def page_blocks() -> tuple[str, str, str, str]:
+    """The model, its test file, the failure shown, and the ``>>>`` session of docs/testing.md."""
+    text = TESTING.read_text()
+    model, tests = re.findall(r"```python\n(.*?)```", text, flags=re.S)[:2]
+    failure = re.search(r"```\n(_+ test_.*?)```", text, flags=re.S).group(1)
+    session = re.search(r"```\n(>>> .*?)```", text, flags=re.S).group(1)
+    return model, tests, failure, session
+
+
+def _pytest(folder: Path) -> str:
+    env = {**os.environ, "COLUMNS": "80"}  # (pytest's header rules are as wide as the terminal)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(folder), "test_prefetch.py"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return done.stdout + done.stderr
+
+
+def test_the_testing_page_runs_as_written_and_fails_as_shown(tmp_path):
+    """The page's model passes its three tests through the installed pytest plugin; with the
+    fix's two lines deleted, the first test fails with exactly the report the page shows."""
+    model, tests, failure, _ = page_blocks()
+    (tmp_path / "prefetch.py").write_text(model)
+    (tmp_path / "test_prefetch.py").write_text(tests)
+    assert "3 passed" in _pytest(tmp_path)
+    unfixed = [ln for ln in model.splitlines(keepends=True)
+               if "copied is not None and variant" not in ln and "copied.synchronize()" not in ln]
+    assert len(unfixed) == len(model.splitlines()) - 2
+    (tmp_path / "prefetch.py").write_text("".join(unfixed))
+    out = _pytest(tmp_path)
+    assert "2 failed, 1 passed" in out and failure in out
+
+
+def test_the_testing_page_shows_the_real_reprs():
+    import streamsim
+    _, _, _, session = page_blocks()
+    lines = session.splitlines()
+    report = eval(lines[0].removeprefix(">>> report = "), {"streamsim": streamsim})
+    shown = {lines[i].removeprefix(">>> "): lines[i + 1] for i in range(1, len(lines), 2)}
+    assert shown == {expr: repr(eval(expr, {"report": report})) for expr in shown}

@@ -1,6 +1,6 @@
 """The package layout follows the pipeline, and imports only point down it.
 
-sim -> trace <- analysis <- report / explore <- cli: each subpackage may import only the packages
+sim -> trace <- analysis <- report / explore <- cli and testing: each subpackage may import only the packages
 below it (``ALLOWED``), so the tree a newcomer reads is the architecture, and no import cycle can
 form between subpackages. Every ``import`` counts, including those inside functions and under
 ``TYPE_CHECKING``. The top-level ``streamsim/__init__.py`` (the public API) may import anything.
@@ -22,6 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"analysis"} | LEAVES,
     "explore": {"sim", "oplog", "analysis", "report"} | LEAVES,
     "cli": {"sim", "oplog", "analysis", "report", "explore"} | LEAVES,
+    "testing": {"sim", "oplog", "analysis", "report", "explore"} | LEAVES,  # beside cli: a user's tests
 }
 
 

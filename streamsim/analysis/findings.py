@@ -86,6 +86,14 @@ class Findings:
     warnings: tuple[Warning, ...] = ()
     root_causes: tuple = ()  # rootcause.RootCause records: the hazards grouped by code sites
 
+    def __repr__(self) -> str:
+        """``<Findings 4 root causes, 150 hazards (6 manifest), no deadlock, 0 warnings>``."""
+        k, n = len(self.root_causes), len(self.hazards)
+        m, w = sum(h.manifest for h in self.hazards), len(self.warnings)
+        return (f"<Findings {k} root cause{'s' * (k != 1)}, {n} hazard{'s' * (n != 1)} "
+                f"({m} manifest), {'deadlock' if self.deadlock else 'no deadlock'}, {w} "
+                f"warning{'s' * (w != 1)}>")
+
     @property
     def featured(self) -> Hazard | None:
         """The hazard to show first: the first manifest one (it struck), else the first."""
@@ -96,6 +104,24 @@ class Findings:
         """No hazard and no deadlock (warnings do not count)."""
         return not self.hazards and self.deadlock is None
 
+    @property
+    def verdict(self) -> str:
+        """One word, worst first: ``manifest`` (a hazard struck in this run), ``deadlock``,
+        ``latent`` (hazards, none struck) or ``clean`` (``compare`` and ``sweep`` say it)."""
+        if any(h.manifest for h in self.hazards):
+            return "manifest"
+        if self.deadlock is not None:
+            return "deadlock"
+        return "latent" if self.hazards else "clean"
+
+
+VERDICTS = ("manifest", "deadlock", "latent", "clean")  # Findings.verdict's words, worst first
+
+
+def verdict_word(verdict: str) -> str:
+    """A verdict as a table cell: in capitals unless ``clean``, so that a finding stands out."""
+    return verdict if verdict == "clean" else verdict.upper()
+
 
 # --- JSON form: plain dicts, lists, strings and numbers only ---------------------------------------
 
@@ -105,6 +131,8 @@ def op_json(op: Op) -> dict[str, Any]:
         "id": op.id, "name": op.name, "kind": op.kind, "agent": str(op.agent), "rank": op.agent.rank,
         "step": op.step, "location": op.location, "start": op.start, "end": op.end,
     }
+    if op.microbatch is not None:  # (a model's label: only when it gave one)
+        d["microbatch"] = op.microbatch
     if op.line is not None:
         d["line"] = op.line
     return d

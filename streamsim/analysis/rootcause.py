@@ -28,7 +28,9 @@ _PEER = re.compile(r" (?:to|from) rank\d+$")
 
 @dataclass(frozen=True, slots=True, order=True)
 class Site:
-    """Where an op comes from: its label and, unless a named op-log line, its ``file:line``."""
+    """Where an op comes from: its ``label`` and, unless a named op-log line, its ``location``
+    (``file:line``). The JSON report names the fields the same (``{label, location}``, ``location``
+    ``null`` when empty)."""
 
     label: str
     location: str = ""
@@ -37,12 +39,19 @@ class Site:
         return f"{self.label} at {self.location}" if self.location else self.label
 
     def to_json_dict(self) -> dict:
-        return {"op": self.label, "location": self.location or None}
+        return {"label": self.label, "location": self.location or None}
 
 
 @dataclass(frozen=True, slots=True)
 class RootCause:
-    """Instances of one race between two sites: ``instances`` index ``Findings.hazards``."""
+    """Instances of one race between two sites: ``instances`` index ``Findings.hazards``.
+
+    ``kind`` and ``buffer`` as in a :class:`~streamsim.Hazard`; ``first``/``second`` the two
+    :class:`Site` s (JSON ``first_site``/``second_site``); ``manifest`` counts the instances that
+    struck in this run, ``latent`` the others; ``ranks`` where it occurs; ``fix`` the code-level fix
+    in words (JSON ``fix.text``) and ``fix_kind`` its kind (JSON ``fix.kind``), or ``no_fix`` says
+    why there is none. Its measured cost is ``Report.cost_of(i)`` (JSON ``fix_cost``).
+    """
 
     kind: str
     buffer: str

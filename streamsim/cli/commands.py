@@ -86,8 +86,23 @@ def summary_of(model: Model) -> str:
                                    initial_indent=f"{model.path}: ", subsequent_indent="  "))
 
 
+def variants_json(model: Model) -> dict:
+    """``variants --format json``: what the text listing says, as data (docs/cli.md)."""
+    baseline = getattr(model.module, "BASELINE", None)
+    return {"model": model.path, "name": model.name,
+            "summary": " ".join(model.doc.split("\n\n", 1)[0].split()) if model.doc else "",
+            "variants": [{"name": k, "description": v} for k, v in model.variants.items()],
+            "baseline": baseline if isinstance(baseline, str) else None,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default,
+                        "help": p.help, "choices": list(p.choices) or None}
+                       for p in model.params.values()]}
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
     model = load_model(args.model)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(variants_json(model), indent=2) + "\n")
+        return 0
     lines = [*summary_of(model).split("\n"), "variants:"]
     width = max(map(len, model.variants))
     for name, text in model.variants.items():

@@ -50,8 +50,14 @@ def add_parsers(sub, add_run_options, add_sim_options, summary) -> None:
                        "and the table and plot say so.\n\n" + EXIT_CODES,
                        description="Run every point of the cartesian grid of --grid values; one "
                        "row per point with\nits verdict (manifest / latent / clean / deadlock) "
-                       "and metrics.")
-    add_run_options(p)
+                       "and metrics. Several variants (--variant\nrepeated, or --variants A,B) "
+                       "share the grid: a row per variant and point.")
+    add_run_options(p, variant_many=True)
+    _help(p, "--variant", "variant to sweep (repeatable: every one on the same grid; default: "
+          "the model's first)")
+    p.add_argument("--variants", metavar="A,B,...", default=None,
+                   help="variants to sweep on the same grid, comma-separated (with --variant: "
+                   "both lists)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="parameter values to sweep (repeatable; a..b is an integer range; at "
                    "most 100,000 points in all)")
@@ -122,6 +128,18 @@ def timing_label(args, seed: int | None, counted: bool = False) -> str:
         "one run a point, nominal timing"
 
 
+def sweep_variants(args: argparse.Namespace) -> list:
+    """The variants a sweep runs: every ``--variant``, then ``--variants``' names, in order
+    (``[None]``: the model's first)."""
+    names = list(args.variant or [])
+    if args.variants is not None:
+        listed = [v.strip() for v in args.variants.split(",")]
+        if not all(listed):
+            raise ModelError(f"--variants {args.variants}: an empty name (expected A,B,...)")
+        names += listed
+    return names or [None]
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..report.atomic import write_atomic
     from ..sim.model import load_model, split_set
@@ -140,11 +158,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from .commands import picture_format
         from ..report.figures import FORMATS
         picture_format(args.plot, FORMATS, "--plot")
-    rows = sweep(model, args.variant, grid, args.set, seed=args.seed, jitter=args.jitter,
+    variants = list(dict.fromkeys(model.check_variant(v) for v in sweep_variants(args)))
+    rows = sweep(model, variants, grid, args.set, seed=args.seed, jitter=args.jitter,
                  strategy=args.strategy, depth=args.depth, runs=args.runs, jobs=args.jobs,
                  scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,
                  progress=not args.quiet)
-    variant = model.check_variant(args.variant)
+    variant = ", ".join(variants)
+    several = len(variants) > 1
     if args.csv:
         write_atomic(args.csv, rows_csv(rows))
     seed = rows[0].results[0].seed if rows else None
@@ -153,9 +173,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plot_sweep(rows, args.metric, args.plot,
                    title=f"{model.name} [{variant}]: {args.metric} across the grid ({timing})")
     if args.format == "json":
-        sys.stdout.write(json.dumps({"model": model.path, "variant": variant,
+        head = {"variants": variants} if several else {"variant": variant}
+        sys.stdout.write(json.dumps({"model": model.path, **head,
                                      "grid": {k: list(v) for k, v in grid.items()},
-                                     "rows": [r.to_dict() for r in rows]}, indent=2) + "\n")
+                                     "rows": [r.to_dict(several) for r in rows]}, indent=2) + "\n")
     elif args.format == "csv":
         sys.stdout.write(rows_csv(rows))
     else:

@@ -172,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print a model's docstring summary, its variants (VARIANTS) "
                        "and its parameters (PARAMS) with type, default and help.")
     p.add_argument("model", help="model file (.py): Python, executed with your rights")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="a text listing (default) or JSON: {model, name, summary, variants: "
+                   "[{name, description}], baseline, params: [{name, type, default, help, "
+                   "choices}]}")
 
     p = sub.add_parser("run", help=_help("run"), epilog=EXIT_CODES,
                        description="Simulate one variant of a model, analyse the trace (data "
@@ -200,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help=_help("compare"), formatter_class=raw,
                        epilog=METRICS_HELP + "\n" + EXIT_CODES,
                        description="Run every variant (or those given) with the same parameters, "
-                       "seed and\nperturbation; one row each: root causes, hazards (manifest, latent), "
-                       "deadlock, metrics,\nand the makespan change against the baseline variant.")
+                       "seed and\nperturbation; one row each: verdict (manifest / deadlock / latent / clean), "
+                       "root causes,\nhazards (manifest, latent), deadlock, metrics,\nand the makespan change against the baseline variant.")
     _add_run_options(p, variant_many=True)
     p.add_argument("--baseline", default=None,
                    help="variant the costs are relative to (default: the model's BASELINE, else "
@@ -211,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what, formats in (
             ("graph", "Draw the happens-before slice of the featured hazard (the first manifest "
-             "one, else the first), else of the deadlock, else the run's first ops.",
+             "one, else the first), else of the deadlock; with neither, the run's first 24 ops "
+             "(a .dot: the whole graph).",
              ".png .svg .pdf .jpg, or .dot for the graph itself"),
             ("timeline", "Draw the run's timeline: one lane per rank and stream or host thread, "
              "the featured hazard's access windows in red.", ".png .svg .pdf .jpg")):

@@ -3,15 +3,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.findings import verdict_word
 from ..report.report import Report
 from ..sim.model import Model
 from .check import run_model
 
 
 @dataclass(frozen=True)
-class Row:
+class CompareRow:
+    """One variant of a comparison: its name and its :class:`~streamsim.Report` (not fix-costed);
+    ``manifest``/``latent`` count its hazard instances."""
+
     variant: str
     report: Report
+
+    def __repr__(self) -> str:
+        """``<CompareRow fixed_54962: <Report vllm_pp.py:fixed_54962 0 root causes, 0 hazards>>``."""
+        return f"<CompareRow {self.variant}: {self.report!r}>"
 
     @property
     def manifest(self) -> int:
@@ -23,7 +31,7 @@ class Row:
 
 
 def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
-                     baseline: str | None = None) -> list[Row]:
+                     baseline: str | None = None) -> list[CompareRow]:
     """Simulate and analyse each variant with the same parameters, seed and perturbation
     (``args``: an object with ``seed``, ``jitter``, ``max_ops``, ``max_time``, ``strategy``,
     ``depth``, as the CLI gives; defaults otherwise), each run as ``streamsim run`` would."""
@@ -33,12 +41,14 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     strategy, depth = getattr(args, "strategy", "random"), getattr(args, "depth", 2)
     rows = []
     for v in variants:
-        rows.append(Row(v, run_model(model, v, params, seed=seed, jitter=jitter, strategy=strategy,
-                                     depth=depth, fix_cost=False, **bounds)))
+        rows.append(CompareRow(v, run_model(model, v, params, seed=seed, jitter=jitter,
+                                            strategy=strategy, depth=depth, fix_cost=False,
+                                            **bounds)))
     return rows
 
 
-def baseline_of(model: Model, rows: list[Row], explicit: str | None = None) -> Row | None:
+def baseline_of(model: Model, rows: list[CompareRow],
+                explicit: str | None = None) -> CompareRow | None:
     name = explicit or getattr(model.module, "BASELINE", None)
     for r in rows:
         if r.variant == name:
@@ -50,21 +60,22 @@ def _rel(x: float, base: float) -> str:
     return f"{(x - base) / base:+.1%}" if base else "n/a"
 
 
-def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
+def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = False,
                    baseline: str | None = None) -> str:
-    """One table: root causes and the hazard instances behind them (manifest/latent), deadlock,
-    makespan, step latency, bubble, cost."""
+    """One table: each variant's verdict (``Findings.verdict``: manifest, deadlock, latent or
+    clean, the words ``sweep`` uses), root causes and the hazard instances behind them
+    (manifest/latent), deadlock, makespan, step latency, bubble, cost."""
     base = baseline_of(model, rows, baseline)
-    head = ["variant", "root causes", "hazards", "manifest", "latent", "deadlock", "makespan us",
+    head = ["variant", "verdict", "root causes", "hazards", "manifest", "latent", "deadlock",
+            "makespan us",
             "mean step us", "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
     body = []
     for r in rows:
         m, f = r.report.metrics, r.report.findings
-        verdict = "SAFE" if f.clean else "UNSAFE"
         cost = "baseline" if base is r else (
             "(deadlock)" if f.deadlock else _rel(m.makespan_us, base.report.metrics.makespan_us)
             if base else "")
-        body.append([f"{r.variant}", f"{len(f.root_causes)} {verdict}", str(len(f.hazards)),
+        body.append([r.variant, verdict_word(f.verdict), str(len(f.root_causes)), str(len(f.hazards)),
                      str(r.manifest), str(r.latent),
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
                      *((f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}") if m.steps else
@@ -88,12 +99,13 @@ def render_compare(rows: list[Row], model: Model, *, markdown: bool = False,
     return "\n".join(out) + "\n"
 
 
-def compare_json(rows: list[Row], model: Model, args) -> dict:
+def compare_json(rows: list[CompareRow], model: Model, args) -> dict:
     base = baseline_of(model, rows, getattr(args, "baseline", None))
     out = []
     for r in rows:
         m = r.report.metrics
-        out.append({"variant": r.variant, "root_causes": len(r.report.findings.root_causes),
+        out.append({"variant": r.variant, "verdict": r.report.findings.verdict,
+                    "root_causes": len(r.report.findings.root_causes),
                     "hazards": len(r.report.findings.hazards),
                     "manifest": r.manifest, "latent": r.latent,
                     "deadlock": r.report.findings.deadlock is not None,

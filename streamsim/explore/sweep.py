@@ -7,6 +7,10 @@ The reviewer's question "from which ring size on is this safe, and what does it 
     >>> [(r.point["ring_slots"], r.verdict) for r in rows]
     >>> plot_sweep(rows, "makespan_us", "sweep.png")
 
+Several variants share one grid (``sweep(model, ["racy", "fixed"], grid)``): a row per variant and
+point, variant by variant; the rows then carry a ``variant`` column (table, CSV, JSON) and the plot
+a panel per variant.
+
 Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
 :func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
 """
@@ -21,6 +25,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..analysis.findings import VERDICTS, verdict_word
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
@@ -35,8 +40,7 @@ METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_o
 STEP_METRICS = ("mean_step_us", "p99_step_us")
 COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_runs",
           "latent_runs", "deadlock_runs")
-VERDICTS = ("manifest", "deadlock", "latent", "clean")  # worst first
-_RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay"))
+_RESERVED = frozenset(METRICS + COUNTS + ("verdict", "runs", "replay", "variant"))
 MAX_GRID_POINTS = 100_000  # points a grid may have: a range is checked before it is expanded
 
 
@@ -102,6 +106,14 @@ class SweepRow:
     params: dict  # every parameter value
     replay: str  # the command replaying its first run
     results: tuple[RunResult, ...] = field(repr=False, default=())
+    variant: str = ""  # the variant it ran
+
+    def __repr__(self) -> str:
+        """``<SweepRow ring_no_wait ring_slots=2: clean, 0 hazards>`` (``params`` holds every
+        parameter)."""
+        point = " ".join([self.variant] + [f"{k}={format_set(v)}" for k, v in self.point.items()])
+        return (f"<SweepRow {point}: {self.verdict}, {self.hazards} "
+                f"hazard{'s' * (self.hazards != 1)}>")
 
     @property
     def runs(self) -> int:
@@ -157,31 +169,42 @@ class SweepRow:
         attr = "steps" if name == "step_count" else name
         return sum(getattr(r.metrics, attr) for r in self.results) / len(self.results)
 
-    def to_dict(self) -> dict:
-        d: dict[str, Any] = {(f"param_{k}" if k in _RESERVED else k): v
-                             for k, v in self.point.items()}
+    def to_dict(self, with_variant: bool = False) -> dict:
+        """The row as plain data: ``variant`` first when ``with_variant`` (a sweep of several
+        variants), the grid values, verdict, counts, metrics (``step_count`` an integer when it
+        is one), replay command."""
+        d: dict[str, Any] = {"variant": self.variant} if with_variant else {}
+        d.update({(f"param_{k}" if k in _RESERVED else k): v for k, v in self.point.items()})
         d.update(verdict=self.verdict, runs=self.runs, root_causes=self.root_causes,
                  hazards=self.hazards,
                  manifest=self.manifest, latent=self.latent, patterns=self.patterns,
                  manifest_runs=self.manifest_runs, latent_runs=self.latent_runs,
                  deadlock_runs=self.deadlock_runs)
         d.update({m: round(self.metric(m), 6) for m in METRICS})
+        if d["step_count"] == int(d["step_count"]):  # a count: 2, not 2.0 (a mean may be 2.5)
+            d["step_count"] = int(d["step_count"])
         d["replay"] = self.replay
         return d
 
 
-def sweep(model: Model | str, variant: str | None, grid: Mapping[str, Sequence],
+def sweep(model: Model | str, variant: str | Sequence[str] | None, grid: Mapping[str, Sequence],
           params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
           jitter: float = 0.0, strategy: str = "random", depth: int = 2, runs: int = 1,
           jobs: int | None = None, scheduler=None, max_ops: int = DEFAULT_MAX_OPS,
           max_time: float = DEFAULT_MAX_TIME, progress: bool = False) -> list[SweepRow]:
     """Run every point of the cartesian ``grid`` (over ``params``); one :class:`SweepRow` a point,
-    in grid order (the last key varies fastest). Grid values may be typed or ``--set`` text."""
+    in grid order (the last key varies fastest). Grid values may be typed or ``--set`` text.
+    ``variant``: one name (None: the model's first) or several, each run on the whole grid: a row
+    per variant and point, variant by variant."""
     if strategy not in STRATEGIES:
         raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if runs < 1:
         raise ModelError(f"--runs must be >= 1, got {runs}")
-    model, variant, base, _ = _prepare(model, variant, params)
+    names = [variant] if variant is None or isinstance(variant, str) else list(variant)
+    if not names:
+        raise ModelError("sweep needs a variant")
+    model, _, base, _ = _prepare(model, names[0], params)
+    variants = list(dict.fromkeys(model.check_variant(v) for v in names))
     keys = list(grid)
     for k in keys:
         if k not in model.params:
@@ -191,31 +214,39 @@ def sweep(model: Model | str, variant: str | None, grid: Mapping[str, Sequence],
                  for v in grid[k]] for k in keys}
     seeds = [seed_used(seed, jitter, strategy)] if runs == 1 else run_seeds(seed or 0, runs)
     points, tasks = [], []
-    for combo in itertools.product(*(typed[k] for k in keys)):
-        point = dict(zip(keys, combo))
-        values = model.resolve({**base, **point})
-        spec = RunSpec(model_path=os.path.abspath(model.path), variant=variant,
-                       params=dict(values), jitter=jitter, strategy=strategy, depth=depth,
-                       estimate=None, max_ops=max_ops, max_time=max_time, cwd=os.getcwd(),
-                       label=" ".join(f"{k}={format_set(v)}" for k, v in point.items()))
-        points.append((point, values))
-        tasks += [(spec, s) for s in seeds]
+    for variant_name in variants:
+        for combo in itertools.product(*(typed[k] for k in keys)):
+            point = dict(zip(keys, combo))
+            values = model.resolve({**base, **point})
+            label = " ".join(f"{k}={format_set(v)}" for k, v in point.items())
+            spec = RunSpec(model_path=os.path.abspath(model.path), variant=variant_name,
+                           params=dict(values), jitter=jitter, strategy=strategy, depth=depth,
+                           estimate=None, max_ops=max_ops, max_time=max_time, cwd=os.getcwd(),
+                           label=label if len(variants) == 1 else f"{variant_name} {label}")
+            points.append((variant_name, point, values))
+            tasks += [(spec, s) for s in seeds]
     results = execute(tasks, jobs=jobs, scheduler=scheduler, progress=progress,
-                      desc=f"sweep {variant}")
+                      desc=f"sweep {', '.join(variants)}")
     rows = []
-    for i, (point, values) in enumerate(points):
+    for i, (variant_name, point, values) in enumerate(points):
         sets = {k: v for k, v in values.items() if v != model.params[k].default}
         rows.append(SweepRow(point=point, params=dict(values),
-                             replay=replay_command(model.path, variant, sets, seeds[0], jitter,
-                                                   strategy, depth, max_ops, max_time),
-                             results=tuple(results[i * len(seeds):(i + 1) * len(seeds)])))
+                             replay=replay_command(model.path, variant_name, sets, seeds[0],
+                                                   jitter, strategy, depth, max_ops, max_time),
+                             results=tuple(results[i * len(seeds):(i + 1) * len(seeds)]),
+                             variant=variant_name))
     return rows
+
+
+def several_variants(rows: Sequence[SweepRow]) -> bool:
+    """Whether the rows come from more than one variant (then each says which)."""
+    return len({r.variant for r in rows}) > 1
 
 
 def rows_csv(rows: Sequence[SweepRow]) -> str:
     """The rows as CSV text: grid keys, verdict, counts, metrics, replay command."""
     out = io.StringIO()
-    dicts = [r.to_dict() for r in rows]
+    dicts = [r.to_dict(several_variants(rows)) for r in rows]
     writer = csv.DictWriter(out, fieldnames=list(dicts[0]) if dicts else [], lineterminator="\n")
     writer.writeheader()
     for d in dicts:
@@ -230,16 +261,17 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
         return "no points\n"
     keys = list(rows[0].point)
     many = rows[0].runs > 1
-    head = keys + ["verdict", "root causes", "hazards", "manifest", "latent"] + \
+    named = several_variants(rows)
+    head = ["variant"] * named + keys + ["verdict", "root causes", "hazards", "manifest", "latent"] + \
         (["manifest runs", "deadlock runs"] if many else ["deadlock"]) + \
         [m for m in dict.fromkeys([metric, "makespan_us", "mean_step_us", "bubble_share"])
          if m not in ("root_causes", "hazards", "manifest", "latent")
          and not (many and m in ("manifest_runs", "deadlock_runs"))]
     body = []
     for r in rows:
-        cells = [format_set(r.point[k]) for k in keys] + [r.verdict.upper() if r.verdict != "clean"
-                                                          else "clean", str(r.root_causes),
-                                                          str(r.hazards),
+        cells = [r.variant] * named + [format_set(r.point[k]) for k in keys] + [
+                                                          verdict_word(r.verdict),
+                                                          str(r.root_causes), str(r.hazards),
                                                           str(r.manifest), str(r.latent)]
         cells += [f"{r.manifest_runs}/{r.runs}", f"{r.deadlock_runs}/{r.runs}"] if many else \
             ["yes" if r.deadlock_runs else "no"]
@@ -254,7 +286,8 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
     if many:  # a metric column is the mean over the point's runs: say so in its heading
         head = [f"mean {h}" if h in METRICS else h for h in head]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    fmt = lambda cells: "  ".join(c.ljust(w) if named and i == 0 else c.rjust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body]) + "\n"
 
 
@@ -289,8 +322,8 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     """Small multiples of ``metric`` across the grid, each point marked by its verdict.
 
     The first grid key is the x axis (a linear one when its values are evenly spaced numbers,
-    else one evenly spaced position per value); one panel per combination of the other keys,
-    titled one ``key=value`` a line. Returns the matplotlib figure; with ``path``, writes it
+    else one evenly spaced position per value); one panel per combination of the other keys (and
+    per variant, when the rows come from several), titled one ``key=value`` a line. Returns the matplotlib figure; with ``path``, writes it
     atomically (format from the extension).
     """
     if not rows:
@@ -302,9 +335,10 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
 
     keys = list(rows[0].point)
     xkey, pkeys = keys[0], keys[1:]
-    panels: dict[tuple, list[SweepRow]] = {}
+    named = several_variants(rows)
+    panels: dict[tuple, list[SweepRow]] = {}  # (variant?, other keys' values) -> its rows
     for r in rows:
-        panels.setdefault(tuple(r.point[k] for k in pkeys), []).append(r)
+        panels.setdefault((r.variant,) * named + tuple(r.point[k] for k in pkeys), []).append(r)
     n = len(panels)
     ncols = min(n, 4)
     nrows = math.ceil(n / ncols)
@@ -315,7 +349,7 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
     # the title wrapped to the figure's width (a one-panel sweep is narrow): never clipped
     lines = textwrap.wrap(title, max(20, int(width * 72 / (11 * 0.6)))) if title else []
     top_in, bottom_in = 0.12 + 0.2 * len(lines), 0.08 + 0.28 * legend_rows
-    title_lines = max(len(pkeys), 1)  # a panel's title: one key=value a line
+    title_lines = max(len(pkeys) + named, 1)  # a panel's title: one key=value a line
     height = (2.7 + 0.2 * title_lines) * nrows + top_in + bottom_in
     fig = new_figure(width, height)
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
@@ -332,9 +366,9 @@ def plot_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us", path: str 
             marker, colour, _ = _STYLE[r.verdict]
             ax.scatter([x], [y], marker=marker, s=90 if marker == "X" else 55, color=colour,
                        edgecolor="black" if marker != "X" else colour, linewidths=0.6, zorder=3)
-        if pkeys:
-            ax.set_title("\n".join(f"{k}={format_set(v)}" for k, v in zip(pkeys, pval)),
-                         fontsize=10)
+        if pkeys or named:
+            ax.set_title("\n".join([f"variant={pval[0]}"] * named + [
+                f"{k}={format_set(v)}" for k, v in zip(pkeys, pval[named:])]), fontsize=10)
         ax.grid(True, alpha=0.3)
         if metric.endswith("_us"):  # 2,198,186 rather than 2.198 with a "1e6" in the corner
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))

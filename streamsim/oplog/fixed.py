@@ -3,8 +3,9 @@
 Each fix (``analysis.findings.Fix``, found in the trace the log was replayed into) becomes lines of
 the log's own format, inserted where the engine would inject it (``sim.inject``): a ``wait`` on the
 first access's handle, an event ``record`` after the line that issued the first access with a
-``wait_event`` or ``sync_event`` before the second, or a ``record_stream`` before a free. A comment
-line says what each group fixes. Every other line is kept byte for byte, except that a line whose
+``wait_event`` or ``sync_event`` before the second, or a ``record_stream`` before a free; each
+carries the ``step`` of the line it goes before (after, for a ``record``), when that line has one.
+A comment line says what each group fixes. Every other line is kept byte for byte, except that a line whose
 handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line>"``).
 """
 from __future__ import annotations
@@ -51,10 +52,14 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
                 return name
 
     def where(op_id: int) -> dict[str, Any]:
+        """Rank, host thread and step of the line a new line goes beside (a sync belongs to the
+        step of the line it guards or follows)."""
         op = trace.op(op_id)
         d: dict[str, Any] = {"rank": op.agent.rank}
         if op.agent.name != "main":
             d["host"] = op.agent.name
+        if op.step is not None:
+            d["step"] = op.step
         return d
 
     for n, fix in enumerate(fixes, 1):

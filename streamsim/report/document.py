@@ -109,8 +109,7 @@ def nbytes(n: int) -> str:
 
 def op_short(op: Op) -> Text:
     """``name`` (step k) on agent."""
-    step = f" step {op.step}" if op.step is not None else ""
-    return t(code(op.name), f"{step} on {op.agent}")
+    return t(code(op.name), f"{op.when() and ' ' + op.when()} on {op.agent}")
 
 
 def op_full(op: Op) -> Text:
@@ -171,7 +170,8 @@ def _parameters(r: Report) -> list[Block]:
     """Variant, every parameter, seed and jitter; three name/value pairs a row when there are many."""
     pairs = [(t("variant"), t(code(r.variant)))] if r.variant else []
     pairs += [(t(code(k)), t(code(v))) for k, v in r.params.items()]
-    pairs += [(t("seed"), t(code(r.seed))), (t("jitter"), t(code(r.jitter)))]
+    if r.seed is not None or r.jitter:  # (as the text report: a nominal run has no seed to show)
+        pairs += [(t("seed"), t(code(r.seed))), (t("jitter"), t(code(r.jitter)))]
     per_row = 3 if len(pairs) > 8 else 1
     rows = []
     for i in range(0, len(pairs), per_row):
@@ -179,7 +179,8 @@ def _parameters(r: Report) -> list[Block]:
         for name, value in pairs[i:i + per_row]:
             row += (name, value)
         rows.append(row + ((), ()) * (per_row - len(pairs[i:i + per_row])))
-    return [Heading(2, t("Parameters")), Table(("parameter", "value") * per_row, tuple(rows))]
+    return [Heading(2, t("Parameters")), Table(("parameter", "value") * per_row, tuple(rows))
+            ] if pairs else []  # (a nominal op-log run chose nothing: no table)
 
 
 def _verdict(trace: Trace, h: Hazard, why: Why) -> Text:
@@ -405,8 +406,7 @@ def _metrics(r: Report, pictures: Pictures | None) -> list[Block]:
              ("p99 step", us(m.p99_step_us))] if m.steps else [("steps", NO_STEPS)]
     rows += [("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
              ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
-    c = r.fix_cost
-    if c is not None:
+    if (c := r.fix_cost) is not None:
         rows.append(("makespan with the fixes", f"{us(c.after.makespan_us)} ({c.makespan_change:+.1%})"))
         if m.steps:
             rows.append(("mean step with the fixes", us(c.after.mean_step_us)))

@@ -59,7 +59,7 @@ def short_fix(trace: Trace, fix: Fix | None) -> str:
     if fix is None:
         return "no single sync orders them"
     before = trace.op(fix.before)
-    where = f"before {before.name}" + (f" (step {before.step})" if before.step is not None else "")
+    where = f"before {before.name}" + (f" ({before.when()})" if before.when() else "")
     if fix.kind == "wait_handle" and fix.handle_op is not None:
         return f"wait({trace.op(fix.handle_op).handle}) {where}"
     if fix.kind == "event" and fix.event_stream and fix.wait_stream:
@@ -127,6 +127,8 @@ def _label(trace: Trace, x: int) -> str:
     op = trace.op(x)
     name = "\n".join(wrap_name(op.name))
     step = f"step {op.step} · " if op.step is not None else ""
+    if op.microbatch is not None:
+        step += f"mb {op.microbatch} · "
     if op.line is not None:  # an op log: its line is how the user finds the op
         step += f"line {op.line} · "
     return f"{name}\n{step}#{op.id}"

@@ -33,6 +33,7 @@ from .timeline import draw_timeline
 HB_FILES = ("hb.svg", "hb.png", "hb.dot")
 ALL_FILES = ("report.md", "report.json", "report.html", *HB_FILES, "timeline.png", "trace.json")
 LONG_RUN_STEPS = 8  # above this many steps the timeline keeps the steps around the hazard
+FIRST_OPS = 24  # ops the picture of a run with nothing to explain shows: its first, to orient
 WINDOW = 2
 
 
@@ -60,7 +61,7 @@ def hb_picture(report: Report) -> HBPicture | None:
         x, y = issue_order(t, h)
         g = hazard_graph(t, h)
         mode = {h.first: h.first_mode, h.second: h.second_mode}
-        step = lambda op: f" (step {op.step})" if op.step is not None else ""  # noqa: E731
+        step = lambda op: f" ({op.when()})" if op.when() else ""  # noqa: E731
         verdict = "MANIFEST" if h.manifest else "latent"
         return HBPicture(
             g, f"{h.kind} on {h.buffer}: {x.name}{step(x)} vs {y.name}{step(y)}, {verdict}",
@@ -122,14 +123,19 @@ def render_outputs(report: Report) -> dict[str, bytes]:
 
 def graph_file(report: Report, fmt: str, window: int | None = None) -> bytes:
     """One HB picture (``fmt`` png, svg or pdf) or its DOT text (``dot``): the slice of the first
-    hazard, else of the deadlock, else the whole run (capped); ``window`` keeps the steps within
-    that many steps of the finding."""
+    hazard, else of the deadlock; a run with neither has no finding to centre on, so its picture
+    is small: the run's first ``FIRST_OPS`` ops, said so (its DOT text: the whole graph).
+    ``window`` keeps the steps within that many steps of the finding."""
     pic = hb_picture(report)
     if pic is None:
         g = hb_graph(report.trace, (0,))  # a long run: the ops around its start
-        title = ("no hazard, no deadlock: the run's first ops" if len(report.trace)
-                 else "no ops in this trace")
-        pic = HBPicture(g, title, title_of(report), {}, "", "")
+        n = len(report.trace)
+        title = "no hazard, no deadlock: the run's first ops" if n else "no ops in this trace"
+        note = title_of(report)
+        if fmt != "dot" and g.number_of_nodes() > FIRST_OPS:
+            g = g.subgraph(sorted(g)[:FIRST_OPS]).copy()
+            note += f"; nothing to explain: the first {FIRST_OPS} of {n:,} ops, to orient"
+        pic = HBPicture(g, title, note, {}, "", "")
     g, cut = pic.graph, 0
     if window is not None:
         focus = pic.graph.graph.get("focus", ())

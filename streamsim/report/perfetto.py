@@ -79,6 +79,8 @@ def chrome_trace(trace: Trace, findings: Findings | None = None,
         args: dict[str, Any] = {"op": op.id, "kind": op.kind}
         if op.step is not None:
             args["step"] = op.step
+        if op.microbatch is not None:
+            args["microbatch"] = op.microbatch
         if op.location:
             args["location"] = op.location
         if op.line is not None:

@@ -5,6 +5,7 @@ documented interface (see docs/cli.md).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
 
-JSON_VERSION = 2  # 2: root_causes added (instances index hazards)
+JSON_VERSION = 3  # 2: root_causes added (instances index hazards); 3: a site is {label, location}
 # What a run whose ops carry no step says instead of step metrics of 0.
 NO_STEPS = "no step labels (no step metrics)"
 
@@ -53,6 +54,15 @@ class Report:
         parts.append(f"{len(f.warnings)} warning{'s' * (len(f.warnings) != 1)}")
         what = f"{self.model} [{self.variant}]" if self.model else self.source
         return f"{what}: " + ", ".join(parts)
+
+    def __repr__(self) -> str:
+        """``<Report vllm_pp.py:regressed_49274 4 root causes, 150 hazards>``: a report holds the
+        whole trace, which the dataclass repr would print (hundreds of KB)."""
+        f = self.findings
+        what = os.path.basename(self.source) + (f":{self.variant}" if self.variant else "")
+        k, n = len(f.root_causes), len(f.hazards)
+        return (f"<Report {what} {k} root cause{'s' * (k != 1)}, {n} hazard{'s' * (n != 1)}"
+                f"{', deadlock' if f.deadlock else ''}>")
 
     def cost_of(self, index: int) -> FixCost | None:
         """The measured cost of root cause ``index``'s fix, when it was measured."""
@@ -187,7 +197,7 @@ def _instance(t: Trace, h) -> str:
     a, b = t.op(h.first), t.op(h.second)
 
     def at(op) -> str:
-        if op.step is not None:
-            return f"step {op.step}"
+        if op.step is not None or op.microbatch is not None:
+            return op.when()
         return f"line {op.line}" if op.line is not None else f"op {op.id}"
     return (f"{at(a)} -> {at(b)} on rank{h.rank}, {'manifest' if h.manifest else 'latent'}")

@@ -183,7 +183,7 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
                                CATEGORY[cat][0], lw=1.6 if stuck else 0.4,
                                hatch="xx" if stuck else None, zorder=2))
         if w >= label_min:
-            step = f" s{op.step}" if op.step is not None else ""
+            step = f" {op.when(short=True)}" if op.when() else ""
             chars = int(w / span * WIDTH * 0.81 * 72 / (TEXT_PT * 0.62))  # characters that fit
             text = ("waits: " if blocked else "") + f"{op.name}{step}"
             if len(text) > chars:
@@ -248,7 +248,7 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float,
         ax.add_patch(Rectangle((lo, y - 0.5), w, 1.0, fc="#ff0000", alpha=0.25, ec="#d00000",
                                lw=1.4, hatch="///", zorder=4))
         right = lo + w < x0 + 0.8 * (x1 - x0)  # label on the side with room
-        step = f" s{op.step}" if op.step is not None else ""
+        step = f" {op.when(short=True)}" if op.when() else ""
         ax.text(lo + w + sliver if right else lo - sliver, y - 0.5, f"{mode}{step}",
                 ha="left" if right else "right", va="top", fontsize=TEXT_PT, color="#b00000",
                 fontweight="bold", zorder=6,
@@ -258,7 +258,7 @@ def _highlight(ax, trace: Trace, hazard: Hazard, row: dict, text_y: float,
         ax.axvspan(lo, hi, color="#ff0000", alpha=0.10, zorder=1)
 
     def who(op, mode: str, w: tuple[float, float]) -> str:
-        step = f" (step {op.step})" if op.step is not None else ""
+        step = f" ({op.when()})" if op.when() else ""
         return f"{mode} by {op.name}{step} on {op.agent} [{w[0]:,.0f}–{w[1]:,.0f} µs]"  # (exact)
     freed = free_verdict(trace, hazard, short=True)  # (a free is an instant: no overlap)
     verdict = ("latent: {:,.1f} µs apart in this run, but nothing orders them".format(lo - hi)

@@ -14,6 +14,7 @@ from ..trace import Blocked, Note, READ, WRITE, Access
 from .comm import SIZED_BY_INPUTS, GroupConfig, batch_issue_order
 from .engine import Engine
 from .errors import ModelError
+from . import labels
 from .handles import Event, Group, Stream, Work, _listify
 from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
 from .records import HostState, Rec
@@ -44,14 +45,7 @@ class Host:
                              "(a function passed to Simulation.spawn)")
         return e.current.api
 
-    @property
-    def step(self) -> int | None:
-        return self._h.step
-
-    @step.setter
-    def step(self, value: int | None) -> None:
-        """Label the ops that follow with a step number (shown in reports)."""
-        self._h.step = value
+    step, microbatch = labels.step, labels.microbatch  # host.step = t: see sim.labels
 
     @property
     def now(self) -> float:

@@ -204,3 +204,19 @@ def test_repeatable_options_still_repeat(pipeline_model, capsys):
     from streamsim.cli.main import build_parser
     args = build_parser().parse_args(["run", model, "--variant", "racy"])
     assert not hasattr(args, "_given")  # (the repeat check's bookkeeping is not an option)
+
+
+def test_variants_format_json_says_what_the_listing_says(capsys):
+    """`variants` had no --format json: a script had to parse the listing. The JSON names every
+    variant in order with its description, the baseline and each parameter's type and default."""
+    assert main(["variants", VLLM]) == 0
+    text = capsys.readouterr().out
+    assert main(["variants", VLLM, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["name"], d["baseline"]) == ("vllm_pp", "regressed_49274")
+    names = [v["name"] for v in d["variants"]]
+    assert names[:3] == ["pre_49274", "regressed_49274", "fixed_54962"]
+    assert all(f"  {v['name']}" in text and v["description"] in text for v in d["variants"])
+    pp = next(p for p in d["params"] if p["name"] == "pp")
+    assert (pp["type"], pp["default"]) == ("int", 4)
+    assert d["summary"] and d["summary"].split()[0] in text

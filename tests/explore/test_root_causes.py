@@ -197,13 +197,15 @@ def test_the_fixed_log_keeps_the_readers_lines(latent20, tmp_path, capsys):
     assert main(["check", str(fixed), "--no-fix-cost"]) == 0
 
 
-def test_json_version_2_lists_root_causes_indexing_the_hazards(latent20, capsys):
+def test_json_lists_root_causes_indexing_the_hazards(latent20, capsys):
+    """Version 3: a site's fields are named as in Python (``Site.label``, ``Site.location``);
+    version 2 called the label ``op``."""
     assert main(["check", latent20, "--format", "json"]) == 1
     d = json.loads(capsys.readouterr().out)
-    assert d["streamsim_json"] == 2
+    assert d["streamsim_json"] == 3
     (rc,) = d["root_causes"]
-    assert rc["first_site"] == {"op": "send", "location": None}
-    assert rc["second_site"] == {"op": "forward", "location": None}
+    assert rc["first_site"] == {"label": "send", "location": None}
+    assert rc["second_site"] == {"label": "forward", "location": None}
     assert [d["hazards"][i]["kind"] for i in rc["instances"]] == ["WAR"]
     assert rc["fix"]["kind"] == "wait_handle" and rc["fix_cost"]["hazards_after"] == 0
 
@@ -213,13 +215,31 @@ def test_compare_shows_root_causes_beside_instances(capsys):
                  "--set", "pp=2", "--set", "decode_steps=4"]) == 1
     text = capsys.readouterr().out
     head = text.splitlines()[1]
-    assert head.split()[:3] == ["variant", "root", "causes"] and "hazards" in head
+    assert head.split()[:4] == ["variant", "verdict", "root", "causes"] and "hazards" in head
     row = next(x for x in text.splitlines() if x.startswith("regressed_49274"))
-    assert row.split()[1:3] == ["3", "UNSAFE"]  # the graph pool and the two graph outputs
+    assert row.split()[1:3] == ["LATENT", "3"]  # the graph pool and the two graph outputs
     assert main(["compare", VLLM, "--variant", "regressed_49274", "--set", "pp=2",
                  "--set", "decode_steps=4", "--format", "json"]) == 1
     (v,) = json.loads(capsys.readouterr().out)["variants"]
-    assert v["root_causes"] == 3 and v["hazards"] > 3
+    assert v["root_causes"] == 3 and v["hazards"] > 3 and v["verdict"] == "latent"
+
+
+def test_compare_and_sweep_say_one_verdict_in_the_same_words(capsys):
+    """compare said SAFE/UNSAFE where sweep says manifest/latent/clean: both now write the run's
+    verdict (Findings.verdict) in sweep's words, for the same run the same word."""
+    sets = ["--set", "pp=2", "--set", "decode_steps=4"]
+    words = {}
+    for variant in ("regressed_49274", "fixed_54962"):
+        main(["compare", VLLM, "--variant", variant, *sets])
+        compare_out = capsys.readouterr().out
+        words[variant] = next(x for x in compare_out.splitlines()
+                              if x.startswith(variant)).split()[1]
+        main(["sweep", VLLM, "--variant", variant, *sets, "--grid", "ring_slots=3", "--jobs",
+              "1", "-q"])
+        sweep_row = capsys.readouterr().out.splitlines()[-1]
+        assert sweep_row.split()[1] == words[variant]
+        assert "SAFE" not in compare_out
+    assert words == {"regressed_49274": "LATENT", "fixed_54962": "clean"}
 
 
 def test_parse_and_replay_the_readme_op_log_example():

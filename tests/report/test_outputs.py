@@ -501,3 +501,27 @@ def test_hb_lane_labels_stay_inside_the_picture_however_wide_or_long():
     assert all(x.get_window_extent(renderer).x0 >= 0 for x in labels)
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_graph_of_a_clean_run_is_small_and_claims_no_finding(monkeypatch, tmp_path, capsys):
+    """`graph` of a clean vLLM run drew a strip of 60 ops thousands of pixels wide, captioned
+    "those nearest to the finding" when there is none: it now draws the run's first ops, says
+    so, and stays small."""
+    import struct
+    import streamsim.report.outputs as outputs
+    seen = []
+    real = outputs.draw_hb
+
+    def spy(g, trace, **kw):
+        fig = real(g, trace, **kw)
+        seen.append((g.number_of_nodes(), [t.get_text() for t in fig.texts]))
+        return fig
+    monkeypatch.setattr(outputs, "draw_hb", spy)
+    png = tmp_path / "clean.png"
+    assert main(["graph", "models/vllm_pp.py", "--variant", "fixed_54962", "-o", str(png)]) == 0
+    ((nodes, texts),) = seen
+    assert nodes == outputs.FIRST_OPS
+    assert not any("nearest to the finding" in x for x in texts)
+    assert any(f"nothing to explain: the first {outputs.FIRST_OPS} of" in x for x in texts)
+    width = struct.unpack(">I", png.read_bytes()[16:20])[0]
+    assert width < 2600, width

@@ -156,3 +156,18 @@ def test_a_free_before_the_send_began_says_so(tmp_path):
             "block may be handed to another allocation meanwhile") in md
     assert ("**MANIFEST**: the buffer was freed while the write by produce still ran (800.0 µs "
             "before it ended): the block") in md
+
+
+def test_the_parameter_tables_show_a_seed_only_when_the_run_drew_one(tmp_path):
+    """The Markdown and HTML tables said "seed `None`" for a nominal run, where the text report
+    shows no seed line: both now leave seed and jitter out unless the run drew random numbers,
+    and then show the seed used."""
+    model = tmp_path / "dead.py"
+    model.write_text(DEADLOCK)
+    nominal = render_markdown(run_model(str(model), fix_cost=False))
+    assert "None" not in nominal and "| seed |" not in nominal and "| jitter |" not in nominal
+    jittered = render_markdown(run_model(str(model), jitter=0.3, fix_cost=False))
+    assert "| seed | `0` |" in jittered and "| jitter | `0.3` |" in jittered
+    log = tmp_path / "early.jsonl"
+    log.write_text(EARLY_WRITE)
+    assert "## Parameters" not in render_markdown(check_oplog(str(log), fix_cost=False))
