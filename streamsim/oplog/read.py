@@ -6,6 +6,10 @@ with one :class:`~streamsim.sim.engine.ModelError` ``FILE:LINE: what is wrong``,
 reported as analysed that was not. Everything the replay needs is resolved here, once: each buffer
 ref becomes a concrete view, each ``wait``/``query`` names the line whose handle it waits, each
 group gets its backend and ranks, so that the replay (``oplog_replay``) only has to issue ops.
+Declarations (op log v2: ``group``, ``config``) are taken in here too and produce no line.
+
+One module because it is one two-pass reader whose checks share its state (buffer lives, groups,
+handles, declarations): split, each half would reach into the other's tables.
 """
 from __future__ import annotations
 
@@ -21,8 +25,8 @@ from ..sim.memory import Ref
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..trace import View
 from .batches import BatchRule
-from .schema import (COMMON, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, LIMITS,
-                     MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
+from .schema import (COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS,
+                     HANDLE_OPS, LIMITS, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
 from .fastpath import fast_spec
 from .source import hides_ops, read_oplog_bytes, split_lines
@@ -84,6 +88,8 @@ class _Parser:
         self.interned: dict[tuple, Ref] = {}  # equal refs resolve to one Ref object
         self.strings: dict[str, str] = {}
         self.batches = BatchRule()
+        self.launch_overhead: float | None = None  # a `config` declaration's
+        self.ops_seen = False
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -111,7 +117,9 @@ class _Parser:
                 continue
             self.lead = len(text) - len(text.lstrip())  # for JSON error columns
             try:
-                raw.append((i, self.check(s)))
+                spec = self.check(s)
+                if spec is not None:  # (None: a declaration, taken in by self.declare)
+                    raw.append((i, spec))
             except _Bad as e:
                 raise self.fail(str(e)) from None
         del chunks  # (the memory peak is pass 1's specs beside pass 2's Lines: let each go early)
@@ -131,8 +139,20 @@ class _Parser:
                     self.lineno = lineno
                     raise self.fail(f"ranks {sorted(given)} differ from the ranks {list(ranks)} of "
                                     f"group {name!r} (every rank that uses it or is a peer in it)")
-            groups[name] = GroupSpec(name, g["backend"], ranks, g.get("p2p", ("per_group",))[0])
-        return OpLog(self.path, tuple(lines), tuple(self.threads), groups)
+            cost = g.get("cost", {})
+            if "declared_ranks" in g:
+                outside = sorted(set(ranks) - g["declared_ranks"])
+                if outside:
+                    self.lineno = g["line"]
+                    raise self.fail(f"group {name!r} declares ranks "
+                                    f"{sorted(g['declared_ranks'])}, but rank {outside[0]} uses it")
+                ranks = tuple(sorted(g["declared_ranks"]))
+            groups[name] = GroupSpec(name, g["backend"], ranks, g.get("p2p", ("per_group",))[0],
+                                     cost.get("latency"), cost.get("bandwidth"),
+                                     cost.get("eager_bytes"), cost.get("blocking_wait", False),
+                                     declared="cost" in g)
+        return OpLog(self.path, tuple(lines), tuple(self.threads), groups,
+                     self.launch_overhead or 0.0)
 
     # -- pass 1 ------------------------------------------------------------------------------------
     def check(self, s: str) -> dict[str, Any]:
@@ -161,8 +181,13 @@ class _Parser:
         op = obj["op"]
         if not isinstance(op, str):
             raise _Bad(f"field 'op' must be a string, got {_type_name(op)}")
+        if op in DECLARATIONS:
+            self.declare(obj, op)
+            return None
         if op not in FIELDS:
-            raise _Bad(f"unknown op {op!r} (expected one of: {', '.join(FIELDS)})")
+            raise _Bad(f"unknown op {op!r} (expected one of: {', '.join(FIELDS)}; or a "
+                       f"declaration: {', '.join(DECLARATIONS)})")
+        self.ops_seen = True
         allowed = _ALLOWED[op]
         if not obj.keys() <= allowed:
             extra = next(k for k in obj if k not in allowed)
@@ -235,6 +260,64 @@ class _Parser:
             if op == "free":
                 spec["stream"] = stream  # a free goes to the allocation stream
 
+    def declare(self, obj: dict, kind: str) -> None:
+        """A declaration line (op log v2): a group's backend, ranks and cost settings, or the
+        launch overhead; each before the ops it concerns."""
+        extra = next((k for k in obj if k not in DECLARATIONS[kind]), None)
+        if extra is not None:
+            raise _Bad(f"unknown field {extra!r} for declaration {kind!r}")
+        if kind == "config":
+            if self.launch_overhead is not None or self.ops_seen:
+                raise _Bad("a 'config' declaration comes once, before the first op")
+            self.launch_overhead = self.number(obj, "launch_overhead", 0.0, strict=False)
+            return
+        name = self.text(obj, "group")
+        if name in self.groups:
+            g = self.groups[name]
+            what = "declared" if "cost" in g else "used"
+            raise _Bad(f"group {name!r} is declared here but {what} at line {g['line']} already "
+                       "(a declaration comes before the group's ops, once)")
+        backend = self.text(obj, "backend", "nccl")
+        if backend not in ("nccl", "gloo"):
+            raise _Bad(f"field 'backend' must be 'nccl' or 'gloo', got {backend!r}")
+        g = self.groups[name] = {"backend": backend, "line": self.lineno, "ranks": set(),
+                                 "lists": [], "cost": {}}
+        if "ranks" in obj:
+            ranks = obj["ranks"]
+            if not isinstance(ranks, list) or not ranks or not all(
+                    isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_RANK
+                    for r in ranks) or len(set(ranks)) != len(ranks):
+                raise _Bad("field 'ranks' must be a non-empty array of distinct ranks")
+            g["declared_ranks"] = set(ranks)
+            g["ranks"].update(ranks)
+        cost = g["cost"]
+        if "latency" in obj:
+            cost["latency"] = self.number(obj, "latency", None, strict=False)
+        if "bandwidth" in obj:
+            cost["bandwidth"] = self.number(obj, "bandwidth", None, strict=True)
+        if "eager_bytes" in obj:
+            cost["eager_bytes"] = self.nat(obj, "eager_bytes")
+        if "blocking_wait" in obj:
+            if not isinstance(obj["blocking_wait"], bool):
+                raise _Bad(f"field 'blocking_wait' must be a boolean, got "
+                           f"{_type_name(obj['blocking_wait'])}")
+            cost["blocking_wait"] = obj["blocking_wait"]
+        if "p2p_streams" in obj:
+            if backend == "gloo":
+                raise _Bad("field 'p2p_streams' is for NCCL groups (gloo runs no CUDA stream)")
+            self.check_p2p_streams(obj, name, g)
+
+    def number(self, obj: dict, key: str, default: Any, strict: bool) -> float:
+        """A finite number >= 0 (> 0 when ``strict``), at most MAX_DUR."""
+        v = obj.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                isinstance(v, float) and not math.isfinite(v)):
+            raise _Bad(f"field {key!r} must be a finite number, got {_type_name(v)}")
+        if v < 0 or (strict and v == 0) or v > MAX_DUR:
+            raise _Bad(f"field {key!r} must be {'>' if strict else '>='} 0 and at most "
+                       f"{MAX_DUR:g}, got {shown_number(v)}")
+        return float(v)
+
     def check_comm(self, obj: dict, spec: dict) -> None:
         op, rank = spec["op"], spec["rank"]
         backend = "nccl" if op in NCCL_OPS else "gloo"
@@ -247,6 +330,8 @@ class _Parser:
         g["ranks"].add(rank)
         spec["group"] = group
         spec["nbytes"] = self.nat(obj, "nbytes", None)
+        if "cost" in g and "dur" not in obj:  # a declared group: its cost model times the op
+            spec["dur"] = None
         if "peer" in FIELDS[op]:
             spec["peer"] = self.nat(obj, "peer")
             g["ranks"].add(spec["peer"])

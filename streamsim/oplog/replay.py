@@ -42,10 +42,12 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     """
     if not isinstance(oplog, OpLog):
         oplog = load_oplog(oplog)
-    sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb)
+    sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
+                     launch_overhead=oplog.launch_overhead)
     sim.engine.replaying_log = True
-    for g in oplog.groups.values():
-        sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams)
+    for g in oplog.groups.values():  # (a declaration's settings, else the backend's defaults)
+        sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams, latency=g.latency,
+                  bandwidth=g.bandwidth, eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
     replay = _Replay(sim, oplog)
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:

@@ -58,6 +58,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "wait": ("handle",), "query": ("handle",),
     "alloc": ("buffer",), "free": ("buffer",), "record_stream": ("buffer",),
 }
+# Declarations (op log v2): lines that describe the cost model, not ops. Each field is optional.
+DECLARATIONS: dict[str, tuple[str, ...]] = {
+    "group": ("op", "group", "backend", "ranks", "latency", "bandwidth", "eager_bytes",
+              "blocking_wait", "p2p_streams"),
+    "config": ("op", "launch_overhead"),
+}
 NCCL_OPS = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS
 GLOO_OPS = frozenset({"send_object", "recv_object", "isend_object"})
 HANDLE_OPS = NCCL_OPS | {"isend_object"}
@@ -68,7 +74,7 @@ MAX_BYTES = 2**63 - 1  # nbytes and offsets (tensor sizes are int64)
 MAX_DUR = 1e15  # microseconds (31 years): anything above is a unit mistake, and a huge integer
 # cannot even be converted to a float
 LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,
-          "step": 2**63 - 1, "batch": 2**63 - 1}
+          "step": 2**63 - 1, "batch": 2**63 - 1, "eager_bytes": 2**63 - 1}
 
 
 def shown_number(v: int | float) -> str:
@@ -104,7 +110,7 @@ class Line:
     host: str = "main"
     stream: str = "compute"
     name: str = ""
-    dur: float = 1.0
+    dur: float | None = 1.0  # None: a declared group's comm op, timed by its cost model
     step: int | None = None  # the iteration the op belongs to (step metrics); None: no step
     reads: tuple[Ref, ...] = ()
     writes: tuple[Ref, ...] = ()
@@ -122,23 +128,32 @@ class Line:
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:
-    """A process group the log uses: backend from its ops, ranks = users, peers and ``ranks``
-    lists, ``p2p_streams`` from its ``isend``/``irecv`` lines (``per_group`` if none says)."""
+    """A process group the log uses: backend from its declaration or its ops, ranks = declared,
+    users, peers and ``ranks`` lists, ``p2p_streams`` from its declaration or its
+    ``isend``/``irecv`` lines (``per_group`` if none says); the cost settings of a ``group``
+    declaration (None: the engine's default for the backend)."""
 
     name: str
     backend: str  # "nccl" or "gloo"
     ranks: tuple[int, ...]
     p2p_streams: str = "per_group"  # one of P2P_STREAMS
+    latency: float | None = None
+    bandwidth: float | None = None
+    eager_bytes: int | None = None
+    blocking_wait: bool = False
+    declared: bool = False  # a `group` line declared it: its comm ops' dur defaults to the cost
 
 
 @dataclass(frozen=True)
 class OpLog:
-    """A parsed op log: its lines in file order, host threads in order of appearance, groups."""
+    """A parsed op log: its lines in file order, host threads in order of appearance, groups,
+    and the launch overhead a ``config`` declaration gives (µs a stream op costs its host)."""
 
     path: str
     lines: tuple[Line, ...]
     threads: tuple[tuple[int, str], ...]
     groups: dict[str, GroupSpec] = field(default_factory=dict)
+    launch_overhead: float = 0.0
 
     def __len__(self) -> int:
         return len(self.lines)

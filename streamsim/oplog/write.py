@@ -18,9 +18,13 @@ API, the writer says the same thing another way:
 
 A ``per_pair`` group's isend/irecv lines say so (``"p2p_streams": "per_pair"``, see
 :mod:`.schema`); the ops of a ``batch_isend_irecv`` carry its ``batch`` id (the engine issues a
-batch's sends first, and so does the log). Not carried: group cost settings (latency, bandwidth, eager threshold: the replay
-uses the defaults) and launch overhead. What cannot be written at all is a ``#`` comment: a host
+batch's sends first, and so does the log). The cost model the run used (the launch overhead, each
+group's backend, ranks, latency, bandwidth, eager threshold and blocking wait) is written first,
+as version-2 declarations. What cannot be written at all is a ``#`` comment: a host
 action whose stream op never started (the run stalled first) left no stream op to describe.
+
+One module because every line is written from shared state (handle names, buffer lives, event
+names) that the passes over the entries build for one another.
 """
 from __future__ import annotations
 
@@ -98,7 +102,8 @@ class _Writer:
         entries.sort(key=lambda e: e[0])
         self.name_handles(entries)
         self.name_events(entries)
-        out = [f"# streamsim op log (version 1) of {self.trace.source or 'a simulated trace'}"]
+        out = [f"# streamsim op log (version 2) of {self.trace.source or 'a simulated trace'}"]
+        out += self.declarations()
         lives = self.ref_lives(entries)
         count = 0
         for _, h, d in entries:
@@ -110,6 +115,25 @@ class _Writer:
             out.append(json.dumps(self.finish(d, lives), separators=(",", ":"), ensure_ascii=False))
             count += 1
         return "\n".join(out) + "\n", count
+
+    def declarations(self) -> list[str]:
+        """The cost model the run used (the trace's ``cost_model``), as op log v2 declarations:
+        the launch overhead, and each group's backend, ranks and settings, so that a replay of
+        the log times every op as the run did (a trace built without an engine has none)."""
+        cost = self.trace.meta.get("cost_model")
+        if not cost:
+            return []
+        out = []
+        if cost["launch_overhead"]:
+            out.append({"op": "config", "launch_overhead": cost["launch_overhead"]})
+        for g in cost["groups"]:
+            d = {"op": "group", "group": g["name"], "backend": g["backend"], "ranks": g["ranks"],
+                 "latency": g["latency"], "bandwidth": g["bandwidth"],
+                 "eager_bytes": g["eager_bytes"], "blocking_wait": g["blocking_wait"]}
+            if g["backend"] == "nccl":
+                d["p2p_streams"] = g["p2p_streams"]
+            out.append(d)
+        return [json.dumps(d, separators=(",", ":")) for d in out]
 
     def line(self, h: Op) -> dict[str, Any] | str:
         """The line of host action ``h`` (with raw Accesses in ref fields), or a comment."""

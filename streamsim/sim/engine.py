@@ -507,4 +507,14 @@ class Engine(CommMixin):
         # later host action happened to sync the clock, and a replay of the same run disagreed)
         now = max([self.env.now] + [h.clock for h in self.hosts.values()])
         stall = Stall(now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
+        meta = {**(meta or {}), "cost_model": self.cost_model()}
         return build_trace(self, stall, source, meta)
+
+    def cost_model(self) -> dict:
+        """What the run's timing read besides each op's own duration (op log v2's declarations,
+        written by ``dump_oplog``): the launch overhead and each group's settings."""
+        return {"launch_overhead": self.launch_overhead,
+                "groups": [dict(name=g.name, backend=g.backend, ranks=list(g.ranks),
+                                latency=g.latency, bandwidth=g.bandwidth,
+                                eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait,
+                                p2p_streams=g.p2p_streams) for g in self.groups.values()]}

@@ -758,9 +758,13 @@ def test_writer_output_format(tmp_path):
     path = tmp_path / "out.jsonl"
     n = dump_oplog(trace, str(path))
     lines = path.read_text().splitlines()
-    assert lines[0].startswith("# streamsim op log (version 1)")
+    assert lines[0].startswith("# streamsim op log (version 2)")
     assert n == len(lines) - 1
-    first = json.loads(lines[1])
+    # the model's group declared with its cost model before the first op (op log v2)
+    assert json.loads(lines[1]) == {"op": "group", "group": "pp", "backend": "nccl", "ranks": [0, 1],
+                                    "latency": 10.0, "bandwidth": 25000.0, "eager_bytes": 65536,
+                                    "blocking_wait": False, "p2p_streams": "per_group"}
+    first = json.loads(lines[2])
     assert first == {"op": "launch", "name": "forward", "writes": [
         {"buffer": "hidden", "nbytes": 1 << 20, "window": [0.9, 1.0]}], "dur": 900.0}
     buf = io.StringIO()
