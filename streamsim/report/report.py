@@ -77,6 +77,7 @@ def report_json(r: Report) -> dict[str, Any]:
     d.update(findings_json(r.findings, r.trace, r.root_cause_costs))
     d["metrics"] = r.metrics.to_json_dict()
     d["fix_cost"] = None if r.fix_cost is None else r.fix_cost.to_json_dict()
+    d["fix_cost_note"] = r.root_cause_cost_note or None  # costs a budget or a failed re-run left out
     return d
 
 

@@ -49,9 +49,31 @@ def same_run(run, replay) -> None:
     assert replay.metrics == run.metrics
 
 
+# A small grid beside the defaults: parameters that change the cost model the dump must carry
+# (eager thresholds, tensor parallelism and its group, stream layout, world size, pipeline depth).
+GRID = {
+    "vllm_pp": ({"tp": 2, "p2p_streams": "per_group"}, {"topology": "fold_back", "pp": 3},
+                {"nccl_eager_bytes": 0, "gloo_eager_bytes": 1024, "arrival_steps": 1}),
+    "deepspeed_zero_ipg": ({"world_size": 3, "params": 6},),
+    "torch_pp_shared_stream": ({"pp": 2, "microbatches": 4}, {"nccl_eager_bytes": 0}),
+    "vllm_async_pinned": ({"steps": 3, "max_concurrent_batches": 1, "draft_us": 0.0},),
+}
+GRID_CASES = [(m, v, p) for m, v in CASES for p in GRID.get(m.stem, ())]
+
+
 @pytest.mark.parametrize("model, variant", CASES, ids=[f"{m.stem}:{v}" for m, v in CASES])
 def test_a_models_dumped_log_replays_to_the_same_run(model, variant, tmp_path):
     run = run_model(str(model), variant, fix_cost=False)
+    path = tmp_path / "dumped.jsonl"
+    dump_oplog(run.trace, path)
+    same_run(run, check_oplog(str(path), fix_cost=False))
+
+
+@pytest.mark.parametrize("model, variant, params", GRID_CASES,
+                         ids=[f"{m.stem}:{v}:{','.join(p)}" for m, v, p in GRID_CASES])
+def test_a_models_dumped_log_replays_to_the_same_run_off_its_defaults(model, variant, params,
+                                                                       tmp_path):
+    run = run_model(str(model), variant, params, fix_cost=False)
     path = tmp_path / "dumped.jsonl"
     dump_oplog(run.trace, path)
     same_run(run, check_oplog(str(path), fix_cost=False))
