@@ -13,7 +13,12 @@ by keys (this module's one table, :func:`touches`):
 - an event (``"e"``): its records, and the waits and syncs that read them;
 - a process group (``"g"``): its p2p matching counters and comm-stream order;
 - a handle (``"h"``, by issuing line): its issue, and the waits and queries that read it;
-- a buffer's life (``"b"``): ``alloc``, ``free`` and ``record_stream`` change it, every use reads it.
+- a buffer's life (``"b"``): ``alloc``, ``free`` and ``record_stream`` change it, every use reads it;
+- the rank's set of streams (``"n"``): the first line that names a stream or an NCCL group (its
+  comm streams) adds to it, ``sync_device`` reads it (it drains the streams earlier lines used,
+  not one that a later line of another thread opens while it waits). Here the rule's roles are
+  swapped, the first uses being its "readers": a first use follows the last device sync, a
+  device sync every first use since, and first uses are not ordered among themselves.
 
 Each key is a readers/writer rule in line order: a reading line follows the key's last writing
 line; a writing line follows that and every reading line since. Only lines of *other* threads
@@ -31,13 +36,17 @@ from .schema import GLOO_OPS, NCCL_OPS
 Key = tuple  # (rank, kind letter, name)
 
 
-def touches(ln: Line, gloo_handle: bool, streams_seen: Iterable[str],
-            recorded: Iterable[str]) -> Iterator[tuple[Key, bool]]:
+def touches(ln: Line, gloo_handle: bool, drained: Iterable[Key],
+            recorded: Iterable[str], new_stream: bool = False) -> Iterator[tuple[Key, bool]]:
     """(key, writes) for each piece of shared state line ``ln`` touches. ``gloo_handle``: the
-    handle a ``wait`` names is a gloo Work (its wait enqueues nothing); ``streams_seen``: the
-    streams of the rank named by earlier lines (what ``sync_device`` drains); ``recorded``: the
-    streams ``record_stream`` named for the buffer a ``free`` frees, since its life began."""
+    handle a ``wait`` names is a gloo Work (its wait enqueues nothing); ``drained``: the keys of
+    the streams and NCCL groups of the rank that earlier lines named (what ``sync_device``
+    drains); ``recorded``: the streams ``record_stream`` named for the buffer a ``free`` frees,
+    since its life began; ``new_stream``: ``ln`` is the first line of the rank to name its stream
+    or NCCL group."""
     r, op = ln.rank, ln.op
+    if new_stream:  # (roles swapped, see below: first uses need no order among themselves)
+        yield (r, "n", ""), False
     if op in ("launch", "host"):
         if op == "launch":
             yield (r, "s", ln.stream), True
@@ -50,8 +59,9 @@ def touches(ln: Line, gloo_handle: bool, streams_seen: Iterable[str],
     elif op == "sync_stream":
         yield (r, "s", ln.stream), False
     elif op == "sync_device":
-        for s in streams_seen:
-            yield (r, "s", s), False
+        yield (r, "n", ""), True
+        for key in drained:
+            yield key, False
     elif op in NCCL_OPS or op in GLOO_OPS:
         yield (r, "g", ln.group), True
         yield (r, "h", ln.lineno), True
@@ -87,16 +97,21 @@ def issue_gates(lines: Sequence[Line], threads: Iterable[tuple[int, str]],
     by_line = {ln.lineno: ln for ln in lines if ln.handle is not None}
     last_writer: dict[Key, tuple[str, int]] = {}
     readers: dict[Key, dict[str, int]] = {}
-    streams: dict[int, dict[str, None]] = {}  # rank -> the streams earlier lines named
+    streams: dict[int, dict[Key, None]] = {}  # rank -> the streams, NCCL groups earlier lines named
     recorded: dict[tuple[int, str], list[str]] = {}  # (rank, buffer) -> record_stream streams
     gates: dict[int, tuple[int, ...]] = {}
     for ln in lines:
         if per_rank.get(ln.rank, 1) < 2:
             continue
         seen = streams.setdefault(ln.rank, {})
+        new = False
         if ln.op not in ("host", "sync_event", "query", "alloc", "record_stream") and \
                 ln.op not in GLOO_OPS:
-            seen.setdefault(ln.stream, None)
+            for key in ((ln.rank, "s", ln.stream),) + \
+                    (((ln.rank, "g", ln.group),) if ln.op in NCCL_OPS else ()):
+                if key not in seen:
+                    new = new or ln.op != "sync_device"  # (a device sync opens no stream)
+                    seen[key] = None
         bkey = (ln.rank, ln.buffer)
         target = by_line.get(ln.target) if ln.target is not None else None
         rec = recorded.pop(bkey, ()) if ln.op in ("free", "alloc") else ()
@@ -104,7 +119,7 @@ def issue_gates(lines: Sequence[Line], threads: Iterable[tuple[int, str]],
             recorded.setdefault(bkey, []).append(ln.stream)
         deps: dict[str, int] = {}
         for key, writes in touches(ln, target is not None and target.group in gloo,
-                                   tuple(seen) if ln.op == "sync_device" else (), rec):
+                                   tuple(seen) if ln.op == "sync_device" else (), rec, new):
             w = last_writer.get(key)
             if w is not None and w[0] != ln.host:
                 deps[w[0]] = max(deps.get(w[0], 0), w[1])

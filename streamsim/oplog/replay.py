@@ -74,7 +74,9 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         replay.run.clear()
 
 
-_TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object"})  # (see _Replay.take)
+# (see _Replay.take) the blocking lines whose effect on shared state is at their start
+_TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",
+                                  "sync_event"})
 
 
 class _Replay:
@@ -189,8 +191,11 @@ class _Replay:
     def take(self, lineno: int) -> None:
         """Line ``lineno`` has taken effect: the lines that wait for it may go on. A line is
         taken once its call returns (its effect, and the syncs a fix put before it, are then
-        done), except a gloo blocking send or receive, taken as it starts (:meth:`tag`): another
-        thread's use of the group must not wait for the message to arrive."""
+        done), except a blocking line whose effect is at its start, taken as it starts
+        (:meth:`tag`): a gloo send or receive (another thread's use of the group must not wait
+        for the message to arrive) and a host sync (it captures the positions it drains as it
+        begins: another thread's later kernel on a drained stream is not held until it returns,
+        nor drained by it)."""
         self.taken.add(lineno)
         ev = self.taking.pop(lineno, None)
         if ev is not None:

@@ -86,6 +86,39 @@ def test_a_free_and_record_stream_follow_line_order_across_threads(opts):
     assert pairs(text, **opts) == set()
 
 
+@pytest.mark.parametrize("opts", RUNS)
+def test_a_device_sync_does_not_wait_for_a_stream_another_thread_first_uses_later(opts):
+    """t2's sync_device (line 3) drains what was enqueued before it; t1's kernel on a stream no
+    earlier line named (line 5) is not among that, whatever host work t2 does first. So t2's host
+    read after the sync races with the kernel's write under every seed. Found by the CLI fuzz of
+    valid logs: with --seed 1 --jitter 0.5 t1 ran ahead, the sync waited for its kernel and the
+    race went unreported."""
+    text = log(
+        {"op": "host", "host": "t2", "name": "busy", "dur": 40},
+        {"op": "host", "host": "t1", "name": "busy", "dur": 30},
+        {"op": "sync_device", "host": "t2"},
+        {"op": "host", "host": "t2", "name": "read", "reads": ["x"], "dur": 1},
+        {"op": "launch", "host": "t1", "stream": "fresh", "name": "write", "writes": ["x"],
+         "dur": 1},
+    )
+    assert pairs(text, **opts) == {("WAR", "read", "write")}
+
+
+@pytest.mark.parametrize("opts", RUNS)
+def test_a_device_sync_does_not_wait_for_a_comm_op_another_thread_issues_later(opts):
+    """The same for NCCL's streams, which a device sync drains too: t1's receive into `x`
+    (line 5), issued after t2's sync_device, races with t2's read after the sync."""
+    text = log(
+        {"op": "host", "host": "t2", "name": "busy", "dur": 40},
+        {"op": "host", "host": "t1", "name": "busy", "dur": 30},
+        {"op": "sync_device", "host": "t2"},
+        {"op": "host", "host": "t2", "name": "read", "reads": ["x"], "dur": 1},
+        {"op": "irecv", "host": "t1", "peer": 1, "name": "recv", "tensors": ["x"], "handle": "r"},
+        {"op": "isend", "rank": 1, "peer": 0, "tensors": ["y"]},
+    )
+    assert pairs(text, **opts) == {("WAR", "read", "recv")}
+
+
 def test_check_reports_the_same_root_causes_under_every_seed():
     """Through check (fix costing on): the same root causes for the mirror log, every seed."""
     text = log(
