@@ -37,9 +37,9 @@ SEEDS = (1, 2, 3, 4, 5)
 def oplogs(draw) -> str:
     """A random op log of 1-3 ranks, one or two host threads each (a second thread's lines are
     picked at random, some behind host work, so that simulated time and line order disagree):
-    kernels on two streams, host accesses of pinned buffers, events, host syncs, eager NCCL messages
-    (a receive sometimes posted well before its send, with ops depending on it in between), handle
-    waits and all-reduces.
+    kernels on three streams, host accesses of pinned buffers, events, host and device syncs, eager
+    NCCL messages (a receive sometimes posted well before its send, with ops depending on it in
+    between), handle waits and all-reduces.
 
     Every rank's program is a projection of one global sequence of steps, and each step occupies the
     next slot of every comm stream it uses, so no log deadlocks."""
@@ -65,8 +65,8 @@ def oplogs(draw) -> str:
 
     def local(r: int) -> None:
         what = draw(st.sampled_from(("launch", "launch", "launch", "host", "record", "wait_event",
-                                     "sync_event", "sync_stream", "wait")))
-        stream = draw(st.sampled_from(("compute", "side")))
+                                     "sync_event", "sync_stream", "sync_device", "wait")))
+        stream = draw(st.sampled_from(("compute", "side", "extra")))  # (extra: often named late)
         dur = draw(st.sampled_from((1.0, 5.0, 20.0)))
         if what == "launch":
             lines.append({"op": "launch", "rank": r, "stream": stream, "reads": refs(),
@@ -81,8 +81,8 @@ def oplogs(draw) -> str:
             if recorded[r]:
                 ev = draw(st.sampled_from(sorted(recorded[r])))
                 lines.append({"op": what, "rank": r, "stream": stream, "event": ev})
-        elif what == "sync_stream":
-            lines.append({"op": "sync_stream", "rank": r, "stream": stream})
+        elif what in ("sync_stream", "sync_device"):
+            lines.append({"op": what, "rank": r, "stream": stream})
         elif handles[r]:  # work.wait() on the current stream, or blocking
             lines.append({"op": "wait", "rank": r, "stream": stream,
                           "handle": draw(st.sampled_from(handles[r])),
