@@ -14,7 +14,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "oplog.md"
 
 
 def blocks() -> list[str]:
-    return re.findall(r"```\n(\{.*?)```", DOC.read_text(), flags=re.S)
+    """The op logs of the page's "Examples" section (the declarations section has one of its own
+    before them)."""
+    return re.findall(r"```\n(\{.*?)```", DOC.read_text().split("## Examples", 1)[1], flags=re.S)
 
 
 def check(text: str):
