@@ -3,9 +3,10 @@
 The pipeline, one subpackage a stage: `sim` (modelling API, engine) -> `trace` (the hinge)
 -> `analysis` (happens-before, hazards, fixes, deadlock, metrics) -> `report` (text, JSON,
 Markdown, HTML, pictures) and `explore` (run, compare, explore, sweep, shrink) -> `cli`;
-`oplog` reads, replays and writes recorded schedules; `streamsim.testing` holds assertions for a
-model's own tests (and the pytest fixture `streamsim_check`). This module is the stable public
-API: models and notebooks import from here only.
+`oplog` reads, replays and writes recorded schedules; `kinds` is the vocabulary every stage's
+tables come from (op, edge and fix kinds, stream roles, strategies); `streamsim.testing` holds
+assertions for a model's own tests (and the pytest fixture `streamsim_check`). This module is the
+stable public API: models and notebooks import from here only.
 
 **Write a model**
 
