@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
                        help="keep only the steps within STEPS of the featured hazard")
     from . import explore_commands as explore_cli
-    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help)
+    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help, EXIT_CODES,
+                            METRICS_HELP)
     return parser
 
 
