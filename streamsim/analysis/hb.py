@@ -59,7 +59,7 @@ from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
 
 @dataclass
 class HappensBefore:
-    """Start (and end) clocks kept by :func:`analyse`: all of them with ``keep_clocks=True``."""
+    """Start (and end) clocks kept by :func:`hb_pass`: all of them with ``keep_clocks=True``."""
 
     trace: Trace = field(repr=False)
     agents: tuple[Agent, ...]
@@ -74,7 +74,7 @@ class HappensBefore:
         try:
             clock = self.starts[b]
         except KeyError:
-            raise KeyError(f"no clock kept for op {b}: use analyse(trace, keep_clocks=True)") \
+            raise KeyError(f"no clock kept for op {b}: use hb_pass(trace, keep_clocks=True)") \
                 from None
         return clock.get(self.agent_of[a], 0) > self.trace.ops[a].index
 
@@ -108,8 +108,10 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
         return [with_fix(trace, h) for h in hazards]
 
 
-def analyse(trace: Trace, keep_clocks: bool = False) -> Analysis:
-    """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``)."""
+def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
+    """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``).
+    (Not ``analyse``: that is :func:`streamsim.analysis.checks.analyse`, which returns the
+    ``Findings`` of a trace built on this pass.)"""
     with gc_paused():  # the pass allocates many small objects and frees few
         return _analyse(trace, keep_clocks)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .findings import USE_AFTER_FREE, Hazard
 from .hbgraph import after_kind, join_kind
-from .slices import issue_order
+from .slices import hazard_ops
 from ..kinds import EDGE_TEXT  # an edge kind -> its words (used by the reports, re-exported)
 from ..trace import HOST, Agent, Trace
 
@@ -230,7 +230,7 @@ def explain(trace: Trace, hazard: Hazard, index: HBIndex | None = None,
             horizon: int = HORIZON) -> Why:
     """Explain ``hazard`` (see module); ``index`` is the trace's :class:`HBIndex` when built."""
     idx = HBIndex(trace) if index is None else index
-    x, y = issue_order(trace, hazard)
+    x, y = hazard_ops(trace, hazard)
     lo = min(x.start_seq, y.start_seq) - horizon
     hi = max(x.end_seq, y.end_seq) + horizon
     xmode = hazard.first_mode if x.id == hazard.first else hazard.second_mode
