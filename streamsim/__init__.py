@@ -3,9 +3,10 @@
 The pipeline, one subpackage a stage: `sim` (modelling API, engine) -> `trace` (the hinge)
 -> `analysis` (happens-before, hazards, fixes, deadlock, metrics) -> `report` (text, JSON,
 Markdown, HTML, pictures) and `explore` (run, compare, explore, sweep, shrink) -> `cli`;
-`oplog` reads, replays and writes recorded schedules; `streamsim.testing` holds assertions for a
-model's own tests (and the pytest fixture `streamsim_check`). This module is the stable public
-API: models and notebooks import from here only.
+`oplog` reads, replays and writes recorded schedules; `kinds` is the vocabulary every stage's
+tables come from (op, edge and fix kinds, stream roles, strategies); `streamsim.testing` holds
+assertions for a model's own tests (and the pytest fixture `streamsim_check`). This module is the
+stable public API: models and notebooks import from here only.
 
 **Write a model**
 
@@ -14,7 +15,8 @@ API: models and notebooks import from here only.
 - `P2POp`: one op of `Group.batch_isend_irecv`
 - `Buffer`, `during`: memory and access windows
 - `Param`, `Params`, `Model`, `load_model`: model files (parameters, variants, `build()`)
-- `ModelError`, `BoundExceeded`: one-line errors (exit code 2)
+- `InputError` (also named `ModelError`), `BoundExceeded`: one-line errors of bad input (exit
+  code 2)
 
 **Run and check**
 
@@ -41,8 +43,8 @@ API: models and notebooks import from here only.
 
 - `render_text`, `dumps_json`, `render_markdown`, `write_outputs`: the report's forms
 - `draw_hb`, `short_fix`, `draw_timeline`: matplotlib figures
-- `hb_graph`, `hazard_graph`, `deadlock_graph`, `issue_order`, `access_window`: networkx graphs,
-  slices
+- `hb_graph`, `hazard_graph`, `deadlock_graph`, `hazard_ops` (once named `issue_order`),
+  `access_window`: networkx graphs, slices, a hazard's two ops
 
 **Explore**
 
@@ -62,7 +64,7 @@ from importlib import import_module
 from typing import Any
 
 from .sim.api import Event, Group, Host, P2POp, Simulation, Stream, Work
-from .sim.errors import BoundExceeded, ModelError
+from .sim.errors import BoundExceeded, InputError, ModelError
 from .sim.memory import Buffer, during
 from .sim.model import Model, Param, Params, load_model
 from .sim.runner import simulate
@@ -85,6 +87,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "draw_hb": "report.draw_hb", "short_fix": "report.draw_hb", "draw_timeline": "report.timeline",
     "hb_graph": "analysis.slices", "hazard_graph": "analysis.slices",
     "deadlock_graph": "analysis.slices", "issue_order": "analysis.slices",
+    "hazard_ops": "analysis.slices",
     "access_window": "analysis.why",
     "cost_fixes": "explore.fixcost", "compare_variants": "explore.compare",
     "render_compare": "explore.compare", "CompareRow": "explore.compare",
@@ -101,8 +104,8 @@ _RENAMED = {"explore_schedules": "explore"}  # (the subpackage streamsim.explore
 def happens_before(trace: Trace):
     """Every op's start and end vector clocks (a :class:`HappensBefore`): ``hb.ordered(a, b)``
     says whether op ``a`` happens before op ``b`` in every legal timing."""
-    from .analysis.hb import analyse as _pass
-    return _pass(trace, keep_clocks=True).hb
+    from .analysis.hb import hb_pass
+    return hb_pass(trace, keep_clocks=True).hb
 
 
 def __getattr__(name: str) -> Any:
@@ -115,7 +118,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Buffer", "during",
-           "Param", "Params", "Model", "load_model", "ModelError", "BoundExceeded", "simulate",
+           "Param", "Params", "Model", "load_model", "InputError", "ModelError", "BoundExceeded", "simulate",
            "Trace", "Op", "Agent", "View", "Access", "Blocked", "Stall", "Note", "happens_before",
            *_LAZY]
 

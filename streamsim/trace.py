@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
+from .kinds import HOST_ROLE, COMM_ROLES, GLOO_ROLE, stream_role
+
 HOST = "host"
 STREAM = "stream"
 
@@ -37,6 +39,22 @@ class Agent:
     rank: int
     kind: str  # HOST or STREAM
     name: str  # "main", "compute", "nccl:pp", "gloo:cpu"
+
+    @property
+    def role(self) -> str:
+        """``host``, ``stream``, ``nccl`` (a process group's comm stream) or ``gloo`` (a gloo
+        group's channel): see :mod:`streamsim.kinds`."""
+        return HOST_ROLE if self.kind == HOST else stream_role(self.name)
+
+    @property
+    def is_comm(self) -> bool:
+        """A process group's comm stream or channel (NCCL or gloo), not a stream of the model's."""
+        return self.kind != HOST and stream_role(self.name) in COMM_ROLES
+
+    @property
+    def is_gloo(self) -> bool:
+        """A gloo group's channel: its ops block the host, and its handles' waits too."""
+        return self.kind != HOST and stream_role(self.name) == GLOO_ROLE
 
     def __str__(self) -> str:
         return f"rank{self.rank}/{self.name}"
@@ -79,7 +97,7 @@ class Op:
     id: int
     agent: Agent
     index: int  # position in its agent's program order (0-based)
-    kind: str  # launch, host, record, wait_event, sync_*, isend, irecv, wait, query, free, ...
+    kind: str  # an op kind of streamsim.kinds.OP_KINDS: launch, host, record, wait_event, ...
     name: str
     enqueued: float  # when the host issued it (host actions: their start)
     start: float

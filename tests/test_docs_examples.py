@@ -14,8 +14,10 @@ from streamsim.trace import HOST
 DOC = Path(__file__).resolve().parents[1] / "docs" / "oplog.md"
 
 
-def blocks() -> list[str]:
-    return re.findall(r"```\n(\{.*?)```", DOC.read_text(), flags=re.S)
+def blocks(section: str = "Examples") -> list[str]:
+    """The op logs of one section of the page (``## Examples`` unless told)."""
+    text = DOC.read_text().split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```\n(\{.*?)```", text, flags=re.S)
 
 
 def check(text: str):
@@ -27,7 +29,7 @@ def test_the_declarations_example_times_the_send_from_its_group_and_the_launch_o
     """The page's sums: the first forward runs 5-905 us (5 us to issue it), line 4's send then
     lasts 10 + 1,048,576 / 1,000 us, and the second forward (905-1,805 us) rewrites `hidden`
     while it runs (a manifest WAR)."""
-    trace, found = check(blocks()[0])
+    trace, found = check(blocks("Declarations")[0])
     (send,) = [op for op in trace.ops if op.kind == "isend" and op.agent.kind != HOST]
     assert (send.start, round(send.end - send.start, 3)) == (905.0, 1058.576)
     (h,) = found.hazards
@@ -36,7 +38,7 @@ def test_the_declarations_example_times_the_send_from_its_group_and_the_launch_o
 
 
 def test_the_vllm_example_is_one_war_between_lines_2_and_3_fixed_by_the_wait():
-    text = blocks()[1]
+    text = blocks()[0]
     trace, found = check(text)
     (h,) = found.hazards
     assert (h.kind, trace.op(h.first).line, trace.op(h.second).line) == ("WAR", 2, 3)
@@ -46,7 +48,7 @@ def test_the_vllm_example_is_one_war_between_lines_2_and_3_fixed_by_the_wait():
 
 
 def test_the_pinned_example_is_clean_and_races_without_its_event():
-    text = blocks()[2]
+    text = blocks()[1]
     assert check(text)[1].hazards == ()
     lines = text.splitlines(keepends=True)
     trace, found = check("".join(lines[:2] + lines[4:]))

@@ -2,8 +2,10 @@
 
 sim -> trace <- analysis <- report / explore <- cli and testing: each subpackage may import only the packages
 below it (``ALLOWED``), so the tree a newcomer reads is the architecture, and no import cycle can
-form between subpackages. Every ``import`` counts, including those inside functions and under
-``TYPE_CHECKING``. The top-level ``streamsim/__init__.py`` (the public API) may import anything.
+form between subpackages. Inside a subpackage, modules import one another without a circle either
+(:func:`circles`): each module can then be read, and tested, knowing only those below it. Every
+``import`` counts, including those inside functions and under ``TYPE_CHECKING``. The top-level
+``streamsim/__init__.py`` (the public API) may import anything.
 """
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "streamsim"
-LEAVES = {"trace", "gcpause"}  # modules at the top of the package, importing nothing of ours
+LEAVES = {"kinds", "trace", "gcpause"}  # modules at the top of the package: the vocabulary, which
+# imports nothing of ours, and the modules that may import only it
 ALLOWED: dict[str, set[str]] = {
-    "trace": set(), "gcpause": set(),
+    "kinds": set(), "trace": {"kinds"}, "gcpause": set(),
     "sim": LEAVES,
     "oplog": {"sim"} | LEAVES,
     "analysis": LEAVES,
@@ -105,6 +108,83 @@ def test_the_check_catches_an_upward_import(module, source, is_package, ok):
     """The checker itself: an upward import (top level, inside a function, absolute, from a package
     __init__) is reported; imports down the pipeline or within a stage are not."""
     assert (not violations(source, module, is_package)) == ok
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the modules of ``sources`` (module -> (text, is package)) it imports; an import
+    of a name inside a module counts as an import of that module. The facade is left out."""
+    graph: dict[str, set[str]] = {m: set() for m in sources if m != "streamsim"}
+    for mod in graph:
+        text, pkg = sources[mod]
+        for _, target in imported_modules(text, mod, pkg):
+            while target not in sources and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in graph and target != mod:
+                graph[mod].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected components of more than one
+    module (Tarjan's algorithm), each sorted, in sorted order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_circle():
+    """No module imports, through any chain, a module that imports it back: within a subpackage
+    too, where the stage rule allows any import (two halves of one abstraction that import each
+    other are one module, or need a third below both)."""
+    sources = {mod: (path.read_text(), pkg) for path, mod, pkg in all_modules()}
+    found = circles(import_graph(sources))
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("sources, expected", [
+    ({"streamsim.sim.a": ("from .b import x\n", False),
+      "streamsim.sim.b": ("def f():\n    from . import a\n", False)},
+     [["streamsim.sim.a", "streamsim.sim.b"]]),
+    ({"streamsim.sim.a": ("from .b import x\n", False),
+      "streamsim.sim.b": ("from .c import y\n", False),
+      "streamsim.sim.c": ("import streamsim.sim.a\n", False)},
+     [["streamsim.sim.a", "streamsim.sim.b", "streamsim.sim.c"]]),
+    ({"streamsim.sim": ("from .a import x\n", True),
+      "streamsim.sim.a": ("from .b import x\n", False),
+      "streamsim.sim.b": ("", False)}, []),
+])
+def test_the_check_catches_a_circle(sources, expected):
+    """The checker itself: a circle through a function-level import, or of three modules, is
+    found; a package importing its modules is no circle."""
+    assert circles(import_graph(sources)) == expected
 
 
 def test_models_and_notebooks_import_only_the_public_api():

@@ -27,9 +27,9 @@ def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
                    f"({x.describe()} may still use it)",
                    before=before, event_stream=x.agent)
     if x.handle is not None:
-        wait_stream = None if y.agent.kind == HOST or x.agent.name.startswith("gloo:") \
+        wait_stream = None if y.agent.kind == HOST or x.agent.is_gloo \
             else _current_stream(y)
-        how = "" if wait_stream is not None or x.agent.name.startswith("gloo:") else " (blocking)"
+        how = "" if wait_stream is not None or x.agent.is_gloo else " (blocking)"
         return Fix("wait_handle",
                    f"wait handle {x.handle}{how} (from {x.describe()}) before {y.describe()}",
                    before=before, handle_op=x.id, wait_stream=wait_stream)
@@ -69,7 +69,7 @@ def with_fix(trace: Trace, hazard: Hazard) -> Hazard:
 def _current_stream(op: Op) -> Agent:
     """The stream a wait must go on to order ``op``: its own, or for a comm op the stream current
     when it was issued (ProcessGroupNCCL makes its comm stream wait on that one)."""
-    if not op.agent.name.startswith(("nccl:", "gloo:")):
+    if not op.agent.is_comm:
         return op.agent  # a kernel launched with stream=...: its own stream, whatever was current
     cur = op.attrs.get("current_stream") if op.attrs else None
     if isinstance(cur, Agent):

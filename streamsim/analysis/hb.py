@@ -12,6 +12,12 @@ happens-before as the docs define it:
 * op ``a`` happens before op ``b`` (their accesses are ordered) iff ``a != b`` and
   ``S(b)[agent(a)] >= epoch(a)``.
 
+The readable reference is :mod:`streamsim.analysis.hbgraph`: the same relation as brute-force
+reachability on a networkx graph of the same edges (``full_graph``, ``happens_before``), which the
+tests compare this pass with. The rule numbers in the comments below are those of
+docs/semantics.md, "What orders what": the pass reads only the trace's three edge fields
+(``issuer``, ``after``, ``joins``) and program order, which the engine set by those rules.
+
 **Issue order.** Ops are taken in the order of issue (``trace.issue_keys``: an op log's line
 order; a model's threads round-robin by program position; a stream op at the host action that
 enqueued it). An op whose predecessors are not all processed first pulls them in, depth first,
@@ -53,7 +59,7 @@ from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
 
 @dataclass
 class HappensBefore:
-    """Start (and end) clocks kept by :func:`analyse`: all of them with ``keep_clocks=True``."""
+    """Start (and end) clocks kept by :func:`hb_pass`: all of them with ``keep_clocks=True``."""
 
     trace: Trace = field(repr=False)
     agents: tuple[Agent, ...]
@@ -68,7 +74,7 @@ class HappensBefore:
         try:
             clock = self.starts[b]
         except KeyError:
-            raise KeyError(f"no clock kept for op {b}: use analyse(trace, keep_clocks=True)") \
+            raise KeyError(f"no clock kept for op {b}: use hb_pass(trace, keep_clocks=True)") \
                 from None
         return clock.get(self.agent_of[a], 0) > self.trace.ops[a].index
 
@@ -102,8 +108,10 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
         return [with_fix(trace, h) for h in hazards]
 
 
-def analyse(trace: Trace, keep_clocks: bool = False) -> Analysis:
-    """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``)."""
+def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
+    """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``).
+    (Not ``analyse``: that is :func:`streamsim.analysis.checks.analyse`, which returns the
+    ``Findings`` of a trace built on this pass.)"""
     with gc_paused():  # the pass allocates many small objects and frees few
         return _analyse(trace, keep_clocks)
 
@@ -219,31 +227,29 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
         hist_c[a].append((gen[a], dict(C)))
         hist_g[a] = gen[a]
 
-    # Hazard bookkeeping: (first, second, kind, rank, buffer) -> [lo, hi, first_mode, second_mode,
-    # manifest]
-    found: dict[tuple, list] = {}
-    # Per storage (rank, buffer): sorted segment starts and live segments [lo, hi, last_write,
-    # reads] where last_write is the (op, agent, epoch) of the writer and reads {agent: (op, agent,
-    # epoch)} or None. A live segment never changes its bounds: a split replaces it with new ones
-    # and kills it (lo = None), so a view that remembers a live segment spanning exactly its bytes
-    # can use it without a lookup.
-    stores: dict[tuple[int, str], tuple[list[int], list[list], dict | None]] = {}
-    # id(view) -> [remembered segment, lo, hi, starts, segs, rank, buffer, view, touched]: views
-    # are shared by the many accesses to one buffer (the view kept so that its id is not reused).
-    # touched: for a storage that is freed somewhere, {agent: (rec, access)}, each agent's latest
-    # access since the storage's last free (None for the others, which need no such record).
-    entries: dict[int, list] = {}
+    # Hazard bookkeeping: (first, second, kind, rank, buffer) -> its _Found (range, modes, manifest)
+    found: dict[tuple, _Found] = {}
+    # Per storage (rank, buffer): sorted segment starts, its live _Segments (FastTrack's state of
+    # each byte range), and for a storage that some op frees its touched map (see _ViewState).
+    # A live segment never changes its bounds: a split replaces it with new ones and kills it
+    # (lo = None), so a view that remembers a live segment spanning exactly its bytes can use it
+    # without a lookup.
+    stores: dict[tuple[int, str], tuple[list[int], list[_Segment], dict | None]] = {}
+    # id(view) -> its _ViewState: views are shared by the many accesses to one buffer
+    entries: dict[int, _ViewState] = {}
     entries_get = entries.get
 
     def report(first: tuple, fmode: str, op: Op, acc, kind: str, lo: int, hi: int, rank: int,
                buf: str) -> None:
+        """Record the race of ``op``'s access ``acc`` (second) with ``first``'s mark (its
+        (op, agent, epoch)) on bytes [lo, hi) of (rank, buf)."""
         fid = first[0]
         fop = ops[fid]
         if op.kind == "free" or fop.kind == "free":
             kind = USE_AFTER_FREE
         elif kind == WAW:
             raw = found.get((fid, op.id, RAW, rank, buf))
-            if raw is not None and raw[0] <= lo and hi <= raw[1]:
+            if raw is not None and raw.lo <= lo and hi <= raw.hi:
                 return  # an in-place op: its read already reported the race with this write
         facc = _access_of(fop, fmode, rank, buf, lo, hi)
         sid, smode = op.id, acc.mode
@@ -261,38 +267,39 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
         key = (fid, sid, kind, rank, buf)
         h = found.get(key)
         if h is None:
-            found[key] = [lo, hi, fmode, smode, manifest]
+            found[key] = _Found(lo, hi, fmode, smode, manifest)
         else:
-            if lo < h[0]:
-                h[0] = lo
-            if hi > h[1]:
-                h[1] = hi
+            if lo < h.lo:
+                h.lo = lo
+            if hi > h.hi:
+                h.hi = hi
             if manifest:
-                h[4] = True
+                h.manifest = True
 
-    def entry(v) -> list:
+    def entry(v) -> _ViewState:
         sk = (v.rank, v.buffer)
         st = stores.get(sk)
         if st is None:
             st = stores[sk] = ([], [], {} if sk in freed else None)
-        ent = entries[_id(v)] = [_DEAD, v.offset, v.offset + v.nbytes, st[0], st[1], v.rank,
-                                 v.buffer, v, st[2]]
+        starts, segs, touched = st
+        ent = entries[_id(v)] = _ViewState(v, starts, segs, touched)
         return ent
 
     def touch(touched: dict, op: Op, a: int, rec: tuple, acc: Access, C: dict,
-              ent: list) -> None:
+              ent: _ViewState) -> None:
         """Record op's access of a freed-somewhere storage; a free first checks, for every other
         agent, its latest access since the previous free: the use-after-free rule (a free while
         another stream may still use the buffer), which the last-write and reads-since rules alone
         miss once a later write has replaced what that agent touched."""
         if op.kind == "free":
-            lo, hi = ent[1], ent[2]
+            lo, hi = ent.lo, ent.hi
             for b, (r, racc) in touched.items():
-                if b != a and C.get(b, 0) < r[2]:
+                if b != a and C.get(b, 0) < r[_EPOCH]:
                     v = racc.view
                     flo, fhi = max(lo, v.offset), min(hi, v.offset + v.nbytes)
                     if flo < fhi:
-                        report(r, racc.mode, op, acc, USE_AFTER_FREE, flo, fhi, ent[5], ent[6])
+                        report(r, racc.mode, op, acc, USE_AFTER_FREE, flo, fhi, ent.rank,
+                               ent.buffer)
             touched.clear()
         touched[a] = (rec, acc)
 
@@ -340,6 +347,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                     push(oid)
                 elif started[oid]:
                     break
+            # Rule 6 (messages, collectives): an op's end joins the *starts* of its ``joins`` (a
+            # send's read comes before what follows the receive, not before the receive itself).
             if oid < 0:  # the end of an op that joins: it and every joined op must have started
                 oid = ~oid
                 op = ops[oid]
@@ -365,6 +374,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                 ended[oid] = 1
                 continue
 
+            # An op's start: every predecessor (rule 1's previous op of its agent, rule 2's issuer,
+            # its ``after`` edges) must have been processed first, else it is pulled in.
             op = ops[oid]
             p = prev_on[oid]
             r = op.issuer
@@ -385,8 +396,8 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                 ended[oid] = 1  # nothing to compute (see the clock comment above)
                 continue
 
-            C = clocks[a]
-            if r is not None:
+            C = clocks[a]  # rule 1 (program order): the agent's clock already holds its previous op
+            if r is not None:  # rule 2 (enqueue): the host action that issued a stream op
                 S = end_of[r]
                 o = agent_of[r]
                 rop = ops[r]
@@ -408,6 +419,9 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                                 gen[a] += 1
                 else:
                     join(a, C, S, r)
+            # rules 3 (event waits), 4 (host syncs, blocking waits), 5 (NCCL enqueue: the comm
+            # stream waits on the current stream), 7 (handle waits, is_completed() True) and the
+            # free's record_stream waits (Memory): ops that end before this one starts
             for x in op.after:
                 join(a, C, end_copy(x), x)
             e = op.index + 1
@@ -431,79 +445,81 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             # is used inline; else _cover splits and fills segments so that segs[i:j] tile the
             # access's bytes.
             Cg = C.get
-            rec = (oid, a, e)
+            rec = (oid, a, e)  # this op's mark: (op, agent, epoch); w[1] < w[2] below reads a
+            # mark's agent and epoch (literal indices: module constants cost a lookup per access)
             for acc in accs:
                 ent = entries_get(_id(acc.view))
                 if ent is None:
                     ent = entry(acc.view)
-                if ent[8] is not None:
-                    touch(ent[8], op, a, rec, acc, C, ent)
-                s = ent[0]
-                if acc.mode == READ:
-                    if s[0] is not None:
-                        w = s[2]
+                if ent.touched is not None:  # a storage some op frees: the use-after-free rule
+                    touch(ent.touched, op, a, rec, acc, C, ent)
+                s = ent.seg
+                if acc.mode == READ:  # a read is checked against the last write
+                    if s.lo is not None:
+                        w = s.write
                         if w is not None and Cg(w[1], 0) < w[2]:
-                            report(w, WRITE, op, acc, RAW, ent[1], ent[2], ent[5], ent[6])
-                        rd = s[3]
+                            report(w, WRITE, op, acc, RAW, ent.lo, ent.hi, ent.rank, ent.buffer)
+                        rd = s.reads
                         if rd is None:
-                            s[3] = {a: rec}
+                            s.reads = {a: rec}
                         else:
                             rd[a] = rec
                         continue
-                    lo, hi = ent[1], ent[2]
+                    lo, hi = ent.lo, ent.hi
                     if hi <= lo:
                         continue
-                    segs = ent[4]
-                    i, j = _cover(ent[3], segs, lo, hi)
+                    segs = ent.segs
+                    i, j = _cover(ent.starts, segs, lo, hi)
                     if j - i == 1:
-                        ent[0] = segs[i]
+                        ent.seg = segs[i]
                     for k in range(i, j):
                         s = segs[k]
-                        w = s[2]
+                        w = s.write
                         if w is not None and Cg(w[1], 0) < w[2]:
-                            report(w, WRITE, op, acc, RAW, s[0], s[1], ent[5], ent[6])
-                        rd = s[3]
+                            report(w, WRITE, op, acc, RAW, s.lo, s.hi, ent.rank, ent.buffer)
+                        rd = s.reads
                         if rd is None:
-                            s[3] = {a: rec}
+                            s.reads = {a: rec}
                         else:
                             rd[a] = rec
                     continue
-                if s[0] is not None:
-                    w = s[2]
+                # a write is checked against the last write and every read since it
+                if s.lo is not None:
+                    w = s.write
                     if w is not None and Cg(w[1], 0) < w[2]:
-                        report(w, WRITE, op, acc, WAW, ent[1], ent[2], ent[5], ent[6])
-                    rd = s[3]
+                        report(w, WRITE, op, acc, WAW, ent.lo, ent.hi, ent.rank, ent.buffer)
+                    rd = s.reads
                     if rd is not None:
                         for rr in rd.values():
                             if Cg(rr[1], 0) < rr[2]:
-                                report(rr, READ, op, acc, WAR, ent[1], ent[2], ent[5], ent[6])
-                        s[3] = None
-                    s[2] = rec
+                                report(rr, READ, op, acc, WAR, ent.lo, ent.hi, ent.rank,
+                                       ent.buffer)
+                        s.reads = None
+                    s.write = rec
                     continue
-                lo, hi = ent[1], ent[2]
+                lo, hi = ent.lo, ent.hi
                 if hi <= lo:
                     continue
-                starts, segs = ent[3], ent[4]
+                starts, segs = ent.starts, ent.segs
                 i, j = _cover(starts, segs, lo, hi)
                 for k in range(i, j):
                     s = segs[k]
-                    w = s[2]
+                    w = s.write
                     if w is not None and Cg(w[1], 0) < w[2]:
-                        report(w, WRITE, op, acc, WAW, s[0], s[1], ent[5], ent[6])
-                    rd = s[3]
+                        report(w, WRITE, op, acc, WAW, s.lo, s.hi, ent.rank, ent.buffer)
+                    rd = s.reads
                     if rd:
                         for rr in rd.values():
                             if Cg(rr[1], 0) < rr[2]:
-                                report(rr, READ, op, acc, WAR, s[0], s[1], ent[5], ent[6])
-                    s[0] = None  # dead: replaced by the one segment below
-                ent[0] = s = [lo, hi, rec, None]
+                                report(rr, READ, op, acc, WAR, s.lo, s.hi, ent.rank, ent.buffer)
+                    s.lo = None  # dead: replaced by the one segment below
+                ent.seg = s = _Segment(lo, hi, rec, None)
                 segs[i:j] = [s]
                 starts[i:j] = [lo]
 
-    rows = sorted((position[sid], position[fid], kind, rank, buf, lo, hi, fid, sid, fmode, smode,
-                   manifest)
-                  for (fid, sid, kind, rank, buf), (lo, hi, fmode, smode, manifest)
-                  in found.items())
+    rows = sorted((position[sid], position[fid], kind, rank, buf, h.lo, h.hi, fid, sid, h.fmode,
+                   h.smode, h.manifest)
+                  for (fid, sid, kind, rank, buf), h in found.items())
     hazards = [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
                for _, _, kind, rank, buf, lo, hi, fid, sid, fmode, smode, manifest in rows]
     return Analysis(hazards, hb, position)
@@ -529,44 +545,96 @@ def _access_of(op: Op, mode: str, rank: int, buf: str, lo: int, hi: int) -> Acce
     return found
 
 
-_DEAD = [None, None, None, None]  # a view's remembered segment before it has a live one
+_AGENT, _EPOCH = 1, 2  # fields of a mark (op, agent, epoch): who accessed, at which epoch
 
 
-def _cover(starts: list[int], segs: list[list], lo: int, hi: int) -> tuple[int, int]:
+class _Segment:
+    """FastTrack's state of one byte range ``[lo, hi)`` of a storage: the mark (op, agent, epoch)
+    of its last write (None: none yet), and ``reads`` {agent: mark}, each agent's latest read since
+    that write (None: none). ``lo`` None: dead (split or replaced; its bounds never change while
+    it lives, so a view may remember it)."""
+
+    __slots__ = ("lo", "hi", "write", "reads")
+
+    def __init__(self, lo: int | None, hi: int | None, write: tuple | None, reads: dict | None):
+        self.lo = lo
+        self.hi = hi
+        self.write = write
+        self.reads = reads
+
+
+class _ViewState:
+    """What the pass keeps of one view (shared by the many accesses to its bytes): the live
+    segment it remembers when one spans exactly its bytes (``seg``; a dead one until then), its
+    bytes, its storage's segment starts and segments, and ``touched``: for a storage that some op
+    frees, {agent: (mark, access)}, each agent's latest access since the storage's last free (None
+    for the others, which need no such record). The view is kept so that its id is not reused."""
+
+    __slots__ = ("seg", "lo", "hi", "starts", "segs", "rank", "buffer", "view", "touched")
+
+    def __init__(self, v, starts: list[int], segs: list[_Segment], touched: dict | None):
+        self.seg = _DEAD
+        self.lo = v.offset
+        self.hi = v.offset + v.nbytes
+        self.starts = starts
+        self.segs = segs
+        self.rank = v.rank
+        self.buffer = v.buffer
+        self.view = v
+        self.touched = touched
+
+
+class _Found:
+    """A hazard being gathered: the bytes it covers so far, the two modes, and whether any of its
+    instances was manifest."""
+
+    __slots__ = ("lo", "hi", "fmode", "smode", "manifest")
+
+    def __init__(self, lo: int, hi: int, fmode: str, smode: str, manifest: bool):
+        self.lo = lo
+        self.hi = hi
+        self.fmode = fmode
+        self.smode = smode
+        self.manifest = manifest
+
+
+_DEAD = _Segment(None, None, None, None)  # a view's remembered segment before it has a live one
+
+
+def _cover(starts: list[int], segs: list[_Segment], lo: int, hi: int) -> tuple[int, int]:
     """Make segments ``segs[i:j]`` tile ``[lo, hi)`` exactly (splitting and filling gaps); return
     i, j.
 
-    A segment is ``[lo, hi, last_write, reads]``; ``starts[k] == segs[k][0]``, sorted, not
-    overlapping.
-    A split replaces the segment with two new ones (each with its own copy of the reads) and kills
-    it (``lo = None``): a live segment keeps its bounds, which views that remember it rely on.
+    ``starts[k] == segs[k].lo``, sorted, not overlapping. A split replaces the segment with two
+    new ones (each with its own copy of the reads) and kills it (``lo = None``): a live segment
+    keeps its bounds, which views that remember it rely on.
     """
     i = bisect_right(starts, lo) - 1
-    if i >= 0 and segs[i][1] > lo:
+    if i >= 0 and segs[i].hi > lo:
         s = segs[i]
-        if s[0] < lo:  # split off the part before lo
-            segs[i:i + 1] = [[s[0], lo, s[2], dict(s[3]) if s[3] else None],
-                             [lo, s[1], s[2], dict(s[3]) if s[3] else None]]
+        if s.lo < lo:  # split off the part before lo
+            segs[i:i + 1] = [_Segment(s.lo, lo, s.write, dict(s.reads) if s.reads else None),
+                             _Segment(lo, s.hi, s.write, dict(s.reads) if s.reads else None)]
             starts.insert(i + 1, lo)
-            s[0] = None
+            s.lo = None
             i += 1
     else:
         i += 1
     j = i
     pos = lo
     while pos < hi:
-        if j < len(segs) and segs[j][0] == pos:
+        if j < len(segs) and segs[j].lo == pos:
             s = segs[j]
-            if s[1] > hi:  # split off the part after hi
-                segs[j:j + 1] = [[s[0], hi, s[2], dict(s[3]) if s[3] else None],
-                                 [hi, s[1], s[2], dict(s[3]) if s[3] else None]]
+            if s.hi > hi:  # split off the part after hi
+                segs[j:j + 1] = [_Segment(s.lo, hi, s.write, dict(s.reads) if s.reads else None),
+                                 _Segment(hi, s.hi, s.write, dict(s.reads) if s.reads else None)]
                 starts.insert(j + 1, hi)
-                s[0] = None
+                s.lo = None
                 s = segs[j]
-            pos = s[1]
+            pos = s.hi
         else:
-            end = segs[j][0] if j < len(segs) and segs[j][0] < hi else hi
-            segs.insert(j, [pos, end, None, None])
+            end = segs[j].lo if j < len(segs) and segs[j].lo < hi else hi
+            segs.insert(j, _Segment(pos, end, None, None))
             starts.insert(j, pos)
             pos = end
         j += 1

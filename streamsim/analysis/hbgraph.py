@@ -21,31 +21,23 @@ from typing import Any, Iterable
 import networkx as nx
 
 from .findings import Hazard
+from ..kinds import BY_AGENT, EDGE_KINDS, OP_KINDS
 from ..trace import HOST, Trace
 
-COLLECTIVES = frozenset({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
-                         "barrier", "reduce", "gather", "scatter"})
-COMM = COLLECTIVES | {"isend", "irecv", "send", "recv", "send_object", "recv_object", "isend_object",
-                      "irecv_object"}
-EDGE_KINDS = ("program", "enqueue", "event", "message", "handle", "host_sync", "nccl_enqueue",
-              "collective", "query", "record_stream")
+_WAIT_EDGE = {k.name: k.wait_edge for k in OP_KINDS.values() if k.wait_edge != BY_AGENT}
+_JOIN_EDGE = {k.name: k.join_edge for k in OP_KINDS.values()}
 
 
-def _after_kind(target_kind: str, target_on_host: bool) -> str:
-    """The kind of an ``after`` edge, named from the op that waits."""
-    if target_kind == "wait_event":
-        return "event"
-    if target_kind == "wait":
-        return "handle"
-    if target_kind == "query":
-        return "query"
-    if target_kind.startswith("sync_"):
-        return "host_sync"
-    if target_kind in ("free", "record_stream"):
-        return "record_stream"
-    if target_kind in COMM:
-        return "nccl_enqueue"
-    return "host_sync" if target_on_host else "event"
+def after_kind(target_kind: str, target_on_host: bool) -> str:
+    """The kind of an ``after`` edge, named from the op that waits (its ``wait_edge`` in
+    :mod:`streamsim.kinds`; one that depends on where it runs, or a hand-built trace's own kind:
+    a host sync on a host thread, an event wait on a stream)."""
+    return _WAIT_EDGE.get(target_kind) or ("host_sync" if target_on_host else "event")
+
+
+def join_kind(target_kind: str) -> str:
+    """The kind of a ``joins`` edge into an op of ``target_kind``: ``collective`` or ``message``."""
+    return _JOIN_EDGE.get(target_kind) or "message"
 
 
 def full_graph(trace: Trace) -> nx.DiGraph:
@@ -71,9 +63,9 @@ def full_graph(trace: Trace) -> nx.DiGraph:
             add(op.issuer, op.id, "enqueue")
         on_host = op.agent.kind == HOST
         for r in op.after:
-            add(r, op.id, _after_kind(op.kind, on_host))
+            add(r, op.id, after_kind(op.kind, on_host))
         for r in op.joins:
-            add(r, op.id, "collective" if op.kind in COLLECTIVES else "message", join=True)
+            add(r, op.id, join_kind(op.kind), join=True)
     return g
 
 

@@ -124,7 +124,7 @@ def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int |
     whose = {0: "this step's ", 1: "the previous step's "}.get(step_gap, "") if step_gap is not None \
         else ""
     if fix.kind == "wait_handle":
-        how = ("" if fix.wait_stream is not None or a.agent.name.startswith("gloo:")
+        how = ("" if fix.wait_stream is not None or a.agent.is_gloo
                else " (a blocking wait: the host itself must not go on)")
         return (f"before {_quote(second)}, wait{how} the handle returned by {whose}"
                 f"{_quote(first)}")

@@ -30,9 +30,13 @@ LOCAL_SEQ = 20_000  # sequence slots kept on each side of the finding in a local
 MAX_NODES = 60  # nodes drawn in a picture
 
 
-def issue_order(trace: Trace, hazard: Hazard) -> tuple[Op, Op]:
-    """The hazard's two ops in the order the missing edge runs: ``first`` is the op issued first."""
+def hazard_ops(trace: Trace, hazard: Hazard) -> tuple[Op, Op]:
+    """The hazard's two ops, ``first`` then ``second``: already in issue order (the order the
+    missing edge runs), so this looks them up and orders nothing."""
     return trace.op(hazard.first), trace.op(hazard.second)
+
+
+issue_order = hazard_ops  # its first name (public, kept), which said it ordered them
 
 
 def hb_graph(trace: Trace, around: Iterable[int] = ()) -> nx.DiGraph:
@@ -62,7 +66,7 @@ def hazard_graph(trace: Trace, hazard: Hazard, graph: nx.DiGraph | None = None,
     Ancestors are kept up to ``depth`` edges back, the first op's descendants up to
     ``after_depth`` edges: enough to show where its paths go without the far future of the run."""
     g = hb_graph(trace, (hazard.first, hazard.second)) if graph is None else graph
-    x, y = issue_order(trace, hazard)
+    x, y = hazard_ops(trace, hazard)
     if (x.id, y.id) != (hazard.first, hazard.second):
         hazard = replace(hazard, first=x.id, second=y.id, first_mode=hazard.second_mode,
                          second_mode=hazard.first_mode)

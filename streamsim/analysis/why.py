@@ -23,26 +23,12 @@ import heapq
 from dataclasses import dataclass
 
 from .findings import USE_AFTER_FREE, Hazard
-from .hbgraph import COLLECTIVES, _after_kind
-from .slices import issue_order
+from .hbgraph import after_kind, join_kind
+from .slices import hazard_ops
+from ..kinds import EDGE_TEXT  # an edge kind -> its words (used by the reports, re-exported)
 from ..trace import HOST, Agent, Trace
 
 HORIZON = 50_000  # sequence slots a search looks beyond the hazard's ops
-
-EDGE_TEXT = {
-    "program": "program order",
-    "enqueue": "enqueue: the host issued it",
-    "event": "event wait",
-    "message": "message: send → matching receive",
-    "handle": "handle wait",
-    "host_sync": "host sync",
-    "nccl_enqueue": "NCCL enqueue: the comm stream waits on the current stream",
-    "collective": "collective",
-    "query": "is_completed() observed True",
-    "record_stream": "record_stream",
-    "waits_for": "waits for",
-    "missing": "missing",
-}
 
 
 @dataclass(frozen=True)
@@ -76,11 +62,11 @@ class HBIndex:
         for op in trace.ops:
             if op.issuer is not None:
                 self._add(op.issuer, op.id, "enqueue", False)
-            kind = _after_kind(op.kind, op.agent.kind == HOST)
+            kind = after_kind(op.kind, op.agent.kind == HOST)
             for r in op.after:
                 self._add(r, op.id, kind, False)
             for r in op.joins:
-                self._add(r, op.id, "collective" if op.kind in COLLECTIVES else "message", True)
+                self._add(r, op.id, join_kind(op.kind), True)
 
     def _add(self, u: int, v: int, kind: str, join: bool) -> None:
         self.into[v].append((u, kind, join))
@@ -244,7 +230,7 @@ def explain(trace: Trace, hazard: Hazard, index: HBIndex | None = None,
             horizon: int = HORIZON) -> Why:
     """Explain ``hazard`` (see module); ``index`` is the trace's :class:`HBIndex` when built."""
     idx = HBIndex(trace) if index is None else index
-    x, y = issue_order(trace, hazard)
+    x, y = hazard_ops(trace, hazard)
     lo = min(x.start_seq, y.start_seq) - horizon
     hi = max(x.end_seq, y.end_seq) + horizon
     xmode = hazard.first_mode if x.id == hazard.first else hazard.second_mode

@@ -25,10 +25,12 @@ def _help(p: argparse.ArgumentParser, option: str, text: str) -> None:
             action.help = text
 
 
-def add_parsers(sub, add_run_options, add_sim_options, summary) -> None:
+def add_parsers(sub, add_run_options, add_sim_options, summary, exit_codes: str,
+                metrics_help: str) -> None:
     """Register this module's subcommands on the ``streamsim`` parser (``summary(name)``: the
-    command's one-line help)."""
-    from .main import EXIT_CODES, METRICS_HELP
+    command's one-line help; ``exit_codes`` and ``metrics_help``: the epilog texts every command
+    of ``streamsim.cli.main`` shares, handed down so that this module does not import it back)."""
+    EXIT_CODES, METRICS_HELP = exit_codes, metrics_help
     p = sub.add_parser("explore", help=summary("explore"), epilog=EXIT_CODES,
                        description="Run a model N times with per-run seeds S*1000003+i; for each "
                        "hazard pattern print in how many runs it manifested, the first seed, and "

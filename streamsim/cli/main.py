@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Sequence
 
+from ..kinds import RANDOM, STRATEGIES
 from ..sim.errors import InternalError, ModelError
 from ..sim.model import is_model_path
 
@@ -130,7 +131,7 @@ def _add_sim_options(p: argparse.ArgumentParser, *, strategy: str = "model") -> 
     if strategy == "none":
         return
     only = " (model input only: an op log refuses it)" if strategy == "either" else ""
-    p.add_argument("--strategy", choices=("random", "pct"), default="random",
+    p.add_argument("--strategy", choices=STRATEGIES, default=RANDOM,
                    help="schedule perturbation: random = jitter only; pct = PCT delays at "
                    f"depth-1 seeded change points (default random){only}")
     p.add_argument("--depth", type=int, default=2,
@@ -233,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--window", type=int, default=None, metavar="STEPS",
                        help="keep only the steps within STEPS of the featured hazard")
     from . import explore_commands as explore_cli
-    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help)
+    explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help, EXIT_CODES,
+                            METRICS_HELP)
     return parser
 
 

@@ -11,11 +11,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from ..kinds import PCT, RANDOM, STRATEGIES  # (STRATEGIES re-exported: hunt reads it here)
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-
-STRATEGIES = ("random", "pct")
 
 
 @dataclass(frozen=True)
@@ -111,16 +110,16 @@ def make_perturb(strategy: str, depth: int, seed: int | None, estimate: OpsEstim
                  jitter: float = 0.0) -> Callable | None:
     """The engine perturbation of one run: ``None`` for ``random`` (jitter only), PCT delays for
     ``pct`` (``estimate`` from :func:`estimate_ops`)."""
-    if strategy == "random":
+    if strategy == RANDOM:
         return None
-    if strategy == "pct":
+    if strategy == PCT:
         if estimate is None:
             raise ValueError("the pct strategy needs an OpsEstimate")
         return PCTPerturb(depth, seed, estimate, jitter)
     raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
 
 
-def perturb_for(model: Model | str, variant: str | None, params, *, strategy: str = "random",
+def perturb_for(model: Model | str, variant: str | None, params, *, strategy: str = RANDOM,
                 depth: int = 2, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS,
                 max_time: float = DEFAULT_MAX_TIME) -> Callable | None:
@@ -128,7 +127,7 @@ def perturb_for(model: Model | str, variant: str | None, params, *, strategy: st
     replays of explored runs are exact)."""
     if strategy not in STRATEGIES:
         raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    if strategy == "random":
+    if strategy == RANDOM:
         return None
     if depth < 1:
         raise ModelError(f"--depth must be >= 1, got {depth}")

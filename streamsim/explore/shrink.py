@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..sim.errors import ModelError
+from ..kinds import COLLECTIVE_KINDS, kinds_where
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
 
@@ -123,8 +124,7 @@ class _Candidates:
 def _units(oplog) -> list[tuple[int, ...]]:
     """The op lines in units that go or stay together: a send with its matching receive, the k-th
     collective of a group on every rank; every other line alone. In file order of first lines."""
-    from ..sim.comm import COLLECTIVE_KINDS
-    sends, recvs = ("isend", "isend_object", "send_object"), ("irecv", "recv_object")
+    sends, recvs = kinds_where(direction="send"), kinds_where(direction="recv")
     unit_of: dict[tuple, list[int]] = {}
     count: dict[tuple, int] = {}
     units: list[list[int]] = []

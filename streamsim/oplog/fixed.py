@@ -75,7 +75,7 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
                 d = {"op": "wait", **at}
                 if fix.wait_stream is not None:
                     d["stream"] = fix.wait_stream.name
-                elif not x.agent.name.startswith("gloo:"):
+                elif not x.agent.is_gloo:
                     d["blocking"] = True
                 d["handle"] = handle
                 before.setdefault(b.line, []).extend([head, _dump(d)])

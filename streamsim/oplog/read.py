@@ -22,7 +22,8 @@ from typing import Any
 from ..sim.errors import ModelError
 from ..gcpause import gc_paused
 from ..sim.memory import Ref
-from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
+from ..kinds import COLLECTIVE_KINDS
+from ..sim.comm import P2P_STREAMS
 from ..trace import View
 from .batches import BatchRule
 from .schema import (COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS,

@@ -21,7 +21,8 @@ from typing import Callable, Sequence
 
 from ..gcpause import gc_paused
 from ..sim.api import Event, Host, P2POp, Simulation, Work
-from ..sim.comm import COLLECTIVE_KINDS, batch_issue_order
+from ..kinds import COLLECTIVE_KINDS
+from ..sim.comm import batch_issue_order
 from ..sim.errors import InternalError, ModelError
 from ..sim.records import HostState, Rec
 from ..sim.memory import Buffer
@@ -77,6 +78,15 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start
 _TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",
                                   "sync_event"})
+# op kind (every one of streamsim.kinds.OP_KINDS) -> the _Replay method that issues its line
+HANDLERS: dict[str, str] = {
+    "launch": "launch", "host": "host_work", "record": "record", "wait_event": "wait_event",
+    "sync_event": "sync_event", "sync_stream": "sync_stream", "sync_device": "sync_device",
+    "isend": "p2p", "irecv": "p2p", **{k: "collective" for k in sorted(COLLECTIVE_KINDS)},
+    "send_object": "send_object", "recv_object": "recv_object", "isend_object": "isend_object",
+    "wait": "wait", "query": "query", "alloc": "alloc", "free": "free",
+    "record_stream": "record_stream",
+}
 
 
 class _Replay:
@@ -102,16 +112,7 @@ class _Replay:
         e.tag_rec = self.tag
         e.location_of = self.location
         self.run: dict[str, Callable[[Host, Line], None]] = {
-            "launch": self.launch, "host": self.host_work, "record": self.record,
-            "wait_event": self.wait_event, "sync_event": self.sync_event,
-            "sync_stream": lambda h, ln: h.sync_stream(ln.stream),
-            "sync_device": lambda h, ln: h.synchronize(),
-            "isend": self.p2p, "irecv": self.p2p,
-            **{k: self.collective for k in COLLECTIVE_KINDS},
-            "send_object": self.send_object, "recv_object": self.recv_object,
-            "isend_object": self.isend_object, "wait": self.wait, "query": self.query,
-            "alloc": self.alloc, "free": self.free, "record_stream": self.record_stream,
-        }
+            kind: getattr(self, method) for kind, method in HANDLERS.items()}
 
     # -- engine hooks ------------------------------------------------------------------------------
     def tag(self, rec: Rec) -> None:
@@ -247,6 +248,12 @@ class _Replay:
 
     def wait_event(self, host: Host, ln: Line) -> None:
         host.wait_event(self.event(host, ln.event), ln.stream)
+
+    def sync_stream(self, host: Host, ln: Line) -> None:
+        host.sync_stream(ln.stream)
+
+    def sync_device(self, host: Host, ln: Line) -> None:
+        host.synchronize()
 
     def sync_event(self, host: Host, ln: Line) -> None:
         host.sync_event(self.event(host, ln.event))

@@ -25,48 +25,24 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
+from ..kinds import COMMON_FIELDS, GLOO_KINDS, HANDLE_KINDS, NCCL_KINDS, OP_KINDS
+from ..sim.comm import P2P_STREAMS
 from ..sim.memory import Ref
 
-COMMON = ("op", "rank", "host", "stream", "name", "dur", "step")
-# op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
-FIELDS: dict[str, tuple[str, ...]] = {
-    "launch": ("reads", "writes"),
-    "host": ("reads", "writes"),
-    "record": ("event",),
-    "wait_event": ("event",),
-    "sync_event": ("event",),
-    "sync_stream": (),
-    "sync_device": (),
-    "isend": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch"),
-    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch"),
-    **{k: ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
-       for k in sorted(COLLECTIVE_KINDS)},
-    "send_object": ("peer", "group", "nbytes"),
-    "recv_object": ("peer", "group", "nbytes"),
-    "isend_object": ("peer", "group", "handle", "nbytes"),
-    "wait": ("handle", "blocking"),
-    "query": ("handle",),
-    "alloc": ("buffer", "nbytes"),
-    "free": ("buffer",),
-    "record_stream": ("buffer",),
-}
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "record": ("event",), "wait_event": ("event",), "sync_event": ("event",),
-    "isend": ("tensors", "peer"), "irecv": ("tensors", "peer"),
-    "send_object": ("peer",), "recv_object": ("peer",), "isend_object": ("peer",),
-    "wait": ("handle",), "query": ("handle",),
-    "alloc": ("buffer",), "free": ("buffer",), "record_stream": ("buffer",),
-}
+COMMON = COMMON_FIELDS
+# op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present: both from
+# the vocabulary (streamsim.kinds), in its order (the "unknown op" message lists FIELDS).
+FIELDS: dict[str, tuple[str, ...]] = {k.name: k.fields for k in OP_KINDS.values()}
+REQUIRED: dict[str, tuple[str, ...]] = {k.name: k.required for k in OP_KINDS.values() if k.required}
 # Declarations (op log v2): lines that describe the cost model, not ops. Each field is optional.
 DECLARATIONS: dict[str, tuple[str, ...]] = {
     "group": ("op", "group", "backend", "ranks", "latency", "bandwidth", "eager_bytes",
               "blocking_wait", "p2p_streams"),
     "config": ("op", "launch_overhead"),
 }
-NCCL_OPS = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS
-GLOO_OPS = frozenset({"send_object", "recv_object", "isend_object"})
-HANDLE_OPS = NCCL_OPS | {"isend_object"}
+NCCL_OPS = NCCL_KINDS
+GLOO_OPS = GLOO_KINDS
+HANDLE_OPS = HANDLE_KINDS
 DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
 DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
 MAX_RANK = 2**31 - 1  # ranks and peers (torch.distributed ranks are C ints)

@@ -34,16 +34,12 @@ import math
 import os
 from typing import Any, TextIO
 
-from ..sim.comm import COLLECTIVE_KINDS
 from ..gcpause import gc_paused
+from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
 from ..trace import HOST, READ, Access, Op, Trace, View, issue_keys, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
-_COMM = frozenset({"isend", "irecv", "isend_object", "send_object", "recv_object"}) | COLLECTIVE_KINDS
-_STREAM_OPS = frozenset({"launch", "record", "wait_event", "free", "isend", "irecv",
-                         "isend_object"}) | COLLECTIVE_KINDS  # a host action enqueues them
-_ON_ITS_STREAM = frozenset({"launch", "record", "wait_event"})  # line's stream = op's
-_ON_CURRENT_STREAM = frozenset({"isend", "irecv"}) | COLLECTIVE_KINDS  # line's stream = current
+_LINE_STREAM = {k.name: k.line_stream for k in OP_KINDS.values()}  # what a line's stream names
 
 
 def dump_oplog(trace: Trace, out: str | os.PathLike | TextIO) -> int:
@@ -140,20 +136,21 @@ class _Writer:
         s = self.enqueued.get(h.id)
         kind = s.kind if s is not None else h.kind
         op = s or h  # the op that carries the details
-        if s is None and (kind in _STREAM_OPS or kind == "wait" and "handle" not in h.attrs):
+        if s is None and (kind in ENQUEUED_KINDS or kind == "wait" and "handle" not in h.attrs):
             return f"{kind} {h.name!r} issued here never reached its stream (the run stalled)"
         d: dict[str, Any] = {"op": kind}
         if h.agent.rank:
             d["rank"] = h.agent.rank
         if h.agent.name != "main":
             d["host"] = h.agent.name
-        if kind in _ON_ITS_STREAM or kind == "wait" and s is not None:
+        on = _LINE_STREAM.get(kind)
+        if on == "own" and s is not None:  # (a wait on the host: no stream op, no stream)
             d["stream"] = s.agent.name
-        elif kind in _ON_CURRENT_STREAM:
+        elif on == "current":
             d["stream"] = s.attrs.get("current_stream", "compute")
-        elif kind == "sync_stream":
+        elif on == "synced":
             d["stream"] = self.synced_stream(h)
-        elif kind in ("record_stream", "alloc"):
+        elif on == "named":
             d["stream"] = h.attrs.get("stream", "compute")
         d["name"] = h.name
         if h.step is not None:
@@ -170,7 +167,7 @@ class _Writer:
             d["event"] = op.attrs["event"]
             if kind != "record" and not waited_on(op):
                 d["_unrecorded"] = True  # the model's Event was never recorded (name_events)
-        elif kind in _COMM:
+        elif kind in COMM_KINDS:
             self.comm(kind, op, d)
         elif kind in ("wait", "query"):
             return self.waiting(kind, h, s, d)

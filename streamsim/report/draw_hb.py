@@ -265,8 +265,7 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
         a = lanes[x]
         red = g.nodes[x].get("role", "context") in ("first", "second", "blocked")
         fill = _RED_FILL if red else \
-            _FILL["host" if a.kind == HOST else "comm" if a.name.startswith(("nccl:", "gloo:"))
-                  else "stream"]
+            _FILL["host" if a.kind == HOST else "comm" if a.is_comm else "stream"]
         box = FancyBboxPatch((cx - bw / 2, cy - bh / 2), bw, bh,
                              boxstyle="round,pad=0.0,rounding_size=0.08", fc=fill,
                              ec="#d00000" if red else "#707070", lw=2.2 if red else 0.8, zorder=3)

@@ -11,5 +11,4 @@ def agent_label(agent: Agent) -> str:
 
 def lane_key(agent: Agent) -> tuple:
     """Lane order: by rank, then host threads, compute streams, comm streams, then by name."""
-    comm = agent.name.startswith(("nccl:", "gloo:"))
-    return (agent.rank, 0 if agent.kind == HOST else 2 if comm else 1, agent.name)
+    return (agent.rank, 0 if agent.kind == HOST else 2 if agent.is_comm else 1, agent.name)

@@ -26,7 +26,7 @@ from .html import page_title, to_html
 from .markdown import to_markdown
 from .perfetto import dumps_chrome_trace
 from .report import Report, dumps_json
-from ..analysis.slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, issue_order, keep_steps,
+from ..analysis.slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, hazard_ops, keep_steps,
                      step_range)
 from .timeline import draw_timeline
 
@@ -58,7 +58,7 @@ def hb_picture(report: Report) -> HBPicture | None:
     t, f = report.trace, report.findings
     if f.hazards:
         h = f.featured
-        x, y = issue_order(t, h)
+        x, y = hazard_ops(t, h)
         g = hazard_graph(t, h)
         mode = {h.first: h.first_mode, h.second: h.second_mode}
         step = lambda op: f" ({op.when()})" if op.when() else ""  # noqa: E731

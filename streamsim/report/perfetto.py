@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from ..analysis.findings import Findings
-from ..analysis.hbgraph import COLLECTIVES
+from ..analysis.hbgraph import join_kind
 from .lanes import lane_key
 from ..trace import HOST, Agent, Trace
 from ..analysis.why import access_window
@@ -98,8 +98,7 @@ def chrome_trace(trace: Trace, findings: Findings | None = None,
     flow = 0
     for op in trace.ops:
         # (joins: the source's start orders the target's end; after: its end, the target's start)
-        edges = [(j, "collective" if op.kind in COLLECTIVES else "message", False)
-                 for j in op.joins]
+        edges = [(j, join_kind(op.kind), False) for j in op.joins]
         edges += [(a, f"after:{op.kind}", True) for a in op.after]
         for src_id, cat, after in edges:
             src = trace.op(src_id)

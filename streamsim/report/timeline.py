@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from .figures import new_figure
 from .lanes import agent_label, lane_key
 from ..analysis.findings import Hazard
-from ..analysis.hbgraph import COLLECTIVES, COMM
+from ..kinds import BY_AGENT, CATEGORIES, OP_KINDS
 from ..analysis.slices import step_range
 from ..trace import HOST, Op, Trace
 from ..analysis.why import access_window, free_verdict
@@ -36,35 +36,15 @@ def time_unit(span_us: float) -> tuple[str, float]:
         return "ms", 1e3
     return "µs", 1.0
 
-# category -> (colour, legend text)
-CATEGORY: dict[str, tuple[str, str]] = {
-    "compute": ("#4c8fd6", "kernel (forward, copy, …)"),
-    "p2p": ("#9b59b6", "send / recv"),
-    "collective": ("#d35fa0", "collective"),
-    "wait": ("#f0b429", "wait / sync / query"),
-    "host": ("#9e9e9e", "host action"),
-    "memory": ("#6b8e23", "alloc / free / record_stream"),
-    "event": ("#6fc2b4", "event record"),
-}
-_WAITS = {"wait", "wait_event", "query", "sync_event", "sync_stream", "sync_device"}
+CATEGORY = CATEGORIES  # category -> (colour, legend text), from streamsim.kinds
+_CATEGORY_OF = {k.name: k.category for k in OP_KINDS.values() if k.category != BY_AGENT}
 
 
 def category(op: Op) -> str:
-    """The colour category of ``op`` (see :data:`CATEGORY`)."""
-    k = op.kind
-    if k in COLLECTIVES:
-        return "collective"
-    if k in COMM:
-        return "p2p"
-    if k in _WAITS:
-        return "wait"
-    if k in ("free", "alloc", "record_stream"):
-        return "memory"
-    if k == "record":
-        return "event"
-    if op.agent.kind == HOST:
-        return "host"
-    return "compute"
+    """The colour category of ``op`` (see :data:`CATEGORY`): its kind's ``category`` in
+    :mod:`streamsim.kinds`; for a kind drawn by where it runs (a kernel, host work) and a
+    hand-built trace's own kind: ``host`` on a host thread, ``compute`` on a stream."""
+    return _CATEGORY_OF.get(op.kind) or ("host" if op.agent.kind == HOST else "compute")
 
 
 @dataclass(frozen=True)

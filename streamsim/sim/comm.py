@@ -12,16 +12,14 @@ from dataclasses import dataclass
 
 import simpy
 
+from ..kinds import COLLECTIVE_KINDS, COMM_PREFIXES, kinds_where
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
 from .records import Rec, StreamState
 
-COMM_PREFIXES = ("nccl:", "gloo:")  # a stream named so is a process group's comm stream
-P2P_SENDS = frozenset({"isend", "isend_object"})
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
-P2P_KINDS = P2P_SENDS | {"irecv"}
-COLLECTIVE_KINDS = frozenset({"all_reduce", "all_gather", "broadcast", "reduce_scatter",
-                              "all_to_all"})
+P2P_KINDS = kinds_where(comm="p2p")  # run by the comm stream's p2p rules (matching, rendezvous)
+P2P_SENDS = kinds_where(comm="p2p", direction="send")
 # collectives whose bytes on the wire default to their inputs' size (the others: their outputs')
 SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
 

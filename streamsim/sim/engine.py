@@ -24,7 +24,7 @@ from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
 from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, CommMixin, GroupConfig,
                    P2PMatch)
 from .errors import BoundExceeded, ModelError
-from .finish import build_trace
+from .finish import build_trace, caught_by_stall
 from .locations import location_finder
 from .records import HostState, Rec, StreamState
 
@@ -508,7 +508,14 @@ class Engine(CommMixin):
         now = max([self.env.now] + [h.clock for h in self.hosts.values()])
         stall = Stall(now, tuple(sorted(blocked, key=lambda b: b.agent))) if blocked else None
         meta = {**(meta or {}), "cost_model": self.cost_model()}
-        return build_trace(self, stall, source, meta)
+        caught, waiting = caught_by_stall(self.recs, stall)
+        for r in caught:  # ops caught mid-way by a stall end where the simulation stopped
+            r.attrs["unfinished"] = True
+            self.mark_end(r, stall.time)
+        self.unmatched_notes()
+        return build_trace(self.recs, stall, waiting, seq=self.seq, lent=self.lent,
+                           seq_holes=self.seq_holes, notes=self.notes,
+                           agents=set(self.hosts) | set(self.streams), source=source, meta=meta)
 
     def cost_model(self) -> dict:
         """What the run's timing read besides each op's own duration (op log v2's declarations,

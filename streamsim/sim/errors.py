@@ -1,14 +1,18 @@
-"""The errors of a simulation: a mistake in a model or op log, a run past its bounds (both one
-line and exit code 2 on the command line), and a bug of streamsim's own (exit code 3).
+"""The errors of a simulation: bad input (a model, an op log, a flag), a run past its bounds (both
+one line and exit code 2 on the command line), and a bug of streamsim's own (exit code 3).
 """
 from __future__ import annotations
 
 
-class ModelError(Exception):
-    """A mistake in a model or op log: reported as one line, exit code 2."""
+class InputError(Exception):
+    """Bad input of any kind (a model, an op log, a command-line flag, an argument of the API):
+    reported as one line, exit code 2."""
 
 
-class BoundExceeded(ModelError):
+ModelError = InputError  # the name it had when models were the only input (kept: one class)
+
+
+class BoundExceeded(InputError):
     """The simulation passed its op-count or simulated-time bound (a runaway model)."""
 
 

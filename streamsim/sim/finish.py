@@ -13,26 +13,29 @@ from dataclasses import replace
 from itertools import accumulate
 from operator import attrgetter
 
-from typing import TYPE_CHECKING
+from typing import Iterable
 
 from ..trace import Note, Op, Stall, Trace
 from .records import Rec
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
 _op_end = attrgetter("end")
 
 
-def build_trace(engine: "Engine", stall: Stall | None, source: str, meta: dict | None) -> Trace:
-    """The trace of ``engine``'s finished (or stalled: ``stall``) run."""
-    recs = engine.recs
+def caught_by_stall(recs: list[Rec],
+                    stall: Stall | None) -> tuple[list[Rec], dict[int, list[Rec]]]:
+    """The ops a stall caught mid-way (started, never ended), which the engine then ends where
+    the simulation stopped, and what each still waited for (taken before they are ended)."""
     caught = [r for r in recs if r.start_seq >= 0 and r.end_seq < 0] if stall else []
-    waiting = {r.id: _unsatisfied(r) for r in caught}  # (before any of them is marked ended)
-    for r in caught:  # ops caught mid-way by a stall end where the simulation stopped
-        r.attrs["unfinished"] = True
-        engine.mark_end(r, stall.time)
-    engine.unmatched_notes()
+    return caught, {r.id: _unsatisfied(r) for r in caught}
+
+
+def build_trace(recs: list[Rec], stall: Stall | None, waiting: dict[int, list[Rec]], *, seq: int,
+                lent: dict[int, int], seq_holes: bool, notes: list[Note], agents: Iterable,
+                source: str, meta: dict | None) -> Trace:
+    """The trace of a finished (or stalled: ``stall``) run, from the engine's records ``recs``
+    (every op, by id), ``waiting`` (:func:`caught_by_stall`), the engine's sequence counter
+    ``seq``, the starts blocking ops lent back (``lent``, see ``Engine.wait_recs``), whether
+    sequence slots were left unused (``seq_holes``), its ``notes`` and its ``agents``."""
     started = [r for r in recs if r.start_seq >= 0] if stall else recs  # (a stream stops with
     # queued ops only when blocked: without a stall every op has run)
     # ops that never started hold no sequence slot and are left out: the rest are renumbered
@@ -42,19 +45,18 @@ def build_trace(engine: "Engine", stall: Stall | None, source: str, meta: dict |
     if new_id is not None:
         _hand_waits_to_issuers(recs, new_id)
         _renumber_queried(started, new_id)
-    bound = engine.seq
-    if engine.lent:  # (only in a stall: a host still waits inside wait_recs)
-        _reinsert_lent(started, engine.lent)
-        bound += len(engine.lent)
-    if engine.seq_holes:
+    bound = seq
+    if lent:  # (only in a stall: a host still waits inside wait_recs)
+        _reinsert_lent(started, lent)
+        bound += len(lent)
+    if seq_holes:
         _dense_seqs(started, bound)
     ops = _freeze(started) if new_id is None else _freeze_dense(started, new_id)
-    notes = engine.notes
     if new_id is not None:
         notes = [_renumber_note(n, recs, new_id) for n in notes]
         if stall is not None:
             stall = _renumber_stall(stall, new_id)
-    agents = sorted(set(engine.hosts) | set(engine.streams))
+    agents = sorted(agents)
     end_time = max(map(_op_end, ops), default=0.0)
     return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(notes),
                  end_time=end_time, source=source, meta=dict(meta or {}))

@@ -6,15 +6,24 @@ that is running (objects may be shared between threads), which issues the op.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Protocol, Sequence
 
 from .comm import GroupConfig
 from .errors import ModelError
 from .memory import Tensor
 from .records import Rec
 
-if TYPE_CHECKING:
-    from .host import Host
+
+class HostThread(Protocol):
+    """What a handle needs of the host thread it belongs to (a :class:`streamsim.sim.host.Host`,
+    which imports this module): its rank, new events, and the host a call is made on (the thread
+    that is running), whose method then issues the op."""
+
+    rank: int
+
+    def _caller(self) -> Any: ...
+
+    def event(self, name: str | None = None) -> Any: ...
 
 
 class Stream:
@@ -31,7 +40,7 @@ class Stream:
 
     __slots__ = ("_host", "name")
 
-    def __init__(self, host: "Host", name: str):
+    def __init__(self, host: HostThread, name: str):
         self._host, self.name = host, name
 
     def wait_event(self, event: "Event") -> None:
@@ -62,7 +71,7 @@ class Event:
 
     __slots__ = ("_host", "name", "_recorded")
 
-    def __init__(self, host: "Host", name: str):
+    def __init__(self, host: HostThread, name: str):
         self._host, self.name = host, name
         self._recorded: Rec | None = None
 
@@ -92,7 +101,7 @@ class Work:
 
     __slots__ = ("_host", "_rec", "_recs", "_cfg", "name", "waited")
 
-    def __init__(self, host: "Host", rec: Rec, cfg: GroupConfig, name: str,
+    def __init__(self, host: HostThread, rec: Rec, cfg: GroupConfig, name: str,
                  recs: tuple[Rec, ...] | None = None):
         self._host, self._rec, self._cfg, self.name = host, rec, cfg, name
         self._recs = recs or (rec,)
@@ -136,7 +145,7 @@ class Group:
 
     __slots__ = ("_host", "cfg")
 
-    def __init__(self, host: "Host", cfg: GroupConfig):
+    def __init__(self, host: HostThread, cfg: GroupConfig):
         self._host, self.cfg = host, cfg
 
     @property

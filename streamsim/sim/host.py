@@ -218,7 +218,7 @@ class Host:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "sync_device", "cuda.synchronize()")
         lasts = [s.last for a, s in sorted(e.streams.items())  # gloo work is not a CUDA stream
-                 if a.rank == self.rank and s.last and not a.name.startswith("gloo:")]
+                 if a.rank == self.rank and s.last and not a.is_gloo]
         e.wait_recs(h, rec, lasts, "cuda.synchronize() waits for every stream")
         e.end_blocking(h, rec)
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class Issuing(Protocol):
+    """What :func:`location_finder` reads of the engine: the kind of op being issued."""
+
+    location_kind: str
 
 # the streamsim package: frames in any of its modules are the library's, not the model's
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -25,7 +28,7 @@ def model_location() -> str:
     return f"{_display_path(f.f_code.co_filename)}:{f.f_lineno}"
 
 
-def location_finder(engine: "Engine") -> Callable[[], str]:
+def location_finder(engine: Issuing) -> Callable[[], str]:
     """:func:`model_location`, cached: one per engine (so a later run in another working directory
     computes its own paths). Per code object it keeps the display path (relpath is slow) and the
     ``file:line`` string of each instruction offset (``f_lineno`` scans the line table), so ops

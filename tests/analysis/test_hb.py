@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from streamsim.analysis.findings import (RAW, USE_AFTER_FREE, WAR, WAW, Deadlock, Findings, Hazard,
                                 to_json_dict)
 from streamsim.analysis.fixes import propose_fix
-from streamsim.analysis.hb import analyse, analyse_hazards
+from streamsim.analysis.hb import analyse_hazards, hb_pass
 from streamsim.analysis.hbgraph import full_graph, happens_before, hazard_slice, ordered, split_graph, to_dot
 from streamsim.analysis.liveness import deadlock_from_stall, warnings
 from streamsim.trace import (HOST, READ, STREAM, WRITE, Access, Agent, Blocked, Note, Op, Stall,
@@ -48,7 +48,7 @@ def pairs(hazards: list[Hazard]) -> set[tuple[int, int, str]]:
 def test_program_order_on_one_stream_orders():
     t = trace_from_ops([op(A, "launch", "k1", wr("x")), op(A, "launch", "k2", rd("x")),
                         op(A, "launch", "k3", wr("x"))])
-    an = analyse(t, keep_clocks=True)
+    an = hb_pass(t, keep_clocks=True)
     assert an.hazards == []
     assert an.hb.ordered(0, 1) and an.hb.ordered(0, 2) and not an.hb.ordered(2, 0)
     assert not an.hb.ordered(1, 1)
@@ -69,7 +69,7 @@ def test_event_record_and_wait_orders():
         op(B, "wait_event", "wait e", after=(1,)),
         op(B, "launch", "cons", rd("x")),
     ])
-    an = analyse(t, keep_clocks=True)
+    an = hb_pass(t, keep_clocks=True)
     assert an.hazards == []
     assert an.hb.ordered(0, 2) and an.hb.ordered(0, 3) and an.hb.ordered(2, 3)
     assert not an.hb.ordered(3, 0)
@@ -130,7 +130,7 @@ def message_trace() -> Trace:
 
 
 def test_message_orders_sender_before_receivers_successors_not_the_receive():
-    an = analyse(message_trace(), keep_clocks=True)
+    an = hb_pass(message_trace(), keep_clocks=True)
     assert an.hazards == []
     assert not an.hb.ordered(0, 1)  # the receive itself is not after the send
     assert an.hb.ordered(0, 2) and an.hb.ordered(0, 3)
@@ -151,7 +151,7 @@ def test_join_clock_of_an_op_still_running():
         mk(3, R1C, 1, "launch", 6, 7, accesses=(rd("y", rank=1),)),
     )
     t = Trace(ops=ops, agents=(R0N, R1C, R1N))
-    an = analyse(t, keep_clocks=True)
+    an = hb_pass(t, keep_clocks=True)
     assert an.hazards == [] and an.hb.ordered(0, 2) and not an.hb.ordered(0, 1)
     assert an.hb.clock(2) == {R1N: 1, R0N: 1, R1C: 1}
 
@@ -551,7 +551,7 @@ def test_vector_clocks_agree_with_graph_reachability(t: Trace):
     5. a buffer has a hazard iff some unordered conflicting pair touches it (the first race on every
        byte is always found).
     """
-    an = analyse(t, keep_clocks=True)
+    an = hb_pass(t, keep_clocks=True)
     hb = happens_before(full_graph(t))
     ids = [o.id for o in t.ops]
     for a in ids:
@@ -598,7 +598,7 @@ def test_any_linear_extension_gives_the_same_hazards(t: Trace, rnd):
     pass follows issue order, so the happens-before relation and the hazards, pair for pair and
     kind for kind, are those of the trace laid out one op after another."""
     u = relayout(t, rnd)
-    a, b = analyse(t, keep_clocks=True), analyse(u, keep_clocks=True)
+    a, b = hb_pass(t, keep_clocks=True), hb_pass(u, keep_clocks=True)
     ids = [o.id for o in t.ops]
     assert all(a.hb.ordered(x, y) == b.hb.ordered(x, y) for x in ids for y in ids)
     assert analyse_hazards(u) == analyse_hazards(t)
@@ -624,4 +624,4 @@ def test_bad_trace_is_rejected():
     bad = Trace(ops=(replace(good.ops[0], joins=(1,)), replace(good.ops[1], after=(0,))),
                 agents=good.agents)
     with pytest.raises(ValueError, match="form a cycle"):
-        analyse(bad)
+        hb_pass(bad)

@@ -19,7 +19,7 @@ import pytest
 
 from streamsim import ModelError, simulate
 from streamsim.analysis.checks import analyse
-from streamsim.analysis.hb import analyse as hb_pass
+from streamsim.analysis.hb import hb_pass
 from streamsim.analysis.liveness import deadlock_from_stall
 from streamsim.sim.model import load_model
 

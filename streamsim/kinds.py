@@ -1,0 +1,182 @@
+"""The vocabulary: every op kind, edge kind, fix kind, stream role and strategy name, declared once.
+
+Pure data, importing nothing of streamsim's: the stages (the engine, the op-log reader, writer and
+replay, the HB graph, the timeline, the fixes) derive their tables from these, so that a new op
+kind is declared here with everything a stage needs to know about it, and
+``tests/test_kinds.py`` fails until every stage (and docs/oplog.md's op table) handles it.
+
+An :class:`OpKind` says:
+
+* ``runs``: where the op runs. ``"host"``: a host action only (host work, a sync, a query, a
+  blocking gloo send or receive, ``alloc``, ``record_stream``); ``"stream"``: a host action
+  enqueues it on a stream (a kernel, an event record or wait, a ``free`` on the allocation
+  stream); ``"comm"``: a host action enqueues it on a process group's comm stream or channel;
+  ``"host or stream"``: ``wait``, on the current stream for a non-blocking NCCL wait, else on the
+  host;
+* ``fields`` and ``required``: its op-log fields beyond the ones every line may give
+  (:data:`COMMON_FIELDS`), and those of them a line must give (docs/oplog.md, "Ops");
+* ``wait_edge``: the kind of the HB edges it waits on (``Op.after``; :data:`BY_AGENT`:
+  ``host_sync`` on a host thread, ``event`` on a stream) and ``join_edge``: the kind of its
+  ``Op.joins`` edges (messages and collectives);
+* ``category``: its colour in a timeline (:data:`BY_AGENT`: ``host`` on a host thread, ``compute``
+  on a stream, as a kernel's host action and the kernel are drawn);
+* ``comm``: its class of communication (``"p2p"``, ``"collective"``, or None), ``backend``
+  (``"nccl"``, ``"gloo"``, None) and ``direction`` (``"send"``, ``"recv"``, None);
+* ``line_stream``: what the ``stream`` field of its op-log line names: ``"own"`` the stream the
+  op runs on, ``"current"`` the stream current when it was issued (NCCL ops), ``"synced"`` the
+  stream a ``sync_stream`` drains, ``"named"`` a stream the op names (``record_stream``,
+  ``alloc``), ``"allocation"`` the buffer's allocation stream (``free``), None nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# -- stream roles ---------------------------------------------------------------------------------
+HOST_ROLE = "host"  # a host thread
+STREAM_ROLE = "stream"  # a CUDA stream of the model's (compute, copy, ...)
+NCCL_ROLE = "nccl"  # a process group's NCCL comm stream: nccl:<group>, nccl:<group>:<lo>-<hi>
+GLOO_ROLE = "gloo"  # a gloo group's channel: gloo:<group>
+ROLE_PREFIXES = {NCCL_ROLE: "nccl:", GLOO_ROLE: "gloo:"}  # a stream's role from its name
+COMM_PREFIXES = tuple(ROLE_PREFIXES.values())
+COMM_ROLES = frozenset(ROLE_PREFIXES)
+
+
+def stream_role(name: str) -> str:
+    """The role of the stream named ``name``: :data:`NCCL_ROLE`, :data:`GLOO_ROLE` or
+    :data:`STREAM_ROLE` (the one place a role is read from a name)."""
+    if name.startswith("nccl:"):
+        return NCCL_ROLE
+    if name.startswith("gloo:"):
+        return GLOO_ROLE
+    return STREAM_ROLE
+
+
+# -- edge kinds -----------------------------------------------------------------------------------
+# kind -> what it means in a report's explanation ("why" chains); the first ten are the trace's
+# happens-before edges (docs/semantics.md, "What orders what"), the last two are drawn only.
+EDGE_TEXT: dict[str, str] = {
+    "program": "program order",
+    "enqueue": "enqueue: the host issued it",
+    "event": "event wait",
+    "message": "message: send → matching receive",
+    "handle": "handle wait",
+    "host_sync": "host sync",
+    "nccl_enqueue": "NCCL enqueue: the comm stream waits on the current stream",
+    "collective": "collective",
+    "query": "is_completed() observed True",
+    "record_stream": "record_stream",
+    "waits_for": "waits for",
+    "missing": "missing",
+}
+EDGE_KINDS = ("program", "enqueue", "event", "message", "handle", "host_sync", "nccl_enqueue",
+              "collective", "query", "record_stream")  # the HB graph's edges
+DRAWN_EDGE_KINDS = ("waits_for", "missing")  # a deadlock's wait-for edge; a fix's missing edge
+
+# -- fix kinds (docs/semantics.md, "Fixes") -------------------------------------------------------
+FIX_KINDS: dict[str, str] = {
+    "wait_handle": "work.wait() on the first op's handle before the second is issued",
+    "event": "an event recorded after the first, waited on by the second's stream",
+    "event_sync": "an event recorded after the first, synchronized by the host before the second",
+    "record_stream": "record_stream(the user's stream) before the free",
+}
+
+# -- exploration strategies -----------------------------------------------------------------------
+RANDOM = "random"  # jitter drawn from the seed
+PCT = "pct"  # PCT-style delays at seeded change points
+STRATEGIES = (RANDOM, PCT)
+
+
+# -- op kinds -------------------------------------------------------------------------------------
+BY_AGENT = "agent"  # a wait_edge or category that depends on where the op runs (see the docstring)
+
+
+@dataclass(frozen=True)
+class OpKind:
+    """One op kind and what every stage needs to know of it (see the module docstring). The
+    fields a stage must not forget have no default: a new kind says each of them."""
+
+    name: str
+    runs: str
+    fields: tuple[str, ...]
+    required: tuple[str, ...]
+    wait_edge: str  # an EDGE_KINDS name, or BY_AGENT: host_sync on a host thread, event on a stream
+    category: str  # a CATEGORIES name, or BY_AGENT: host on a host thread, compute on a stream
+    join_edge: str | None = None
+    comm: str | None = None
+    backend: str | None = None
+    direction: str | None = None
+    line_stream: str | None = None
+
+
+COMMON_FIELDS = ("op", "rank", "host", "stream", "name", "dur", "step")
+_P2P_FIELDS = ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch")
+_COLLECTIVE_FIELDS = ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
+_EVENT, _BUFFER, _HANDLE = ("event",), ("buffer",), ("handle",)
+
+
+def _collective(name: str) -> OpKind:
+    return OpKind(name, "comm", _COLLECTIVE_FIELDS, (), "nccl_enqueue", "collective",
+                  join_edge="collective", comm="collective", backend="nccl", line_stream="current")
+
+
+def _p2p(name: str, fields: tuple[str, ...], runs: str, comm: str | None, backend: str,
+         direction: str, line_stream: str | None = None) -> OpKind:
+    return OpKind(name, runs, fields, ("tensors", "peer") if "tensors" in fields else ("peer",),
+                  "nccl_enqueue", "p2p", join_edge="message", comm=comm, backend=backend,
+                  direction=direction, line_stream=line_stream)
+
+
+_OBJECT_FIELDS = ("peer", "group", "nbytes")
+
+# In the op log's order (its "unknown op" message lists them so).
+OP_KINDS: dict[str, OpKind] = {k.name: k for k in (
+    OpKind("launch", "stream", ("reads", "writes"), (), BY_AGENT, BY_AGENT, line_stream="own"),
+    OpKind("host", "host", ("reads", "writes"), (), BY_AGENT, BY_AGENT),
+    OpKind("record", "stream", _EVENT, _EVENT, BY_AGENT, "event", line_stream="own"),
+    OpKind("wait_event", "stream", _EVENT, _EVENT, "event", "wait", line_stream="own"),
+    OpKind("sync_event", "host", _EVENT, _EVENT, "host_sync", "wait"),
+    OpKind("sync_stream", "host", (), (), "host_sync", "wait", line_stream="synced"),
+    OpKind("sync_device", "host", (), (), "host_sync", "wait"),
+    _p2p("isend", _P2P_FIELDS, "comm", "p2p", "nccl", "send", "current"),
+    _p2p("irecv", _P2P_FIELDS, "comm", "p2p", "nccl", "recv", "current"),
+    *(_collective(k) for k in ("all_gather", "all_reduce", "all_to_all", "broadcast",
+                                "reduce_scatter")),
+    _p2p("send_object", _OBJECT_FIELDS, "host", None, "gloo", "send"),  # blocking: no comm stream
+    _p2p("recv_object", _OBJECT_FIELDS, "host", None, "gloo", "recv"),
+    _p2p("isend_object", ("peer", "group", "handle", "nbytes"), "comm", "p2p", "gloo", "send"),
+    OpKind("wait", "host or stream", ("handle", "blocking"), _HANDLE, "handle", "wait",
+           line_stream="own"),
+    OpKind("query", "host", _HANDLE, _HANDLE, "query", "wait"),
+    OpKind("alloc", "host", ("buffer", "nbytes"), _BUFFER, BY_AGENT, "memory",
+           line_stream="named"),
+    OpKind("free", "stream", _BUFFER, _BUFFER, "record_stream", "memory",
+           line_stream="allocation"),
+    OpKind("record_stream", "host", _BUFFER, _BUFFER, "record_stream", "memory",
+           line_stream="named"),
+)}
+
+
+def kinds_where(**attrs: object) -> frozenset[str]:
+    """The names of the op kinds whose attributes equal ``attrs`` (``kinds_where(comm="p2p")``)."""
+    return frozenset(k.name for k in OP_KINDS.values()
+                     if all(getattr(k, a) == v for a, v in attrs.items()))
+
+
+COLLECTIVE_KINDS = kinds_where(comm="collective")
+NCCL_KINDS = kinds_where(backend="nccl")  # issued through an NCCL group
+GLOO_KINDS = kinds_where(backend="gloo")
+COMM_KINDS = NCCL_KINDS | GLOO_KINDS  # every communication op
+ENQUEUED_KINDS = kinds_where(runs="stream") | kinds_where(runs="comm")  # a host action enqueues it
+HANDLE_KINDS = frozenset(k.name for k in OP_KINDS.values() if "handle" in k.fields
+                         and k.backend is not None)  # may return a Work handle
+
+# timeline category -> (colour, legend text)
+CATEGORIES: dict[str, tuple[str, str]] = {
+    "compute": ("#4c8fd6", "kernel (forward, copy, …)"),
+    "p2p": ("#9b59b6", "send / recv"),
+    "collective": ("#d35fa0", "collective"),
+    "wait": ("#f0b429", "wait / sync / query"),
+    "host": ("#9e9e9e", "host action"),
+    "memory": ("#6b8e23", "alloc / free / record_stream"),
+    "event": ("#6fc2b4", "event record"),
+}
