@@ -54,16 +54,18 @@ MODEL = textwrap.dedent("""\
 
 
 def best_time(fn, repeat: int = 3) -> float:
-    """The best of ``repeat`` timings of ``fn()``, the cyclic GC off (its full collections scan
-    every object alive, the other size's traces included: noise, not the stage's own growth)."""
+    """The best of ``repeat`` timings of ``fn()`` in CPU time of this process (other processes on a
+    busy machine take wall time, not this process's CPU time), the cyclic GC off (its full
+    collections scan every object alive, the other size's traces included: noise, not the
+    stage's own growth)."""
     best = float("inf")
     gc.collect()
     gc.disable()
     try:
         for _ in range(repeat):
-            t = time.perf_counter()
+            t = time.process_time()
             fn()
-            best = min(best, time.perf_counter() - t)
+            best = min(best, time.process_time() - t)
     finally:
         gc.enable()
     return best
