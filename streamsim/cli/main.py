@@ -185,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate with the proposed fixes to measure their cost")
+    p.add_argument("--apply-fixes", action="store_true",
+                   help="report the fixed run instead: the run re-simulated with every proposed "
+                   "fix inserted (with --out, its files), and what the fixes cost")
 
     p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES + " " + SAFETY,
                        description="Replay a recorded op log (JSON Lines: one op a line, what each "
@@ -197,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate the log with the proposed fixes to measure their cost")
+    p.add_argument("--apply-fixes", action="store_true",
+                   help="report the fixed run instead: the log replayed with every proposed fix "
+                   "inserted (with --out, its files), and what the fixes cost")
     p.add_argument("--fixed-out", metavar="FILE.jsonl",
                    help="write the op log with every proposed fix inserted as lines (diff it "
                    "against the input to see what to change)")

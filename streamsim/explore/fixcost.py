@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..analysis.checks import FixCost, analyse, distinct_fixes
+from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
 from ..analysis.findings import Findings, Hazard
 from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.errors import InternalError
-from ..sim.inject import key_fixes
-from ..trace import Trace
+from ..sim.inject import KeyedFix, injection_keys, key_fixes
+from ..trace import HOST, Op, Trace
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
 # Trace ops re-simulated for the root causes' own costs, in all: each re-simulation runs the whole
@@ -78,6 +78,72 @@ def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
         fixed = rerun(keyed)
     except InternalError:  # streamsim's bug in the re-run: not costed (the caller says so)
         return None
-    after = analyse(fixed)
-    return FixCost(syncs=len(keyed), before=before, after=compute_metrics(fixed),
-                   hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)
+    return _measured(trace, fixed, keyed, analyse(fixed), before)
+
+
+def _measured(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix], after: Findings,
+              before: Metrics, after_metrics: Metrics | None = None) -> FixCost:
+    return FixCost(syncs=len(keyed), before=before,
+                   after=after_metrics or compute_metrics(fixed),
+                   hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None,
+                   shift=fix_shift(trace, fixed, keyed))
+
+
+def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics | None = None
+                ) -> tuple[Trace, Findings, Metrics, FixCost] | None:
+    """The fixed run itself (``--apply-fixes``): ``trace`` re-simulated with every distinct fix
+    of ``findings`` applied, analysed, with what the fixes cost against ``trace``; None when no
+    hazard has a fix. A failed re-run raises (InternalError: streamsim's bug, exit 3)."""
+    keyed = key_fixes(trace, distinct_fixes(findings.hazards))
+    if not keyed:
+        return None
+    fixed = rerun(keyed)
+    after, metrics = analyse(fixed), compute_metrics(fixed)
+    cost = _measured(trace, fixed, keyed, after, before or compute_metrics(trace), metrics)
+    return fixed, after, metrics, cost
+
+
+def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix]) -> FixShift:
+    """How far the fixes moved the ops their syncs sit before (``fixed``: ``trace`` re-run with
+    ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops."""
+    wanted = {f.before for f in keyed}
+    a, b = _delayed_ops(trace, wanted), _delayed_ops(fixed, wanted)
+    shifts = [b[k].start - a[k].start for k in sorted(wanted) if k in a and k in b]  # (sorted:
+    # a float sum in a set's order would depend on the hash seed)
+    moved = [d for d in shifts if d > 1e-6]
+    return FixShift(delayed=len(shifts), moved=len(moved), max_us=max(moved, default=0.0),
+                    total_us=sum(moved), critical_rank=critical_rank(fixed))
+
+
+def _delayed_ops(trace: Trace, wanted: set) -> dict:
+    """Injection key -> the op a sync inserted before that host action delays: the first stream op
+    the action enqueued, else the action itself."""
+    host = {op_id: k for op_id, k in injection_keys(trace).items() if k in wanted}
+    out: dict = {}
+    for op in trace.ops:
+        if op.agent.kind == HOST:
+            k = host.get(op.id)
+            if k is not None and k not in out:
+                out[k] = op
+        elif op.issuer in host:
+            k = host[op.issuer]
+            if out.get(k) is None or out[k].agent.kind == HOST:
+                out[k] = op
+    return out
+
+
+def critical_rank(trace: Trace) -> int | None:
+    """The rank the makespan waits for: whose last kernel (``launch``) ends last, the smallest such
+    rank on a tie; with no kernel, whose last op ends last. None for a trace with no ops. (The
+    first stage's final receive of the sampled tokens ends last, but it waits for the last stage.)"""
+    best: Op | None = None
+    for kernels in (True, False):
+        for op in trace.ops:
+            if kernels and op.kind != "launch":
+                continue
+            if best is None or op.end > best.end or \
+                    (op.end == best.end and op.agent.rank < best.agent.rank):
+                best = op
+        if best is not None:
+            break
+    return None if best is None else best.agent.rank

@@ -38,6 +38,9 @@ class Report:
     fix_cost: FixCost | None = None  # every proposed fix applied at once
     root_cause_costs: tuple[FixCost | None, ...] = ()  # each root cause's fix alone, by index
     root_cause_cost_note: str = ""  # a sentence: which root causes a budget left uncosted, if any
+    # --apply-fixes: this is the fixed run (the run re-simulated with every proposed fix), and
+    # this is what those fixes cost against the run (its ``before``: the run's metrics)
+    applied: FixCost | None = None
 
     @property
     def exit_code(self) -> int:
@@ -53,7 +56,17 @@ class Report:
         parts.append("deadlock" if f.deadlock else "no deadlock")
         parts.append(f"{len(f.warnings)} warning{'s' * (len(f.warnings) != 1)}")
         what = f"{self.model} [{self.variant}]" if self.model else self.source
+        if self.applied is not None:
+            what += " with its proposed fixes applied"
         return f"{what}: " + ", ".join(parts)
+
+    def applied_line(self) -> str:
+        """What an ``--apply-fixes`` report says of the fixes it applied ('' otherwise)."""
+        c = self.applied
+        if c is None:
+            return ""
+        return (f"fixed run: re-simulated with the run's {c.syncs} proposed "
+                f"sync{'s' * (c.syncs != 1)} inserted; against the run as written: {_cost(c)}")
 
     def __repr__(self) -> str:
         """``<Report vllm_pp.py:regressed_49274 4 root causes, 150 hazards>``: a report holds the
@@ -77,6 +90,8 @@ def report_json(r: Report) -> dict[str, Any]:
     d.update(findings_json(r.findings, r.trace, r.root_cause_costs))
     d["metrics"] = r.metrics.to_json_dict()
     d["fix_cost"] = None if r.fix_cost is None else r.fix_cost.to_json_dict()
+    if r.applied is not None:  # (only in an --apply-fixes report: other reports keep their keys)
+        d["applied_fixes"] = r.applied.to_json_dict()
     return d
 
 
@@ -103,6 +118,8 @@ def render_text(r: Report) -> str:
         lines.append("params: " + " ".join(f"{k}={v}" for k, v in r.params.items()))
     if r.seed is not None or r.jitter:
         lines.append(f"seed: {r.seed}  jitter: {r.jitter}")
+    if r.applied is not None:
+        lines.append(r.applied_line())
     for n, rc in enumerate(f.root_causes[:MAX_TEXT_ROOT_CAUSES], 1):
         hs = [f.hazards[i] for i in rc.instances]
         h = next((x for x in hs if x.manifest), hs[0])  # show the instance that struck
@@ -183,7 +200,8 @@ def _cost(c: FixCost) -> str:
     return (f"makespan {_us(c.before.makespan_us)} -> {_us(c.after.makespan_us)} "
             f"({c.makespan_change:+.1%}){step}; {c.hazards_after} "
             f"hazard{'s' * (c.hazards_after != 1)} left"
-            + (", but the fixed run DEADLOCKS" if c.deadlock_after else ""))
+            + (", but the fixed run DEADLOCKS" if c.deadlock_after else "")
+            + (f"; {c.explain()}" if c.shift is not None else ""))
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

@@ -34,8 +34,8 @@ class KeyedFix:
     buffer: str | None = None
 
 
-def _keys(trace: Trace) -> dict[int, Key]:
-    """Host op id -> its injection key."""
+def injection_keys(trace: Trace) -> dict[int, Key]:
+    """Host op id -> its injection key (the program's own actions: a fix's are not keyed)."""
     keys, seen = {}, {}
     for op in trace.ops:
         if op.agent.kind == HOST and not op.attrs.get("injected"):
@@ -49,7 +49,7 @@ def _keys(trace: Trace) -> dict[int, Key]:
 def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
     """The fixes found in ``trace`` (streamsim.analysis.findings.Fix), keyed for injection; order kept,
     duplicates dropped."""
-    keys = _keys(trace)
+    keys = injection_keys(trace)
 
     def key(op_id: int) -> Key:
         op = trace.op(op_id)
