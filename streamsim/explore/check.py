@@ -19,7 +19,8 @@ from ..sim.errors import InternalError, ModelError
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import apply_fixes as fixed_run, budget_note, cost_fixes, cost_root_causes
+from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes,
+                      cost_root_causes)
 from .pct import perturb_for
 
 Progress = Callable[[str], None]  # called with each phase's name as it starts
@@ -151,11 +152,12 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
         except InternalError as e:
             failed.append(str(e))
             raise
-    total = cost_fixes(trace, findings, guarded, before=metrics)
+    keyed = Keying(trace, findings)  # (once for the total and every root cause)
+    total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
     if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
         return {"fix_cost": total, "root_cause_costs": (total,),
                 "root_cause_cost_note": _failure_note(failed)}
-    each = cost_root_causes(trace, findings, guarded, before=metrics)
+    each = cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
     note = " ".join(x for x in (budget_note(trace, findings), _failure_note(failed)) if x)
     return {"fix_cost": total, "root_cause_costs": each, "root_cause_cost_note": note}
 

@@ -46,9 +46,9 @@ def injection_keys(trace: Trace) -> dict[int, Key]:
     return keys
 
 
-def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
+def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list[KeyedFix]:
     """The fixes found in ``trace`` (streamsim.analysis.findings.Fix), keyed for injection; order kept,
-    duplicates dropped."""
+    duplicates dropped (with ``dedupe``; else one keyed fix per fix given)."""
     keys = injection_keys(trace)
 
     def key(op_id: int) -> Key:
@@ -83,7 +83,9 @@ def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
                           buffer=str(frees[0].attrs.get("buffer")))
         else:
             raise ModelError(f"cannot apply a fix of kind {fix.kind!r}")
-        if kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
+        if not dedupe:
+            out.append(kf)
+        elif kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
             seen.add(kf)
             out.append(kf)
     return out
