@@ -8,7 +8,7 @@ from ..trace import Trace
 from .findings import Findings, Hazard
 from .hb import analyse_hazards
 from .liveness import deadlock_from_stall, warnings
-from .metrics import Metrics
+from .metrics import Metrics, format_bytes
 from .rootcause import root_causes
 
 
@@ -68,7 +68,33 @@ class FixCost:
                 "makespan_change": round(self.makespan_change, 6),
                 "mean_step_us_before": round(self.before.mean_step_us, 3),
                 "mean_step_us_after": round(self.after.mean_step_us, 3),
-                **(self.shift.to_json_dict() if self.shift is not None else {})}
+                **(self.shift.to_json_dict() if self.shift is not None else {}),
+                **self._peak_json()}
+
+    def _peak_json(self) -> dict:
+        got = self.peak_change()
+        return {} if got is None else {"peak_change_rank": got[0], "peak_change_bytes": got[1]}
+
+    def peak_change(self) -> tuple[int, int] | None:
+        """``(rank, bytes)``: the largest change of a rank's peak live bytes, after - before (the
+        smallest rank on a tie; ``(rank, 0)``: no peak moved); None when neither run counted
+        memory."""
+        b, a = self.before.peak_bytes, self.after.peak_bytes
+        if not a and not b:
+            return None
+        ranks = sorted(set(a) | set(b))
+        return max(((r, a.get(r, 0) - b.get(r, 0)) for r in ranks),
+                   key=lambda x: (abs(x[1]), -x[0]))
+
+    def peak_text(self) -> str:
+        """``+128.0 MiB peak on rank 2``, ``peak memory unchanged``; '' with no memory counted."""
+        got = self.peak_change()
+        if got is None:
+            return ""
+        rank, delta = got
+        if not delta:
+            return "peak memory unchanged"
+        return f"{'+' if delta > 0 else ''}{format_bytes(delta)} peak on rank {rank}"
 
     @property
     def reached_us(self) -> float:

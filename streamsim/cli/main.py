@@ -36,6 +36,8 @@ metrics (simulated time, microseconds):
               of the same rank is busy too, over all ranks. A comm op transfers from when its
               peers are there (a rendezvous send once its receive is posted, a receive once the
               data left, a collective once every rank joined) to its end: not while it waits.
+  peak memory the largest rank's peak live bytes: a buffer is live from host.buffer (an op
+              log's alloc line) to its free (docs/cli.md, Memory); sweep: peak_bytes.
 """
 
 COMMANDS = (  # name, one line: the bare `streamsim` usage lists them

@@ -16,7 +16,7 @@ from ..analysis.findings import Hazard
 from ..analysis.fixes import no_fix_reason
 from .blocks import (Block, Bullets, Heading, Image, Para, Pictures, Span, Table, Text, bold,
                      code, nbytes, t, ticks, us)
-from .report import NO_STEPS, Report
+from .report import NO_STEPS, Report, memory_line
 from ..trace import Op, Trace
 from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain, free_verdict
 
@@ -161,8 +161,9 @@ def _cost(c) -> Text:
     """A measured cost (``FixCost``): makespan and mean step before → after, hazards left."""
     step = (f", mean step {us(c.before.mean_step_us)} → {us(c.after.mean_step_us)}"
             if c.before.steps else "")
+    peak = c.peak_text()
     text = t("makespan ", bold(f"{us(c.before.makespan_us)} → {us(c.after.makespan_us)} "
-                                f"({c.makespan_change:+.1%})"),
+                                f"({c.makespan_change:+.1%})"), peak and ", ", peak and bold(peak),
              f"{step}; {c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left")
     if c.deadlock_after:
         text += t(", but the fixed run ", bold("DEADLOCKS"))
@@ -332,6 +333,7 @@ def _metrics(r: Report, pictures: Pictures | None) -> list[Block]:
              ("p99 step", us(m.p99_step_us))] if m.steps else [("steps", NO_STEPS)]
     rows += [("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
              ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
+    rows.append(("peak memory (live bytes)", memory_line(m).split(": ", 1)[1]))
     if (c := r.fix_cost) is not None:
         rows.append(("makespan with the fixes", f"{us(c.after.makespan_us)} ({c.makespan_change:+.1%})"))
         if m.steps:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
-from ..analysis.metrics import Metrics
+from ..analysis.metrics import Metrics, format_bytes
 from ..analysis.why import free_verdict
 from .jsontext import dumps_indented
 from ..trace import Trace
@@ -184,6 +184,7 @@ def render_text(r: Report) -> str:
              if m.steps else NO_STEPS)
     lines.append(f"metrics: makespan {_us(m.makespan_us)}, {steps}, bubble "
                  f"{m.bubble_share:.1%}, comm/compute overlap {m.comm_overlap_share:.1%}")
+    lines.append(memory_line(m))
     c = r.fix_cost
     if c is not None:
         lines.append(f"fix cost: every proposed fix applied at once ({c.syncs} "
@@ -193,12 +194,31 @@ def render_text(r: Report) -> str:
     return terminal_lines(lines)  # a name's control characters escaped: no line of its own
 
 
+MAX_MEMORY_RANKS = 8  # ranks whose peak the memory line names one by one
+
+
+def memory_line(m: Metrics) -> str:
+    """``memory: peak live bytes rank0 1.5 GiB, rank1 2.1 GiB; <what it cannot say>``."""
+    peaks = m.peak_bytes
+    if not peaks:
+        return f"memory: {m.memory_note}"
+    if len(peaks) <= MAX_MEMORY_RANKS:
+        shown = ", ".join(f"rank{r} {format_bytes(b)}" for r, b in peaks.items())
+    else:
+        hi = max(peaks, key=lambda r: (peaks[r], -r))
+        lo = min(peaks, key=lambda r: (peaks[r], r))
+        shown = (f"{len(peaks):,} ranks, most rank{hi} {format_bytes(peaks[hi])}, least "
+                 f"rank{lo} {format_bytes(peaks[lo])}")
+    return f"memory: peak live bytes {shown}" + (f"; {m.memory_note}" if m.memory_note else "")
+
+
 def _cost(c: FixCost) -> str:
     """``makespan A -> B us (+x%), mean step ...; N hazards left``."""
     step = (f", mean step {_us(c.before.mean_step_us)} -> {_us(c.after.mean_step_us)}"
             if c.before.steps else "")
+    peak = c.peak_text()
     return (f"makespan {_us(c.before.makespan_us)} -> {_us(c.after.makespan_us)} "
-            f"({c.makespan_change:+.1%}){step}; {c.hazards_after} "
+            f"({c.makespan_change:+.1%}){', ' + peak if peak else ''}{step}; {c.hazards_after} "
             f"hazard{'s' * (c.hazards_after != 1)} left"
             + (", but the fixed run DEADLOCKS" if c.deadlock_after else "")
             + (f"; {c.explain()}" if c.shift is not None else ""))
