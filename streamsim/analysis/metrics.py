@@ -83,13 +83,15 @@ class MemoryUse:
     """Live bytes per rank over simulated time, from allocations and frees.
 
     A buffer is live from its allocation (a model's ``host.buffer``, at its host thread's clock; an
-    op log's ``alloc`` line) to its free (``host.free``, a ``free`` line: when the free reaches its
-    allocation stream, as the caching allocator takes the block back). Allocating a name that is
+    op log's ``alloc`` line) to its free (``host.free``, a ``free`` line: at the host's free, as the
+    caching allocator takes the block back for its stream at once; after ``record_stream``, once
+    the recorded streams' work is done: :func:`free_time`). Allocating a name that is
     still live on the rank ends the previous life once the new one exists (``x = torch.empty(n)``
     again: the new tensor is made before the name lets go of the old one, so both count at that
     instant). At one instant, changes count in issue order: a free issued before an
     allocation at the same time counts first (the freed block serves the next request), one issued
-    after it counts after. ``series``: rank -> ``(time, live bytes from then on)``, one point per change;
+    after it counts after. ``series``: rank -> ``(time, live bytes from then on)``, a point per change (several
+    at one instant: the last is what holds from then on);
     ``peak``/``peak_at``: each rank's most live bytes and when first reached (a rebinding's
     instant, when both lives count, is in the peak but not in the series); ``note``: what the
     figures cannot say (ranks that free nothing, frees of buffers never allocated), '' if nothing.
@@ -103,6 +105,26 @@ class MemoryUse:
     note: str = ""
 
 
+def free_time(trace: Trace, free, ops=None) -> float:
+    """When the caching allocator can hand out the block a stream ``free`` op gives back: at the
+    host's free (its issuer: the allocation stream's later work is ordered after it, so the block
+    is reused at once), or, after ``record_stream``, once the recorded streams' work (its
+    ``after`` ops) has ended. ``ops``: op id -> op (default ``trace.ops``, stored by id); an op a
+    trace cut to a subset left out counts as not there (the free's own start instead)."""
+    ops = trace.ops if ops is None else ops
+    issuer = _get(ops, free.issuer)
+    ends = [o.end for o in map(lambda a: _get(ops, a), free.after) if o is not None]
+    return max([free.start if issuer is None else issuer.start] + ends)
+
+
+def _get(ops, op_id):
+    if op_id is None:
+        return None
+    if isinstance(ops, dict):
+        return ops.get(op_id)
+    return ops[op_id] if 0 <= op_id < len(ops) and ops[op_id].id == op_id else None
+
+
 def memory_use(trace: Trace) -> MemoryUse:
     """Every rank's live bytes of ``trace`` (see :class:`MemoryUse`); linear in its ops (and a
     sort of its allocations and frees)."""
@@ -110,6 +132,9 @@ def memory_use(trace: Trace) -> MemoryUse:
     # between the ops issued before and after it (2 * issued - 1), an op at 2 * its id (a free at
     # the host action that issued it)
     events: list[tuple] = []
+    ops = trace.ops  # (a trace cut to some of its ops, as a notebook's zoom does: by id)
+    if any(op.id != i for i, op in enumerate(ops)):
+        ops = {op.id: op for op in ops}
     for a in trace.allocations:
         events.append((a.time, 2 * a.issued - 1, 1, a.rank, a.buffer, a.nbytes))
     for op in trace.ops:
@@ -118,8 +143,8 @@ def memory_use(trace: Trace) -> MemoryUse:
             events.append((op.start, 2 * op.id, 1, op.agent.rank, op.attrs.get("buffer"),
                            int(op.attrs.get("nbytes") or 0)))
         elif k == "free" and op.agent.kind == STREAM:  # (not the host action that issued it)
-            events.append((op.start, 2 * (op.id if op.issuer is None else op.issuer), 0,
-                           op.agent.rank, op.attrs.get("buffer"), 0))
+            events.append((free_time(trace, op, ops), 2 * (op.id if op.issuer is None else op.issuer),
+                           0, op.agent.rank, op.attrs.get("buffer"), 0))
     events.sort(key=lambda e: e[:2])
     live: dict[tuple[int, str], int] = {}
     now: dict[int, int] = {}
@@ -144,11 +169,8 @@ def memory_use(trace: Trace) -> MemoryUse:
             unknown += 1
             continue
         now[rank] = total
-        pts = series.setdefault(rank, [(0.0, 0)])
-        if pts[-1][0] == time:
-            pts[-1] = (time, total)
-        else:
-            pts.append((time, total))
+        series.setdefault(rank, [(0.0, 0)]).append((time, total))  # (every change: several at
+        # one instant draw as a spike, the most the allocator held at once)
         if total > peak.get(rank, -1):
             peak[rank], peak_at[rank] = total, time
     notes = []
