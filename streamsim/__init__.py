@@ -21,7 +21,8 @@ stable public API: models and notebooks import from here only.
 **Run and check**
 
 - `simulate(model, variant, params, seed=, jitter=)` -> `Trace`
-- `run_model(model, variant, params, ...)` -> `Report` (analysed, fixes costed)
+- `run_model(model, variant, params, ...)` -> `Report` (analysed, fixes costed; `apply_fixes=True`:
+  the fixed run's)
 - `check_oplog(path, seed=, jitter=)` -> `Report` of a recorded op log
 - `load_oplog`, `parse_oplog`, `simulate_oplog`, `dump_oplog`, `oplog_text`: the op log
 
@@ -30,7 +31,7 @@ stable public API: models and notebooks import from here only.
 - `Report`: one analysed run (`.findings`, `.metrics`, `.fix_cost`, `.cost_of(i)`, `.trace`)
 - `Findings`: its `Hazard`s (each with its `Fix`), `RootCause`s (two `Site`s each), `Deadlock`
   (its `Blocked` agents) and `Warning`s
-- `Metrics`, `FixCost`: timing, and what the proposed fixes cost
+- `Metrics`, `FixCost`: timing, and what the proposed fixes cost (`FixShift`: what they moved)
 - `Trace`, `Op`, `Agent`, `View`, `Access`, `Stall`, `Note`: the trace records
 
 **Analyse a trace**
@@ -76,7 +77,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "run_model": "explore.check", "check_oplog": "explore.check",
     "load_oplog": "oplog", "parse_oplog": "oplog", "simulate_oplog": "oplog", "dump_oplog": "oplog",
     "oplog_text": "oplog",
-    "analyse": "analysis.checks", "FixCost": "analysis.checks",
+    "analyse": "analysis.checks", "FixCost": "analysis.checks", "FixShift": "analysis.checks",
     "Findings": "analysis.findings", "Hazard": "analysis.findings", "Fix": "analysis.findings",
     "Deadlock": "analysis.findings", "Warning": "analysis.findings",
     "RootCause": "analysis.rootcause", "Site": "analysis.rootcause",

@@ -175,6 +175,20 @@ class Note:
 
 
 @dataclass(frozen=True, slots=True)
+class Alloc:
+    """A model's ``host.buffer(name, nbytes)``: a storage of ``nbytes`` came to life on ``rank`` at
+    simulated ``time`` (its host thread's clock), after the first ``issued`` ops were issued (ops
+    with a smaller id). Allocation is host bookkeeping, not an op: it orders nothing (an op log's
+    ``alloc`` line is a host op of kind ``alloc`` instead)."""
+
+    rank: int
+    buffer: str
+    nbytes: int
+    time: float
+    issued: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
     """Everything one simulation produced, enough for every analysis and renderer."""
 
@@ -185,6 +199,7 @@ class Trace:
     end_time: float = 0.0
     source: str = ""  # model path or op-log path
     meta: Mapping[str, object] = field(default_factory=dict)
+    allocations: tuple[Alloc, ...] = ()  # a model's buffers, in the order they were allocated
 
     def __len__(self) -> int:
         return len(self.ops)

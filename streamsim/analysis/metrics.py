@@ -1,11 +1,12 @@
-"""Timing metrics of one run: makespan, step latency, stream busy time, bubble, overlap.
+"""Metrics of one run: makespan, step latency, stream busy time, bubble, overlap; and memory, the
+live bytes of each rank over simulated time (:func:`memory_use`).
 
 They answer the reviewer's second question (what does the safe schedule cost?) from the trace alone.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..trace import STREAM, TRANSFER_START, Trace
 
@@ -31,6 +32,8 @@ class Metrics:
     a collective once every rank joined; ``streamsim.trace.TRANSFER_START``) to its end, and its
     wait for peers before that counts neither way. ``busy_us``: merged busy time per stream
     agent (from each op's start: a comm stream blocked in a rendezvous is busy, FIFO-blocked).
+    ``peak_bytes``: each rank's peak live bytes (:func:`memory_use`; empty when the run allocated
+    nothing it could count), ``memory_note`` what those figures cannot say ('' when nothing).
     """
 
     makespan_us: float
@@ -40,12 +43,151 @@ class Metrics:
     bubble_share: float  # idle share of compute streams over the makespan, averaged over ranks
     comm_overlap_share: float  # share of comm-stream transfer time that overlaps compute
     busy_us: dict[str, float]  # per stream agent
+    peak_bytes: dict[int, int] = field(default_factory=dict)  # per rank
+    memory_note: str = ""
+
+    def timing(self) -> "Metrics":
+        """These metrics without the memory figures: what a replay of the run's op log
+        (``dump_oplog``) reproduces exactly (a log holds no allocation of a buffer it never
+        frees, nor a model's allocation times)."""
+        return Metrics(self.makespan_us, self.steps, self.mean_step_us, self.p99_step_us,
+                       self.bubble_share, self.comm_overlap_share, self.busy_us)
+
+    @property
+    def peak_max_bytes(self) -> int:
+        """The largest rank's peak live bytes (0 when nothing was counted)."""
+        return max(self.peak_bytes.values(), default=0)
 
     def to_json_dict(self) -> dict:
         d = asdict(self)
+        d["peak_bytes"] = {str(r): b for r, b in self.peak_bytes.items()}
         return {k: (_round(v) if isinstance(v, float) else
                     {a: _round(b) for a, b in v.items()} if isinstance(v, dict) else v)
                 for k, v in d.items()}
+
+
+MiB = 1 << 20
+
+
+def format_bytes(n: float) -> str:
+    """``512 B``, ``64.0 KiB``, ``128.0 MiB``, ``1.5 GiB`` (a sign when negative)."""
+    sign, n = ("-" if n < 0 else ""), abs(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{sign}{n / size:,.1f} {unit}"
+    return f"{sign}{n:,.0f} B"
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """Live bytes per rank over simulated time, from allocations and frees.
+
+    A buffer is live from its allocation (a model's ``host.buffer``, at its host thread's clock; an
+    op log's ``alloc`` line) to its free (``host.free``, a ``free`` line: at the host's free, as the
+    caching allocator takes the block back for its stream at once; after ``record_stream``, once
+    the recorded streams' work is done: :func:`free_time`). Allocating a name that is
+    still live on the rank ends the previous life once the new one exists (``x = torch.empty(n)``
+    again: the new tensor is made before the name lets go of the old one, so both count at that
+    instant). At one instant, changes count in issue order: a free issued before an
+    allocation at the same time counts first (the freed block serves the next request), one issued
+    after it counts after. ``series``: rank -> ``(time, live bytes from then on)``, a point per change (several
+    at one instant: the last is what holds from then on);
+    ``peak``/``peak_at``: each rank's most live bytes and when first reached (a rebinding's
+    instant, when both lives count, is in the peak but not in the series); ``note``: what the
+    figures cannot say (ranks that free nothing, frees of buffers never allocated), '' if nothing.
+    Only the buffers the input names are counted: not what a kernel allocates unseen, nor the
+    allocator's cached reserve.
+    """
+
+    series: dict[int, tuple[tuple[float, int], ...]]
+    peak: dict[int, int]
+    peak_at: dict[int, float]
+    note: str = ""
+
+
+def free_time(trace: Trace, free, ops=None) -> float:
+    """When the caching allocator can hand out the block a stream ``free`` op gives back: at the
+    host's free (its issuer: the allocation stream's later work is ordered after it, so the block
+    is reused at once), or, after ``record_stream``, once the recorded streams' work (its
+    ``after`` ops) has ended. ``ops``: op id -> op (default ``trace.ops``, stored by id); an op a
+    trace cut to a subset left out counts as not there (the free's own start instead)."""
+    ops = trace.ops if ops is None else ops
+    issuer = _get(ops, free.issuer)
+    ends = [o.end for o in map(lambda a: _get(ops, a), free.after) if o is not None]
+    return max([free.start if issuer is None else issuer.start] + ends)
+
+
+def _get(ops, op_id):
+    if op_id is None:
+        return None
+    if isinstance(ops, dict):
+        return ops.get(op_id)
+    return ops[op_id] if 0 <= op_id < len(ops) and ops[op_id].id == op_id else None
+
+
+def memory_use(trace: Trace) -> MemoryUse:
+    """Every rank's live bytes of ``trace`` (see :class:`MemoryUse`); linear in its ops (and a
+    sort of its allocations and frees)."""
+    # (time, issue position, 0 free / 1 alloc, rank, buffer, nbytes): a model's allocation goes
+    # between the ops issued before and after it (2 * issued - 1), an op at 2 * its id (a free at
+    # the host action that issued it)
+    events: list[tuple] = []
+    ops = trace.ops  # (a trace cut to some of its ops, as a notebook's zoom does: by id)
+    if any(op.id != i for i, op in enumerate(ops)):
+        ops = {op.id: op for op in ops}
+    for a in trace.allocations:
+        events.append((a.time, 2 * a.issued - 1, 1, a.rank, a.buffer, a.nbytes))
+    for op in trace.ops:
+        k = op.kind
+        if k == "alloc":
+            events.append((op.start, 2 * op.id, 1, op.agent.rank, op.attrs.get("buffer"),
+                           int(op.attrs.get("nbytes") or 0)))
+        elif k == "free" and op.agent.kind == STREAM:  # (not the host action that issued it)
+            events.append((free_time(trace, op, ops), 2 * (op.id if op.issuer is None else op.issuer),
+                           0, op.agent.rank, op.attrs.get("buffer"), 0))
+    events.sort(key=lambda e: e[:2])
+    live: dict[tuple[int, str], int] = {}
+    now: dict[int, int] = {}
+    series: dict[int, list] = {}
+    peak: dict[int, int] = {}
+    peak_at: dict[int, float] = {}
+    freeing: set[int] = set()
+    unknown = 0  # frees of buffers with no allocation counted
+    for time, _, kind, rank, buf, nbytes in events:
+        key = (rank, buf)
+        old = live.pop(key, 0)
+        if kind:  # the new storage exists before the old one goes (x = torch.empty(n) again)
+            live[key] = nbytes
+            total = now.get(rank, 0) + nbytes
+            if total > peak.get(rank, -1):
+                peak[rank], peak_at[rank] = total, time
+            total -= old
+        elif old:
+            freeing.add(rank)
+            total = now.get(rank, 0) - old
+        else:
+            unknown += 1
+            continue
+        now[rank] = total
+        series.setdefault(rank, [(0.0, 0)]).append((time, total))  # (every change: several at
+        # one instant draw as a spike, the most the allocator held at once)
+        if total > peak.get(rank, -1):
+            peak[rank], peak_at[rank] = total, time
+    notes = []
+    never = sorted(r for r in series if r not in freeing)
+    if never:
+        notes.append(f"rank{'s' * (len(never) > 1)} {', '.join(map(str, never))} free"
+                     f"{'s' * (len(never) == 1)} nothing: every buffer stays live to the end, "
+                     "so the peak is all that was allocated")
+    if unknown:
+        notes.append(f"{unknown:,} free{'s' * (unknown != 1)} of buffers with no allocation "
+                     "(a buffer an op log uses before any alloc line) not counted")
+    if not series:
+        notes.append("no allocation recorded (no host.buffer, no alloc line): no memory figures")
+    order = sorted(series)
+    return MemoryUse(series={r: tuple(series[r]) for r in order},
+                     peak={r: peak[r] for r in order}, peak_at={r: peak_at[r] for r in order},
+                     note="; ".join(notes))
 
 
 def _round(x: float) -> float:
@@ -150,6 +292,7 @@ def compute_metrics(trace: Trace) -> Metrics:
         overlap_num += _intersection(c, m)
         overlap_den += _total(m)
     latencies = [e - s for s, e in step_span.values()]
+    mem = memory_use(trace)
     return Metrics(
         makespan_us=makespan,
         steps=len(latencies),
@@ -158,4 +301,5 @@ def compute_metrics(trace: Trace) -> Metrics:
         bubble_share=sum(idle) / len(idle) if idle else 0.0,
         comm_overlap_share=overlap_num / overlap_den if overlap_den else 0.0,
         busy_us={str(a): _total(iv) for a, iv in sorted(busy.items())},
+        peak_bytes=mem.peak, memory_note=mem.note,
     )

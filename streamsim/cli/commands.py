@@ -22,14 +22,15 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
     return run_model(model, variant, sets, seed=args.seed, jitter=args.jitter,
                      strategy=getattr(args, "strategy", "random"), depth=getattr(args, "depth", 2),
                      max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost,
-                     progress=progress)
+                     apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
 
 
 def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> Report:
     if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
-                       max_time=args.max_time, fix_cost=fix_cost, progress=progress)
+                       max_time=args.max_time, fix_cost=fix_cost,
+                       apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
 
 
 def _phases(*first: str, fix_cost: bool):
@@ -133,6 +134,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     _check_out(args.out)
+    if args.fixed_out is not None and args.apply_fixes:
+        raise ModelError("--fixed-out and --apply-fixes: choose one (--fixed-out writes the log "
+                         "with the run's fixes; --apply-fixes reports the fixed run)")
     if args.fixed_out is not None and not args.fixed_out.strip():
         raise ModelError("--fixed-out: empty file name")
     if args.fixed_out and os.path.exists(args.oplog) and not os.path.isfile(args.oplog):

@@ -37,6 +37,8 @@ metrics (simulated time, microseconds):
               of the same rank is busy too, over all ranks. A comm op transfers from when its
               peers are there (a rendezvous send once its receive is posted, a receive once the
               data left, a collective once every rank joined) to its end: not while it waits.
+  peak memory the largest rank's peak live bytes: a buffer is live from host.buffer (an op
+              log's alloc line) to its free (docs/cli.md, Memory); sweep: peak_bytes.
 """
 
 COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
@@ -186,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate with the proposed fixes to measure their cost")
+    p.add_argument("--apply-fixes", action="store_true",
+                   help="report the fixed run instead: the run re-simulated with every proposed "
+                   "fix inserted (with --out, its files), and what the fixes cost")
 
     p = sub.add_parser("check", help=_help("check"), epilog=EXIT_CODES + " " + SAFETY,
                        description="Replay a recorded op log (JSON Lines: one op a line, what each "
@@ -198,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate the log with the proposed fixes to measure their cost")
+    p.add_argument("--apply-fixes", action="store_true",
+                   help="report the fixed run instead: the log replayed with every proposed fix "
+                   "inserted (with --out, its files), and what the fixes cost")
     p.add_argument("--fixed-out", metavar="FILE.jsonl",
                    help="write the op log with every proposed fix inserted as lines (diff it "
                    "against the input to see what to change)")

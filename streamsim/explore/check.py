@@ -19,7 +19,8 @@ from ..sim.errors import InternalError, ModelError
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import budget_note, cost_fixes, cost_root_causes
+from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes,
+                      cost_root_causes)
 from .pct import perturb_for
 
 Progress = Callable[[str], None]  # called with each phase's name as it starts
@@ -41,10 +42,14 @@ def run_model(model: Model | str, variant: str | None = None,
               params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
               jitter: float = 0.0, strategy: str = "random", depth: int = 2,
               max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
-              fix_cost: bool = True, progress: Progress | None = None) -> Report:
+              fix_cost: bool = True, apply_fixes: bool = False,
+              progress: Progress | None = None) -> Report:
     """Simulate one variant of ``model`` and analyse it; with ``fix_cost``, re-simulate with every
     proposed fix applied to measure what they cost (``streamsim run``). ``progress`` is called with
-    the name of each phase as it starts.
+    the name of each phase as it starts. With ``apply_fixes`` (``run --apply-fixes``), the report
+    is the fixed run's: the run re-simulated with every proposed fix, analysed, its
+    ``Report.applied`` saying what the fixes cost against the run (no fix proposed: the run's own
+    report); ``fix_cost`` is then not measured.
 
     ``strategy``/``depth``: the schedule perturbation (``random``: jitter only; ``pct``: see
     :mod:`streamsim.explore.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
@@ -54,11 +59,11 @@ def run_model(model: Model | str, variant: str | None = None,
         model = load_model(model)
     with gc_paused():  # the stages build millions of long-lived objects: see gcpause
         return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
-                          max_time, fix_cost, progress or _quiet)
+                          max_time, fix_cost, apply_fixes, progress or _quiet)
 
 
 def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
-               fix_cost, progress: Progress) -> Report:
+               fix_cost, apply_fixes, progress: Progress) -> Report:
     variant = model.check_variant(variant)
     values = model.resolve(params)
     seed = seed_used(seed, jitter, strategy)
@@ -69,25 +74,44 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     progress("analyse")
     findings = analyse(trace)
     metrics = compute_metrics(trace)
-    costs = _costs(trace, findings, metrics,
-                   lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts),
-                   fix_cost and strategy == "random", progress)
-    return Report(source=model.path, trace=trace, findings=findings, metrics=metrics,
-                  model=model.name, variant=variant, params=dict(values), seed=seed,
-                  jitter=jitter, **costs)
+    rerun = lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts)
+    info = dict(source=model.path, model=model.name, variant=variant, params=dict(values),
+                seed=seed, jitter=jitter)
+    if apply_fixes:
+        if strategy != "random":
+            raise ModelError("--apply-fixes: not under --strategy pct (a fix's extra ops would "
+                             "move PCT's change points onto other ops)")
+        return _applied(trace, findings, metrics, rerun, info, progress)
+    costs = _costs(trace, findings, metrics, rerun, fix_cost and strategy == "random", progress)
+    return Report(trace=trace, findings=findings, metrics=metrics, **info, **costs)
+
+
+def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: dict,
+             progress: Progress) -> Report:
+    """The fixed run's report (``--apply-fixes``), or the run's own when no fix is proposed."""
+    progress("cost fixes")
+    got = fixed_run(trace, findings, rerun, before=metrics)
+    if got is None:
+        return Report(trace=trace, findings=findings, metrics=metrics, **info)
+    fixed, after, fixed_metrics, cost = got
+    return Report(trace=fixed, findings=after, metrics=fixed_metrics, applied=cost, **info)
 
 
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
-                fix_cost: bool = True, progress: Progress | None = None) -> Report:
+                fix_cost: bool = True, apply_fixes: bool = False,
+                progress: Progress | None = None) -> Report:
     """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
-    with the proposed fixes inserted, as for a model. ``progress``: as for :func:`run_model`."""
+    with the proposed fixes inserted, as for a model. ``apply_fixes``, ``progress``: as for
+    :func:`run_model`."""
     with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress or _quiet)
+        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
+                            progress or _quiet)
 
 
-def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Progress) -> Report:
+def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
+                 progress: Progress) -> Report:
     progress("parse")
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
     seed = seed_used(seed, jitter)
@@ -95,7 +119,7 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Pro
     progress("simulate")
     trace = simulate_oplog(log, **opts)
     path = log.path
-    if not fix_cost:
+    if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
     progress("analyse")
     findings = analyse(trace)
@@ -105,6 +129,9 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, progress: Pro
             return simulate_oplog(log, fixes=fixes, base=trace, **opts)
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
+    if apply_fixes:
+        return _applied(trace, findings, metrics, rerun, dict(source=path, seed=seed,
+                                                               jitter=jitter), progress)
     costs = _costs(trace, findings, metrics, rerun, fix_cost, progress)
     return Report(source=path, trace=trace, findings=findings, metrics=metrics, seed=seed,
                   jitter=jitter, **costs)
@@ -125,11 +152,12 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
         except InternalError as e:
             failed.append(str(e))
             raise
-    total = cost_fixes(trace, findings, guarded, before=metrics)
+    keyed = Keying(trace, findings)  # (once for the total and every root cause)
+    total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
     if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
         return {"fix_cost": total, "root_cause_costs": (total,),
                 "root_cause_cost_note": _failure_note(failed)}
-    each = cost_root_causes(trace, findings, guarded, before=metrics)
+    each = cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
     note = " ".join(x for x in (budget_note(trace, findings), _failure_note(failed)) if x)
     return {"fix_cost": total, "root_cause_costs": each, "root_cause_cost_note": note}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis.findings import verdict_word
+from ..analysis.metrics import format_bytes
 from ..report.report import Report
 from ..sim.model import Model
 from .check import run_model
@@ -60,15 +61,27 @@ def _rel(x: float, base: float) -> str:
     return f"{(x - base) / base:+.1%}" if base else "n/a"
 
 
+def _peak(m, base) -> str:
+    """The largest rank's peak live bytes, and its change against the baseline's when it
+    differs: ``2.9 GiB (+768.0 MiB)``; ``-`` when the run counted no memory."""
+    if not m.peak_bytes:
+        return "-"
+    d = m.peak_max_bytes - base.peak_max_bytes if base is not None and base.peak_bytes else 0
+    return format_bytes(m.peak_max_bytes) + (f" ({'+' if d > 0 else ''}{format_bytes(d)})"
+                                             if d else "")
+
+
 def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = False,
                    baseline: str | None = None) -> str:
     """One table: each variant's verdict (``Findings.verdict``: manifest, deadlock, latent or
     clean, the words ``sweep`` uses), root causes and the hazard instances behind them
-    (manifest/latent), deadlock, makespan, step latency, bubble, cost."""
+    (manifest/latent), deadlock, makespan, step latency, bubble, peak memory (the largest rank's
+    peak live bytes, with its change against the baseline), cost."""
     base = baseline_of(model, rows, baseline)
     head = ["variant", "verdict", "root causes", "hazards", "manifest", "latent", "deadlock",
             "makespan us",
-            "mean step us", "p99 step us", "bubble", f"cost vs {base.variant}" if base else "cost"]
+            "mean step us", "p99 step us", "bubble", "peak memory",
+            f"cost vs {base.variant}" if base else "cost"]
     body = []
     for r in rows:
         m, f = r.report.metrics, r.report.findings
@@ -80,7 +93,7 @@ def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = Fal
                      "yes" if f.deadlock else "no", f"{m.makespan_us:,.0f}",
                      *((f"{m.mean_step_us:,.0f}", f"{m.p99_step_us:,.0f}") if m.steps else
                        ("-", "-")),  # no step labels: no step latency (not a latency of 0)
-                     f"{m.bubble_share:.1%}",
+                     f"{m.bubble_share:.1%}", _peak(m, base.report.metrics if base else None),
                      cost])
     changed = {k: v for k, v in (rows[0].report.params.items() if rows else ())
                if k in model.params and model.params[k].default != v}

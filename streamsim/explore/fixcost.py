@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..analysis.checks import FixCost, analyse, distinct_fixes
+from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
 from ..analysis.findings import Findings, Hazard
+from ..analysis.hb import analyse_hazards
+from ..analysis.liveness import deadlock_from_stall
 from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.errors import InternalError
-from ..sim.inject import key_fixes
-from ..trace import Trace
+from ..sim.inject import KeyedFix, injection_keys, key_fixes
+from ..trace import HOST, Op, Trace
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
 # Trace ops re-simulated for the root causes' own costs, in all: each re-simulation runs the whole
@@ -27,10 +29,36 @@ Rerun = Callable[[list], Trace]  # (keyed fixes) -> the re-simulated trace
 
 
 def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
-               before: Metrics | None = None) -> FixCost | None:
+               before: Metrics | None = None, keyed: "Keying | None" = None) -> FixCost | None:
     """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure
-    it; None when no hazard has a fix. ``before``: the run's metrics, if the caller has them."""
-    return _cost(trace, findings.hazards, rerun, before or compute_metrics(trace))
+    it; None when no hazard has a fix. ``before``: the run's metrics, if the caller has them;
+    ``keyed``: the fixes of ``findings`` keyed once (:class:`Keying`), if the caller has them."""
+    return _cost(trace, findings.hazards, rerun, before or compute_metrics(trace),
+                 keyed or Keying(trace, findings))
+
+
+class Keying:
+    """Every distinct fix of a run's findings keyed for injection once (a keying scans the whole
+    trace): the keyed fixes of any subset of its hazards, in order, without scanning again."""
+
+    def __init__(self, trace: Trace, findings: Findings):
+        fixes = distinct_fixes(findings.hazards)
+        self._of = dict(zip(map(_fix_key, fixes), key_fixes(trace, fixes, dedupe=False)))
+
+    def of(self, hazards: Sequence[Hazard]) -> list[KeyedFix]:
+        """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``."""
+        out, seen = [], set()
+        for f in distinct_fixes(hazards):
+            kf = self._of[_fix_key(f)]
+            if kf not in seen:
+                seen.add(kf)
+                out.append(kf)
+        return out
+
+
+def _fix_key(f) -> tuple:
+    """A fix's identity, as :func:`distinct_fixes` tells fixes apart."""
+    return (f.kind, f.before, f.handle_op, f.record_after, f.event_stream, f.wait_stream)
 
 
 def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED_ROOT_CAUSES,
@@ -44,14 +72,17 @@ def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED
 
 def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
                      limit: int = MAX_COSTED_ROOT_CAUSES, budget: int | None = None,
-                     before: Metrics | None = None) -> tuple[FixCost | None, ...]:
+                     before: Metrics | None = None,
+                     keyed: Keying | None = None) -> tuple[FixCost | None, ...]:
     """For each root cause, the cost of its fix alone, applied at every instance; None for a root
-    cause with no fix or beyond :func:`costed_root_causes`. ``before``: as for
+    cause with no fix or beyond :func:`costed_root_causes`. ``before``, ``keyed``: as for
     :func:`cost_fixes`."""
     k = costed_root_causes(trace, findings, limit, budget)
     if k and before is None:
         before = compute_metrics(trace)
-    return tuple(_cost(trace, [findings.hazards[i] for i in rc.instances], rerun, before)
+    if k and keyed is None:
+        keyed = Keying(trace, findings)
+    return tuple(_cost(trace, [findings.hazards[i] for i in rc.instances], rerun, before, keyed)
                  if n < k else None for n, rc in enumerate(findings.root_causes))
 
 
@@ -70,14 +101,83 @@ def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> 
 
 
 def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
-          before: Metrics) -> FixCost | None:
-    keyed = key_fixes(trace, distinct_fixes(hazards))
+          before: Metrics, keying: Keying) -> FixCost | None:
+    keyed = keying.of(hazards)
     if not keyed:
         return None
     try:
         fixed = rerun(keyed)
     except InternalError:  # streamsim's bug in the re-run: not costed (the caller says so)
         return None
-    after = analyse(fixed)
-    return FixCost(syncs=len(keyed), before=before, after=compute_metrics(fixed),
-                   hazards_after=len(after.hazards), deadlock_after=after.deadlock is not None)
+    # (a cost counts what the fixed run still has: no fixes or root causes for it, no warnings)
+    left = len(analyse_hazards(fixed, fixes=False))
+    return _measured(trace, fixed, keyed, left, deadlock_from_stall(fixed) is not None, before)
+
+
+def _measured(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix], hazards_after: int,
+              deadlock_after: bool, before: Metrics,
+              after_metrics: Metrics | None = None) -> FixCost:
+    return FixCost(syncs=len(keyed), before=before,
+                   after=after_metrics or compute_metrics(fixed), hazards_after=hazards_after,
+                   deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed))
+
+
+def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics | None = None
+                ) -> tuple[Trace, Findings, Metrics, FixCost] | None:
+    """The fixed run itself (``--apply-fixes``): ``trace`` re-simulated with every distinct fix
+    of ``findings`` applied, analysed, with what the fixes cost against ``trace``; None when no
+    hazard has a fix. A failed re-run raises (InternalError: streamsim's bug, exit 3)."""
+    keyed = key_fixes(trace, distinct_fixes(findings.hazards))
+    if not keyed:
+        return None
+    fixed = rerun(keyed)
+    after, metrics = analyse(fixed), compute_metrics(fixed)
+    cost = _measured(trace, fixed, keyed, len(after.hazards), after.deadlock is not None,
+                     before or compute_metrics(trace), metrics)
+    return fixed, after, metrics, cost
+
+
+def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix]) -> FixShift:
+    """How far the fixes moved the ops their syncs sit before (``fixed``: ``trace`` re-run with
+    ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops."""
+    wanted = {f.before for f in keyed}
+    a, b = _delayed_ops(trace, wanted), _delayed_ops(fixed, wanted)
+    shifts = [b[k].start - a[k].start for k in sorted(wanted) if k in a and k in b]  # (sorted:
+    # a float sum in a set's order would depend on the hash seed)
+    moved = [d for d in shifts if d > 1e-6]
+    return FixShift(delayed=len(shifts), moved=len(moved), max_us=max(moved, default=0.0),
+                    total_us=sum(moved), critical_rank=critical_rank(fixed))
+
+
+def _delayed_ops(trace: Trace, wanted: set) -> dict:
+    """Injection key -> the op a sync inserted before that host action delays: the first stream op
+    the action enqueued, else the action itself."""
+    host = {op_id: k for op_id, k in injection_keys(trace).items() if k in wanted}
+    out: dict = {}
+    for op in trace.ops:
+        if op.agent.kind == HOST:
+            k = host.get(op.id)
+            if k is not None and k not in out:
+                out[k] = op
+        elif op.issuer in host:
+            k = host[op.issuer]
+            if out.get(k) is None or out[k].agent.kind == HOST:
+                out[k] = op
+    return out
+
+
+def critical_rank(trace: Trace) -> int | None:
+    """The rank the makespan waits for: whose last kernel (``launch``) ends last, the smallest such
+    rank on a tie; with no kernel, whose last op ends last. None for a trace with no ops. (The
+    first stage's final receive of the sampled tokens ends last, but it waits for the last stage.)"""
+    best: Op | None = None
+    for kernels in (True, False):
+        for op in trace.ops:
+            if kernels and op.kind != "launch":
+                continue
+            if best is None or op.end > best.end or \
+                    (op.end == best.end and op.agent.rank < best.agent.rank):
+                best = op
+        if best is not None:
+            break
+    return None if best is None else best.agent.rank

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..analysis.findings import VERDICTS, verdict_word
+from ..analysis.metrics import format_bytes
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
@@ -36,7 +37,7 @@ from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_s
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
 METRICS = ("makespan_us", "mean_step_us", "p99_step_us", "bubble_share", "comm_overlap_share",
-           "step_count")
+           "step_count", "peak_bytes")  # peak_bytes: the largest rank's peak live bytes
 STEP_METRICS = ("mean_step_us", "p99_step_us")
 COUNTS = ("root_causes", "hazards", "manifest", "latent", "patterns", "manifest_runs",
           "latent_runs", "deadlock_runs")
@@ -166,13 +167,13 @@ class SweepRow:
             return float(getattr(self, name))
         if name not in METRICS:
             raise ModelError(f"--metric {name}: unknown (one of {', '.join(METRICS + COUNTS)})")
-        attr = "steps" if name == "step_count" else name
+        attr = {"step_count": "steps", "peak_bytes": "peak_max_bytes"}.get(name, name)
         return sum(getattr(r.metrics, attr) for r in self.results) / len(self.results)
 
     def to_dict(self, with_variant: bool = False) -> dict:
         """The row as plain data: ``variant`` first when ``with_variant`` (a sweep of several
-        variants), the grid values, verdict, counts, metrics (``step_count`` an integer when it
-        is one), replay command."""
+        variants), the grid values, verdict, counts, metrics (``step_count`` and ``peak_bytes``
+        integers when they are), replay command."""
         d: dict[str, Any] = {"variant": self.variant} if with_variant else {}
         d.update({(f"param_{k}" if k in _RESERVED else k): v for k, v in self.point.items()})
         d.update(verdict=self.verdict, runs=self.runs, root_causes=self.root_causes,
@@ -181,8 +182,9 @@ class SweepRow:
                  manifest_runs=self.manifest_runs, latent_runs=self.latent_runs,
                  deadlock_runs=self.deadlock_runs)
         d.update({m: round(self.metric(m), 6) for m in METRICS})
-        if d["step_count"] == int(d["step_count"]):  # a count: 2, not 2.0 (a mean may be 2.5)
-            d["step_count"] = int(d["step_count"])
+        for k in ("step_count", "peak_bytes"):  # a count: 2, not 2.0 (a mean may be 2.5)
+            if d[k] == int(d[k]):
+                d[k] = int(d[k])
         d["replay"] = self.replay
         return d
 
@@ -264,7 +266,8 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
     named = several_variants(rows)
     head = ["variant"] * named + keys + ["verdict", "root causes", "hazards", "manifest", "latent"] + \
         (["manifest runs", "deadlock runs"] if many else ["deadlock"]) + \
-        [m for m in dict.fromkeys([metric, "makespan_us", "mean_step_us", "bubble_share"])
+        [m for m in dict.fromkeys([metric, "makespan_us", "mean_step_us", "bubble_share",
+                                   "peak_bytes"])
          if m not in ("root_causes", "hazards", "manifest", "latent")
          and not (many and m in ("manifest_runs", "deadlock_runs"))]
     body = []
@@ -281,7 +284,7 @@ def render_sweep(rows: Sequence[SweepRow], metric: str = "makespan_us") -> str:
                 cells.append("-")  # no step labels: no step latency (not a latency of 0)
                 continue
             cells.append(f"{v:.1%}" if m.endswith("share") else f"{v:,.1f}" if m.endswith("_us")
-                         else f"{v:g}")
+                         else format_bytes(v) if m == "peak_bytes" else f"{v:g}")
         body.append(cells)
     if many:  # a metric column is the mean over the point's runs: say so in its heading
         head = [f"mean {h}" if h in METRICS else h for h in head]
@@ -300,6 +303,7 @@ _STYLE = {  # verdict -> marker, colour, label
 _LABELS = {"makespan_us": "makespan (us)", "mean_step_us": "mean step latency (us)",
            "p99_step_us": "p99 step latency (us)", "bubble_share": "pipeline bubble (share)",
            "comm_overlap_share": "comm/compute overlap (share)", "step_count": "steps run",
+           "peak_bytes": "peak live bytes, largest rank",
            "hazards": "data hazards (first run)", "manifest": "manifest hazards (first run)",
            "latent": "latent hazards (first run)", "patterns": "distinct root causes (all runs)",
            "root_causes": "root causes (first run)",

@@ -3,108 +3,27 @@
 One function, :func:`build_document`, decides *what* a report says (summary, parameters, each finding
 with its accesses, buffer, why nothing orders them, manifest or latent, the fix and its cost, the
 pictures, deadlock, warnings, metrics); :mod:`streamsim.report.markdown` and :mod:`streamsim.report.html` only decide
-*how* it looks. So the Markdown and the HTML page always say the same thing.
+*how* it looks. So the Markdown and the HTML page always say the same thing. The blocks and the
+inline helpers are :mod:`streamsim.report.blocks` (imported here under the same names).
 
 Inline text is a tuple of spans ``(style, text)`` with style ``""`` (plain), ``"code"`` or ``"b"``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Sequence
 
 from ..analysis.findings import Hazard
 from ..analysis.fixes import no_fix_reason
-from .report import NO_STEPS, Report
+from .blocks import (Block, Bullets, Heading, Image, Para, Pictures, Span, Table, Text, bold,
+                     code, nbytes, t, ticks, us)
+from .report import NO_STEPS, Report, memory_line
 from ..trace import Op, Trace
 from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain, free_verdict
-
-Span = tuple[str, str]
-Text = tuple[Span, ...]
 
 MAX_OCCURRENCES = 5  # other instances listed per root cause
 MAX_EXPLAINED = 20  # root causes explained in full (each explanation walks part of the trace)
 MAX_PATTERN_ROWS = 200  # rows of the root-cause table (an unnamed op log line is its own site)
 MAX_WARNINGS = 3  # warnings shown per kind
-
-
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    text: Text
-
-
-@dataclass(frozen=True)
-class Para:
-    text: Text
-
-
-@dataclass(frozen=True)
-class Bullets:
-    """A list; each item is its text and optional sub-items."""
-
-    items: tuple[tuple[Text, tuple[Text, ...]], ...]
-
-
-@dataclass(frozen=True)
-class Table:
-    header: tuple[str, ...]
-    rows: tuple[tuple[Text, ...], ...]
-
-
-@dataclass(frozen=True)
-class Image:
-    """A picture: ``key`` names it for inlining (``hb``, ``timeline``), ``src`` is its relative path."""
-
-    key: str
-    src: str
-    alt: str
-    caption: Text = ()
-
-
-Block = Union[Heading, Para, Bullets, Table, Image]
-
-
-@dataclass(frozen=True)
-class Pictures:
-    """Which pictures exist beside the report (relative paths), and why the HB one may not."""
-
-    hb: str | None = None
-    hb_caption: str = ""
-    timeline: str | None = None
-    timeline_caption: str = ""
-    missing_hb: str = ""  # the line to print instead of the HB picture
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-# --- inline helpers -------------------------------------------------------------------------------
-
-def t(*parts: str | Span) -> Text:
-    """Inline text from plain strings and ``(style, text)`` spans."""
-    return tuple(p if isinstance(p, tuple) else ("", p) for p in parts if p != "")
-
-
-def code(s: object) -> Span:
-    return ("code", str(s))
-
-
-def ticks(s: str) -> Text:
-    """Text whose ```quoted``` parts are code spans (the analysis quotes code that way)."""
-    return tuple(("code" if i % 2 else "", part) for i, part in enumerate(s.split("`")) if part)
-
-
-def bold(s: object) -> Span:
-    return ("b", str(s))
-
-
-def us(x: float) -> str:
-    return f"{x:,.1f} µs"
-
-
-def nbytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:,.1f} {unit}".replace(".0 ", " ")
-    return f"{n} B"
 
 
 def op_short(op: Op) -> Text:
@@ -152,6 +71,11 @@ def build_document(report: Report, pictures: Pictures | None = None) -> list[Blo
                         Para(t(bold(r.summary()))),
                         Para(t("Source ", code(r.source), "; simulated ", f"{len(r.trace.ops):,} ops "
                                f"on {len(r.trace.agents)} agents; exit code {r.exit_code}."))]
+    if r.applied is not None:  # --apply-fixes: the fixed run, and what its fixes cost
+        c = r.applied
+        doc.append(Para(t(bold("Fixed run"), f": the run re-simulated with its {c.syncs} "
+                          f"proposed sync{'s' * (c.syncs != 1)} inserted "
+                          "(--apply-fixes); against the run as written: ") + _cost(c)))
     doc += _parameters(r)
     doc += _hazards(r, pictures)
     doc += _deadlock(r, pictures)
@@ -237,11 +161,14 @@ def _cost(c) -> Text:
     """A measured cost (``FixCost``): makespan and mean step before → after, hazards left."""
     step = (f", mean step {us(c.before.mean_step_us)} → {us(c.after.mean_step_us)}"
             if c.before.steps else "")
+    peak = c.peak_text()
     text = t("makespan ", bold(f"{us(c.before.makespan_us)} → {us(c.after.makespan_us)} "
-                                f"({c.makespan_change:+.1%})"),
+                                f"({c.makespan_change:+.1%})"), peak and ", ", peak and bold(peak),
              f"{step}; {c.hazards_after} hazard{'s' * (c.hazards_after != 1)} left")
     if c.deadlock_after:
         text += t(", but the fixed run ", bold("DEADLOCKS"))
+    if c.shift is not None:
+        text += t("; " + c.explain(unit="µs"))
     return text + t(".")
 
 
@@ -406,6 +333,7 @@ def _metrics(r: Report, pictures: Pictures | None) -> list[Block]:
              ("p99 step", us(m.p99_step_us))] if m.steps else [("steps", NO_STEPS)]
     rows += [("pipeline bubble (compute idle)", f"{m.bubble_share:.1%}"),
              ("comm/compute overlap", f"{m.comm_overlap_share:.1%}")]
+    rows.append(("peak memory (live bytes)", memory_line(m).split(": ", 1)[1]))
     if (c := r.fix_cost) is not None:
         rows.append(("makespan with the fixes", f"{us(c.after.makespan_us)} ({c.makespan_change:+.1%})"))
         if m.steps:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
-from ..analysis.metrics import Metrics
+from ..analysis.metrics import Metrics, format_bytes
 from ..analysis.why import free_verdict
 from .jsontext import dumps_indented
 from ..trace import Trace
@@ -38,6 +38,9 @@ class Report:
     fix_cost: FixCost | None = None  # every proposed fix applied at once
     root_cause_costs: tuple[FixCost | None, ...] = ()  # each root cause's fix alone, by index
     root_cause_cost_note: str = ""  # a sentence: which root causes a budget left uncosted, if any
+    # --apply-fixes: this is the fixed run (the run re-simulated with every proposed fix), and
+    # this is what those fixes cost against the run (its ``before``: the run's metrics)
+    applied: FixCost | None = None
 
     @property
     def exit_code(self) -> int:
@@ -53,7 +56,17 @@ class Report:
         parts.append("deadlock" if f.deadlock else "no deadlock")
         parts.append(f"{len(f.warnings)} warning{'s' * (len(f.warnings) != 1)}")
         what = f"{self.model} [{self.variant}]" if self.model else self.source
+        if self.applied is not None:
+            what += " with its proposed fixes applied"
         return f"{what}: " + ", ".join(parts)
+
+    def applied_line(self) -> str:
+        """What an ``--apply-fixes`` report says of the fixes it applied ('' otherwise)."""
+        c = self.applied
+        if c is None:
+            return ""
+        return (f"fixed run: re-simulated with the run's {c.syncs} proposed "
+                f"sync{'s' * (c.syncs != 1)} inserted; against the run as written: {_cost(c)}")
 
     def __repr__(self) -> str:
         """``<Report vllm_pp.py:regressed_49274 4 root causes, 150 hazards>``: a report holds the
@@ -78,6 +91,8 @@ def report_json(r: Report) -> dict[str, Any]:
     d["metrics"] = r.metrics.to_json_dict()
     d["fix_cost"] = None if r.fix_cost is None else r.fix_cost.to_json_dict()
     d["fix_cost_note"] = r.root_cause_cost_note or None  # costs a budget or a failed re-run left out
+    if r.applied is not None:  # (only in an --apply-fixes report: other reports keep their keys)
+        d["applied_fixes"] = r.applied.to_json_dict()
     return d
 
 
@@ -104,6 +119,8 @@ def render_text(r: Report) -> str:
         lines.append("params: " + " ".join(f"{k}={v}" for k, v in r.params.items()))
     if r.seed is not None or r.jitter:
         lines.append(f"seed: {r.seed}  jitter: {r.jitter}")
+    if r.applied is not None:
+        lines.append(r.applied_line())
     for n, rc in enumerate(f.root_causes[:MAX_TEXT_ROOT_CAUSES], 1):
         hs = [f.hazards[i] for i in rc.instances]
         h = next((x for x in hs if x.manifest), hs[0])  # show the instance that struck
@@ -168,6 +185,7 @@ def render_text(r: Report) -> str:
              if m.steps else NO_STEPS)
     lines.append(f"metrics: makespan {_us(m.makespan_us)}, {steps}, bubble "
                  f"{m.bubble_share:.1%}, comm/compute overlap {m.comm_overlap_share:.1%}")
+    lines.append(memory_line(m))
     c = r.fix_cost
     if c is not None:
         lines.append(f"fix cost: every proposed fix applied at once ({c.syncs} "
@@ -177,14 +195,34 @@ def render_text(r: Report) -> str:
     return terminal_lines(lines)  # a name's control characters escaped: no line of its own
 
 
+MAX_MEMORY_RANKS = 8  # ranks whose peak the memory line names one by one
+
+
+def memory_line(m: Metrics) -> str:
+    """``memory: peak live bytes rank0 1.5 GiB, rank1 2.1 GiB; <what it cannot say>``."""
+    peaks = m.peak_bytes
+    if not peaks:
+        return f"memory: {m.memory_note}"
+    if len(peaks) <= MAX_MEMORY_RANKS:
+        shown = ", ".join(f"rank{r} {format_bytes(b)}" for r, b in peaks.items())
+    else:
+        hi = max(peaks, key=lambda r: (peaks[r], -r))
+        lo = min(peaks, key=lambda r: (peaks[r], r))
+        shown = (f"{len(peaks):,} ranks, most rank{hi} {format_bytes(peaks[hi])}, least "
+                 f"rank{lo} {format_bytes(peaks[lo])}")
+    return f"memory: peak live bytes {shown}" + (f"; {m.memory_note}" if m.memory_note else "")
+
+
 def _cost(c: FixCost) -> str:
     """``makespan A -> B us (+x%), mean step ...; N hazards left``."""
     step = (f", mean step {_us(c.before.mean_step_us)} -> {_us(c.after.mean_step_us)}"
             if c.before.steps else "")
+    peak = c.peak_text()
     return (f"makespan {_us(c.before.makespan_us)} -> {_us(c.after.makespan_us)} "
-            f"({c.makespan_change:+.1%}){step}; {c.hazards_after} "
+            f"({c.makespan_change:+.1%}){', ' + peak if peak else ''}{step}; {c.hazards_after} "
             f"hazard{'s' * (c.hazards_after != 1)} left"
-            + (", but the fixed run DEADLOCKS" if c.deadlock_after else ""))
+            + (", but the fixed run DEADLOCKS" if c.deadlock_after else "")
+            + (f"; {c.explain()}" if c.shift is not None else ""))
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

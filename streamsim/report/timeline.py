@@ -18,6 +18,7 @@ from .figures import new_figure
 from .lanes import agent_label, lane_key
 from ..analysis.findings import Hazard
 from ..kinds import BY_AGENT, CATEGORIES, OP_KINDS
+from ..analysis.metrics import format_bytes, memory_use
 from ..analysis.slices import step_range
 from ..trace import HOST, Op, Trace
 from ..analysis.why import access_window, free_verdict
@@ -120,9 +121,11 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
     # the title (wrapped: never clipped), and the notes on a line under it
     title_lines = textwrap.wrap(title or "timeline", int(WIDTH * 72 / (11 * 0.62)))
     head_h = 0.35 + 0.2 * len(title_lines) + (0.22 if sel.notes else 0.0)
-    height = 1.45 + head_h + 0.42 * n + extra
+    memory = memory_use(trace) if ops else None
+    mem_h = MEMORY_H + 0.6 if memory is not None and memory.series else 0.0  # (its time axis)
+    height = 1.45 + head_h + 0.42 * n + extra + mem_h
     fig = new_figure(WIDTH, height)
-    bottom = (1.05 + extra) / height
+    bottom = (1.05 + extra + mem_h) / height
     ax = fig.add_axes((0.17, bottom, 0.81, 1 - bottom - head_h / height))
     ax.set_ylim(max(n, 1) - 0.5, -0.5)
     ax.set_xlim(t0 - span * 0.01, t1 + span * 0.01)
@@ -174,6 +177,9 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
                     bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
                     if stuck else None)  # readable over the hatching
 
+    if mem_h:
+        _memory_panel(fig, ax, memory, (1.05 + extra) / height, MEMORY_H / height, t1, unit,
+                      scale)
     if not ops:  # an empty op log, say: an empty chart that says so, not an error
         ax.text(0.5, 0.5, "no ops in this trace", transform=ax.transAxes, ha="center",
                 va="center", fontsize=10, color="#666666")
@@ -200,6 +206,41 @@ def draw_timeline(trace: Trace, hazard: Hazard | None = None, *, title: str = ""
                  fontsize=TEXT_PT, color="#8a4b00", style="italic")  # (not beside the title:
         # a long title ran into it)
     return fig
+
+
+MEMORY_H = 1.25  # inches: the memory panel under the lanes
+
+
+def _memory_panel(fig, ax, memory, bottom: float, height: float, t1: float, unit: str,
+                  scale: float) -> None:
+    """Live bytes per rank over the chart's time span: one step line a rank (the largest eight
+    ranks' peaks when there are more), in the unit that reads best, under the lanes."""
+    mx = fig.add_axes((0.17, bottom, 0.81, height), sharex=ax)
+    peak = max(memory.peak.values(), default=0)
+    size, name = next(((s, u) for s, u in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+                       if peak >= 2 * s), (1, "B"))
+    ranks = sorted(memory.series, key=lambda r: (-memory.peak[r], r))[:8]
+    colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f")
+    for i, r in enumerate(sorted(ranks)):
+        pts = memory.series[r]
+        xs = [p[0] for p in pts] + [max(t1, pts[-1][0])]
+        ys = [p[1] / size for p in pts] + [pts[-1][1] / size]
+        mx.step(xs, ys, where="post", lw=1.4, color=colours[i % len(colours)],
+                label=f"rank{r} (peak {format_bytes(memory.peak[r])})")
+    mx.set_ylabel(f"live {name}", fontsize=TEXT_PT)
+    mx.set_ylim(0, max(peak / size, 1e-9) * 1.5)  # (headroom: the legend sits over it)
+    mx.tick_params(axis="both", labelsize=TEXT_PT)
+    mx.set_xlabel(f"simulated time ({unit}); memory: live bytes of the buffers the run "
+                  "allocates, per rank", fontsize=9)
+    mx.grid(color="#e6e6e6", lw=0.6)
+    mx.legend(loc="upper left", fontsize=TEXT_PT, ncol=min(len(ranks), 4), frameon=True,
+              framealpha=0.85)
+    mx.xaxis.set_major_formatter(ax.xaxis.get_major_formatter())
+    if memory.note:  # what the lines cannot say (ranks that free nothing, ...), under the legend
+        mx.text(0.995, 0.05, "\n".join(textwrap.wrap(memory.note, 120)), transform=mx.transAxes,
+                ha="right", va="bottom", fontsize=TEXT_PT, color="#8a4b00", style="italic",
+                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
 
 
 def _access_line_too_long(trace: Trace, hazard: Hazard) -> bool:

@@ -12,6 +12,7 @@ records, locations and trace building live in their own modules.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Any, Callable, Iterable
@@ -68,6 +69,7 @@ class Engine(CommMixin):
         # (rank, buffer) -> the free that ended its current life (until a new alloc): a later use
         # or free of it is a lifetime bug, noted (see note_freed_use)
         self.freed: dict[tuple[int, str], Rec] = {}
+        self.allocations: list = []  # every host.buffer (trace.Alloc), for the memory metrics
         self.current: HostState | None = None
         self.main_glet: greenlet | None = None
         self.failed: BaseException | None = None  # what a host program raised, as it raised it
@@ -513,9 +515,12 @@ class Engine(CommMixin):
             r.attrs["unfinished"] = True
             self.mark_end(r, stall.time)
         self.unmatched_notes()
-        return build_trace(self.recs, stall, waiting, seq=self.seq, lent=self.lent,
-                           seq_holes=self.seq_holes, notes=self.notes,
-                           agents=set(self.hosts) | set(self.streams), source=source, meta=meta)
+        trace = build_trace(self.recs, stall, waiting, seq=self.seq, lent=self.lent,
+                            seq_holes=self.seq_holes, notes=self.notes,
+                            agents=set(self.hosts) | set(self.streams), source=source, meta=meta)
+        if self.allocations:  # (the memory metrics read them; an op log's are alloc ops)
+            trace = dataclasses.replace(trace, allocations=tuple(self.allocations))
+        return trace
 
     def cost_model(self) -> dict:
         """What the run's timing read besides each op's own duration (op log v2's declarations,

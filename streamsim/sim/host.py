@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 
 from greenlet import getcurrent
 
-from ..trace import Blocked, Note, READ, WRITE, Access
+from ..trace import Alloc, Blocked, Note, READ, WRITE, Access
 from .comm import SIZED_BY_INPUTS, GroupConfig, batch_issue_order
 from .engine import Engine
 from .errors import ModelError
@@ -84,6 +84,8 @@ class Host:
         s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
         buf = Buffer(self.rank, name, nbytes, s)
         self._buffers[name] = buf
+        self._e.allocations.append(Alloc(self.rank, name, nbytes, float(self._h.clock),
+                                         len(self._e.recs)))
         self._e.freed.pop((self.rank, name), None)  # a new life of a freed name
         return buf
 

@@ -34,8 +34,8 @@ class KeyedFix:
     buffer: str | None = None
 
 
-def _keys(trace: Trace) -> dict[int, Key]:
-    """Host op id -> its injection key."""
+def injection_keys(trace: Trace) -> dict[int, Key]:
+    """Host op id -> its injection key (the program's own actions: a fix's are not keyed)."""
     keys, seen = {}, {}
     for op in trace.ops:
         if op.agent.kind == HOST and not op.attrs.get("injected"):
@@ -46,10 +46,10 @@ def _keys(trace: Trace) -> dict[int, Key]:
     return keys
 
 
-def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
+def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list[KeyedFix]:
     """The fixes found in ``trace`` (streamsim.analysis.findings.Fix), keyed for injection; order kept,
-    duplicates dropped."""
-    keys = _keys(trace)
+    duplicates dropped (with ``dedupe``; else one keyed fix per fix given)."""
+    keys = injection_keys(trace)
 
     def key(op_id: int) -> Key:
         op = trace.op(op_id)
@@ -83,7 +83,9 @@ def key_fixes(trace: Trace, fixes: Iterable) -> list[KeyedFix]:
                           buffer=str(frees[0].attrs.get("buffer")))
         else:
             raise ModelError(f"cannot apply a fix of kind {fix.kind!r}")
-        if kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
+        if not dedupe:
+            out.append(kf)
+        elif kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
             seen.add(kf)
             out.append(kf)
     return out

@@ -46,7 +46,7 @@ def same_run(run, replay) -> None:
     assert [(rc.kind, rc.buffer, len(rc.instances), rc.manifest) for rc in replay.findings.root_causes] \
         == [(rc.kind, rc.buffer, len(rc.instances), rc.manifest) for rc in run.findings.root_causes]
     assert (replay.findings.deadlock is None) == (run.findings.deadlock is None)
-    assert replay.metrics == run.metrics
+    assert replay.metrics.timing() == run.metrics.timing()  # (a log: no model allocations)
 
 
 # A small grid beside the defaults: parameters that change the cost model the dump must carry
