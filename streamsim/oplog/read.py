@@ -324,6 +324,12 @@ class _Parser:
         group = self.text(obj, "group", DEFAULT_GROUP[op])
         g = self.groups.setdefault(group, {"backend": backend, "line": self.lineno,
                                            "ranks": set(), "lists": []})
+        if op in NCCL_OPS and "cost" in g and g["backend"] == "gloo":
+            backend = "gloo"  # tensor ops of a group declared gloo: gloo's semantics
+            for key in ("batch", "p2p_streams"):
+                if key in obj:
+                    raise _Bad(f"field {key!r} is for NCCL groups; group {group!r} is declared "
+                               f"gloo at line {g['line']}")
         if g["backend"] != backend:
             raise _Bad(f"group {group!r} is used by {backend} op {op!r} here but by "
                        f"{g['backend']} ops at line {g['line']}")

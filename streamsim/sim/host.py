@@ -256,7 +256,7 @@ class Host:
             dur: float | None, name: str | None, handle: str | None) -> Work:
         self._e.settle(self._h)
         rec = self._p2p_rec(cfg, kind, tensors, peer, nbytes, dur, name, handle,
-                            cfg.p2p_stream(self.rank, peer))
+                            cfg.p2p_stream(self.rank, peer, kind))
         return self._work(rec, cfg)
 
     def _p2p_rec(self, cfg: GroupConfig, kind: str, tensors: list, peer: int,
@@ -327,7 +327,8 @@ class Host:
         if nbytes is None:
             nbytes = nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
         size = nbytes
-        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
+        rec = e.enqueue(self._h, f"{cfg.backend}:{cfg.name}", kind,
+                        name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
         e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
