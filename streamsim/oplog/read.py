@@ -214,6 +214,8 @@ class _Parser:
                        f"{shown_number(dur)}")
         spec["dur"] = float(dur)
         spec["step"] = self.nat(obj, "step", None)
+        if "site" in obj:
+            spec["site"] = self.text(obj, "site")
         self.threads.setdefault((rank, spec["host"]), None)
         self.check_fields(obj, spec)
         self.batches.check(spec, self.lineno, _Bad)

@@ -126,6 +126,8 @@ class _Replay:
         if line is not None:
             rec.line = line.lineno
             rec.name = line.name
+            if line.site is not None:
+                rec.attrs["site"] = line.site
             if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
                     line.lineno not in self.taken:
                 self.take(line.lineno)

@@ -28,7 +28,7 @@ from typing import Any
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..sim.memory import Ref
 
-COMMON = ("op", "rank", "host", "stream", "name", "dur", "step")
+COMMON = ("op", "rank", "host", "stream", "name", "dur", "step", "site")
 # op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
 FIELDS: dict[str, tuple[str, ...]] = {
     "launch": ("reads", "writes"),
@@ -124,6 +124,7 @@ class Line:
     buffer: str | None = None
     target: int | None = None
     batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
+    site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
 
 
 @dataclass(frozen=True, slots=True)

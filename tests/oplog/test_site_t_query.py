@@ -1,0 +1,56 @@
+"""Op-log fields a recorder writes (issue 25): ``site`` (the user code line of an op); optional,
+validated with a one-line error, version-1 logs unchanged."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamsim import parse_oplog, simulate_oplog
+from streamsim.analysis.checks import analyse
+from streamsim.sim.errors import ModelError
+
+
+def log(*lines: dict) -> str:
+    return "".join(json.dumps(x) + "\n" for x in lines)
+
+
+GLOO = {"op": "group", "group": "pp", "backend": "gloo", "ranks": [0, 1]}
+
+
+def step(k: int, *, wait: bool = False) -> list[dict]:
+    """One step of a racy CPU loop as a recorder writes it: a fresh tensor each step, made at one
+    line, sent by gloo, then written in place before (or after, ``wait``) the send's wait."""
+    buf = f"train.py:10#{k}"
+    send = {"op": "isend", "group": "pp", "tensors": [buf], "peer": 1, "handle": f"h{k}",
+            "dur": 100,
+            "site": "train.py:11 main"}
+    write = {"op": "host", "name": "add_", "reads": [buf], "writes": [buf], "dur": 5,
+             "site": "train.py:12 main"}
+    w = {"op": "wait", "handle": f"h{k}", "site": "train.py:13 main"}
+    recv = {"op": "irecv", "group": "pp", "rank": 1, "tensors": [f"r{k}"], "peer": 0}
+    return [{"op": "alloc", "buffer": buf, "nbytes": 64, "site": "train.py:10 main"},
+            send, *((w, write) if wait else (write, w)), recv]
+
+
+def test_one_missing_wait_is_one_root_cause_at_the_users_lines_whatever_the_buffer_names():
+    f = analyse(simulate_oplog(parse_oplog(log(GLOO, *[x for k in range(3) for x in step(k)]),
+                                           "r.jsonl")))
+    assert len(f.hazards) == 3
+    [rc] = f.root_causes
+    assert (rc.kind, rc.buffer, rc.first.label, rc.first.location, rc.second.location) == \
+        ("WAR", "tensor made at train.py:10 main", "isend", "train.py:11 main", "train.py:12 main")
+    fixed = analyse(simulate_oplog(parse_oplog(
+        log(GLOO, *[x for k in range(3) for x in step(k, wait=True)]), "r.jsonl")))
+    assert not fixed.hazards
+
+
+@pytest.mark.parametrize("line, message", [
+    ({"op": "host", "site": ""}, "e.jsonl:2: field 'site' must be a non-empty string"),
+    ({"op": "host", "site": 3}, "e.jsonl:2: field 'site' must be a non-empty string, got number"),
+])
+def test_a_bad_new_field_is_a_one_line_error_naming_file_line_and_field(line, message):
+    first = {"op": "isend", "tensors": ["x"], "peer": 1, "handle": "h"}
+    with pytest.raises(ModelError) as e:
+        parse_oplog(log(first, line), "e.jsonl")
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
