@@ -90,6 +90,7 @@ class _Parser:
         self.batches = BatchRule()
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
+        self.last_t: dict[tuple[int, str], tuple[float, int]] = {}  # thread -> its last t, line
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -216,6 +217,14 @@ class _Parser:
         spec["step"] = self.nat(obj, "step", None)
         if "site" in obj:
             spec["site"] = self.text(obj, "site")
+        if "t" in obj:
+            spec["t"] = t = self.number(obj, "t", None, strict=False)
+            last = self.last_t.get((rank, spec["host"]))
+            if last is not None and t < last[0]:
+                raise _Bad(f"field 't' {shown_number(obj['t'])} is before the t {last[0]:g} of "
+                           f"line {last[1]}, of the same host thread (a thread issues its lines "
+                           "in time order)")
+            self.last_t[(rank, spec["host"])] = (t, self.lineno)
         self.threads.setdefault((rank, spec["host"]), None)
         self.check_fields(obj, spec)
         self.batches.check(spec, self.lineno, _Bad)

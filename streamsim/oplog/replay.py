@@ -148,6 +148,8 @@ class _Replay:
         for i, line in enumerate(lines):
             current[state] = line
             host.step = line.step  # (each line names its own step, or none)
+            if line.t is not None and line.t > state.clock:
+                state.clock = line.t  # (the program's own time before it: host time unseen)
             batch = batches.get(i)
             if batch == ():
                 continue  # (issued with the first line of its batch)

@@ -28,7 +28,7 @@ from typing import Any
 from ..sim.comm import COLLECTIVE_KINDS, P2P_STREAMS
 from ..sim.memory import Ref
 
-COMMON = ("op", "rank", "host", "stream", "name", "dur", "step", "site")
+COMMON = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t")
 # op -> its own optional fields (beyond COMMON); REQUIRED lists those that must be present.
 FIELDS: dict[str, tuple[str, ...]] = {
     "launch": ("reads", "writes"),
@@ -125,6 +125,7 @@ class Line:
     target: int | None = None
     batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
     site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
+    t: float | None = None  # when the program issued it (µs from the run's start): not earlier
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""Op-log fields a recorder writes (issue 25): ``site`` (the user code line of an op); optional,
-validated with a one-line error, version-1 logs unchanged."""
+"""Op-log fields a recorder writes (issue 25): ``site`` (the user code line of an op) and ``t`` (when
+the program issued it); each optional, each validated with a one-line error, version-1 logs
+unchanged."""
 from __future__ import annotations
 
 import json
@@ -45,12 +46,24 @@ def test_one_missing_wait_is_one_root_cause_at_the_users_lines_whatever_the_buff
     assert not fixed.hazards
 
 
+def test_t_holds_a_line_back_until_the_program_issued_it():
+    text = log({"op": "host", "name": "a", "dur": 1, "t": 0},
+               {"op": "host", "name": "b", "dur": 1, "t": 500.5},
+               {"op": "host", "name": "c", "dur": 1, "t": 500.6})  # t before the clock: no effect
+    ops = [op for op in simulate_oplog(parse_oplog(text, "t.jsonl")).ops if op.kind == "host"]
+    assert [(op.name, op.start) for op in ops] == [("a", 0.0), ("b", 500.5), ("c", 501.5)]
+
+
 @pytest.mark.parametrize("line, message", [
     ({"op": "host", "site": ""}, "e.jsonl:2: field 'site' must be a non-empty string"),
     ({"op": "host", "site": 3}, "e.jsonl:2: field 'site' must be a non-empty string, got number"),
+    ({"op": "host", "t": -1}, "e.jsonl:2: field 't' must be >= 0"),
+    ({"op": "host", "t": "1"}, "e.jsonl:2: field 't' must be a finite number, got string"),
+    ({"op": "host", "t": 1}, "e.jsonl:2: field 't' 1 is before the t 5 of line 1, of the same "
+                             "host thread"),
 ])
 def test_a_bad_new_field_is_a_one_line_error_naming_file_line_and_field(line, message):
-    first = {"op": "isend", "tensors": ["x"], "peer": 1, "handle": "h"}
+    first = {"op": "isend", "tensors": ["x"], "peer": 1, "handle": "h", "t": 5}
     with pytest.raises(ModelError) as e:
         parse_oplog(log(first, line), "e.jsonl")
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
