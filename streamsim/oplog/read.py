@@ -247,6 +247,10 @@ class _Parser:
                 raise _Bad(f"{op} on unknown handle {handle!r} (no earlier line of rank "
                            f"{spec['rank']} issues it)")
             spec["handle"], spec["target"] = handle, target
+            if op == "query" and "result" in obj:
+                if not isinstance(obj["result"], bool):
+                    raise _Bad(f"field 'result' must be a boolean, got {_type_name(obj['result'])}")
+                spec["result"] = obj["result"]
             if op == "wait":
                 blocking = obj.get("blocking", False)
                 if not isinstance(blocking, bool):

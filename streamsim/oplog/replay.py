@@ -305,7 +305,7 @@ class _Replay:
                 w.wait(blocking=False)
 
     def query(self, host: Host, ln: Line) -> None:
-        self.work(host, ln).is_completed()
+        self.work(host, ln).is_completed(observed=ln.result)
 
     def alloc(self, host: Host, ln: Line) -> None:
         rec = self.engine.host_op(host._h, "alloc", ln.name)

@@ -46,7 +46,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "recv_object": ("peer", "group", "nbytes"),
     "isend_object": ("peer", "group", "handle", "nbytes"),
     "wait": ("handle", "blocking"),
-    "query": ("handle",),
+    "query": ("handle", "result"),
     "alloc": ("buffer", "nbytes"),
     "free": ("buffer",),
     "record_stream": ("buffer",),
@@ -126,6 +126,7 @@ class Line:
     batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
     site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
     t: float | None = None  # when the program issued it (µs from the run's start): not earlier
+    result: bool | None = None  # a query's observed is_completed(); None: simulated
 
 
 @dataclass(frozen=True, slots=True)

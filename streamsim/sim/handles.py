@@ -103,9 +103,13 @@ class Work:
         Gloo: the host blocks until the op is done."""
         self._host._caller().wait_work(self, blocking)
 
-    def is_completed(self) -> bool:
-        """True when the op has finished at this point of simulated time (orders it if True)."""
-        return self._host._caller().query_work(self)
+    def is_completed(self, observed: bool | None = None) -> bool:
+        """True when the op has finished at this point of simulated time (orders it if True).
+
+        ``observed`` is what a recorded program saw (op log ``query`` with ``result``): the
+        program went on as it did, so True waits (the host) until the op is done and orders it,
+        as the program was ordered after it; False orders nothing, whatever the simulated state."""
+        return self._host._caller().query_work(self, observed)
 
     def __repr__(self) -> str:
         return f"Work({self.name})"

@@ -353,12 +353,15 @@ class Host:
                             after=targets)
             rec.attrs.update(handle=work.name, blocking=False)
 
-    def query_work(self, work: Work) -> bool:
+    def query_work(self, work: Work, observed: bool | None = None) -> bool:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
-        done = all(r.done for r in work._recs)
-        if done:
+        done = all(r.done for r in work._recs) if observed is None else observed
+        if observed and not all(r.done for r in work._recs):  # (seen done: it was done by then)
+            e.wait_recs(h, rec, work._recs, f"{work.name}.is_completed() was observed True")
+        elif done:
             rec.after = [*rec.after, *work._recs]
+        if done:
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
         if not done:  # no edge names the op it asked about: keep its id (for the op-log writer)

@@ -1,6 +1,6 @@
-"""Op-log fields a recorder writes (issue 25): ``site`` (the user code line of an op) and ``t`` (when
-the program issued it); each optional, each validated with a one-line error, version-1 logs
-unchanged."""
+"""Op-log fields a recorder writes (issue 25): ``site`` (the user code line of an op), ``t`` (when
+the program issued it) and a ``query``'s observed ``result``; each optional, each validated with a
+one-line error, version-1 logs unchanged."""
 from __future__ import annotations
 
 import json
@@ -54,6 +54,17 @@ def test_t_holds_a_line_back_until_the_program_issued_it():
     assert [(op.name, op.start) for op in ops] == [("a", 0.0), ("b", 500.5), ("c", 501.5)]
 
 
+def test_a_query_observed_true_orders_the_op_and_false_orders_nothing():
+    def run(result: bool | None) -> int:
+        q = {"op": "query", "handle": "h"} if result is None else \
+            {"op": "query", "handle": "h", "result": result}
+        text = log({"op": "isend", "tensors": ["x"], "peer": 1, "handle": "h", "dur": 100},
+                   q, {"op": "host", "name": "w", "writes": ["x"]},
+                   {"op": "irecv", "rank": 1, "tensors": ["y"], "peer": 0})
+        return len(analyse(simulate_oplog(parse_oplog(text, "q.jsonl"))).hazards)
+    assert (run(True), run(False), run(None)) == (0, 1, 1)  # (simulated: not done at t=0)
+
+
 @pytest.mark.parametrize("line, message", [
     ({"op": "host", "site": ""}, "e.jsonl:2: field 'site' must be a non-empty string"),
     ({"op": "host", "site": 3}, "e.jsonl:2: field 'site' must be a non-empty string, got number"),
@@ -61,6 +72,8 @@ def test_t_holds_a_line_back_until_the_program_issued_it():
     ({"op": "host", "t": "1"}, "e.jsonl:2: field 't' must be a finite number, got string"),
     ({"op": "host", "t": 1}, "e.jsonl:2: field 't' 1 is before the t 5 of line 1, of the same "
                              "host thread"),
+    ({"op": "query", "handle": "h", "result": 1}, "e.jsonl:2: field 'result' must be a boolean"),
+    ({"op": "host", "result": True}, "e.jsonl:2: unknown field 'result' for op 'host'"),
 ])
 def test_a_bad_new_field_is_a_one_line_error_naming_file_line_and_field(line, message):
     first = {"op": "isend", "tensors": ["x"], "peer": 1, "handle": "h", "t": 5}
