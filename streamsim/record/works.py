@@ -82,13 +82,11 @@ class Works:
         def wait(orig):
             def wait(self, *args, **kwargs):
                 works.handed_over()
-                t = time.monotonic_ns()
-                out = orig(self, *args, **kwargs)
                 h = works.handle_of(self)
-                if h is not None:
-                    h.waited = True
-                    works.emit("wait", h, t)
-                return out
+                if h is not None:  # (written before it blocks: a wait that never returns, as
+                    h.waited = True  # in a deadlock, was still issued)
+                    works.emit("wait", h, time.monotonic_ns())
+                return orig(self, *args, **kwargs)
             return wait
 
         def is_completed(orig):
@@ -114,13 +112,11 @@ class Works:
 
         def future_wait(orig):
             def wait(self, *args, **kwargs):
-                t = time.monotonic_ns()
-                out = orig(self, *args, **kwargs)
                 entry = works.futures.pop(id(self), None)
                 if entry is not None and entry[0] is self:
                     entry[1].waited = True
-                    works.emit("wait", entry[1], t)
-                return out
+                    works.emit("wait", entry[1], time.monotonic_ns())
+                return orig(self, *args, **kwargs)
             return wait
 
         patch(work_cls, "wait", wait)

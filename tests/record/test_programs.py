@@ -1,0 +1,121 @@
+"""Real 2-rank gloo programs on 127.0.0.1, recorded by ``streamsim record`` and checked.
+
+Each run has a timeout (ranks.py kills ranks still running) and its own free port; the rank
+files live in a temporary directory the recorder removes. The racy/fixed pair is checked against
+the truth in the same test: the racy program's receiver really got overwritten data at least
+once (16 MiB tensors make it strike most steps), the fixed one never.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from streamsim import check_oplog
+
+from .conftest import need_torch
+
+ROOT = Path(__file__).resolve().parents[2]
+RANKS = Path(__file__).with_name("ranks.py")
+EXAMPLE = "examples/pp_send_overwrite.py"
+
+
+def record(out: Path, script: str, *args: str, ranks: int = 2, timeout: int = 60):
+    """``streamsim record -o OUT -- python ranks.py RANKS TIMEOUT SCRIPT ARGS`` from the repo
+    root (so sites read ``examples/...``): the completed process."""
+    need_torch()
+    cmd = [sys.executable, "-m", "streamsim", "record", "-o", str(out), "--",
+           sys.executable, str(RANKS), str(ranks), str(timeout), script, *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout + 60)
+
+
+def corrupted_steps(stdout: str) -> list[int]:
+    m = re.search(r"rank1: corrupted steps: \[([\d, ]*)\]", stdout)
+    assert m, stdout
+    return [int(x) for x in m[1].split(",") if x.strip()]
+
+
+def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fixed_is_clean(
+        tmp_path):
+    corrupted = []
+    for trial in range(3):  # (the race is likely, not certain: a few trials)
+        p = record(tmp_path / f"racy{trial}.jsonl", EXAMPLE, "--steps", "4")
+        assert p.returncode == 0, p.stderr
+        assert f"check it with:\n    streamsim check {tmp_path}/racy{trial}.jsonl" in p.stderr
+        report = check_oplog(tmp_path / f"racy{trial}.jsonl")
+        [rc] = report.findings.root_causes  # one missing wait: one root cause, every trial
+        assert (rc.kind, rc.first.label, rc.first.location, rc.second.label,
+                rc.second.location) == ("WAR", "isend", f"{EXAMPLE}:39 first_stage", "fill_",
+                                        f"{EXAMPLE}:27 forward")
+        assert rc.buffer == f"tensor made at {EXAMPLE}:62 main" and rc.manifest == 3
+        assert "wait the handle returned by `isend`" in rc.fix
+        corrupted += corrupted_steps(p.stdout)
+        if corrupted:
+            break
+    assert corrupted, "the racy program never corrupted the receiver's data in 3 trials"
+
+    p = record(tmp_path / "fixed.jsonl", EXAMPLE, "--steps", "4", "--fixed")
+    assert p.returncode == 0, p.stderr
+    assert corrupted_steps(p.stdout) == []
+    fixed = check_oplog(tmp_path / "fixed.jsonl")
+    assert not fixed.findings.hazards and fixed.findings.deadlock is None
+
+
+def program(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent("""\
+        import datetime, sys
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+        rank = dist.get_rank()
+    """) + textwrap.dedent(body))
+    return str(path)
+
+
+def test_a_dropped_unwaited_handle_is_warned_at_its_line_and_reported(tmp_path):
+    script = program(tmp_path, """\
+        x = torch.ones(4)
+        if rank == 0:
+            w = dist.isend(x, 1)
+        else:
+            dist.recv(x, 0)
+        dist.barrier()
+        if rank == 0:
+            del w  # dropped, never waited
+        dist.destroy_process_group()
+    """)
+    p = record(tmp_path / "drop.jsonl", script, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"warning: the handle of `isend` at \S*prog.py:8 <module> was dropped "
+                     r"before any wait\(\)", p.stderr), p.stderr
+    kinds = [w.kind for w in check_oplog(tmp_path / "drop.jsonl").findings.warnings]
+    assert "handle-never-waited" in kinds
+
+
+def test_a_4_byte_send_send_cross_hangs_gloo_and_is_reported_as_a_deadlock(tmp_path):
+    script = program(tmp_path, """\
+        x, y = torch.ones(1), torch.zeros(1)
+        try:
+            dist.send(x, 1 - rank)
+            dist.recv(y, 1 - rank)
+            print("completed")
+        except RuntimeError:
+            print("timed out")
+            sys.exit(7)
+    """)
+    p = record(tmp_path / "cross.jsonl", script, timeout=40)
+    assert p.returncode == 7 and "timed out" in p.stdout, (p.stdout, p.stderr)  # the truth
+    f = check_oplog(tmp_path / "cross.jsonl").findings
+    assert f.deadlock is not None and f.deadlock.cycle is not None
+    lines = [json.loads(x) for x in (tmp_path / "cross.jsonl").read_text().splitlines()
+             if x.startswith("{")]
+    assert [x["op"] for x in lines if x.get("rank") == 0 and x["op"] in ("isend", "irecv",
+                                                                         "wait")] == \
+        ["isend", "wait"]  # (the wait is written as it is issued: it never returned)
