@@ -32,29 +32,20 @@ OVERWRITES = frozenset({
 # does not compute the new bytes from the old ones, so no read is recorded.)
 
 
+_TENSOR: Any = None  # torch.Tensor, once torch is imported (this module imports without it)
+
+
 def tensors_in(value: Any) -> Iterator[Any]:
     """The tensors in an argument value: a tensor, or lists/tuples of them (``Tensor?[]``)."""
-    if isinstance(value, (list, tuple)):
+    global _TENSOR
+    if _TENSOR is None:
+        import torch
+        _TENSOR = torch.Tensor
+    if isinstance(value, _TENSOR):
+        yield value
+    elif isinstance(value, (list, tuple)):
         for v in value:
             yield from tensors_in(v)
-    elif _is_tensor(value):
-        yield value
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-    return isinstance(value, torch.Tensor)
-
-
-def arguments(schema: Any, args: tuple, kwargs: dict) -> Iterator[tuple[Any, Any]]:
-    """``(schema argument, value)`` pairs of a call, positional then keyword (as
-    ``torch.cuda._sanitizer.zip_arguments``)."""
-    n = len(args)
-    for i, arg in enumerate(schema.arguments):
-        if i < n:
-            yield arg, args[i]
-        elif arg.name in kwargs:
-            yield arg, kwargs[arg.name]
 
 
 def op_name(func: Any) -> str:
@@ -62,31 +53,59 @@ def op_name(func: Any) -> str:
     return func._schema.name.split("::", 1)[-1]
 
 
+_READ, _WRITE, _BOTH = 1, 2, 3
+_plans: dict[Any, tuple] = {}  # op overload -> its arguments' roles, returns' roles
+
+
+def _plan(func: Any) -> tuple:
+    """What the rule says of each argument and return of ``func`` (worked out once per op):
+    ``((index, name, role), ...)`` for the tensor-carrying arguments and the indices of the
+    returns that are no view (None for a factory: its outputs are metadata only)."""
+    schema = func._schema
+    name = schema.name.split("::", 1)[-1]
+    factory = FACTORY.fullmatch(name) is not None
+    args = []
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is not None and info.is_write:
+            both = arg.name == "self" and name.endswith("_") and name not in OVERWRITES
+            args.append((i, arg.name, _BOTH if both else _WRITE))
+        elif not factory and info is None:
+            args.append((i, arg.name, _READ))
+    rets = None if factory else tuple(k for k, r in enumerate(schema.returns)
+                                      if r.alias_info is None)
+    plan = _plans[func] = (tuple(args), rets, len(schema.returns))
+    return plan
+
+
 def split_access(func: Any, args: tuple, kwargs: dict, outputs: Any) -> tuple[list, list, list]:
     """``(read, written, made)`` tensors of one aten call (the module docstring's rule): each
     tensor once, a tensor both read and written in both lists; ``made``: the returned tensors
     that are no view (the op allocated them, unless an ``out=`` argument was returned)."""
-    schema = func._schema
-    name = schema.name.split("::", 1)[-1]
-    factory = FACTORY.fullmatch(name) is not None
+    plan = _plans.get(func) or _plan(func)
+    roles, rets, nret = plan
     reads: list = []
     writes: list = []
     made: list = []
-    for arg, value in arguments(schema, args, kwargs):
-        info = arg.alias_info
-        if info is not None and info.is_write:
+    n = len(args)
+    for i, name, role in roles:
+        if i < n:
+            value = args[i]
+        elif name in kwargs:
+            value = kwargs[name]
+        else:
+            continue
+        if role & _WRITE:
             ts = list(tensors_in(value))
             writes += ts
-            if arg.name == "self" and name.endswith("_") and name not in OVERWRITES:
+            if role == _BOTH:
                 reads += ts
-        elif not factory and info is None:
+        else:
             reads += tensors_in(value)
-    if not factory:
-        returns = schema.returns
-        outs = outputs if isinstance(outputs, (list, tuple)) and len(returns) > 1 else (outputs,)
-        for ret, value in zip(returns, outs):
-            if ret.alias_info is None:
-                made += tensors_in(value)
+    if rets:
+        outs = outputs if nret > 1 else (outputs,)
+        for k in rets:
+            made += tensors_in(outs[k])
         writes += made
     return _unique(reads), _unique(writes), made
 
