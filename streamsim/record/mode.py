@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -31,6 +32,7 @@ from .version import RecordError, require_torch
 from .works import Handle, Works
 
 _active: "Recorder | None" = None  # the process's recorder while one records
+_OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _us(ns: int) -> float:
@@ -185,7 +187,7 @@ class Recorder:
             if name not in self.unsupported and name in UNSUPPORTED:
                 self.unsupported.add(name)
                 print(f"streamsim record: warning: not recorded: {name} "
-                      f"({UNSUPPORTED[name]})", file=__import__("sys").stderr)
+                      f"({UNSUPPORTED[name]})", file=sys.stderr)
             return func(*args, **kwargs)
         self.site = site = user_site(3)
         t0 = self.t_ns = time.monotonic_ns()
@@ -218,7 +220,10 @@ class Recorder:
             self._emit({"op": "wait", "handle": handle}, t0, site)
         else:
             import torch.distributed as dist
-            self.works.issued(dist.Work.unbox(work), h)
+            if _issued_by_python():
+                self.works.issued(dist.Work.unbox(work), h)
+            else:
+                self.works.issued_by_cpp(dist.Work.unbox(work), h)
         return out
 
     def group_of(self, pg_boxed: Any, args: tuple) -> tuple[str, int, Any]:
@@ -244,6 +249,24 @@ class Recorder:
         return known
 
 
+_C10D_API = os.sep + os.path.join("torch", "distributed", "distributed_c10d.py")
+# (frames between an op's caller and the mode: dynamo's wrapper of __torch_dispatch__, the
+# dispatch helpers)
+_DISPATCH_DIRS = (os.sep + os.path.join("torch", "_dynamo") + os.sep,
+                  os.sep + os.path.join("torch", "utils", "_python_dispatch.py"))
+
+
+def _issued_by_python() -> bool:
+    """Whether the c10d op being recorded was called by torch.distributed's Python API (its
+    caller's Work reaches Python code, which waits it), not by C++ (DDP's reducer and start-up
+    syncs, whose Works C++ waits): the innermost frame outside streamsim tells."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.startswith(_OWN) or
+                             any(d in f.f_code.co_filename for d in _DISPATCH_DIRS)):
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.endswith(_C10D_API)
+
+
 def _make_mode(torch: Any, rec: Recorder) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -254,6 +277,8 @@ def _make_mode(torch: Any, rec: Recorder) -> Any:
             kwargs = kwargs or {}
             if rec.works.fresh:
                 rec.works.handed_over()
+            if rec.works.inferred:
+                rec.works.poll()
             if func.namespace == "c10d":
                 return rec.c10d(func, args, kwargs)
             return rec.aten(func, args, kwargs)

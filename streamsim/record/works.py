@@ -7,6 +7,10 @@ op by identity). A Work is held only weakly: on gloo, dropping an unwaited ``ise
 makes the sender hang, and a recorder that kept handles alive would hide that; a handle dropped
 before any wait (or ``is_completed()`` seen True) is warned on stderr as it goes.
 
+A Work that C++ issued and waits itself (DDP's reducer waits its all-reduces in C++) is never
+waited in Python: its wait is inferred from its completion, written (named so) before the first
+op the program issues after the Work is seen completed; the mode polls before every op.
+
 The Work a c10d op returns reaches the program as the same Python object the mode made from its
 boxed result (pybind keeps one wrapper per C++ object while one lives): :meth:`Works.issued`
 keeps the wrapper alive until the program has it (the next op or wait), then only weakly.
@@ -18,6 +22,9 @@ import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
+
+
+INFERRED = "wait (inferred: seen completed, waited in C++)"  # the name of an inferred wait
 
 
 @dataclass
@@ -41,8 +48,41 @@ class Works:
         self.fresh: list[Any] = []  # Works made by the op just recorded: alive until handed over
         self.dropped: list[Handle] = []
         self.originals: dict[tuple[type, str], Any] = {}
+        self.inferred: list[tuple[Any, Handle]] = []  # C++-issued Works, until seen completed
 
     # -- tracking -----------------------------------------------------------------------------------
+    def issued_by_cpp(self, work: Any, handle: Handle) -> None:
+        """A Work that C++ issued and will wait itself (DDP's reducer, its start-up broadcasts):
+        Python never waits it, so its wait is inferred from its completion (:meth:`poll`). Held
+        strongly until then: C++ holds it anyway."""
+        self.inferred.append((work, handle))
+
+    def poll(self) -> None:
+        """Write an inferred wait for each C++-issued Work now seen completed: what the program
+        does from here on came after its completion (the provenance is the line's name)."""
+        if not self.inferred or not self.originals:
+            return
+        cls = type(self.inferred[0][0])
+        completed = self.originals[(cls, "is_completed")]
+        future = self.originals[(cls, "get_future")]
+
+        def done(work: Any) -> bool:
+            if completed(work):
+                return True
+            try:  # (gloo marks the future done, and wakes its C++ waiter, before the Work)
+                return future(work).done()
+            except RuntimeError:  # (a backend without futures)
+                return False
+        t = time.monotonic_ns()
+        still = []
+        for work, h in self.inferred:
+            if done(work):
+                h.waited = True
+                self.emit("wait", h, t, name=INFERRED)
+            else:
+                still.append((work, h))
+        self.inferred = still
+
     def issued(self, work: Any, handle: Handle) -> None:
         self.fresh.append(work)
         key = id(work)
@@ -125,6 +165,8 @@ class Works:
         patch(future_cls, "wait", future_wait)
 
     def uninstall(self) -> None:
+        self.poll()
+        self.inferred.clear()
         for (cls, name), orig in self.originals.items():
             setattr(cls, name, orig)
         self.originals.clear()
