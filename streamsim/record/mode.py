@@ -250,21 +250,23 @@ class Recorder:
 
 
 _C10D_API = os.sep + os.path.join("torch", "distributed", "distributed_c10d.py")
-# (frames between an op's caller and the mode: dynamo's wrapper of __torch_dispatch__, the
-# dispatch helpers)
-_DISPATCH_DIRS = (os.sep + os.path.join("torch", "_dynamo") + os.sep,
-                  os.sep + os.path.join("torch", "utils", "_python_dispatch.py"))
+_TORCH_DIR = os.sep + "torch" + os.sep
 
 
 def _issued_by_python() -> bool:
     """Whether the c10d op being recorded was called by torch.distributed's Python API (its
     caller's Work reaches Python code, which waits it), not by C++ (DDP's reducer and start-up
-    syncs, whose Works C++ waits): the innermost frame outside streamsim tells."""
+    syncs, whose Works C++ waits): going out from the op through torch's own frames (dispatch
+    wrappers, compile guards, nn, autograd), ``distributed_c10d.py`` met before any user frame."""
     f = sys._getframe(2)
-    while f is not None and (f.f_code.co_filename.startswith(_OWN) or
-                             any(d in f.f_code.co_filename for d in _DISPATCH_DIRS)):
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.endswith(_C10D_API):
+            return True
+        if not (name.startswith(_OWN) or _TORCH_DIR in name):
+            return False
         f = f.f_back
-    return f is not None and f.f_code.co_filename.endswith(_C10D_API)
+    return False
 
 
 def _make_mode(torch: Any, rec: Recorder) -> Any:

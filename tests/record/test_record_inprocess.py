@@ -93,3 +93,19 @@ def test_without_torch_the_recorder_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(RecordError, match=r"needs PyTorch: pip install 'streamsim\[record\]'"):
         with streamsim.record(tmp_path / "x.jsonl"):
             pass
+
+
+def test_step_labels_the_lines_recorded_after_it(tmp_path):
+    torch = need_torch()
+    out = tmp_path / "steps.jsonl"
+    x = torch.ones(4)
+    streamsim.record.step(5)  # (nothing records: a no-op)
+    with streamsim.record(out):
+        x.add_(1)
+        for k in range(2):
+            streamsim.record.step(k)
+            x.mul_(2)
+        streamsim.record.step(None)
+        x.sub_(1)
+    assert [(x.get("name"), x.get("step")) for x in lines_of(out) if x["op"] == "host"] == \
+        [("add_", None), ("mul_", 0), ("mul_", 1), ("sub_", None)]
