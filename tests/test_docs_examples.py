@@ -14,7 +14,10 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "oplog.md"
 
 
 def blocks() -> list[str]:
-    return re.findall(r"```\n(\{.*?)```", DOC.read_text(), flags=re.S)
+    """The op-log blocks of the page's "Examples" section (the declarations section above it
+    has its own example)."""
+    examples = DOC.read_text().split("\n## Examples\n", 1)[1]
+    return re.findall(r"```\n(\{.*?)```", examples, flags=re.S)
 
 
 def check(text: str):
