@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from streamsim import check_oplog
+from streamsim.cli.main import main
 
 from .conftest import need_torch
 
@@ -77,6 +78,10 @@ def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fi
         if corrupted:
             break
     assert corrupted, "the racy program never corrupted the receiver's data in 3 trials"
+    racy = tmp_path / f"racy{trial}.jsonl"  # its log with the proposed fixes inserted: clean
+    assert main(["check", str(racy), "--no-fix-cost", "--format", "json",
+                 "--fixed-out", str(tmp_path / "refixed.jsonl")]) == 1
+    assert not check_oplog(tmp_path / "refixed.jsonl").findings.hazards
 
     p = fixed_run
     assert p.returncode == 0, p.stderr
