@@ -56,17 +56,60 @@ def corrupted_steps(stdout: str) -> list[int]:
     return [int(x) for x in m[1].split(",") if x.strip()]
 
 
+CROSS = """\
+    x, y = torch.ones(1), torch.zeros(1)
+    if rank == 0:
+        w = dist.isend(x, 1)
+    else:
+        dist.recv(x, 0)
+    dist.barrier()
+    if rank == 0:
+        del w  # dropped, never waited
+    try:
+        dist.send(x, 1 - rank)
+        dist.recv(y, 1 - rank)
+        print("completed")
+    except RuntimeError:
+        print("timed out")
+        sys.exit(7)
+"""
+
+
+def program(folder: Path, body: str) -> str:
+    path = folder / "prog.py"
+    path.write_text(textwrap.dedent("""\
+        import datetime, sys
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+        rank = dist.get_rank()
+    """) + textwrap.dedent(body))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, dict]:
+    """The racy and fixed example and the cross program, recorded side by side (most of a run
+    is its ranks starting up, and the cross program idles until gloo times out): the folder of
+    their logs, and each run's completed process by name."""
+    d = tmp_path_factory.mktemp("programs")
+    cross = program(d, CROSS)
+    done = record_all([(d / "racy0.jsonl", EXAMPLE, "--steps", "4"),
+                       (d / "fixed.jsonl", EXAMPLE, "--steps", "4", "--fixed"),
+                       (d / "cross.jsonl", cross)], timeout=40)
+    return d, dict(zip(("racy0", "fixed", "cross"), done))
+
+
 def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fixed_is_clean(
-        tmp_path):
+        runs):
+    d, done = runs
     corrupted = []
-    racy0, fixed_run = record_all([(tmp_path / "racy0.jsonl", EXAMPLE, "--steps", "4"),
-                                   (tmp_path / "fixed.jsonl", EXAMPLE, "--steps", "4", "--fixed")])
     for trial in range(3):  # (the race is likely, not certain: a few trials)
-        p = racy0 if trial == 0 else record(tmp_path / f"racy{trial}.jsonl", EXAMPLE, "--steps",
-                                            "4")
+        p = done["racy0"] if trial == 0 else record(d / f"racy{trial}.jsonl", EXAMPLE, "--steps",
+                                                    "4")
         assert p.returncode == 0, p.stderr
-        assert f"check it with:\n    streamsim check {tmp_path}/racy{trial}.jsonl" in p.stderr
-        report = check_oplog(tmp_path / f"racy{trial}.jsonl")
+        assert f"check it with:\n    streamsim check {d}/racy{trial}.jsonl" in p.stderr
+        report = check_oplog(d / f"racy{trial}.jsonl")
         [rc] = report.findings.root_causes  # one missing wait: one root cause, every trial
         assert (rc.kind, rc.first.label, rc.first.location, rc.second.label,
                 rc.second.location) == ("WAR", "isend", f"{EXAMPLE}:39 first_stage", "fill_",
@@ -78,60 +121,32 @@ def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fi
         if corrupted:
             break
     assert corrupted, "the racy program never corrupted the receiver's data in 3 trials"
-    racy = tmp_path / f"racy{trial}.jsonl"  # its log with the proposed fixes inserted: clean
+    racy = d / f"racy{trial}.jsonl"  # its log with the proposed fixes inserted: clean
     assert main(["check", str(racy), "--no-fix-cost", "--format", "json",
-                 "--fixed-out", str(tmp_path / "refixed.jsonl")]) == 1
-    assert not check_oplog(tmp_path / "refixed.jsonl").findings.hazards
+                 "--fixed-out", str(d / "refixed.jsonl")]) == 1
+    assert not check_oplog(d / "refixed.jsonl").findings.hazards
 
-    p = fixed_run
+    p = done["fixed"]
     assert p.returncode == 0, p.stderr
     assert corrupted_steps(p.stdout) == []
-    fixed = check_oplog(tmp_path / "fixed.jsonl")
+    fixed = check_oplog(d / "fixed.jsonl")
     assert not fixed.findings.hazards and fixed.findings.deadlock is None
 
 
-def program(tmp_path: Path, body: str) -> str:
-    path = tmp_path / "prog.py"
-    path.write_text(textwrap.dedent("""\
-        import datetime, sys
-        import torch
-        import torch.distributed as dist
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
-        rank = dist.get_rank()
-    """) + textwrap.dedent(body))
-    return str(path)
-
-
 def test_a_dropped_handle_is_warned_and_a_4_byte_send_send_cross_that_hangs_gloo_is_a_deadlock(
-        tmp_path):
+        runs):
     """One program (one start-up of two ranks, for the suite's time): rank 0 drops an isend
     handle it never waited, then both ranks send 4 bytes to each other before receiving, which
     gloo does not complete (every gloo send is a rendezvous): the ranks time out."""
-    script = program(tmp_path, """\
-        x, y = torch.ones(1), torch.zeros(1)
-        if rank == 0:
-            w = dist.isend(x, 1)
-        else:
-            dist.recv(x, 0)
-        dist.barrier()
-        if rank == 0:
-            del w  # dropped, never waited
-        try:
-            dist.send(x, 1 - rank)
-            dist.recv(y, 1 - rank)
-            print("completed")
-        except RuntimeError:
-            print("timed out")
-            sys.exit(7)
-    """)
-    p = record(tmp_path / "cross.jsonl", script, timeout=40)
+    d, done = runs
+    p = done["cross"]
     assert p.returncode == 7 and "timed out" in p.stdout, (p.stdout, p.stderr)  # the truth
     assert re.search(r"warning: the handle of `isend` at \S*prog.py:8 <module> was dropped "
                      r"before any wait\(\)", p.stderr), p.stderr
-    f = check_oplog(tmp_path / "cross.jsonl").findings
+    f = check_oplog(d / "cross.jsonl").findings
     assert f.deadlock is not None and f.deadlock.cycle is not None
     assert "handle-never-waited" in [w.kind for w in f.warnings]
-    lines = [json.loads(x) for x in (tmp_path / "cross.jsonl").read_text().splitlines()
+    lines = [json.loads(x) for x in (d / "cross.jsonl").read_text().splitlines()
              if x.startswith("{")]
     assert [x["op"] for x in lines if x.get("rank") == 0 and x["op"] in ("isend", "irecv",
                                                                          "wait")] == \
