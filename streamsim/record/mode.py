@@ -131,6 +131,9 @@ class Recorder:
         if op == "wait" and self.torch.cuda.is_available():
             fields["stream"] = self.cuda.stream(self.torch.cuda.current_stream().cuda_stream)
         self._emit(fields, t_ns, user_site(3))
+        if op == "wait":  # (a wait may never return: a rank killed there keeps its log)
+            with self.lock:
+                self.file.flush()
 
     def refs(self, tensors: list, made_here: set[int] | None = None) -> list:
         """Op-log buffer refs of ``tensors``: the name when a tensor covers its whole storage,
