@@ -25,6 +25,7 @@ from .conftest import need_torch
 ROOT = Path(__file__).resolve().parents[2]
 RANKS = Path(__file__).with_name("ranks.py")
 EXAMPLE = "examples/pp_send_overwrite.py"
+RING = "tests/record/programs/ring.py"
 
 
 def record(out: Path, script: str, *args: str, ranks: int = 2, timeout: int = 60):
@@ -97,7 +98,9 @@ def runs(tmp_path_factory) -> tuple[Path, dict]:
     done = record_all([(d / "racy0.jsonl", EXAMPLE, "--steps", "4"),
                        (d / "fixed.jsonl", EXAMPLE, "--steps", "4", "--fixed"),
                        (d / "cross.jsonl", cross)], timeout=40)
-    return d, dict(zip(("racy0", "fixed", "cross"), done))
+    done += record_all([(d / "ring_racy.jsonl", RING), (d / "ring_fixed.jsonl", RING, "--fixed")],
+                       ranks=4, timeout=60)
+    return d, dict(zip(("racy0", "fixed", "cross", "ring_racy", "ring_fixed"), done))
 
 
 def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fixed_is_clean(
@@ -151,3 +154,24 @@ def test_a_dropped_handle_is_warned_and_a_4_byte_send_send_cross_that_hangs_gloo
     assert [x["op"] for x in lines if x.get("rank") == 0 and x["op"] in ("isend", "irecv",
                                                                          "wait")] == \
         ["isend", "wait", "isend", "wait"]  # (the barrier's, then the send's that never returned)
+
+
+def test_a_4_rank_ring_is_two_root_causes_that_really_strike_and_its_fix_is_clean(runs):
+    """isend to the next rank and an async all_reduce, each buffer updated in place before its
+    wait: a WAR on the block and a RAW on the statistics (the all_reduce writes them), at every
+    rank; the racy run's ranks really got wrong data, the fixed run's never."""
+    d, done = runs
+    racy, fixed = done["ring_racy"], done["ring_fixed"]
+    assert racy.returncode == 0 and fixed.returncode == 0, (racy.stderr, fixed.stderr)
+
+    def struck(p) -> int:
+        found = re.findall(r"rank \d: corrupted: (\d+)", p.stdout)
+        assert len(found) == 4, p.stdout
+        return sum(map(int, found))
+    assert struck(racy) > 0 and struck(fixed) == 0
+    causes = check_oplog(d / "ring_racy.jsonl").findings.root_causes
+    assert sorted((rc.kind, rc.first.label, rc.second.label, rc.ranks) for rc in causes) == [
+        ("RAW", "all_reduce", "div_", (0, 1, 2, 3)), ("WAR", "isend", "mul_", (0, 1, 2, 3))]
+    assert {rc.second.location for rc in causes} == {f"{RING}:25 <module>", f"{RING}:26 <module>"}
+    f = check_oplog(d / "ring_fixed.jsonl").findings
+    assert not f.hazards and f.deadlock is None and not f.warnings
