@@ -353,6 +353,11 @@ def _record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
+    except OSError as e:  # an output that cannot be written, a temporary folder that cannot be made
+        _error(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}")
+        return 2
+    except Exception as e:  # anything else is a bug of streamsim's: exit 3, said so
+        return _internal(InternalError("running `streamsim record`", e), e)
 
 
 def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) -> int:

@@ -28,3 +28,15 @@ def test_record_passes_the_programs_exit_code_on_and_says_in_one_line_what_went_
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_bug_of_streamsims_while_recording_is_exit_3_and_says_so(capsys, monkeypatch):
+    import streamsim.record.launch as launch
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+    monkeypatch.setattr(launch, "record_command", broken)
+    monkeypatch.setenv("STREAMSIM_DEBUG", "1")  # (the traceback on stderr, no file left)
+    assert main(["record", "-o", "x.jsonl", "--", "true"]) == 3
+    assert "internal error in streamsim while running `streamsim record` (ValueError: a bug)" \
+        in capsys.readouterr().err
