@@ -6,11 +6,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv clean bench gallery docs
 
+# torch is pinned first, by itself: resolving the `record` extra's range alone could pick a
+# multi-GB CUDA build; with 2.13.0 already installed pip keeps it. The recorder's tests need it
+# (under CI a missing torch fails them).
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev,record]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -47,6 +47,11 @@ stable public API: models and notebooks import from here only.
 - `hb_graph`, `hazard_graph`, `deadlock_graph`, `hazard_ops` (once named `issue_order`),
   `access_window`: networkx graphs, slices, a hazard's two ops
 
+**Record a real PyTorch program** (docs/recording.md; needs torch, the `record` extra)
+
+- `record(path)`: `with streamsim.record("run.jsonl"):` records this process's aten and c10d ops
+  as an op log (`streamsim record -- CMD` records every rank of a program left as it is)
+
 **Explore**
 
 - `cost_fixes`: re-simulate with fixes
@@ -110,6 +115,8 @@ def happens_before(trace: Trace):
 
 
 def __getattr__(name: str) -> Any:
+    if name == "record":  # the recorder package, callable: `with streamsim.record(path):`
+        return import_module(".record", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'streamsim' has no attribute {name!r}")
@@ -121,7 +128,7 @@ def __getattr__(name: str) -> Any:
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Buffer", "during",
            "Param", "Params", "Model", "load_model", "InputError", "ModelError", "BoundExceeded", "simulate",
            "Trace", "Op", "Agent", "View", "Access", "Blocked", "Stall", "Note", "happens_before",
-           *_LAZY]
+           "record", *_LAZY]
 
 
 def __dir__() -> list[str]:

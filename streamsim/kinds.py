@@ -108,7 +108,7 @@ class OpKind:
     line_stream: str | None = None
 
 
-COMMON_FIELDS = ("op", "rank", "host", "stream", "name", "dur", "step")
+COMMON_FIELDS = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t")
 _P2P_FIELDS = ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch")
 _COLLECTIVE_FIELDS = ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
 _EVENT, _BUFFER, _HANDLE = ("event",), ("buffer",), ("handle",)
@@ -146,7 +146,7 @@ OP_KINDS: dict[str, OpKind] = {k.name: k for k in (
     _p2p("isend_object", ("peer", "group", "handle", "nbytes"), "comm", "p2p", "gloo", "send"),
     OpKind("wait", "host or stream", ("handle", "blocking"), _HANDLE, "handle", "wait",
            line_stream="own"),
-    OpKind("query", "host", _HANDLE, _HANDLE, "query", "wait"),
+    OpKind("query", "host", ("handle", "result"), _HANDLE, "query", "wait"),
     OpKind("alloc", "host", ("buffer", "nbytes"), _BUFFER, BY_AGENT, "memory",
            line_stream="named"),
     OpKind("free", "stream", _BUFFER, _BUFFER, "record_stream", "memory",

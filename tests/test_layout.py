@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "analysis": LEAVES,
     "report": {"analysis"} | LEAVES,
     "explore": {"sim", "oplog", "analysis", "report"} | LEAVES,
-    "cli": {"sim", "oplog", "analysis", "report", "explore"} | LEAVES,
+    "record": {"sim", "oplog"} | LEAVES,  # a recorder writes op logs: beside explore
+    "cli": {"sim", "oplog", "analysis", "report", "explore", "record"} | LEAVES,
     "testing": {"sim", "oplog", "analysis", "report", "explore"} | LEAVES,  # beside cli: a user's tests
 }
 

@@ -7,8 +7,13 @@ root cause. A site is where the op comes from in the user's code:
 * in a model: the op's label and the ``file:line`` the model issued it from, the label being its
   name without the peer a comm op's default name carries (``isend(hidden) to rank1`` and
   ``... to rank2`` are one site);
-* in an op log: the op's ``name`` when its line gives one (then every line of that name is one site),
-  else the line itself.
+* in an op log: the op's ``name`` and the line's ``site`` when it gives one (a recorder's user
+  code line, ``file:line function``: every line of that name and site is one site); else the
+  ``name`` when the line gives one (then every line of that name is one site), else the line itself.
+
+A buffer whose ``alloc`` line gives a ``site`` (a recorded program's tensor) is grouped by that
+allocation site, not by its name: a recorder names each storage it sees anew, so one missing wait
+on a tensor made at one line in every step would otherwise be a root cause per step.
 
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
 at which site); what it costs is measured by re-simulating (``explore.fixcost``).
@@ -77,6 +82,9 @@ class RootCause:
 def site_of(op: Op) -> Site:
     """The site of ``op`` (see the module docstring)."""
     label = _PEER.sub("", op.name)
+    site = op.attrs.get("site") if op.line is not None else None
+    if site is not None:  # a recorded line: its label at its user code site
+        return Site(label, str(site))
     if op.line is not None:  # an op log: the name when the line gives one, else the line
         return Site(label) if op.name != op.kind else Site(op.kind, op.location)
     return Site(label, op.location)
@@ -94,8 +102,10 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
             s = sites[op_id] = site_of(trace.op(op_id))
         return s
 
+    made_at = _allocation_sites(trace) if hazards else {}
     for i, h in enumerate(hazards):
-        groups.setdefault((h.kind, h.buffer, site(h.first), site(h.second)), []).append(i)
+        buffer = made_at.get((h.rank, h.buffer), h.buffer)
+        groups.setdefault((h.kind, buffer, site(h.first), site(h.second)), []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
@@ -115,6 +125,13 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
                              sum(h.manifest for h in members),
                              tuple(sorted({h.rank for h in members})), text, fix_kind, why))
     return tuple(out)
+
+
+def _allocation_sites(trace: Trace) -> dict[tuple[int, str], str]:
+    """(rank, buffer) -> ``tensor made at SITE`` for each buffer an ``alloc`` op with a recorded
+    ``site`` made (a recorder names every storage once: one alloc a name)."""
+    return {(op.agent.rank, str(op.attrs["buffer"])): f"tensor made at {op.attrs['site']}"
+            for op in trace.ops if op.kind == "alloc" and "site" in op.attrs}
 
 
 def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None) -> str:

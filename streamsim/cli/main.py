@@ -51,6 +51,7 @@ COMMANDS = (  # name, one line: the bare `streamsim` usage lists them
     ("explore", "run many seeds: how often each hazard strikes, and its replay command"),
     ("sweep", "run a parameter grid: verdict and metrics per point"),
     ("shrink", "cut an op log down to the few ops a hazard needs"),
+    ("record", "run a PyTorch program and record every rank's ops into an op log"),
 )
 EXIT_CODES = ("exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, "
               "3 internal error of streamsim, 130 interrupted.")
@@ -244,6 +245,23 @@ def build_parser() -> argparse.ArgumentParser:
     from . import explore_commands as explore_cli
     explore_cli.add_parsers(sub, _add_run_options, _add_sim_options, _help, EXIT_CODES,
                             METRICS_HELP)
+
+    p = sub.add_parser("record", help=_help("record"), formatter_class=raw,
+                       description="Run a PyTorch program (torchrun or python) with every rank "
+                       "recorded from\ninit_process_group on, the program left as it is; merge "
+                       "the ranks into one op log\nand print the command that checks it "
+                       "(docs/recording.md). Needs torch (pip install 'streamsim[record]').",
+                       epilog="exit code: the program's own (2 if streamsim cannot record it).\n"
+                       "example: streamsim record -o run.jsonl -- torchrun --nproc-per-node 2 "
+                       "train.py")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl",
+                   help="the merged op log to write")
+    p.add_argument("--steps", metavar="N:M", help="keep only steps N to M (the steps a "
+                   "program labels with streamsim.record.step(k)), and lines of no step")
+    p.add_argument("--comm-buffers-only", action="store_true",
+                   help="keep only the buffers some communication op touches (smaller logs)")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="the command to run, after --")
     return parser
 
 
@@ -329,6 +347,29 @@ def _internal(e: InternalError, cause: BaseException) -> int:
 INTERNAL_ERROR = 3  # exit code of a bug of streamsim's (docs/cli.md)
 
 
+def _record(args: argparse.Namespace) -> int:
+    """``streamsim record``: the recorded program's exit code; 2 if it cannot be recorded."""
+    from ..record.launch import parse_steps, record_command
+    command = list(args.program)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    try:
+        steps = parse_steps(args.steps) if args.steps else None
+        return record_command(args.output, command, steps=steps,
+                              comm_buffers_only=args.comm_buffers_only)
+    except ModelError as e:
+        _error(str(e))
+        return 2
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except OSError as e:  # an output that cannot be written, a temporary folder that cannot be made
+        _error(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}")
+        return 2
+    except Exception as e:  # anything else is a bug of streamsim's: exit 3, said so
+        return _internal(InternalError("running `streamsim record`", e), e)
+
+
 def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) -> int:
     """Run the command line (``argv``: the arguments, default ``sys.argv[1:]``); return the exit
     code: 0 nothing found, 1 hazards or a deadlock found, 2 bad input, 3 an internal error of
@@ -343,6 +384,8 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
     if args.command is None:  # bare `streamsim`: what it can do. Exit 2: nothing was checked,
         sys.stderr.write(short_usage())  # so a script that lost its command must not pass
         return 2
+    if args.command == "record":  # (the program's own process: no supervisor, no time bound)
+        return _record(args)
     from . import commands, explore_commands as explore_cli
     from ..sim.guard import watching_interrupts
     from ..sim.wallclock import default_bound

@@ -91,6 +91,7 @@ class _Parser:
         self.batches = BatchRule()
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
+        self.last_t: dict[tuple[int, str], tuple[float, int]] = {}  # thread -> its last t, line
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -215,6 +216,16 @@ class _Parser:
                        f"{shown_number(dur)}")
         spec["dur"] = float(dur)
         spec["step"] = self.nat(obj, "step", None)
+        if "site" in obj:
+            spec["site"] = self.text(obj, "site")
+        if "t" in obj:
+            spec["t"] = t = self.number(obj, "t", None, strict=False)
+            last = self.last_t.get((rank, spec["host"]))
+            if last is not None and t < last[0]:
+                raise _Bad(f"field 't' {shown_number(obj['t'])} is before the t {last[0]:g} of "
+                           f"line {last[1]}, of the same host thread (a thread issues its lines "
+                           "in time order)")
+            self.last_t[(rank, spec["host"])] = (t, self.lineno)
         self.threads.setdefault((rank, spec["host"]), None)
         self.check_fields(obj, spec)
         self.batches.check(spec, self.lineno, _Bad)
@@ -237,6 +248,10 @@ class _Parser:
                 raise _Bad(f"{op} on unknown handle {handle!r} (no earlier line of rank "
                            f"{spec['rank']} issues it)")
             spec["handle"], spec["target"] = handle, target
+            if op == "query" and "result" in obj:
+                if not isinstance(obj["result"], bool):
+                    raise _Bad(f"field 'result' must be a boolean, got {_type_name(obj['result'])}")
+                spec["result"] = obj["result"]
             if op == "wait":
                 blocking = obj.get("blocking", False)
                 if not isinstance(blocking, bool):
@@ -325,6 +340,12 @@ class _Parser:
         group = self.text(obj, "group", DEFAULT_GROUP[op])
         g = self.groups.setdefault(group, {"backend": backend, "line": self.lineno,
                                            "ranks": set(), "lists": []})
+        if op in NCCL_OPS and "cost" in g and g["backend"] == "gloo":
+            backend = "gloo"  # tensor ops of a group declared gloo: gloo's semantics
+            for key in ("batch", "p2p_streams"):
+                if key in obj:
+                    raise _Bad(f"field {key!r} is for NCCL groups; group {group!r} is declared "
+                               f"gloo at line {g['line']}")
         if g["backend"] != backend:
             raise _Bad(f"group {group!r} is used by {backend} op {op!r} here but by "
                        f"{g['backend']} ops at line {g['line']}")

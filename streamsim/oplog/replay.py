@@ -129,6 +129,8 @@ class _Replay:
         if line is not None:
             rec.line = line.lineno
             rec.name = line.name
+            if line.site is not None:
+                rec.attrs["site"] = line.site
             if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
                     line.lineno not in self.taken:
                 self.take(line.lineno)
@@ -149,6 +151,8 @@ class _Replay:
         for i, line in enumerate(lines):
             current[state] = line
             host.step = line.step  # (each line names its own step, or none)
+            if line.t is not None and line.t > state.clock:
+                state.clock = line.t  # (the program's own time before it: host time unseen)
             batch = batches.get(i)
             if batch == ():
                 continue  # (issued with the first line of its batch)
@@ -313,7 +317,7 @@ class _Replay:
                 w.wait(blocking=False)
 
     def query(self, host: Host, ln: Line) -> None:
-        self.work(host, ln).is_completed()
+        self.work(host, ln).is_completed(observed=ln.result)
 
     def alloc(self, host: Host, ln: Line) -> None:
         rec = self.engine.host_op(host._h, "alloc", ln.name)

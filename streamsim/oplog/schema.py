@@ -100,6 +100,9 @@ class Line:
     buffer: str | None = None
     target: int | None = None
     batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
+    site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
+    t: float | None = None  # when the program issued it (µs from the run's start): not earlier
+    result: bool | None = None  # a query's observed is_completed(); None: simulated
 
 
 @dataclass(frozen=True, slots=True)

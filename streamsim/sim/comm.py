@@ -41,11 +41,16 @@ class GroupConfig:
     def transfer_time(self, nbytes: int) -> float:
         return self.latency + nbytes / self.bandwidth
 
-    def p2p_stream(self, rank: int, peer: int) -> str:
-        """The comm stream of an isend/irecv between ``rank`` and ``peer``: the group's own
-        ``nccl:<name>`` (``per_group``: one communicator, FIFO with the group's collectives and
+    def p2p_stream(self, rank: int, peer: int, kind: str = "isend") -> str:
+        """The comm stream of an isend/irecv (``kind``) between ``rank`` and ``peer``: the group's
+        own ``nccl:<name>`` (``per_group``: one communicator, FIFO with the group's collectives and
         every other p2p op), or one stream per unordered pair ``nccl:<name>:<low>-<high>``
-        (``per_pair``: ProcessGroupNCCL's lazily created 2-rank communicators, key "low:high")."""
+        (``per_pair``: ProcessGroupNCCL's lazily created 2-rank communicators, key "low:high").
+        A gloo group's tensor sends to ``peer`` run in order on ``gloo:<name>:to<peer>`` and its
+        receives from ``peer`` on ``gloo:<name>:from<peer>``: gloo's pair keeps each direction
+        FIFO, and a send does not wait for an earlier receive (nor for the group's collectives)."""
+        if self.backend == "gloo":
+            return f"gloo:{self.name}:{'to' if kind == 'isend' else 'from'}{peer}"
         if self.p2p_streams == "per_pair":
             return f"nccl:{self.name}:{min(rank, peer)}-{max(rank, peer)}"
         return f"nccl:{self.name}"
@@ -80,12 +85,16 @@ class CommMixin:
     def comm_streams(self, rank: int) -> list[str]:
         """The comm streams of ``rank``'s declared groups: ``nccl:<group>`` of each NCCL group
         holding it, with ``p2p_streams="per_pair"`` its pair streams, ``gloo:<group>`` of each
-        gloo group (its ``isend_object`` channel)."""
+        gloo group (its collectives' and ``isend_object`` channel) and its tensor point-to-point
+        channels ``gloo:<group>:to<peer>``/``from<peer>``."""
         out = []
         for g in self.groups.values():
             if rank in g.ranks:
                 out.append(f"{g.backend}:{g.name}")
-                if g.backend == "nccl" and g.p2p_streams == "per_pair":
+                if g.backend == "gloo":
+                    out += [f"gloo:{g.name}:{way}{q}" for q in g.ranks if q != rank
+                            for way in ("to", "from")]
+                elif g.p2p_streams == "per_pair":
                     out += [g.p2p_stream(rank, q) for q in g.ranks if q != rank]
         return out
 
@@ -118,7 +127,11 @@ class CommMixin:
         dur = rec.dur
         self.mark_start(rec, env.now)
         if rec.kind in P2P_SENDS:
-            if rec.attrs["nbytes"] > cfg.eager_bytes and not m.recv_started.triggered:
+            # gloo's tensor send is always a rendezvous: its pair writes into the buffer the
+            # receiver posted, so a 4-byte send/send cross deadlocks as it does under gloo
+            rendezvous = rec.attrs["nbytes"] > cfg.eager_bytes or (
+                rec.kind == "isend" and cfg.backend == "gloo")
+            if rendezvous and not m.recv_started.triggered:
                 s.blocked = lambda: Blocked(s.agent, rec.id, f"rendezvous {_with_peer(rec, 'to')}"
                                             " waits for the matching receive",
                                             self._peer_agents(m.recv, rec.attrs["peer"]))

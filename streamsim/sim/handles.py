@@ -112,9 +112,13 @@ class Work:
         Gloo: the host blocks until the op is done."""
         self._host._caller().wait_work(self, blocking)
 
-    def is_completed(self) -> bool:
-        """True when the op has finished at this point of simulated time (orders it if True)."""
-        return self._host._caller().query_work(self)
+    def is_completed(self, observed: bool | None = None) -> bool:
+        """True when the op has finished at this point of simulated time (orders it if True).
+
+        ``observed`` is what a recorded program saw (op log ``query`` with ``result``): the
+        program went on as it did, so True waits (the host) until the op is done and orders it,
+        as the program was ordered after it; False orders nothing, whatever the simulated state."""
+        return self._host._caller().query_work(self, observed)
 
     def __repr__(self) -> str:
         return f"Work({self.name})"
@@ -160,17 +164,21 @@ class Group:
     def size(self) -> int:
         return len(self.cfg.ranks)
 
-    def comm_stream(self, peer: int | None = None) -> Stream:
+    def comm_stream(self, peer: int | None = None, kind: str | None = None) -> Stream:
         """The comm stream this group's ops run on from this rank, e.g. for ``record_stream``:
         ``nccl:<group>`` (collectives; isend/irecv too with ``p2p_streams="per_group"``), with
         ``peer`` the stream of an isend/irecv with that rank (``nccl:<group>:<low>-<high>`` with
-        ``per_pair``), ``gloo:<group>`` for a gloo group (its ``isend_object`` channel)."""
+        ``per_pair``), ``gloo:<group>`` for a gloo group (its collectives and ``isend_object``),
+        with ``peer`` and ``kind`` (``"isend"``/``"irecv"``) a gloo group's tensor channel
+        ``gloo:<group>:to<peer>``/``from<peer>``."""
         cfg, rank = self.cfg, self._host.rank
         if peer is not None and (peer not in cfg.ranks or peer == rank):
             raise ModelError(f"comm_stream: peer must be another rank of group {cfg.name!r} "
                              f"(ranks {list(cfg.ranks)}), not {peer!r}")
-        if peer is None or cfg.backend == "gloo":
+        if peer is None or (cfg.backend == "gloo" and kind is None):
             return Stream(self._host, f"{cfg.backend}:{cfg.name}")
+        if cfg.backend == "gloo":
+            return Stream(self._host, cfg.p2p_stream(rank, peer, kind))
         return Stream(self._host, cfg.p2p_stream(rank, peer))
 
     def _need(self, backend: str, what: str) -> None:
@@ -180,13 +188,15 @@ class Group:
 
     def isend(self, tensors: Tensor | Sequence[Tensor], dst: int, *, nbytes: int | None = None,
               dur: float | None = None, name: str | None = None, handle: str | None = None) -> Work:
-        self._need("nccl", "isend")
+        """``dist.isend``: NCCL, on the group's (or pair's) comm stream; gloo, on the channel
+        ``gloo:<group>:to<dst>``, a rendezvous whatever its size, its wait blocking the host."""
         return self._host._caller().p2p(self.cfg, "isend", _listify(tensors), dst, nbytes, dur,
                                         name, handle)
 
     def irecv(self, tensors: Tensor | Sequence[Tensor], src: int, *, nbytes: int | None = None,
               name: str | None = None, handle: str | None = None) -> Work:
-        self._need("nccl", "irecv")
+        """``dist.irecv``: NCCL, on the group's (or pair's) comm stream; gloo, on the channel
+        ``gloo:<group>:from<src>``, its wait blocking the host."""
         return self._host._caller().p2p(self.cfg, "irecv", _listify(tensors), src, nbytes, None,
                                         name, handle)
 
@@ -233,7 +243,6 @@ class Group:
     def _collective(self, kind: str, inputs: list, outputs: list, *, nbytes: int | None = None,
                     dur: float | None = None, name: str | None = None,
                     handle: str | None = None) -> Work:
-        self._need("nccl", kind)
         return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
                                                handle)
 

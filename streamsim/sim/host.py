@@ -258,7 +258,7 @@ class Host:
             dur: float | None, name: str | None, handle: str | None) -> Work:
         self._e.settle(self._h)
         rec = self._p2p_rec(cfg, kind, tensors, peer, nbytes, dur, name, handle,
-                            cfg.p2p_stream(self.rank, peer))
+                            cfg.p2p_stream(self.rank, peer, kind))
         return self._work(rec, cfg)
 
     def _p2p_rec(self, cfg: GroupConfig, kind: str, tensors: list, peer: int,
@@ -329,7 +329,8 @@ class Host:
         if nbytes is None:
             nbytes = nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
         size = nbytes
-        rec = e.enqueue(self._h, f"nccl:{cfg.name}", kind, name or f"{kind}({_names(outputs)})",
+        rec = e.enqueue(self._h, f"{cfg.backend}:{cfg.name}", kind,
+                        name or f"{kind}({_names(outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
         e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
@@ -354,12 +355,15 @@ class Host:
                             after=targets)
             rec.attrs.update(handle=work.name, blocking=False)
 
-    def query_work(self, work: Work) -> bool:
+    def query_work(self, work: Work, observed: bool | None = None) -> bool:
         e, h = self._e, self._h
         rec = e.blocking_op(h, "query", f"{work.name}.is_completed()")
-        done = all(r.done for r in work._recs)
-        if done:
+        done = all(r.done for r in work._recs) if observed is None else observed
+        if observed and not all(r.done for r in work._recs):  # (seen done: it was done by then)
+            e.wait_recs(h, rec, work._recs, f"{work.name}.is_completed() was observed True")
+        elif done:
             rec.after = [*rec.after, *work._recs]
+        if done:
             work.waited = True
         rec.attrs.update(handle=work.name, result=done)
         if not done:  # no edge names the op it asked about: keep its id (for the op-log writer)

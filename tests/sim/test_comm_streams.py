@@ -78,7 +78,8 @@ def test_a_comm_stream_name_of_no_declared_group_is_an_error_listing_the_known_o
         eng.simulate(call, lambda host: None, groups=(PP, ("cpu", [0, 1], {"backend": "gloo"})))
     msg = str(err.value)
     assert "no comm stream of rank 0 has this name" in msg and "\n" not in msg
-    assert "(its comm streams: nccl:pp, nccl:pp:0-1, gloo:cpu)" in msg
+    assert "(its comm streams: nccl:pp, nccl:pp:0-1, gloo:cpu, gloo:cpu:to1, gloo:cpu:from1)" \
+        in msg  # (a gloo group's tensor channels to and from each peer too)
     assert "host.group(NAME).comm_stream(peer)" in msg
 
 

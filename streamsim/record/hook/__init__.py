@@ -1,0 +1,1 @@
+"""The directory streamsim record puts first on PYTHONPATH: its sitecustomize is the start-up hook."""
