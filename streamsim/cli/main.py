@@ -6,6 +6,10 @@ model cannot outlive its wall-clock bound.
 
 Exit codes: 0 nothing found, 1 hazards or a deadlock found, 2 bad input (one line on stderr),
 3 an internal error of streamsim (one line that says so; the traceback saved), 130 interrupted.
+
+One module because it is the one parser of the command line: every command's options and help
+texts (and the shared option groups they reuse) are declared here, and what a user sees in
+``--help`` is read in one place.
 """
 from __future__ import annotations
 
