@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench gallery docs
+.PHONY: demo test venv clean bench gallery gallery-recorded docs
 
 # torch is pinned first, by itself: resolving the `record` extra's range alone could pick a
 # multi-GB CUDA build; with 2.13.0 already installed pip keeps it. The recorder's tests need it
@@ -46,6 +46,12 @@ docs: $(STAMP)
 # docs/gallery.md: every compare table and picture of the page, from the models as they are now.
 gallery: $(STAMP)
 	$(PY) docs/make_gallery.py
+
+# docs/gallery.md's section of recorded real programs: 2-rank gloo runs under `streamsim record`
+# (torch, a minute or more). Not part of `gallery`, which is deterministic and checked by a test;
+# a recording's manifest counts follow the run's real timing.
+gallery-recorded: $(STAMP)
+	$(PY) docs/make_gallery_recorded.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

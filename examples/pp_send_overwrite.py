@@ -47,6 +47,7 @@ def second_stage(received: torch.Tensor, steps: int) -> list[int]:
         dist.recv(received, src=0)
         if not bool((received == step + 1.0).all()):
             corrupted.append(step)
+            print(f"rank1: step {step} expected {step + 1.0:g} everywhere, got {seen(received)}")
     return corrupted
 
 
@@ -64,6 +65,13 @@ def main() -> None:
         corrupted = second_stage(torch.empty(n), args.steps)
         print(f"rank1: corrupted steps: {corrupted} of {args.steps}", flush=True)
     dist.destroy_process_group()
+
+
+def seen(received: torch.Tensor) -> str:
+    """What a received buffer holds: each value and its share of the elements."""
+    values, counts = torch.unique(received, return_counts=True)
+    return ", ".join(f"{v:g} in {c / received.numel():.1%}"
+                     for v, c in zip(values.tolist(), counts.tolist()))
 
 
 if __name__ == "__main__":

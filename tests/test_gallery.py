@@ -55,3 +55,17 @@ def test_each_picture_is_drawn_where_the_page_shows_it(args, image):
 
 def test_the_readme_links_the_gallery():
     assert "(docs/gallery.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_recorded_section_has_every_recorded_run():
+    """The section `make gallery-recorded` writes (real 2-rank runs: not byte-stable, so not
+    compared with a fresh run; tests/record asserts their verdicts) has every run it lists."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_gallery_recorded",
+                                                  ROOT / "docs" / "make_gallery_recorded.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    m = module.SECTION.search(PAGE)
+    assert m, "docs/gallery.md has no recorded section"
+    for name, *_ in module.RUNS:
+        assert f"**{name}**" in m.group(2), f"{name} is missing: run `make gallery-recorded`"

@@ -117,7 +117,7 @@ def test_the_racy_example_is_one_war_at_its_own_lines_and_really_corrupts_the_fi
         assert (rc.kind, rc.first.label, rc.first.location, rc.second.label,
                 rc.second.location) == ("WAR", "isend", f"{EXAMPLE}:39 first_stage", "fill_",
                                         f"{EXAMPLE}:27 forward")
-        assert rc.buffer == f"tensor made at {EXAMPLE}:62 main" and len(rc.instances) == 3
+        assert rc.buffer == f"tensor made at {EXAMPLE}:63 main" and len(rc.instances) == 3
         # (how many are manifest depends on the recorded times: the race is, the count varies)
         assert "wait the handle returned by `isend`" in rc.fix
         corrupted += corrupted_steps(p.stdout)

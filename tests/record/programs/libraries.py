@@ -1,14 +1,17 @@
-"""Two libraries on 2 gloo ranks, one start-up: a 2-stage ``torch.distributed.pipelining``
-program (ScheduleGPipe then Schedule1F1B, 2 steps of 4 micro-batches each), then 2 steps of a
-DistributedDataParallel training loop (its reducer issues its all-reduces from C++ during
-backward and waits them in C++, where Python never sees the wait). ``--defer`` injects a bug
-and runs GPipe alone: the schedule's receive (and send) waits deferred to the end of the step,
-so a stage computes on a buffer still being received."""
+"""Two libraries on 2 gloo ranks, one start-up: ``torch.distributed.pipelining`` (ScheduleGPipe
+and Schedule1F1B over 2 stages, then ScheduleInterleaved1F1B over 4, two a rank; 2 steps of 4
+micro-batches each), then 2 steps of a DistributedDataParallel training loop (its reducer issues
+its all-reduces from C++ during backward and waits them in C++, where Python never sees the
+wait). ``--defer`` injects a bug and runs GPipe alone: the schedule's receive (and send) waits
+deferred to the end of the step, so a stage computes on a buffer still being received.
+``--defer-interleaved`` runs ScheduleInterleaved1F1B alone with each forward's receive waited
+after that forward instead of before."""
 import sys
 
 import torch
 import torch.distributed as dist
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                          ScheduleInterleaved1F1B)
 from torch.nn.parallel import DistributedDataParallel
 
 dist.init_process_group("gloo")
@@ -27,17 +30,60 @@ class Stage(torch.nn.Module):
 
 
 pending = []
-if "--defer" in sys.argv:
+defer = next((a for a in sys.argv if a.startswith("--defer")), None)
+if defer == "--defer":
     import torch.distributed.pipelining.schedules as schedules
 
     def deferred_wait(works):
         pending.extend(works)
     schedules._wait_batch_p2p = deferred_wait
+elif defer == "--defer-interleaved":
+    import torch.distributed.pipelining.schedules as schedules
+    waited = schedules._wait_batch_p2p
 
+    def deferred_wait(works):  # a forward's receive (the runtime's FORWARD action): kept
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "_perform_action" and \
+                caller.f_locals.get("comp_type") == schedules.FORWARD:
+            pending.extend(works)
+        else:
+            waited(works)
+    schedules._wait_batch_p2p = deferred_wait
+
+
+def waited_after(forward_one_chunk):
+    """The stage's forward, then the wait of its receive, too late by one forward."""
+    def forward_then_wait(*args, **kwargs):
+        out = forward_one_chunk(*args, **kwargs)
+        for work in pending:
+            work.wait()
+        pending.clear()
+        return out
+    return forward_then_wait
+
+
+def interleaved(stage_module, n_microbatches, loss_fn):
+    """ScheduleInterleaved1F1B over two stages a rank (stages rank and rank + world of 2 * world:
+    rank 0 holds the first, rank 1 the last)."""
+    stages = [PipelineStage(Stage(), rank + i * world, 2 * world, torch.device("cpu"))
+              for i in range(2)]
+    if defer == "--defer-interleaved":
+        for stage in stages:
+            stage.forward_one_chunk = waited_after(stage.forward_one_chunk)
+    return ScheduleInterleaved1F1B(stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
+
+
+def single(cls):
+    return lambda stage_module, n_microbatches, loss_fn: cls(
+        PipelineStage(stage_module, rank, world, torch.device("cpu")),
+        n_microbatches=n_microbatches, loss_fn=loss_fn)
+
+
+SCHEDULES = {"--defer": (single(ScheduleGPipe),), "--defer-interleaved": (interleaved,),
+             None: (single(ScheduleGPipe), single(Schedule1F1B), interleaved)}
 x, target = torch.randn(16, D), torch.randn(16, D)
-for cls in ((ScheduleGPipe,) if "--defer" in sys.argv else (ScheduleGPipe, Schedule1F1B)):
-    stage = PipelineStage(Stage(), rank, world, torch.device("cpu"))
-    schedule = cls(stage, n_microbatches=4, loss_fn=lambda out, t: ((out - t) ** 2).mean())
+for make in SCHEDULES[defer]:
+    schedule = make(Stage(), n_microbatches=4, loss_fn=lambda out, t: ((out - t) ** 2).mean())
     for step in range(2):
         if rank == 0:
             schedule.step(x)
@@ -47,7 +93,7 @@ for cls in ((ScheduleGPipe,) if "--defer" in sys.argv else (ScheduleGPipe, Sched
             work.wait()
         pending.clear()
 
-if "--defer" not in sys.argv:
+if not defer:
     model = DistributedDataParallel(torch.nn.Sequential(
         torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
