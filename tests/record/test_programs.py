@@ -97,9 +97,9 @@ def runs(tmp_path_factory) -> tuple[Path, dict]:
     cross = program(d, CROSS)
     done = record_all([(d / "racy0.jsonl", EXAMPLE, "--steps", "4"),
                        (d / "fixed.jsonl", EXAMPLE, "--steps", "4", "--fixed"),
-                       (d / "cross.jsonl", cross)], timeout=40)
+                       (d / "cross.jsonl", cross)], timeout=90)
     done += record_all([(d / "ring_racy.jsonl", RING), (d / "ring_fixed.jsonl", RING, "--fixed")],
-                       ranks=4, timeout=60)
+                       ranks=4, timeout=120)
     return d, dict(zip(("racy0", "fixed", "cross", "ring_racy", "ring_fixed"), done))
 
 
