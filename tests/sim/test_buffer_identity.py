@@ -9,7 +9,7 @@ import os
 from streamsim import run_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+MEGATRON = os.path.join(ROOT, "models", "megatron_dealloc.py")
 
 TWO_X = '''"""Two distinct tensors that a model happens to call "x"."""
 VARIANTS = {"two": "two live tensors named x", "one": "one tensor, held twice"}
@@ -49,3 +49,11 @@ def test_the_same_tensor_is_the_same_buffer_object(tmp_path):
     r = run_model(_model(tmp_path), "one")
     assert [h.kind for h in r.findings.hazards] == ["WAW", "use-after-free", "use-after-free"]
 
+
+def test_megatron_racy_is_one_root_cause_across_microbatches():
+    r = run_model(MEGATRON, "racy")
+    assert len(r.findings.hazards) == 6
+    [rc] = r.findings.root_causes
+    assert rc.kind == "use-after-free" and rc.buffer == "output_tensor"
+    assert (rc.first.label, rc.second.label) == ("send_forward", "free(output_tensor)")
+    assert rc.fix_kind == "wait_handle" and len(rc.instances) == 6
