@@ -113,7 +113,6 @@ class Stage:
         with an older microbatch's gradient, a gradient's send with the next forward's input)."""
         host, r = self.host, self.rank
         got = mb if recv_mb is None else recv_mb
-        host.microbatch = mb
         recv_prev = recv_prev and not self.first
         recv_next = recv_next and not self.last
         send_next = None if self.last else send_next
@@ -121,17 +120,18 @@ class Stage:
         order = (("send_next", "recv_prev", "send_prev", "recv_next") if r % 2 == 0 else
                  ("recv_prev", "send_next", "recv_next", "send_prev"))
         out, works = {"recv_prev": None, "recv_next": None}, {}
-        for what in order:
+        for what in order:  # (the micro-batch label: what is sent, or what is received)
+            host.microbatch = got if what.startswith("recv") else mb
             if what == "send_next" and send_next is not None:
-                works[what] = self.pp.isend(send_next, dst=r + 1, name=f"send_forward({mb})")
+                works[what] = self.pp.isend(send_next, dst=r + 1, name="send_forward")
             elif what == "send_prev" and send_prev is not None:
-                works[what] = self.pp.isend(send_prev, dst=r - 1, name=f"send_backward({mb})")
+                works[what] = self.pp.isend(send_prev, dst=r - 1, name="send_backward")
             elif what == "recv_prev" and recv_prev:
-                t = out[what] = host.buffer(f"input_tensor@{got}", self.act)
-                works[what] = self.pp.irecv(t, src=r - 1, name=f"recv_forward({got})")
+                t = out[what] = host.buffer("input_tensor", self.act)
+                works[what] = self.pp.irecv(t, src=r - 1, name="recv_forward")
             elif what == "recv_next" and recv_next:
-                t = out[what] = host.buffer(f"output_tensor_grad@{got}", self.act)
-                works[what] = self.pp.irecv(t, src=r + 1, name=f"recv_backward({got})")
+                t = out[what] = host.buffer("output_tensor_grad", self.act)
+                works[what] = self.pp.irecv(t, src=r + 1, name="recv_backward")
         for what in ("recv_prev", "recv_next"):
             if what in works:
                 works[what].wait()
@@ -140,7 +140,7 @@ class Stage:
 
     def forward_step(self, mb, inp):
         self.host.microbatch = mb
-        out = self.host.buffer(f"output_tensor@{mb}", self.act)  # the forward's activation
+        out = self.host.buffer("output_tensor", self.act)  # the forward's activation
         self.host.launch("forward_step", reads=[inp] if inp is not None else [], writes=[out],
                          dur=self.p.forward_us)
         return out
@@ -160,7 +160,7 @@ class Stage:
     def backward_step(self, mb, inp, out, grad):
         host = self.host
         host.microbatch = mb
-        grad_in = None if self.first else host.buffer(f"input_tensor_grad@{mb}", self.act)
+        grad_in = None if self.first else host.buffer("input_tensor_grad", self.act)
         host.launch("backward_step", reads=[t for t in (inp, out, grad) if t is not None],
                     writes=[grad_in] if grad_in is not None else [], dur=self.p.backward_us)
         for t in (out, grad, inp):  # autograd lets go of them

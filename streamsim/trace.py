@@ -179,13 +179,17 @@ class Alloc:
     """A model's ``host.buffer(name, nbytes)``: a storage of ``nbytes`` came to life on ``rank`` at
     simulated ``time`` (its host thread's clock), after the first ``issued`` ops were issued (ops
     with a smaller id). Allocation is host bookkeeping, not an op: it orders nothing (an op log's
-    ``alloc`` line is a host op of kind ``alloc`` instead)."""
+    ``alloc`` line is a host op of kind ``alloc`` instead). ``buffer`` is the storage's name,
+    ``label`` the name the model gave (``""``: the same), ``site`` the model's ``file:line`` that
+    allocated it (root causes group by it)."""
 
     rank: int
     buffer: str
     nbytes: int
     time: float
     issued: int = 0
+    site: str = ""
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True)

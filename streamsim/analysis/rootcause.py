@@ -1,8 +1,8 @@
 """Root causes: hazard instances grouped by the two lines of code that race, with one fix for both.
 
 A model's loop repeats one missing edge at every step and rank; a reviewer fixes it once, in the
-code. Instances that share their kind, the buffer's name and the *sites* of both accesses are one
-root cause. A site is where the op comes from in the user's code:
+code. Instances that share their kind, the buffer and the *sites* of both accesses are one root
+cause. A site is where the op comes from in the user's code:
 
 * in a model: the op's label and the ``file:line`` the model issued it from, the label being its
   name without the peer a comm op's default name carries (``isend(hidden) to rank1`` and
@@ -13,7 +13,10 @@ root cause. A site is where the op comes from in the user's code:
 
 A buffer whose ``alloc`` line gives a ``site`` (a recorded program's tensor) is grouped by that
 allocation site, not by its name: a recorder names each storage it sees anew, so one missing wait
-on a tensor made at one line in every step would otherwise be a root cause per step.
+on a tensor made at one line in every step would otherwise be a root cause per step. A model's
+buffer is grouped by the model line whose ``host.buffer`` made the life its second access touches
+(``Trace.allocations``), for the same reason: each ``host.buffer`` is a tensor of its own, named
+as the model likes (issue 27).
 
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
 at which site); what it costs is measured by re-simulating (``explore.fixcost``).
@@ -21,6 +24,7 @@ at which site); what it costs is measured by re-simulating (``explore.fixcost``)
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -103,12 +107,18 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
         return s
 
     made_at = _allocation_sites(trace) if hazards else {}
+    model_site = _model_allocation_site(trace) if hazards and trace.allocations else None
     for i, h in enumerate(hazards):
-        buffer = made_at.get((h.rank, h.buffer), h.buffer)
+        buffer = made_at.get((h.rank, h.buffer))
+        if buffer is None:
+            made = model_site(h) if model_site is not None else None
+            buffer = h.buffer if made is None else (made,)  # (a tuple: no buffer's name)
         groups.setdefault((h.kind, buffer, site(h.first), site(h.second)), []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
+        if isinstance(buffer, tuple):
+            buffer = _shown_buffer(trace, members, buffer[0])
         fixes = [h.fix for h in members if h.fix is not None]
         fix_kind = _most_common([f.kind for f in fixes])
         text, why = None, ""
@@ -132,6 +142,36 @@ def _allocation_sites(trace: Trace) -> dict[tuple[int, str], str]:
     ``site`` made (a recorder names every storage once: one alloc a name)."""
     return {(op.agent.rank, str(op.attrs["buffer"])): f"tensor made at {op.attrs['site']}"
             for op in trace.ops if op.kind == "alloc" and "site" in op.attrs}
+
+
+def _model_allocation_site(trace: Trace):
+    """A function: hazard -> the model line (``file:line``) that allocated the life of its
+    buffer that its second access touches (the last allocation of that storage issued before
+    it), or None for a buffer no ``host.buffer`` made."""
+    lives: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for a in trace.allocations:
+        if a.site:
+            lives.setdefault((a.rank, a.buffer), []).append((a.issued, a.site))
+
+    def made_at(h: Hazard) -> str | None:
+        life = lives.get((h.rank, h.buffer))
+        if not life:
+            return None
+        at = bisect_right(life, (h.second, "\uffff")) - 1
+        return life[max(at, 0)][1]
+    return made_at
+
+
+def _shown_buffer(trace: Trace, members: list[Hazard], made_at: str) -> str:
+    """How a root cause of a model's buffers names them: the storage when all its instances
+    touch one, else their common label (buffers of one name alive together: ``x``, ``x#2``),
+    else where they were made (one line allocating buffers of several names)."""
+    storages = {h.buffer for h in members}
+    if len(storages) == 1:
+        return storages.pop()
+    keys = {(h.rank, h.buffer) for h in members}
+    labels = {a.label or a.buffer for a in trace.allocations if (a.rank, a.buffer) in keys}
+    return labels.pop() if len(labels) == 1 else f"tensor made at {made_at}"
 
 
 def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None) -> str:

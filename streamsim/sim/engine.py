@@ -70,6 +70,11 @@ class Engine(CommMixin):
         # or free of it is a lifetime bug, noted (see note_freed_use)
         self.freed: dict[tuple[int, str], Rec] = {}
         self.allocations: list = []  # every host.buffer (trace.Alloc), for the memory metrics
+        # (rank, storage name) of every host.buffer not yet freed: a new buffer of a live name is
+        # a storage of its own, named label#k (see Host.buffer); storage -> label when they differ
+        self.live: set[tuple[int, str]] = set()
+        self.labels: dict[tuple[int, str], str] = {}
+        self.held: set[tuple[int, str]] = set()  # freed after record_stream: not named again
         self.current: HostState | None = None
         self.main_glet: greenlet | None = None
         self.failed: BaseException | None = None  # what a host program raised, as it raised it

@@ -16,7 +16,8 @@ from .engine import Engine
 from .errors import ModelError
 from . import labels
 from .handles import Event, Group, Stream, Work, _listify
-from .memory import Buffer, Ref, Tensor, as_view, nbytes_of
+from .locations import model_location
+from .memory import Buffer, Ref, Tensor, as_view, labels_of, nbytes_of, new_storage
 from .records import HostState, Rec
 
 
@@ -78,15 +79,16 @@ class Host:
         return ev
 
     def buffer(self, name: str, nbytes: int, stream: Stream | str | None = None) -> Buffer:
-        """A tensor's storage: allocated on ``stream`` (default: the current stream)."""
+        """A new tensor, its own storage (``name`` labels it), on ``stream`` (default: current)."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise ModelError(f"buffer {name!r}: nbytes must be a non-negative int, got {nbytes!r}")
         s = stream if isinstance(stream, str) else (stream.name if stream else self._h.current_stream)
-        buf = Buffer(self.rank, name, nbytes, s)
-        self._buffers[name] = buf
-        self._e.allocations.append(Alloc(self.rank, name, nbytes, float(self._h.clock),
-                                         len(self._e.recs)))
-        self._e.freed.pop((self.rank, name), None)  # a new life of a freed name
+        e, rank = self._e, self.rank
+        storage = new_storage(rank, name, e.live, e.held, e.labels)  # (a new tensor's own)
+        buf = self._buffers[storage] = Buffer(rank, storage, nbytes, s, name)
+        e.allocations.append(Alloc(rank, storage, nbytes, float(self._h.clock), len(e.recs),
+                                   model_location(), "" if storage == name else name))
+        e.freed.pop((rank, storage), None)  # a new life of a freed storage: the block reused
         return buf
 
     # -- stream ops --------------------------------------------------------------------------------
@@ -164,12 +166,14 @@ class Host:
         e = self._e
         e.settle(self._h)
         key = (self.rank, buffer.name)
+        e.live.discard(key)  # (a new host.buffer of its name may reuse the block)
 
         def recorded_work() -> list[Rec]:  # (read once the free's issue ran any injected fix)
             recorded = e.recorded_streams.pop(key, ())
+            e.held.update([key] if recorded else [])  # (back once their work ran: not reused)
             return [r for r in (e.stream(self.rank, n).last for n in recorded) if r is not None]
         earlier = e.freed.pop(key, None)  # (the free's own write is no use of a freed buffer)
-        rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.name})", 0.0,
+        rec = e.enqueue(self._h, buffer.stream, "free", f"free({buffer.label})", 0.0,
                         (Access(buffer.whole, WRITE),), after=recorded_work)
         rec.attrs["buffer"] = buffer.name
         if earlier is not None:
@@ -182,7 +186,7 @@ class Host:
     def record_stream(self, buffer: Buffer, stream: Stream | str) -> None:
         """``tensor.record_stream(s)``: a later free also waits for ``s``'s work up to the free."""
         name = self._e.checked_stream(self.rank, self._stream_name(stream))
-        rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.name}, {name})")
+        rec = self._e.host_op(self._h, "record_stream", f"record_stream({buffer.label}, {name})")
         rec.attrs.update(buffer=buffer.name, stream=name)
         self._e.recorded_streams.setdefault((self.rank, buffer.name), []).append(name)
 
@@ -269,12 +273,12 @@ class Host:
         if peer not in cfg.ranks:
             raise ModelError(f"{kind}: peer rank {peer} is not in group {cfg.name!r}")
         e = self._e
-        size = nbytes_of(tensors) if nbytes is None else nbytes
-        is_send = kind == "isend"
+        size, is_send = nbytes_of(tensors) if nbytes is None else nbytes, kind == "isend"
         mode = "read" if is_send else "write"
         acc = self._accesses(tensors, ()) if is_send else self._accesses((), tensors)
         rec = e.enqueue(self._h, stream, kind,
-                        name or f"{kind}({_names(tensors)}) {'to' if is_send else 'from'} rank{peer}",
+                        name or f"{kind}({labels_of(e.labels, tensors)}) "
+                                f"{'to' if is_send else 'from'} rank{peer}",
                         (cfg.transfer_time(size) if dur is None else dur) if is_send else 0.0,
                         acc, after=self._nccl_enqueue_edge)
         if batch is not None:  # (before the next enqueue: the stream loop may look at it then)
@@ -330,7 +334,7 @@ class Host:
             nbytes = nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
         size = nbytes
         rec = e.enqueue(self._h, f"{cfg.backend}:{cfg.name}", kind,
-                        name or f"{kind}({_names(outputs)})",
+                        name or f"{kind}({labels_of(self._e.labels, outputs)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
         e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
@@ -414,7 +418,3 @@ class Host:
         rec.handle = self._new_handle(handle, "isend_object")
         rec.attrs.update(group=cfg.name, peer=dst, nbytes=nbytes, dur=rec.dur)
         return self._work(rec, cfg)
-
-
-def _names(tensors: list) -> str:
-    return ", ".join(as_view(t).buffer for t in tensors)

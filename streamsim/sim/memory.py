@@ -16,12 +16,19 @@ class Ref:
 
 
 class Buffer:
-    """A named storage of ``nbytes`` on one rank, allocated on ``stream`` (its allocation stream)."""
+    """A storage of ``nbytes`` on one rank, allocated on ``stream`` (its allocation stream).
 
-    __slots__ = ("rank", "name", "nbytes", "stream")
+    The object is the tensor's identity: a model says "the same tensor" by holding it. ``label``
+    is what the model called it; ``name`` is the storage's name in traces and reports: the label,
+    or ``label#k`` when another live buffer of the rank already has that name (``host.buffer``
+    gives each allocation a storage of its own, as PyTorch does)."""
 
-    def __init__(self, rank: int, name: str, nbytes: int, stream: str = "compute"):
+    __slots__ = ("rank", "name", "nbytes", "stream", "label")
+
+    def __init__(self, rank: int, name: str, nbytes: int, stream: str = "compute",
+                 label: str | None = None):
         self.rank, self.name, self.nbytes, self.stream = rank, name, int(nbytes), stream
+        self.label = name if label is None else label
 
     @property
     def whole(self) -> View:
@@ -81,3 +88,25 @@ def accesses(reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = ()) -> tup
 
 def nbytes_of(tensors: Iterable[Tensor]) -> int:
     return sum(as_view(t).nbytes for t in tensors)
+
+
+def new_storage(rank: int, label: str, live: set, held: set, labels: dict) -> str:
+    """The storage name of a new buffer ``label`` on ``rank``, entered in ``live`` (and in
+    ``labels``, storage -> label, when they differ): the label, or ``label#k`` (k = 2, 3, ...)
+    when a storage of that name is ``live`` (allocated, not freed: another tensor) or ``held``
+    (freed after ``record_stream``: its block is not handed out at once)."""
+    storage, k = label, 1
+    while (rank, storage) in live or (rank, storage) in held:
+        k += 1
+        storage = f"{label}#{k}"
+    live.add((rank, storage))
+    if storage != label:
+        labels[(rank, storage)] = label
+    return storage
+
+
+def labels_of(labels: dict, tensors: Iterable[Tensor]) -> str:
+    """What the model called ``tensors`` (``labels``: (rank, storage) -> label where they differ),
+    for an op's default name."""
+    views = [as_view(t) for t in tensors]
+    return ", ".join(labels.get((v.rank, v.buffer), v.buffer) for v in views)

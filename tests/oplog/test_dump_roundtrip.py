@@ -43,8 +43,19 @@ def same_run(run, replay) -> None:
         return
     assert timeline(replay.trace) == timeline(run.trace)
     assert hazards(replay.trace, replay.findings) == hazards(run.trace, run.findings)
-    assert [(rc.kind, rc.buffer, len(rc.instances), rc.manifest) for rc in replay.findings.root_causes] \
-        == [(rc.kind, rc.buffer, len(rc.instances), rc.manifest) for rc in run.findings.root_causes]
+    if any(a.label for a in run.trace.allocations):
+        # A buffer named again while its namesake lived (or was held by record_stream) is a
+        # storage of its own, x#2; the model groups x and x#2 by the line that made them, which a
+        # dumped log does not carry (its alloc lines have no site): the log's root causes split
+        # the model's, never merge them
+        grouped = [set(rc.instances) for rc in run.findings.root_causes]
+        assert all(any(set(rc.instances) <= g for g in grouped)
+                   for rc in replay.findings.root_causes)
+    else:
+        assert [(rc.kind, rc.buffer, len(rc.instances), rc.manifest)
+                for rc in replay.findings.root_causes] \
+            == [(rc.kind, rc.buffer, len(rc.instances), rc.manifest)
+                for rc in run.findings.root_causes]
     assert (replay.findings.deadlock is None) == (run.findings.deadlock is None)
     assert replay.metrics.timing() == run.metrics.timing()  # (a log: no model allocations)
 
