@@ -7,6 +7,7 @@ import os
 import sys
 import textwrap
 
+from ..explore import strategies
 from ..explore.check import check_oplog, run_model
 from ..gcpause import gc_paused
 from .progress import progress
@@ -20,13 +21,14 @@ from ..sim.model import Model, load_model
 def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True,
                   progress=None) -> Report:
     return run_model(model, variant, sets, seed=args.seed, jitter=args.jitter,
-                     strategy=getattr(args, "strategy", "random"), depth=getattr(args, "depth", 2),
+                     strategy=getattr(args, "strategy", strategies.DEFAULT),
+                     depth=getattr(args, "depth", 2),
                      max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost,
                      apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
 
 
 def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> Report:
-    if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
+    if not strategies.get(getattr(args, "strategy", strategies.DEFAULT)).applies_to_oplog:
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
                        max_time=args.max_time, fix_cost=fix_cost,
