@@ -9,7 +9,7 @@ import textwrap
 
 from ..explore import strategies
 from ..explore.check import check_oplog, run_model
-from ..gcpause import gc_paused
+from ..gcpause import pipeline_entry
 from .progress import progress
 from ..report.atomic import write_atomic
 from ..report.escape import terminal, terminal_lines
@@ -58,8 +58,7 @@ def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
     if shown is not None:
         shown("report")
     try:
-        with gc_paused():  # rendering a large report makes millions of short-lived objects
-            text = _render(report, fmt, out)
+        text = _render(report, fmt, out)
     finally:
         if shown is not None:
             shown.close()
@@ -67,6 +66,7 @@ def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
     return report.exit_code
 
 
+@pipeline_entry  # the run's last stage, after run_model's pause: millions of short-lived objects
 def _render(report: Report, fmt: str, out: str | None) -> str:
     files = None
     if out:

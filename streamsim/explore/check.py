@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
 from ..analysis.metrics import Metrics, compute_metrics
-from ..gcpause import gc_paused
+from ..gcpause import pipeline_entry
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..report.report import Report
 from ..sim.errors import InternalError, ModelError
@@ -39,6 +39,7 @@ def seed_used(seed: int | None, jitter: float, strategy: str = strategies.DEFAUL
     return 0 if seed is None and random_run else seed
 
 
+@pipeline_entry
 def run_model(model: Model | str, variant: str | None = None,
               params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
               jitter: float = 0.0, strategy: str = strategies.DEFAULT, depth: int = 2,
@@ -58,9 +59,8 @@ def run_model(model: Model | str, variant: str | None = None,
     """
     if isinstance(model, str):
         model = load_model(model)
-    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
-                          max_time, fix_cost, apply_fixes, progress or _quiet)
+    return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
+                      max_time, fix_cost, apply_fixes, progress or _quiet)
 
 
 def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
@@ -98,6 +98,7 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
     return Report(trace=fixed, findings=after, metrics=fixed_metrics, applied=cost, **info)
 
 
+@pipeline_entry
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
                 fix_cost: bool = True, apply_fixes: bool = False,
@@ -106,9 +107,8 @@ def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, ji
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
     with the proposed fixes inserted, as for a model. ``apply_fixes``, ``progress``: as for
     :func:`run_model`."""
-    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
-                            progress or _quiet)
+    return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
+                        progress or _quiet)
 
 
 def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,

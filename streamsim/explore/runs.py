@@ -17,6 +17,7 @@ from ..analysis.metrics import Metrics
 from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
+from ..gcpause import pipeline_entry
 from . import strategies
 from .pct import OpsEstimate
 
@@ -124,6 +125,7 @@ def _relocate(loc: str, here: str, there: str) -> str:
     return f"{rel if not rel.startswith('..') else full}:{line}"
 
 
+@pipeline_entry  # one run among many: the collector frees each run's cycles between them
 def run_one(spec: RunSpec, seed: int | None) -> RunResult:
     """Simulate and analyse one run of ``spec`` with ``seed``."""
     from ..analysis.checks import analyse

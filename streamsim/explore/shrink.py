@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..sim.errors import ModelError
 from ..kinds import COLLECTIVE_KINDS, kinds_where
+from ..gcpause import pipeline_entry
 from . import strategies
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
@@ -107,6 +108,7 @@ class _Candidates:
             return "\n".join(self.raw[n - 1] for n in sorted(kept)) + "\n"
         return "\n".join(s if i in kept else "" for i, s in enumerate(self.raw, 1))
 
+    @pipeline_entry  # one candidate's run; the collector frees its cycles before the next
     def outcome(self, keep: Sequence[int]):
         """:func:`_outcome` of the log restricted to ``keep``; None when it is invalid or fails."""
         from ..oplog import parse_oplog, simulate_oplog
