@@ -1,4 +1,4 @@
-"""The vocabulary: every op kind, edge kind, fix kind, stream role and strategy name, declared once.
+"""The vocabulary: every op kind, edge kind, fix kind and stream role, declared once.
 
 Pure data, importing nothing of streamsim's: the stages (the engine, the op-log reader, writer and
 replay, the HB graph, the timeline, the fixes) derive their tables from these, so that a new op
@@ -80,11 +80,8 @@ FIX_KINDS: dict[str, str] = {
     "record_stream": "record_stream(the user's stream) before the free",
 }
 
-# -- exploration strategies -----------------------------------------------------------------------
-RANDOM = "random"  # jitter drawn from the seed
-PCT = "pct"  # PCT-style delays at seeded change points
-STRATEGIES = (RANDOM, PCT)
-
+# (exploration strategies are behaviour, not data: an interface with a module each and their
+# registry, in streamsim/explore/strategies/; the CLI's --strategy choices derive from it)
 
 # -- op kinds -------------------------------------------------------------------------------------
 BY_AGENT = "agent"  # a wait_edge or category that depends on where the op runs (see the docstring)

@@ -52,7 +52,6 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain
 
-from ..gcpause import gc_paused
 from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
 
@@ -100,20 +99,18 @@ class Analysis:
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     """Every data hazard of ``trace`` in issue order of (second op, first op); with their fixes."""
-    with gc_paused():
-        hazards = _analyse(trace, False).hazards
-        if not fixes:
-            return hazards
-        from .fixes import with_fix  # late: fixes consumes hazards; hb does not depend on it
-        return [with_fix(trace, h) for h in hazards]
+    hazards = _analyse(trace, False).hazards
+    if not fixes:
+        return hazards
+    from .fixes import with_fix  # late: fixes consumes hazards; hb does not depend on it
+    return [with_fix(trace, h) for h in hazards]
 
 
 def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
     """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``).
     (Not ``analyse``: that is :func:`streamsim.analysis.checks.analyse`, which returns the
     ``Findings`` of a trace built on this pass.)"""
-    with gc_paused():  # the pass allocates many small objects and frees few
-        return _analyse(trace, keep_clocks)
+    return _analyse(trace, keep_clocks)
 
 
 def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None) -> Analysis:

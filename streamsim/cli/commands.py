@@ -7,8 +7,9 @@ import os
 import sys
 import textwrap
 
+from ..explore import strategies
 from ..explore.check import check_oplog, run_model
-from ..gcpause import gc_paused
+from ..gcpause import pipeline_entry
 from .progress import progress
 from ..report.atomic import write_atomic
 from ..report.escape import terminal, terminal_lines
@@ -20,13 +21,14 @@ from ..sim.model import Model, load_model
 def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bool = True,
                   progress=None) -> Report:
     return run_model(model, variant, sets, seed=args.seed, jitter=args.jitter,
-                     strategy=getattr(args, "strategy", "random"), depth=getattr(args, "depth", 2),
+                     strategy=getattr(args, "strategy", strategies.DEFAULT),
+                     depth=getattr(args, "depth", 2),
                      max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost,
                      apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
 
 
 def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> Report:
-    if getattr(args, "strategy", "random") != "random":  # PCT perturbs a model's ops by their ids
+    if not strategies.get(getattr(args, "strategy", strategies.DEFAULT)).applies_to_oplog:
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
                        max_time=args.max_time, fix_cost=fix_cost,
@@ -56,8 +58,7 @@ def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
     if shown is not None:
         shown("report")
     try:
-        with gc_paused():  # rendering a large report makes millions of short-lived objects
-            text = _render(report, fmt, out)
+        text = _render(report, fmt, out)
     finally:
         if shown is not None:
             shown.close()
@@ -65,6 +66,7 @@ def _emit(report: Report, fmt: str, out: str | None, shown=None) -> int:
     return report.exit_code
 
 
+@pipeline_entry  # the run's last stage, after run_model's pause: millions of short-lived objects
 def _render(report: Report, fmt: str, out: str | None) -> str:
     files = None
     if out:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..explore import strategies
 from ..report.escape import terminal
 from ..sim.errors import ModelError
 
@@ -121,7 +122,7 @@ def timing_label(args, seed: int | None, counted: bool = False) -> str:
     counts runs (``manifest_runs``...), which is no mean."""
     lead = "counted over" if counted else "means of"
     how = [f"jitter {args.jitter:g}" if args.jitter else "",
-           f"PCT depth {args.depth}" if args.strategy == "pct" else ""]
+           strategies.get(args.strategy).timing(args.depth)]
     how = " and ".join(w for w in how if w)
     if args.runs > 1:
         return (f"{lead} {args.runs} runs a point, perturbed by {how}, not the nominal timing"
@@ -202,7 +203,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     else:
         if args.variant or args.set:
             raise ModelError("--variant and --set apply to a model input (.py), not an op log")
-        if args.strategy != "random":
+        if not strategies.get(args.strategy).applies_to_oplog:
             raise ModelError("--strategy applies to a model input (.py), not an op log")
         res = shrink(args.input, args.output, **opts)
     sys.stdout.write(terminal(render_shrink(res)))

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Sequence
 
-from ..kinds import RANDOM, STRATEGIES
+from ..explore import strategies
 from ..sim.errors import InternalError, ModelError
 from ..sim.model import is_model_path
 
@@ -138,9 +138,9 @@ def _add_sim_options(p: argparse.ArgumentParser, *, strategy: str = "model") -> 
     if strategy == "none":
         return
     only = " (model input only: an op log refuses it)" if strategy == "either" else ""
-    p.add_argument("--strategy", choices=STRATEGIES, default=RANDOM,
-                   help="schedule perturbation: random = jitter only; pct = PCT delays at "
-                   f"depth-1 seeded change points (default random){only}")
+    told = "; ".join(f"{n} = {strategies.get(n).help}" for n in strategies.names())
+    p.add_argument("--strategy", choices=strategies.names(), default=strategies.DEFAULT,
+                   help=f"schedule perturbation: {told} (default {strategies.DEFAULT}){only}")
     p.add_argument("--depth", type=int, default=2,
                    help=f"PCT bug depth d, with --strategy pct (default 2){only}")
     p.add_argument("--max-wall", type=_finite(0, strict=True), default=None, metavar="SECONDS",

@@ -4,7 +4,8 @@ Everything here runs the simulator and the analysis, often many times.
 
 Public names: :func:`run_model`, :func:`check_oplog` (``check``: one input, fixes costed, as a
 Report); :func:`cost_fixes` (``fixcost``); :func:`compare_variants`, :func:`render_compare`
-(``compare``); ``hunt.explore`` (many seeded runs; PCT in ``pct``, executors in ``runs``);
+(``compare``); ``hunt.explore`` (many seeded runs; the strategies in ``strategies``, PCT's
+algorithm in ``pct``, executors in ``runs``);
 ``sweep.sweep`` (a parameter grid); ``shrink.shrink`` (delta-debug an op log).
 """
 from .check import check_oplog, run_model

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
 from ..analysis.metrics import Metrics, compute_metrics
-from ..gcpause import gc_paused
+from ..gcpause import pipeline_entry
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..report.report import Report
 from ..sim.errors import InternalError, ModelError
@@ -21,7 +21,8 @@ from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
 from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes,
                       cost_root_causes)
-from .pct import perturb_for
+from . import strategies
+from .strategies import perturb_for
 
 Progress = Callable[[str], None]  # called with each phase's name as it starts
 
@@ -30,17 +31,18 @@ def _quiet(phase: str) -> None:
     pass
 
 
-def seed_used(seed: int | None, jitter: float, strategy: str = "random") -> int | None:
+def seed_used(seed: int | None, jitter: float, strategy: str = strategies.DEFAULT) -> int | None:
     """The seed a run really uses: ``seed``, or 0 when none is given but the run draws random
     numbers (jitter, PCT); None only when nothing random happens. Reports show this one, so that
     ``--seed`` with the value shown replays the run."""
-    random_run = bool(jitter) or strategy != "random"
+    random_run = bool(jitter) or strategies.get(strategy).seeded
     return 0 if seed is None and random_run else seed
 
 
+@pipeline_entry
 def run_model(model: Model | str, variant: str | None = None,
               params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
-              jitter: float = 0.0, strategy: str = "random", depth: int = 2,
+              jitter: float = 0.0, strategy: str = strategies.DEFAULT, depth: int = 2,
               max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
               fix_cost: bool = True, apply_fixes: bool = False,
               progress: Progress | None = None) -> Report:
@@ -57,9 +59,8 @@ def run_model(model: Model | str, variant: str | None = None,
     """
     if isinstance(model, str):
         model = load_model(model)
-    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
-                          max_time, fix_cost, apply_fixes, progress or _quiet)
+    return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
+                      max_time, fix_cost, apply_fixes, progress or _quiet)
 
 
 def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
@@ -77,12 +78,12 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     rerun = lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts)
     info = dict(source=model.path, model=model.name, variant=variant, params=dict(values),
                 seed=seed, jitter=jitter)
+    no_fix_cost = strategies.get(strategy).no_fix_cost  # why fixes are not costed under it
     if apply_fixes:
-        if strategy != "random":
-            raise ModelError("--apply-fixes: not under --strategy pct (a fix's extra ops would "
-                             "move PCT's change points onto other ops)")
+        if no_fix_cost:
+            raise ModelError(f"--apply-fixes: not under --strategy {strategy} ({no_fix_cost})")
         return _applied(trace, findings, metrics, rerun, info, progress)
-    costs = _costs(trace, findings, metrics, rerun, fix_cost and strategy == "random", progress)
+    costs = _costs(trace, findings, metrics, rerun, fix_cost and not no_fix_cost, progress)
     return Report(trace=trace, findings=findings, metrics=metrics, **info, **costs)
 
 
@@ -97,6 +98,7 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
     return Report(trace=fixed, findings=after, metrics=fixed_metrics, applied=cost, **info)
 
 
+@pipeline_entry
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
                 fix_cost: bool = True, apply_fixes: bool = False,
@@ -105,9 +107,8 @@ def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, ji
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
     with the proposed fixes inserted, as for a model. ``apply_fixes``, ``progress``: as for
     :func:`run_model`."""
-    with gc_paused():  # the stages build millions of long-lived objects: see gcpause
-        return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
-                            progress or _quiet)
+    return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
+                        progress or _quiet)
 
 
 def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,

@@ -7,6 +7,7 @@ from ..analysis.findings import verdict_word
 from ..analysis.metrics import format_bytes
 from ..report.report import Report
 from ..sim.model import Model
+from . import strategies
 from .check import run_model
 
 
@@ -39,7 +40,7 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     params = model.resolve(sets)
     seed, jitter = getattr(args, "seed", None), getattr(args, "jitter", 0.0)
     bounds = {k: getattr(args, k) for k in ("max_ops", "max_time") if hasattr(args, k)}
-    strategy, depth = getattr(args, "strategy", "random"), getattr(args, "depth", 2)
+    strategy, depth = getattr(args, "strategy", strategies.DEFAULT), getattr(args, "depth", 2)
     rows = []
     for v in variants:
         rows.append(CompareRow(v, run_model(model, v, params, seed=seed, jitter=jitter,

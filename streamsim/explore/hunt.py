@@ -35,11 +35,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from .pct import STRATEGIES, OpsEstimate, estimate_ops, pct_bound
+from . import strategies
+from .pct import OpsEstimate, pct_bound
 from .runs import (Pattern, RunResult, RunSpec, execute, format_set, replay_command,
                    run_seeds)
-
-DEFAULT_JITTER = {"random": 0.2, "pct": 0.0}  # explore's default jitter per strategy
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ class ExploreResult:
         return {"model": self.model, "variant": self.variant, "params": dict(self.params),
                 "runs": self.runs, "seed": self.seed, "seeds": f"{self.seeds[0]}..{self.seeds[-1]}"
                 if self.runs else None, "jitter": self.jitter, "strategy": self.strategy,
-                "depth": self.depth if self.strategy == "pct" else None,
+                "depth": self.depth if strategies.get(self.strategy).uses_depth else None,
                 "pct": None if est is None else {"ops": est.ops, "agents": est.agents,
                                                   "makespan_us": round(est.makespan_us, 3),
                                                   "bound_per_run": self.bound},
@@ -136,28 +135,26 @@ def _prepare(model: Model | str, variant: str | None, params) -> tuple[Model, st
 
 def explore(model: Model | str, variant: str | None = None,
             params: Mapping[str, Any] | Iterable[str] = (), runs: int = 100, seed: int = 0,
-            jitter: float | None = None, strategy: str = "random", depth: int = 2,
+            jitter: float | None = None, strategy: str = strategies.DEFAULT, depth: int = 2,
             jobs: int | None = None, scheduler=None, *, max_ops: int = DEFAULT_MAX_OPS,
             max_time: float = DEFAULT_MAX_TIME, progress: bool = False) -> ExploreResult:
     """Run ``model`` ``runs`` times, seeds :func:`run_seeds` ``(seed, runs)``, and collect hazards.
 
     ``params``: a mapping of typed values or ``"k=v"`` strings. ``jitter`` defaults to 0.2 for
-    ``random`` and 0 for ``pct``. ``depth``: PCT's bug depth (``depth - 1`` change points).
+    ``random`` and 0 for ``pct`` (the strategy's ``default_jitter``). ``depth``: PCT's bug depth (``depth - 1`` change points).
     ``jobs``/``scheduler``: see :func:`execute`. ``progress``: a tqdm bar on stderr (TTY only).
     """
-    if strategy not in STRATEGIES:
-        raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    strat = strategies.get(strategy)
     if runs < 1:
         raise ModelError(f"--runs must be >= 1, got {runs}")
     if depth < 1:
         raise ModelError(f"--depth must be >= 1, got {depth}")
-    jitter = DEFAULT_JITTER[strategy] if jitter is None else float(jitter)
+    jitter = strat.default_jitter if jitter is None else float(jitter)
     if jitter < 0:
         raise ModelError(f"jitter must be >= 0, got {jitter}")
     model, variant, values, sets = _prepare(model, variant, params)
-    estimate = None
-    if strategy == "pct":
-        estimate = estimate_ops(model, variant, values, max_ops=max_ops, max_time=max_time)
+    estimate = strat.estimate(model, variant, values, max_ops=max_ops, max_time=max_time) \
+        if strat.needs_estimate else None
     spec = RunSpec(model_path=os.path.abspath(model.path), variant=variant, params=dict(values),
                    jitter=jitter, strategy=strategy, depth=depth, estimate=estimate,
                    max_ops=max_ops, max_time=max_time, cwd=os.getcwd())
@@ -209,8 +206,7 @@ def render_explore(res: ExploreResult) -> str:
     n = res.runs
     seeds = res.seeds
     head = (f"{os.path.splitext(os.path.basename(res.model))[0]} [{res.variant}]: {n} run"
-            f"{'s' * (n != 1)}, strategy {res.strategy}"
-            + (f" (depth {res.depth})" if res.strategy == "pct" else "")
+            f"{'s' * (n != 1)}, strategy {strategies.get(res.strategy).describe(res.depth)}"
             + f", jitter {res.jitter:g}, seeds {seeds[0]}..{seeds[-1]}")
     lines = [head]
     if res.sets:

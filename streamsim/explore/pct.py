@@ -1,17 +1,16 @@
 """PCT-style schedule perturbation: the engine delays chosen ops to reorder what is unordered.
 
 :class:`PCTPerturb` adapts PCT (Burckhardt et al., ASPLOS 2010) to a discrete-event simulator;
-:func:`perturb_for` is what ``--strategy pct --depth d --seed K`` applies to one run, so that a
-run ``explore`` found replays exactly.
+the ``pct`` strategy (:mod:`streamsim.explore.strategies.pct`) applies it to one run for
+``--strategy pct --depth d --seed K``, so that a run ``explore`` found replays exactly.
 """
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from ..kinds import PCT, RANDOM, STRATEGIES  # (STRATEGIES re-exported: hunt reads it here)
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
@@ -104,32 +103,3 @@ class PCTPerturb:
 def pct_bound(estimate: OpsEstimate, depth: int) -> float:
     """PCT's per-run probability bound ``1/(n * k^(d-1))`` for a depth-``depth`` hazard."""
     return 1.0 / (max(1, estimate.agents) * max(1, estimate.ops) ** (depth - 1))
-
-
-def make_perturb(strategy: str, depth: int, seed: int | None, estimate: OpsEstimate | None,
-                 jitter: float = 0.0) -> Callable | None:
-    """The engine perturbation of one run: ``None`` for ``random`` (jitter only), PCT delays for
-    ``pct`` (``estimate`` from :func:`estimate_ops`)."""
-    if strategy == RANDOM:
-        return None
-    if strategy == PCT:
-        if estimate is None:
-            raise ValueError("the pct strategy needs an OpsEstimate")
-        return PCTPerturb(depth, seed, estimate, jitter)
-    raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-
-
-def perturb_for(model: Model | str, variant: str | None, params, *, strategy: str = RANDOM,
-                depth: int = 2, seed: int | None = None, jitter: float = 0.0,
-                max_ops: int = DEFAULT_MAX_OPS,
-                max_time: float = DEFAULT_MAX_TIME) -> Callable | None:
-    """The perturbation that ``streamsim run --strategy S --depth d --seed K`` applies (so that
-    replays of explored runs are exact)."""
-    if strategy not in STRATEGIES:
-        raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    if strategy == RANDOM:
-        return None
-    if depth < 1:
-        raise ModelError(f"--depth must be >= 1, got {depth}")
-    est = estimate_ops(model, variant, params, max_ops=max_ops, max_time=max_time)
-    return make_perturb(strategy, depth, seed, est, jitter)

@@ -17,7 +17,9 @@ from ..analysis.metrics import Metrics
 from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from .pct import OpsEstimate, estimate_ops, make_perturb
+from ..gcpause import pipeline_entry
+from . import strategies
+from .pct import OpsEstimate
 
 SEED_STRIDE = 1_000_003
 
@@ -71,7 +73,7 @@ class RunSpec:
     variant: str
     params: dict
     jitter: float = 0.0
-    strategy: str = "random"
+    strategy: str = strategies.DEFAULT  # a registered name (a spec is pickled)
     depth: int = 2
     estimate: OpsEstimate | None = None
     max_ops: int = DEFAULT_MAX_OPS
@@ -123,21 +125,23 @@ def _relocate(loc: str, here: str, there: str) -> str:
     return f"{rel if not rel.startswith('..') else full}:{line}"
 
 
+@pipeline_entry  # one run among many: the collector frees each run's cycles between them
 def run_one(spec: RunSpec, seed: int | None) -> RunResult:
     """Simulate and analyse one run of ``spec`` with ``seed``."""
     from ..analysis.checks import analyse
     from ..analysis.metrics import compute_metrics
     from ..sim.runner import simulate
     model = _model(spec.model_path)
-    estimate = spec.estimate
-    if spec.strategy == "pct" and estimate is None:  # a sweep point: measured once per process
+    estimate, strategy = spec.estimate, strategies.get(spec.strategy)
+    if strategy.needs_estimate and estimate is None:  # a sweep point: measured once per process
         key = (spec.model_path, spec.variant, tuple(sorted(spec.params.items())), spec.max_ops,
                spec.max_time)
         estimate = _ESTIMATES.get(key)
         if estimate is None:
-            estimate = _ESTIMATES[key] = estimate_ops(model, spec.variant, Params(spec.params),
-                                                      max_ops=spec.max_ops, max_time=spec.max_time)
-    perturb = make_perturb(spec.strategy, spec.depth, seed, estimate, spec.jitter)
+            estimate = _ESTIMATES[key] = strategy.estimate(
+                model, spec.variant, Params(spec.params), max_ops=spec.max_ops,
+                max_time=spec.max_time)
+    perturb = strategy.perturb(spec.depth, seed, estimate, spec.jitter)
     try:
         trace = simulate(model, spec.variant, Params(spec.params), seed=seed, jitter=spec.jitter,
                          max_ops=spec.max_ops, max_time=spec.max_time, perturb=perturb)
@@ -296,7 +300,7 @@ def format_set(value: Any) -> str:
 
 
 def replay_command(model_path: str, variant: str, sets: Mapping[str, Any], seed: int | None,
-                   jitter: float, strategy: str = "random", depth: int = 2,
+                   jitter: float, strategy: str = strategies.DEFAULT, depth: int = 2,
                    max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME) -> str:
     """The ``streamsim run`` command that reproduces one run exactly."""
     argv = ["streamsim", "run", model_path, "--variant", variant]
@@ -304,9 +308,7 @@ def replay_command(model_path: str, variant: str, sets: Mapping[str, Any], seed:
         argv += ["--set", f"{k}={format_set(v)}"]
     if seed is not None:
         argv += ["--seed", str(seed)]
-    argv += ["--jitter", repr(float(jitter)), "--strategy", strategy]
-    if strategy == "pct":
-        argv += ["--depth", str(depth)]
+    argv += ["--jitter", repr(float(jitter)), *strategies.get(strategy).replay_args(depth)]
     if max_ops != DEFAULT_MAX_OPS:
         argv += ["--max-ops", str(max_ops)]
     if max_time != DEFAULT_MAX_TIME:

@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..sim.errors import ModelError
 from ..kinds import COLLECTIVE_KINDS, kinds_where
+from ..gcpause import pipeline_entry
+from . import strategies
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
 
@@ -106,6 +108,7 @@ class _Candidates:
             return "\n".join(self.raw[n - 1] for n in sorted(kept)) + "\n"
         return "\n".join(s if i in kept else "" for i, s in enumerate(self.raw, 1))
 
+    @pipeline_entry  # one candidate's run; the collector frees its cycles before the next
     def outcome(self, keep: Sequence[int]):
         """:func:`_outcome` of the log restricted to ``keep``; None when it is invalid or fails."""
         from ..oplog import parse_oplog, simulate_oplog
@@ -292,13 +295,13 @@ def shrink(oplog_path: str, out_path: str, hazard_pattern=None, *,
 def shrink_model(model, out_path: str, variant: str | None = None,
                  params: Mapping[str, Any] | Iterable[str] = (), hazard_pattern=None, *,
                  hazard_index: int | None = None, require_manifest: bool = False,
-                 seed: int | None = None, jitter: float = 0.0, strategy: str = "random",
+                 seed: int | None = None, jitter: float = 0.0, strategy: str = strategies.DEFAULT,
                  depth: int = 2, max_ops: int = 5_000_000, max_time: float = 1e12,
                  progress: bool = False) -> ShrinkResult:
     """Run a model (as ``streamsim run`` would, strategy included), dump it as an op log, and
     :func:`shrink` that. The dump keeps the run's exact durations, so candidates replay without
     jitter."""
-    from .pct import perturb_for
+    from .strategies import perturb_for
     from ..sim.model import load_model
     from ..oplog import oplog_text
     from ..sim.runner import simulate

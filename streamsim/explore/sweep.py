@@ -32,7 +32,7 @@ from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
 from .check import seed_used
 from .hunt import _prepare
-from .pct import STRATEGIES
+from . import strategies
 from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_seeds
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
@@ -191,15 +191,14 @@ class SweepRow:
 
 def sweep(model: Model | str, variant: str | Sequence[str] | None, grid: Mapping[str, Sequence],
           params: Mapping[str, Any] | Iterable[str] = (), *, seed: int | None = None,
-          jitter: float = 0.0, strategy: str = "random", depth: int = 2, runs: int = 1,
+          jitter: float = 0.0, strategy: str = strategies.DEFAULT, depth: int = 2, runs: int = 1,
           jobs: int | None = None, scheduler=None, max_ops: int = DEFAULT_MAX_OPS,
           max_time: float = DEFAULT_MAX_TIME, progress: bool = False) -> list[SweepRow]:
     """Run every point of the cartesian ``grid`` (over ``params``); one :class:`SweepRow` a point,
     in grid order (the last key varies fastest). Grid values may be typed or ``--set`` text.
     ``variant``: one name (None: the model's first) or several, each run on the whole grid: a row
     per variant and point, variant by variant."""
-    if strategy not in STRATEGIES:
-        raise ModelError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    strategies.get(strategy)  # (an unknown name: an InputError naming the choices)
     if runs < 1:
         raise ModelError(f"--runs must be >= 1, got {runs}")
     names = [variant] if variant is None or isinstance(variant, str) else list(variant)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sim.errors import ModelError
-from ..gcpause import gc_paused
 from ..sim.memory import Ref
 from ..kinds import COLLECTIVE_KINDS
 from ..sim.comm import P2P_STREAMS
@@ -44,8 +43,7 @@ def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = Tr
     """Validate op-log text (``path`` only names it in messages and locations). Without
     ``empty_ok`` (as for every file read to be analysed), text without a single op is an error
     ``FILE: no ops: nothing analysed``, never a clean verdict on nothing."""
-    with gc_paused():  # many small long-lived objects, no cycles
-        log = _Parser(path).parse(data)
+    log = _Parser(path).parse(data)
     if not log.lines and not empty_ok:
         raise ModelError(f"{path}: no ops: nothing analysed (the file "
                          f"{'holds only blank lines and comments' if data else 'is empty'})")

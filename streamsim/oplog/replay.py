@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from ..gcpause import gc_paused
 from ..sim.api import Event, Host, P2POp, Simulation, Work
 from ..kinds import COLLECTIVE_KINDS
 from ..sim.comm import batch_issue_order
@@ -53,9 +52,8 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:
         by_thread[(line.rank, line.host)].append(line)
-    with gc_paused():  # a process, a greenlet and a stream per thread: thousands of ranks
-        for (rank, host), lines in by_thread.items():
-            sim.spawn(rank, replay.program, lines, thread=host)
+    for (rank, host), lines in by_thread.items():
+        sim.spawn(rank, replay.program, lines, thread=host)
     meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter}
     try:
         if fixes:

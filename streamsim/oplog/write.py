@@ -34,7 +34,6 @@ import math
 import os
 from typing import Any, TextIO
 
-from ..gcpause import gc_paused
 from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
 from ..trace import HOST, READ, Access, Op, Trace, View, issue_keys, waited_on
 
@@ -44,8 +43,7 @@ _LINE_STREAM = {k.name: k.line_stream for k in OP_KINDS.values()}  # what a line
 
 def dump_oplog(trace: Trace, out: str | os.PathLike | TextIO) -> int:
     """Write ``trace`` as an op log to a path or text file; return the number of op lines."""
-    with gc_paused():  # a big trace is millions of objects: the cyclic GC would rescan them
-        text, count = _Writer(trace).render()
+    text, count = _Writer(trace).render()
     if isinstance(out, (str, os.PathLike)):
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)

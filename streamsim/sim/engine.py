@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterable
 import simpy
 from greenlet import greenlet
 
-from ..gcpause import gc_paused
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
 from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, CommMixin, GroupConfig,
                    P2PMatch)
@@ -463,13 +462,10 @@ class Engine(CommMixin):
     # -- running -----------------------------------------------------------------------------------
     def run(self, source: str = "", meta: dict | None = None) -> Trace:
         """Simulate until every host finished or nothing can move, and return the trace."""
-        # The run allocates millions of long-lived objects and almost no cyclic garbage: with the
-        # cyclic collector on, its full collections rescan them all and take most of the time.
-        with gc_paused():
-            try:
-                return self._run(source, meta)
-            finally:
-                self._release()
+        try:  # (the garbage collector's policy is its callers': see gcpause)
+            return self._run(source, meta)
+        finally:
+            self._release()
 
     def _release(self) -> None:
         """Drop the per-op bookkeeping once the trace is built. The engine ends inside reference

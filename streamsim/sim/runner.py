@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..gcpause import gc_paused
 from .api import Simulation
 from .errors import ModelError
 from .guard import model_failure, model_output
@@ -37,8 +36,7 @@ def simulate(model: Model | str, variant: str | None = None,
     before = _globals_fingerprint(model)
     try:
         with wall_bound(max_wall, max_ops=max_ops, label=model.path), model_output():
-            with gc_paused():  # (as the run itself: spawning thousands of ranks makes long-lived
-                model.build(sim, values, variant)  # objects that each collection would rescan)
+            model.build(sim, values, variant)
             if fixes:
                 from .inject import inject_fixes
                 inject_fixes(sim.engine, base, fixes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Collection, Mapping
 
+from ..explore import strategies
 from ..explore.check import check_oplog, run_model
 from ..oplog import OpLog
 from ..report.report import Report, render_text
@@ -18,7 +19,7 @@ __all__ = ["run", "assert_safe", "assert_hazard", "assert_root_causes", "root_ca
 
 
 def run(model: ModelInput, variant: str | None = None, *, seed: int | None = None,
-        jitter: float = 0.0, strategy: str = "random", depth: int = 2,
+        jitter: float = 0.0, strategy: str = strategies.DEFAULT, depth: int = 2,
         params: Mapping[str, Any] | None = None, **kw_params: Any) -> Report:
     """The report of one run, as ``streamsim run`` (a model) or ``streamsim check`` (an op log)
     makes it, fixes costed: what every assertion below checks and prints."""
@@ -26,7 +27,7 @@ def run(model: ModelInput, variant: str | None = None, *, seed: int | None = Non
     if isinstance(model, Model) or (not isinstance(model, OpLog) and is_model_path(os.fspath(model))):
         return run_model(model if isinstance(model, Model) else os.fspath(model), variant, values,
                          seed=seed, jitter=jitter, strategy=strategy, depth=depth)
-    if variant is not None or values or strategy != "random":
+    if variant is not None or values or not strategies.get(strategy).applies_to_oplog:
         raise ModelError(f"{getattr(model, 'path', model)}: an op log takes no variant, parameter "
                          "or strategy (those are a model's)")
     return check_oplog(model if isinstance(model, OpLog) else os.fspath(model), seed=seed,

@@ -1,0 +1,55 @@
+"""The garbage-collector policy (issue 24): paused once for one pipeline run, at its entry, never by
+a stage, and on again between the runs of an exploration (each run's cycles freed before the next).
+"""
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from streamsim.explore.check import run_model
+from streamsim.explore.hunt import explore
+from streamsim.sim.runner import simulate
+
+MODEL = '''\
+def build(sim, p, variant):
+    def main(host):
+        x = host.buffer("x", 64)
+        host.launch("produce", writes=[x], dur=5.0, stream=host.stream("side"))
+        host.launch("consume", reads=[x], dur=1.0)
+    sim.spawn(0, main)
+'''
+
+
+@pytest.fixture
+def pauses(monkeypatch):
+    calls = []
+    real = gc.disable
+
+    def disable():
+        calls.append(gc.isenabled())
+        real()
+    monkeypatch.setattr(gc, "disable", disable)
+    return calls
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "two.py"
+    path.write_text(MODEL)
+    return str(path)
+
+
+def test_one_run_pauses_once_at_its_entry(pauses, model):
+    run_model(model)  # simulate, analyse, cost the fix (a re-simulation): one pause for all
+    assert pauses == [True] and gc.isenabled()
+
+
+def test_a_stage_alone_leaves_the_collector_to_its_caller(pauses, model):
+    simulate(model)
+    assert pauses == [] and gc.isenabled()
+
+
+def test_each_run_of_an_exploration_pauses_on_its_own(pauses, model):
+    explore(model, runs=3, jobs=1)
+    assert pauses == [True, True, True] and gc.isenabled()
