@@ -44,6 +44,9 @@ class Keying:
     def __init__(self, trace: Trace, findings: Findings):
         fixes = distinct_fixes(findings.hazards)
         self._of = dict(zip(map(_fix_key, fixes), key_fixes(trace, fixes, dedupe=False)))
+        # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
+        # for every subset costed, so found once rather than by a scan of the trace per re-run)
+        self.delayed = _delayed_ops(trace, {kf.before for kf in self._of.values()})
 
     def of(self, hazards: Sequence[Hazard]) -> list[KeyedFix]:
         """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``."""
@@ -111,15 +114,16 @@ def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
         return None
     # (a cost counts what the fixed run still has: no fixes or root causes for it, no warnings)
     left = len(analyse_hazards(fixed, fixes=False))
-    return _measured(trace, fixed, keyed, left, deadlock_from_stall(fixed) is not None, before)
+    return _measured(trace, fixed, keyed, left, deadlock_from_stall(fixed) is not None, before,
+                     delayed=keying.delayed)
 
 
 def _measured(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix], hazards_after: int,
               deadlock_after: bool, before: Metrics,
-              after_metrics: Metrics | None = None) -> FixCost:
+              after_metrics: Metrics | None = None, delayed: dict | None = None) -> FixCost:
     return FixCost(syncs=len(keyed), before=before,
                    after=after_metrics or compute_metrics(fixed), hazards_after=hazards_after,
-                   deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed))
+                   deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed, delayed))
 
 
 def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics | None = None
@@ -137,11 +141,15 @@ def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics 
     return fixed, after, metrics, cost
 
 
-def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix]) -> FixShift:
+def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix],
+              delayed: dict | None = None) -> FixShift:
     """How far the fixes moved the ops their syncs sit before (``fixed``: ``trace`` re-run with
-    ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops."""
+    ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops.
+    ``delayed``: ``trace``'s delayed ops for these keys or more (:attr:`Keying.delayed`), if
+    the caller has them."""
     wanted = {f.before for f in keyed}
-    a, b = _delayed_ops(trace, wanted), _delayed_ops(fixed, wanted)
+    a = _delayed_ops(trace, wanted) if delayed is None else delayed
+    b = _delayed_ops(fixed, wanted)
     shifts = [b[k].start - a[k].start for k in sorted(wanted) if k in a and k in b]  # (sorted:
     # a float sum in a set's order would depend on the hash seed)
     moved = [d for d in shifts if d > 1e-6]
@@ -151,7 +159,8 @@ def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix]) -> FixShift
 
 def _delayed_ops(trace: Trace, wanted: set) -> dict:
     """Injection key -> the op a sync inserted before that host action delays: the first stream op
-    the action enqueued, else the action itself."""
+    the action enqueued, else the action itself (each key's op does not depend on the others
+    ``wanted`` names)."""
     host = {op_id: k for op_id, k in injection_keys(trace).items() if k in wanted}
     out: dict = {}
     for op in trace.ops:
