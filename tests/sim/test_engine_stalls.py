@@ -8,6 +8,7 @@ import pytest
 from streamsim import BoundExceeded, Simulation
 
 KB, MB = 1024, 1 << 20
+HANG = 30.0  # seconds: a guard against a hang, not a timing (each run takes well under 0.1 s)
 
 GLOO = ("cpu", [0, 1], {"backend": "gloo", "eager_bytes": 4 * KB})
 
@@ -27,7 +28,7 @@ def test_two_rendezvous_send_objects_to_each_other_deadlock_promptly(eng):
     naming the other."""
     t0 = time.perf_counter()
     tr = eng.simulate(_send_then_recv(MB), _send_then_recv(MB), groups=[GLOO])
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < HANG
     assert tr.stall is not None
     blocked = {str(b.agent): b for b in tr.stall.blocked}
     assert set(blocked) == {"rank0/main", "rank1/main"}
@@ -62,7 +63,7 @@ def test_nccl_rendezvous_sends_to_each_other_then_blocking_waits_stall_on_the_st
 
     t0 = time.perf_counter()
     tr = eng.simulate(prog, prog, groups=[("g", [0, 1], {})])
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < HANG
     blocked = {str(b.agent): b for b in tr.stall.blocked}
     assert set(blocked) == {"rank0/main", "rank1/main", "rank0/nccl:g", "rank1/nccl:g"}
     assert "rendezvous" in blocked["rank0/nccl:g"].reason
@@ -112,7 +113,7 @@ def test_infinite_launch_loop_stops_at_max_ops():
     t0 = time.perf_counter()
     with pytest.raises(BoundExceeded, match=r"more than 10000 ops \(max_ops\)"):
         sim.run()
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < HANG
 
 
 def test_infinite_host_work_loop_stops_at_max_time():
@@ -129,7 +130,7 @@ def test_infinite_host_work_loop_stops_at_max_time():
     t0 = time.perf_counter()
     with pytest.raises(BoundExceeded, match=r"max_time=1e\+09"):
         sim.run()
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < HANG
 
 
 def test_device_runaway_stops_at_max_time():

@@ -1,20 +1,19 @@
 """Thousands of ranks (issue 19 item 4): time and memory linear in ops + agents.
 
 10,000 one-line ranks (a 400 KB op log) took 21.8 s and 9.5 GB. Each stage is checked on its own by
-growth (the time at 8,000 ranks over the time at 2,000: about 4 when linear, 16 when quadratic;
-the best of three runs, so that a busy machine does not decide), and the whole command under a
-memory limit, in a child process so that a quadratic table fails fast instead of swapping.
+growth (the work done at 2,000 ranks over the work at 500, counted in Python lines executed: 4
+when linear, 16 when quadratic, the same on a loaded machine as on an idle one: a timing ratio
+failed CI at 8.7 for a linear stage), and the whole command under a memory limit, in a child
+process so that a quadratic table fails fast instead of swapping.
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 import resource
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from streamsim.analysis.liveness import deadlock_from_stall, warnings
@@ -23,7 +22,7 @@ from streamsim.oplog import oplog_text, parse_oplog, simulate_oplog
 from streamsim.sim.runner import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
-LINEAR = 8.0  # growth allowed for 4x the ranks (linear: ~4, quadratic: ~16)
+LINEAR = 6.0  # growth allowed for 4x the ranks (linear: 4, n log n: ~5, quadratic: 16)
 
 
 def one_line_ranks(n: int) -> str:
@@ -53,28 +52,29 @@ MODEL = textwrap.dedent("""\
     """)
 
 
-def best_time(fn, repeat: int = 3) -> float:
-    """The best of ``repeat`` timings of ``fn()`` in CPU time of this process (other processes on a
-    busy machine take wall time, not this process's CPU time), the cyclic GC off (its full
-    collections scan every object alive, the other size's traces included: noise, not the
-    stage's own growth)."""
-    best = float("inf")
-    gc.collect()
-    gc.disable()
+def work(fn) -> int:
+    """The Python lines (and calls) ``fn()`` executes: a count of the work done, not a timing, so
+    the same on a busy CI machine as on an idle one (the wall-clock figures are the benchmark's,
+    ``benchmarks/agents.py``). It cannot see loops inside C functions (``x in some_list``); the
+    whole-command bounds below are the check on those."""
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        count += 1
+        return tracer
+    sys.settrace(tracer)
     try:
-        for _ in range(repeat):
-            t = time.process_time()
-            fn()
-            best = min(best, time.process_time() - t)
+        fn()
     finally:
-        gc.enable()
-    return best
+        sys.settrace(None)
+    return count
 
 
-def growth(stage, small: int = 2_000, large: int = 8_000) -> float:
-    """How much longer ``stage(n)`` (which prepares, then returns the callable to time) takes at
-    ``large`` ranks than at ``small``."""
-    return best_time(stage(large)) / best_time(stage(small))
+def growth(stage, small: int = 500, large: int = 2_000) -> float:
+    """How much more work ``stage(n)`` (which prepares, then returns the callable to measure) does
+    at ``large`` ranks than at ``small``."""
+    return work(stage(large)) / work(stage(small))
 
 
 def test_replaying_many_one_line_ranks_grows_linearly():
@@ -119,7 +119,7 @@ def test_small_wait_for_graphs_keep_the_shortest_cycle():
 
 def test_other_stages_grow_linearly_in_ranks():
     """Liveness, metrics and the op-log writer over 10,000 one-line ranks."""
-    traces = {n: simulate_oplog(parse_oplog(one_line_ranks(n), "r.jsonl")) for n in (2_000, 8_000)}
+    traces = {n: simulate_oplog(parse_oplog(one_line_ranks(n), "r.jsonl")) for n in (500, 2_000)}
 
     def stage(n):
         t = traces[n]
