@@ -144,7 +144,7 @@ OP_KINDS: dict[str, OpKind] = {k.name: k for k in (
     OpKind("wait", "host or stream", ("handle", "blocking"), _HANDLE, "handle", "wait",
            line_stream="own"),
     OpKind("query", "host", ("handle", "result"), _HANDLE, "query", "wait"),
-    OpKind("alloc", "host", ("buffer", "nbytes"), _BUFFER, BY_AGENT, "memory",
+    OpKind("alloc", "host", ("buffer", "nbytes", "label"), _BUFFER, BY_AGENT, "memory",
            line_stream="named"),
     OpKind("free", "stream", _BUFFER, _BUFFER, "record_stream", "memory",
            line_stream="allocation"),

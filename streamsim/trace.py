@@ -181,7 +181,8 @@ class Alloc:
     with a smaller id). Allocation is host bookkeeping, not an op: it orders nothing (an op log's
     ``alloc`` line is a host op of kind ``alloc`` instead). ``buffer`` is the storage's name,
     ``label`` the name the model gave (``""``: the same), ``site`` the model's ``file:line`` that
-    allocated it (root causes group by it)."""
+    allocated it (root causes group by it); ``host`` the host thread that allocated it and
+    ``stream`` its allocation stream (what ``dump_oplog`` writes on its ``alloc`` line)."""
 
     rank: int
     buffer: str
@@ -190,6 +191,8 @@ class Alloc:
     issued: int = 0
     site: str = ""
     label: str = ""
+    host: str = "main"
+    stream: str = "compute"
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,19 +106,16 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
             s = sites[op_id] = site_of(trace.op(op_id))
         return s
 
-    made_at = _allocation_sites(trace) if hazards else {}
-    model_site = _model_allocation_site(trace) if hazards and trace.allocations else None
+    lives = _Lives(trace) if hazards else None
     for i, h in enumerate(hazards):
-        buffer = made_at.get((h.rank, h.buffer))
-        if buffer is None:
-            made = model_site(h) if model_site is not None else None
-            buffer = h.buffer if made is None else (made,)  # (a tuple: no buffer's name)
+        made = lives.site(h) if lives else None
+        buffer = h.buffer if made is None else made  # (a tuple: no buffer's name)
         groups.setdefault((h.kind, buffer, site(h.first), site(h.second)), []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
         if isinstance(buffer, tuple):
-            buffer = _shown_buffer(trace, members, buffer[0])
+            buffer = lives.shown(members, buffer)
         fixes = [h.fix for h in members if h.fix is not None]
         fix_kind = _most_common([f.kind for f in fixes])
         text, why = None, ""
@@ -137,41 +134,50 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
     return tuple(out)
 
 
-def _allocation_sites(trace: Trace) -> dict[tuple[int, str], str]:
-    """(rank, buffer) -> ``tensor made at SITE`` for each buffer an ``alloc`` op with a recorded
-    ``site`` made (a recorder names every storage once: one alloc a name)."""
-    return {(op.agent.rank, str(op.attrs["buffer"])): f"tensor made at {op.attrs['site']}"
-            for op in trace.ops if op.kind == "alloc" and "site" in op.attrs}
+class _Lives:
+    """Where each life of a buffer was made: from a model's ``Trace.allocations`` (its
+    ``host.buffer`` calls) or an op log's ``alloc`` lines with a ``site``, in issue order (a
+    model's allocation: the ops issued before it; a line: its op id), each with its label (a
+    model's: the name it gave; a line's ``label``; None for a line without one, as a recorder
+    writes)."""
 
+    def __init__(self, trace: Trace):
+        self.made: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        self.labels: dict[tuple[int, str], set] = {}
+        for a in trace.allocations:
+            self.labels.setdefault((a.rank, a.buffer), set()).add(a.label or a.buffer)
+            if a.site:
+                self.made.setdefault((a.rank, a.buffer), []).append((a.issued, a.site))
+        if not trace.allocations:
+            for op in trace.ops:
+                if op.kind == "alloc" and "site" in op.attrs:
+                    key = (op.agent.rank, str(op.attrs["buffer"]))
+                    self.made.setdefault(key, []).append((op.id, str(op.attrs["site"])))
+                    self.labels.setdefault(key, set()).add(op.attrs.get("label"))
 
-def _model_allocation_site(trace: Trace):
-    """A function: hazard -> the model line (``file:line``) that allocated the life of its
-    buffer that its second access touches (the last allocation of that storage issued before
-    it), or None for a buffer no ``host.buffer`` made."""
-    lives: dict[tuple[int, str], list[tuple[int, str]]] = {}
-    for a in trace.allocations:
-        if a.site:
-            lives.setdefault((a.rank, a.buffer), []).append((a.issued, a.site))
-
-    def made_at(h: Hazard) -> str | None:
-        life = lives.get((h.rank, h.buffer))
+    def site(self, h: Hazard) -> tuple[str] | None:
+        """``(file:line,)`` that made the life of ``h``'s buffer its second access touches (the
+        last allocation of that storage issued before it), or None for a buffer nothing made."""
+        life = self.made.get((h.rank, h.buffer))
         if not life:
             return None
         at = bisect_right(life, (h.second, "\uffff")) - 1
-        return life[max(at, 0)][1]
-    return made_at
+        return (life[max(at, 0)][1],)
 
-
-def _shown_buffer(trace: Trace, members: list[Hazard], made_at: str) -> str:
-    """How a root cause of a model's buffers names them: the storage when all its instances
-    touch one, else their common label (buffers of one name alive together: ``x``, ``x#2``),
-    else where they were made (one line allocating buffers of several names)."""
-    storages = {h.buffer for h in members}
-    if len(storages) == 1:
-        return storages.pop()
-    keys = {(h.rank, h.buffer) for h in members}
-    labels = {a.label or a.buffer for a in trace.allocations if (a.rank, a.buffer) in keys}
-    return labels.pop() if len(labels) == 1 else f"tensor made at {made_at}"
+    def shown(self, members: list[Hazard], made: tuple[str]) -> str:
+        """How a root cause of buffers made at one site names them: a recorder's tensors (no
+        label) ``tensor made at SITE``; a model's (or labelled lines'): the storage when all its
+        instances touch one, else their common label (buffers of one name alive together: ``x``,
+        ``x#2``), else where they were made (one line allocating buffers of several names)."""
+        keys = {(h.rank, h.buffer) for h in members}
+        labels = set().union(*(self.labels.get(k, {None}) for k in keys))
+        if None not in labels:
+            storages = {h.buffer for h in members}
+            if len(storages) == 1:
+                return storages.pop()
+            if len(labels) == 1:
+                return labels.pop()
+        return f"tensor made at {made[0]}"
 
 
 def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None) -> str:

@@ -259,6 +259,8 @@ class _Parser:
             key = (spec["rank"], self.text(obj, "buffer"))
             size = self.nat(obj, "nbytes", None)
             spec["buffer"], spec["nbytes"] = key[1], size
+            if "label" in obj:
+                spec["label"] = self.text(obj, "label")
             self.lives[key] = (size, self.lineno, spec["stream"])
             if size is None:
                 self.implicit.setdefault(key, 0)

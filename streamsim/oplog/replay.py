@@ -129,6 +129,11 @@ class _Replay:
             rec.name = line.name
             if line.site is not None:
                 rec.attrs["site"] = line.site
+            if (line.t is not None or line.result is not None) and rec.agent is h.agent:
+                if line.t is not None:  # (on the line's host action: the writer writes it back)
+                    rec.attrs["t"] = line.t
+                if line.result is not None:
+                    rec.attrs["observed"] = True  # (the query's result is the program's)
             if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
                     line.lineno not in self.taken:
                 self.take(line.lineno)
@@ -320,6 +325,8 @@ class _Replay:
     def alloc(self, host: Host, ln: Line) -> None:
         rec = self.engine.host_op(host._h, "alloc", ln.name)
         rec.attrs.update(buffer=ln.buffer, nbytes=ln.nbytes, stream=ln.stream)
+        if ln.label is not None:
+            rec.attrs["label"] = ln.label
         self.engine.freed.pop((host.rank, ln.buffer), None)  # a new life: uses are no longer late
 
     # The reader resolved which life of the buffer a free or record_stream acts on (its size and

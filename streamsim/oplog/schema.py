@@ -103,6 +103,7 @@ class Line:
     site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
     t: float | None = None  # when the program issued it (µs from the run's start): not earlier
     result: bool | None = None  # a query's observed is_completed(); None: simulated
+    label: str | None = None  # an alloc's: the name the program gave the tensor (see rootcause)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,12 +32,13 @@ import io
 import json
 import math
 import os
+from bisect import bisect_left
 from typing import Any, TextIO
 
 from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
-from ..trace import HOST, READ, Access, Op, Trace, View, issue_keys, waited_on
+from ..trace import HOST, READ, Access, Agent, Alloc, Op, Trace, View, issue_keys, waited_on
 
-_SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
+_SUB_ALLOC_BEFORE, _SUB_LINE, _SUB_ALLOC_AFTER = -1, 0, 1
 _LINE_STREAM = {k.name: k.line_stream for k in OP_KINDS.values()}  # what a line's stream names
 
 
@@ -70,6 +71,17 @@ def _exact_dur(start: float, end: float) -> float:
     return end - start
 
 
+class _ThreadOf:
+    """Stands for the host action an entry belongs to, for an allocation of a thread that issued
+    nothing else (entries are ``(sort key, host op, line)``: only its ``agent`` is read)."""
+
+    __slots__ = ("agent",)
+    line = None
+
+    def __init__(self, a: Alloc):
+        self.agent = Agent(a.rank, HOST, a.host)
+
+
 class _Writer:
     def __init__(self, trace: Trace):
         self.trace = trace
@@ -83,6 +95,7 @@ class _Writer:
         self.handle_name: dict[int, str] = {}  # op id -> handle name in the log
         self.alloc_size: dict[tuple[int, str], int] = {}  # buffers in an alloc'd life -> size
         self.sized: set[tuple[int, str]] = set()  # implicit buffers whose size a ref has stated
+        self.batch_ids: dict[Any, int] = {}  # a batch_isend_irecv's id in the trace -> in the log
         self.by_handle: dict[tuple[int, str], list[tuple[tuple[float, int], Op]]] | None = None
 
     # -- building entries -------------------------------------------------------------------------
@@ -92,7 +105,9 @@ class _Writer:
         for h in self.trace.ops:
             if h.agent.kind == HOST:
                 entries.append(((keys[h.id], h.id, _SUB_LINE), h, self.line(h)))
-        entries += self.synthetic_allocs(entries)
+        if not self.trace.allocations and not any(h.line is not None for _, h, _ in entries):
+            entries += self.synthetic_allocs(entries)  # (a trace built by hand)
+        entries += self.model_allocs(entries, keys)
         entries.sort(key=lambda e: e[0])
         self.name_handles(entries)
         self.name_events(entries)
@@ -173,9 +188,63 @@ class _Writer:
             d["buffer"] = op.attrs.get("buffer") or op.accesses[0].view.buffer
             if kind == "alloc":
                 d["nbytes"] = op.attrs.get("nbytes", self.size.get((h.agent.rank, d["buffer"]), 1))
+                if op.attrs.get("label"):
+                    d["label"] = op.attrs["label"]
         elif kind not in ("sync_device", "sync_stream"):
             return f"{kind} {h.name!r}: not an op-log op, left out"
+        return self.origin(h, op, d)
+
+    @staticmethod
+    def origin(h: Op, op: Op, d: dict[str, Any]) -> dict[str, Any]:
+        """``d`` with where line ``h`` comes from: its ``site`` (a model's op: the model's
+        ``file:line``, by which a model's root causes group; a log's line: the ``site`` it gave)
+        and the ``t`` a log's line gave (a model has no recorded clock: its durations say it)."""
+        if h.line is None:
+            if op.location:
+                d["site"] = op.location
+            return d
+        if "site" in h.attrs:
+            d["site"] = h.attrs["site"]
+        if "t" in h.attrs:
+            d["t"] = h.attrs["t"]
         return d
+
+    def model_allocs(self, entries: list, keys: list[int]) -> list:
+        """An ``alloc`` line for each of a model's ``host.buffer`` calls (``Trace.allocations``):
+        on its host thread, right before the first host action that thread issued after it (after
+        its last, if none), on its allocation stream, with its size, label and the model line
+        that made it, so that the log's buffer lives, memory figures and root causes (grouped by
+        allocation site) are the model's."""
+        if not self.trace.allocations:
+            return []
+        threads: dict[tuple[int, str], list[Op]] = {}
+        for _, h, _ in entries:  # (in id order: each thread's program order)
+            threads.setdefault((h.agent.rank, h.agent.name), []).append(h)
+        ids = {t: [h.id for h in hs] for t, hs in threads.items()}
+        out = []
+        for j, a in enumerate(self.trace.allocations):
+            hs = threads.get((a.rank, a.host))
+            if not hs:  # (a thread that only allocates: its lines first)
+                key: tuple = (-1, a.rank, j)
+                anchor = None
+            else:
+                at = bisect_left(ids[(a.rank, a.host)], a.issued)
+                if at < len(hs):
+                    anchor = hs[at]
+                    key = (keys[anchor.id], anchor.id, _SUB_ALLOC_BEFORE, j)
+                else:
+                    anchor = hs[-1]
+                    key = (keys[anchor.id], anchor.id, _SUB_ALLOC_AFTER, j)
+            d: dict[str, Any] = {"op": "alloc"}
+            if a.rank:
+                d["rank"] = a.rank
+            if a.host != "main":
+                d["host"] = a.host
+            d.update(stream=a.stream, buffer=a.buffer, nbytes=a.nbytes, label=a.label or a.buffer)
+            if a.site:
+                d["site"] = a.site
+            out.append((key, anchor or _ThreadOf(a), d))
+        return out
 
     def comm(self, kind: str, op: Op, d: dict[str, Any]) -> None:
         attrs = op.attrs
@@ -193,8 +262,10 @@ class _Writer:
         if "peer" in attrs:
             d["peer"] = attrs["peer"]
         d["group"] = attrs["group"]
-        if kind in ("isend", "irecv") and op.agent.name != f"nccl:{attrs['group']}":
-            d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default)
+        if kind in ("isend", "irecv") and op.agent.name.startswith("nccl:") and \
+                op.agent.name != f"nccl:{attrs['group']}":
+            d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default;
+            # a gloo group's tensor ops run on its channels and take no p2p_streams)
         if "batch" in attrs:
             d["batch"] = attrs["batch"]
         if op.handle is not None:
@@ -210,17 +281,20 @@ class _Writer:
         if kind == "query" and "handle" not in h.attrs:  # event.query(): not in the format
             recorded = [self.trace.op(r) for r in waited_on(h)]
             if recorded and "event" in recorded[0].attrs:
-                return {**d, "op": "sync_event", "event": recorded[0].attrs["event"]}
-            return {**d, "op": "host", "dur": 0.0}
+                return self.origin(h, op, {**d, "op": "sync_event",
+                                           "event": recorded[0].attrs["event"]})
+            return self.origin(h, op, {**d, "op": "host", "dur": 0.0})
         target = self.target(h, op)
         if target is None:
             return f"{kind} {h.name!r}: the op of its handle is not in the trace (the run stalled)"
         if target.agent.rank != h.agent.rank:
             return f"{kind} {h.name!r} waits a handle of rank {target.agent.rank}: not expressible"
         d["handle"] = target
-        if kind == "wait" and op.attrs.get("blocking"):
-            d["blocking"] = True
-        return d
+        if kind == "wait" and op.attrs.get("blocking") and not target.agent.is_gloo:
+            d["blocking"] = True  # (a gloo wait blocks the host whatever it says)
+        if kind == "query" and h.attrs.get("observed"):
+            d["result"] = bool(h.attrs["result"])  # (what the recorded program saw)
+        return self.origin(h, op, d)
 
     def target(self, h: Op, op: Op) -> Op | None:
         """The op whose handle a wait/query names: its ``after`` edge, the op a query that returned
@@ -391,6 +465,9 @@ class _Writer:
                 continue  # the defaults, and the writer's own marks
             if k == "handle":
                 out[k] = self.handle_name[v.id]
+            elif k == "batch":  # (numbered in line order: the engine's ids are op ids, which
+                # the alloc lines a replay adds would shift; a fixed point must not move them)
+                out[k] = self.batch_ids.setdefault(v, len(self.batch_ids))
             elif k in ("reads", "writes", "tensors", "inputs", "outputs"):
                 out[k] = [self.ref(a, implicit) for a in v]
             else:

@@ -86,8 +86,8 @@ class Host:
         e, rank = self._e, self.rank
         storage = new_storage(rank, name, e.live, e.held, e.labels)  # (a new tensor's own)
         buf = self._buffers[storage] = Buffer(rank, storage, nbytes, s, name)
-        e.allocations.append(Alloc(rank, storage, nbytes, float(self._h.clock), len(e.recs),
-                                   model_location(), "" if storage == name else name))
+        e.allocations.append(Alloc(rank, storage, nbytes, float(self._h.clock), len(e.recs), model_location(),
+                                   "" if storage == name else name, self._h.agent.name, s))
         e.freed.pop((rank, storage), None)  # a new life of a freed storage: the block reused
         return buf
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import io
+import inspect
 import json
+import os
 import re
 
 import pytest
@@ -764,9 +766,15 @@ def test_writer_output_format(tmp_path):
     assert json.loads(lines[1]) == {"op": "group", "group": "pp", "backend": "nccl", "ranks": [0, 1],
                                     "latency": 10.0, "bandwidth": 25000.0, "eager_bytes": 65536,
                                     "blocking_wait": False, "p2p_streams": "per_group"}
-    first = json.loads(lines[2])
-    assert first == {"op": "launch", "name": "forward", "writes": [
-        {"buffer": "hidden", "nbytes": 1 << 20, "window": [0.9, 1.0]}], "dur": 900.0}
+    # each host.buffer an alloc line where the model made it (its size, label, line), each op
+    # with the model line that issued it (a model's root causes group by them)
+    here = f"{os.path.relpath(__file__)}:{inspect.getsourcelines(pipeline_model)[1]}"
+    at = int(here.rsplit(":", 1)[1])
+    assert json.loads(lines[2]) == {"op": "alloc", "buffer": "hidden", "nbytes": 1 << 20,
+                                    "label": "hidden", "site": f"{here[:here.rindex(':')]}:{at + 5}"}
+    assert json.loads(lines[3]) == {"op": "launch", "name": "forward", "writes": [
+        {"buffer": "hidden", "nbytes": 1 << 20, "window": [0.9, 1.0]}], "dur": 900.0,
+        "site": f"{here[:here.rindex(':')]}:{at + 7}"}
     buf = io.StringIO()
     assert dump_oplog(trace, buf) == n and buf.getvalue() == path.read_text()
 

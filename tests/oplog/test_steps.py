@@ -51,4 +51,5 @@ def test_a_model_run_written_as_an_op_log_keeps_its_steps_and_step_metrics(tmp_p
     log.write_text(text)
     again = check_oplog(str(log))
     assert again.metrics.timing() == report.metrics.timing() and again.metrics.steps == 3
-    assert [op.step for op in again.trace.ops] == [op.step for op in report.trace.ops]
+    assert [op.step for op in again.trace.ops if op.kind != "alloc"] == \
+        [op.step for op in report.trace.ops]  # (but the alloc lines of the model's buffers)
