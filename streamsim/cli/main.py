@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=METRICS_HELP + "\n" + EXIT_CODES,
                        description="Run every variant (or those given) with the same parameters, "
                        "seed and\nperturbation; one row each: verdict (manifest / deadlock / latent / clean), "
-                       "root causes,\nhazards (manifest, latent), deadlock, metrics,\nand the makespan change against the baseline variant.")
+                       "root causes,\nhazards (manifest, latent), deadlock, metrics,\nand the makespan change against the baseline variant. Then, for each root cause of\nthe baseline, the variants without it: where each one's sync sits against the\nproposed fix's, and what each costs (makespan, peak memory).")
     _add_run_options(p, variant_many=True)
     p.add_argument("--baseline", default=None,
                    help="variant the costs are relative to (default: the model's BASELINE, else "

@@ -1,4 +1,6 @@
-"""Variants side by side: hazards, deadlock, and what each safe variant costs against a baseline."""
+"""Variants side by side: hazards, deadlock, and what each safe variant costs against a baseline;
+then, for each root cause of the baseline, where its proposed fix sits against the variants that
+remove it (:mod:`.fixsites`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,12 +11,14 @@ from ..report.report import Report
 from ..sim.model import Model
 from . import strategies
 from .check import run_model
+from .fixsites import FixAgainstVariants, fixes_against_variants, render_fix_sites
 
 
 @dataclass(frozen=True)
 class CompareRow:
-    """One variant of a comparison: its name and its :class:`~streamsim.Report` (not fix-costed);
-    ``manifest``/``latent`` count its hazard instances."""
+    """One variant of a comparison: its name and its :class:`~streamsim.Report` (fix-costed for
+    the baseline only: its fixes are set against the other variants); ``manifest``/``latent``
+    count its hazard instances."""
 
     variant: str
     report: Report
@@ -41,12 +45,24 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     seed, jitter = getattr(args, "seed", None), getattr(args, "jitter", 0.0)
     bounds = {k: getattr(args, k) for k in ("max_ops", "max_time") if hasattr(args, k)}
     strategy, depth = getattr(args, "strategy", strategies.DEFAULT), getattr(args, "depth", 2)
+    base = baseline or getattr(model.module, "BASELINE", None) or (variants[0] if variants else None)
     rows = []
     for v in variants:
         rows.append(CompareRow(v, run_model(model, v, params, seed=seed, jitter=jitter,
-                                            strategy=strategy, depth=depth, fix_cost=False,
-                                            **bounds)))
+                                            strategy=strategy, depth=depth,
+                                            fix_cost=v == base, **bounds)))
     return rows
+
+
+def fix_sites(rows: list[CompareRow], model: Model,
+              baseline: str | None = None) -> list[FixAgainstVariants]:
+    """Each root cause of the baseline with a proposed fix, against the variants that remove it
+    (:func:`~streamsim.explore.fixsites.fixes_against_variants`); [] without a baseline."""
+    base = baseline_of(model, rows, baseline)
+    if base is None:
+        return []
+    return fixes_against_variants(base.report, [(r.variant, r.report) for r in rows
+                                                if r is not base])
 
 
 def baseline_of(model: Model, rows: list[CompareRow],
@@ -105,12 +121,20 @@ def render_compare(rows: list[CompareRow], model: Model, *, markdown: bool = Fal
         out = [f"**{title}**", "", "| " + " | ".join(head) + " |",
                "|" + "|".join("---" for _ in head) + "|"]
         out += ["| " + " | ".join(row) + " |" for row in body]
-        return "\n".join(out) + "\n"
+        return "\n".join(out) + "\n" + _then(rows, model, base, baseline, markdown)
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     out = [title, fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in body]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + _then(rows, model, base, baseline, markdown)
+
+
+def _then(rows: list[CompareRow], model: Model, base: CompareRow | None, baseline: str | None,
+          markdown: bool) -> str:
+    """The fix-sites section after the table (a blank line first), or ''."""
+    text = render_fix_sites(fix_sites(rows, model, baseline), base.variant, markdown=markdown,
+                            all_fixes=base.report.fix_cost) if base is not None else ""
+    return "\n" + text if text else ""
 
 
 def compare_json(rows: list[CompareRow], model: Model, args) -> dict:
@@ -128,4 +152,6 @@ def compare_json(rows: list[CompareRow], model: Model, args) -> dict:
                     else round((m.makespan_us - base.report.metrics.makespan_us)
                                / base.report.metrics.makespan_us, 6)})
     return {"model": model.name, "params": dict(rows[0].report.params) if rows else {},
-            "seed": args.seed, "baseline": base.variant if base else None, "variants": out}
+            "seed": args.seed, "baseline": base.variant if base else None, "variants": out,
+            "fix_sites": [it.to_json_dict() for it in
+                          fix_sites(rows, model, getattr(args, "baseline", None))]}
