@@ -22,6 +22,7 @@ and the largest change of a rank's peak live bytes. Linear in each variant's ops
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -40,9 +41,9 @@ FIX_WORDS = {"wait_handle": "handle wait", "event": "event wait", "event_sync": 
 
 @dataclass(frozen=True)
 class VariantSync:
-    """How one variant removes a root cause: its sync's ``kind`` (a :data:`SYNC_WORDS` key),
-    ``label`` and ``location`` (the code line of the op the sync edge leads to), or none of them
-    and ``note`` saying why (no sync orders the two ops; an op is not issued there). ``cost``:
+    """How one variant removes a root cause (``verdict``: its ``Findings.verdict``): its sync's
+    ``kind`` (a :data:`SYNC_WORDS` key), ``label`` and ``location`` (the code line of the op the
+    sync edge leads to), or none of them and ``note`` saying why (no sync orders the two ops; an op is not issued there). ``cost``:
     the variant's metrics against the baseline's (``syncs`` 0: not a fix re-run)."""
 
     variant: str
@@ -58,8 +59,8 @@ class VariantSync:
 
     def after(self) -> str:
         """``clean``, ``LATENT: 21 hazards``: the variant's verdict, and its hazards if any."""
-        n = self.cost.hazards_after
-        return self.verdict if not n else f"{self.verdict}: {_left(n)[:-5]}"
+        n, word = self.cost.hazards_after, verdict_word(self.verdict)
+        return word if not n else f"{word}: {_left(n)[:-5]}"
 
     def where(self) -> str:
         """``handle wait `w.wait()` at f.py:12``, or the note."""
@@ -129,6 +130,7 @@ def fixes_against_variants(base, others: Sequence[tuple[str, object]]
     out = []
     f = base.findings
     index: dict[str, HBIndex] = {}  # variant -> its trace's HB edges, built once
+    places: dict[str, _Places] = {}  # variant (and the baseline, "") -> where its ops stand
     for i, rc in enumerate(f.root_causes):
         if rc.fix is None:
             continue
@@ -139,9 +141,11 @@ def fixes_against_variants(base, others: Sequence[tuple[str, object]]
         fix = next(f.hazards[j].fix for j in rc.instances
                    if f.hazards[j].fix is not None and f.hazards[j].fix.kind == rc.fix_kind)
         before = base.trace.op(fix.before)
-        wanted = _keys(base.trace, [(base.trace.op(first.first), rc.first),
-                                    (base.trace.op(first.second), rc.second)])
-        rows = tuple(_variant(name, r, base, wanted, index) for name, r in removers)
+        here = places.get("")
+        if here is None:
+            here = places[""] = _Places(base.trace)
+        wanted = [here.key(base.trace.op(first.first)), here.key(base.trace.op(first.second))]
+        rows = tuple(_variant(name, r, base, wanted, index, places) for name, r in removers)
         out.append(FixAgainstVariants(i + 1, rc, fix.kind, site_of(before).label,
                                       before.location, base.cost_of(i), rows))
     return out
@@ -152,11 +156,16 @@ def _has(root_causes: Sequence[RootCause], rc: RootCause) -> bool:
                for o in root_causes)
 
 
-def _variant(name: str, report, base, wanted: list[tuple], index: dict) -> VariantSync:
+def _variant(name: str, report, base, wanted: list[tuple], index: dict,
+             places: dict) -> VariantSync:
     cost = FixCost(0, base.metrics, report.metrics, len(report.findings.hazards),
                    report.findings.deadlock is not None)
-    verdict = verdict_word(report.findings.verdict)
-    found, instead = _find(report.trace, wanted)
+    verdict = report.findings.verdict  # (manifest, deadlock, latent, clean: as compare's JSON)
+    there = places.get(name)
+    if there is None:
+        there = places[name] = _Places(report.trace)
+    found = [there.at(k) for k in wanted]
+    instead = [there.at_line(k) for k in wanted]
     missing = [(k, o) for k, got, o in zip(wanted, found, instead) if got is None]
     if missing:
         (_, s, *_), other = missing[0]
@@ -197,47 +206,43 @@ def _next_action(trace: Trace, op: Op) -> Op | None:
     return None
 
 
-def _keys(trace: Trace, wanted: list[tuple[Op, Site]]) -> list[tuple]:
-    """Where each wanted op of ``trace`` stands: its agent, site and step, its occurrence among
-    the ops of that agent, site and step, and among those of that agent, code line and step
-    (one pass over the ops before the last)."""
-    counts = [0] * len(wanted)
-    at_line = [0] * len(wanted)  # (the same, among the ops of that agent, line and step)
-    last = max(op.id for op, _ in wanted)
-    for o in trace.ops[:last]:
-        for i, (op, site) in enumerate(wanted):
-            if o.id < op.id and o.agent == op.agent and o.step == op.step:
-                counts[i] += site_of(o) == site
-                at_line[i] += o.location == op.location
-    return [(op.agent, site, op.step, counts[i], at_line[i])
-            for i, (op, site) in enumerate(wanted)]
+class _Places:
+    """Where each op of a trace stands, to find the op of another run of the model that stands
+    at the same place: its agent, site and step, and its occurrence among the ops of that
+    agent, site and step (and among those of that agent, code line and step: what a variant
+    issues there instead). One pass over the ops, then lookups."""
+
+    def __init__(self, trace: Trace):
+        self.by_site: dict[tuple, list[Op]] = {}
+        self.by_line: dict[tuple, list[Op]] = {}
+        for o in trace.ops:  # (in id order)
+            self.by_site.setdefault((o.agent, site_of(o), o.step), []).append(o)
+            if o.location:
+                self.by_line.setdefault((o.agent, o.location, o.step), []).append(o)
+
+    def key(self, op: Op) -> tuple:
+        """``(agent, site, step, k, k at its line)`` of one of this trace's ops."""
+        site = site_of(op)
+        same = self.by_site[(op.agent, site, op.step)]
+        line = self.by_line.get((op.agent, op.location, op.step), [])
+        return (op.agent, site, op.step, _position(same, op), _position(line, op))
+
+    def at(self, key: tuple) -> Op | None:
+        """The op at place ``key`` (:meth:`key` of another trace's op), or None."""
+        same = self.by_site.get(key[:3], ())
+        return same[key[3]] if key[3] < len(same) else None
+
+    def at_line(self, key: tuple) -> Op | None:
+        """The op issued from the same code line at the same occurrence, or None."""
+        agent, site, step, _, k = key
+        line = self.by_line.get((agent, site.location, step), ()) if site.location else ()
+        return line[k] if 0 <= k < len(line) else None
 
 
-def _find(trace: Trace, keys: list[tuple]) -> tuple[list[Op | None], list[Op | None]]:
-    """The ops of ``trace`` that stand where ``keys`` (:func:`_keys`) say, and for each, the
-    first op the same agent issued from the same code line in that step (what it does there
-    instead, when the first list has None: the op at the same occurrence of that line); one
-    pass."""
-    sites = {k[1] for k in keys}
-    lines = {(k[0], k[1].location, k[2]) for k in keys if k[1].location}
-    seen: dict[tuple, int] = {}
-    got: dict[tuple, Op] = {}
-    at_line: dict[tuple, Op] = {}
-    for o in trace.ops:
-        line = (o.agent, o.location, o.step)
-        if line in lines:
-            n = seen.get(line, 0)
-            seen[line] = n + 1
-            at_line.setdefault(line + (n,), o)
-        s = site_of(o)
-        if s not in sites:
-            continue
-        key = (o.agent, s, o.step)
-        n = seen.get(key, 0)
-        seen[key] = n + 1
-        got.setdefault(key + (n,), o)
-    return ([got.get(k[:4]) for k in keys],
-            [at_line.get((k[0], k[1].location, k[2], k[4])) for k in keys])
+def _position(ops: list[Op], op: Op) -> int:
+    """Where ``op`` is in ``ops`` (sorted by id); -1 when not there."""
+    i = bisect_left(ops, op.id, key=lambda o: o.id)
+    return i if i < len(ops) and ops[i].id == op.id else -1
 
 
 def _left(n: int) -> str:

@@ -112,6 +112,7 @@ def test_compare_prints_the_section_in_text_markdown_and_json_and_the_same_each_
                              "ahead_us": 50.0}
     copy = next(v for v in item["variants"] if v["variant"] == "copy")
     assert copy["sync"] is None and copy["peak_change_bytes"] == 192 << 20
+    assert copy["verdict"] == "clean" and copy["note"].startswith("none: at ")
 
 
 def test_the_demo_shows_why_the_proposed_wait_is_cheaper_than_pr_54962s():
