@@ -47,9 +47,8 @@ class Metrics:
     memory_note: str = ""
 
     def timing(self) -> "Metrics":
-        """These metrics without the memory figures: what a replay of the run's op log
-        (``dump_oplog``) reproduces exactly (a log holds no allocation of a buffer it never
-        frees, nor a model's allocation times)."""
+        """These metrics without the memory figures (to compare the timing of two runs whose
+        allocations differ, e.g. a model and a log that names only some of its buffers)."""
         return Metrics(self.makespan_us, self.steps, self.mean_step_us, self.p99_step_us,
                        self.bubble_share, self.comm_overlap_share, self.busy_us)
 
