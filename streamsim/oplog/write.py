@@ -5,11 +5,18 @@ to re-simulate it (stream, buffer refs, exact duration, peer, group, handle, ...
 the trace's issue order (``trace.issue_keys``: a model's threads round-robin by program position),
 so the file is deterministic, each thread keeps its program order, and the log's line order, which
 is the issue order the analysis of a log follows, is the one the trace was analysed in. Re-simulating
-the log reproduces the trace's ops, timings and hence findings
-(tests/test_oplog.py checks it on models and on random logs). Where the format is narrower than the
+the log reproduces the trace's ops, timings and hence findings (tests/oplog/test_oplog.py checks
+it on models and on random logs; test_dump_roundtrip.py on every repo model, metrics and root
+causes included; test_dump_recorded.py a recorded log). Where the format is narrower than the
 API, the writer says the same thing another way:
 
-* a buffer freed on a stream other than ``compute`` gets an ``alloc`` line (its allocation stream);
+* a model's ``host.buffer`` is an ``alloc`` line on its thread, before the next action the thread
+  issued (its size, allocation stream, ``label`` and ``site``: the model line that made it), and
+  every line of a model carries the ``site`` of the model line that issued it, so that a replay's
+  buffer lives, memory and root causes (grouped by sites) are the model's; a log's own lines are
+  written with the ``site``, ``t``, ``alloc`` fields and a ``query``'s observed ``result`` they gave;
+  a trace built by hand gets an ``alloc`` line for each life of a freed buffer (sized by its ops);
+* a gloo ``wait`` is written without ``blocking`` (gloo blocks the host whatever it says);
 * a handle name the log's newest-wins rule would bind to the wrong op becomes ``name~k``;
 * a wait on an Event the model never recorded gets a fresh event name (events are per rank in a log,
   per host thread in the API), so that it stays a no-op;
