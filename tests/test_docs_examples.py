@@ -56,6 +56,13 @@ def test_the_pinned_example_is_clean_and_races_without_its_event():
     assert (h.kind, trace.op(h.first).name, trace.op(h.second).name) == ("WAR", "h2d", "fill")
 
 
+def test_the_strided_example_races_only_where_bytes_are_shared():
+    """Even and odd columns never race; every fourth column races with the even writer only."""
+    trace, found = check(blocks()[2])
+    assert [(h.kind, trace.op(h.first).line, trace.op(h.second).line) for h in found.hazards] \
+        == [("RAW", 1, 3)]
+
+
 # --- docs/testing.md: a user's model, its tests, and the failure they show --------------------------
 
 TESTING = DOC.parent / "testing.md"

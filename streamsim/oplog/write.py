@@ -32,9 +32,11 @@ import io
 import json
 import math
 import os
+from math import gcd
 from typing import Any, TextIO
 
 from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
+from ..strided import Strided
 from ..trace import HOST, READ, Access, Op, Trace, View, issue_keys, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE = -1, 0
@@ -408,14 +410,29 @@ class _Writer:
         stated = size is not None or k in self.sized
         if size is None:
             size = implicit.get(k)
-        if v.offset == 0 and v.nbytes == size and size:
+        if v.offset == 0 and v.nbytes == size and size and v.pattern is None:
             if stated and a.window == (0.0, 1.0):
                 return v.buffer
             self.sized.add(k)
         r: dict[str, Any] = {"buffer": v.buffer}
         if v.offset:
             r["offset"] = v.offset
-        r["nbytes"] = v.nbytes
+        if v.pattern is not None:
+            r.update(strided_fields(v.pattern))
+        else:
+            r["nbytes"] = v.nbytes
         if a.window != (0.0, 1.0):
             r["window"] = [a.window[0], a.window[1]]
         return r
+
+
+def strided_fields(pat: Strided) -> dict[str, Any]:
+    """A strided ref's ``sizes``, ``strides`` and ``itemsize`` for ``pat``: its blocks as items of
+    ``run`` bytes when every stride is a multiple of it, else as ``run / g`` items of the greatest
+    common divisor ``g`` of the run and the strides (the reader folds them back into one block)."""
+    g = gcd(pat.run, *(s for _, s in pat.dims))
+    sizes = [n for n, _ in pat.dims]
+    strides = [s // g for _, s in pat.dims]
+    if g == pat.run:
+        return {"sizes": sizes, "strides": strides, "itemsize": g}
+    return {"sizes": sizes + [pat.run // g], "strides": strides + [1], "itemsize": g}
