@@ -261,6 +261,8 @@ class _Parser:
                 if not isinstance(blocking, bool):
                     raise _Bad(f"field 'blocking' must be a boolean, got {_type_name(blocking)}")
                 spec["blocking"] = blocking
+        elif op in ("put", "get"):
+            spec["channel"] = self.text(obj, "channel")
         elif op == "alloc":
             key = (spec["rank"], self.text(obj, "buffer"))
             size = self.nat(obj, "nbytes", None)

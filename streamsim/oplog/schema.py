@@ -103,6 +103,7 @@ class Line:
     site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
     t: float | None = None  # when the program issued it (µs from the run's start): not earlier
     result: bool | None = None  # a query's observed is_completed(); None: simulated
+    channel: str | None = None  # a put's or get's channel (a hand-off between host threads)
 
 
 @dataclass(frozen=True, slots=True)

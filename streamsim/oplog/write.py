@@ -175,6 +175,8 @@ class _Writer:
             d["buffer"] = op.attrs.get("buffer") or op.accesses[0].view.buffer
             if kind == "alloc":
                 d["nbytes"] = op.attrs.get("nbytes", self.size.get((h.agent.rank, d["buffer"]), 1))
+        elif kind in ("put", "get"):
+            d["channel"] = h.attrs["channel"]
         elif kind not in ("sync_device", "sync_stream"):
             return f"{kind} {h.name!r}: not an op-log op, left out"
         return d

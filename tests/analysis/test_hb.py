@@ -306,7 +306,7 @@ def test_event_fix_waits_on_the_kernels_own_stream_not_the_current_one():
     assert (h.fix.kind, h.fix.event_stream, h.fix.wait_stream) == ("event", A, B)
 
 
-def test_fix_follows_issue_order_and_host_threads_get_none():
+def test_fix_follows_issue_order_and_host_threads_get_a_handoff():
     # cons was issued before prod but started first: the edge must run cons -> prod
     t = trace_from_ops([
         op(H, "host", "launch cons"),                           # 0
@@ -317,10 +317,17 @@ def test_fix_follows_issue_order_and_host_threads_get_none():
     (h,) = analyse_hazards(t)
     assert (h.first, h.second, h.kind) == (2, 3, WAR)
     assert (h.fix.kind, h.fix.event_stream, h.fix.wait_stream, h.fix.before) == ("event", B, A, 1)
+    # host work of two threads of a rank: a hand-off from the first's thread to the second's
+    # (before issue 25, no fix: the op log had no cross-thread sync to propose); against a kernel
+    # no host action issued (a hand-built trace), none
     h2 = Agent(0, HOST, "loader")
     t2 = trace_from_ops([op(H, "host", "w", wr("p")), op(h2, "host", "r", rd("p"))])
     (hz,) = analyse_hazards(t2)
-    assert hz.fix is None and propose_fix(t2, hz) is None
+    assert (hz.fix.kind, hz.fix.record_after, hz.fix.before) == ("handoff", hz.first, hz.second)
+    assert {t2.op(hz.first).agent, t2.op(hz.second).agent} == {H, h2}
+    t3 = trace_from_ops([op(H, "host", "w", wr("p")), op(A, "launch", "k", rd("p"))])
+    (hz,) = analyse_hazards(t3)
+    assert hz.fix is None and propose_fix(t3, hz) is None
 
 
 # --- liveness ------------------------------------------------------------------------------------
