@@ -6,8 +6,9 @@ the earlier and the later one in issue order. A comm access with a
 gets an event recorded after the first and waited on by the second's stream; stream/host gets an event
 synchronized by the host; a free racing with another stream's use gets ``record_stream``; host work
 racing with what another host thread of its rank does gets a hand-off (a put after the first on its
-thread, a get of it before the second is issued). Host work against another rank's op, or a use
-issued after the free: no proposal (see :func:`no_fix_reason`).
+thread, a get of it before the second is issued). Host work against a stream op no host action
+issued (a hand-built trace), or a use issued after the free: no proposal (see
+:func:`no_fix_reason`).
 """
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def no_fix_reason(trace: Trace, hazard: Hazard) -> str:
     if _used_after_its_free(hazard, x):
         return (f"{y.name} was issued after {x.name}: no sync makes a use of freed memory safe; "
                 "free the buffer after its last use instead")
-    return ("the first is host work and the second is not issued by another host thread of its "
-            "rank: no hand-off between threads orders them")
+    return ("the first is host work and no host thread of its rank issued the second: no "
+            "hand-off between threads orders them")
 
 
 def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
