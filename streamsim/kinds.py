@@ -70,7 +70,8 @@ EDGE_TEXT: dict[str, str] = {
     "missing": "missing",
 }
 EDGE_KINDS = ("program", "enqueue", "event", "message", "handle", "host_sync", "nccl_enqueue",
-              "collective", "query", "record_stream", "handoff")  # the HB graph's edges
+              "collective", "query", "record_stream")  # the HB graph's edges
+EDGE_KINDS += ("handoff",)  # (issue 25: a put before its get, between host threads)
 DRAWN_EDGE_KINDS = ("waits_for", "missing")  # a deadlock's wait-for edge; a fix's missing edge
 
 # -- fix kinds (docs/semantics.md, "Fixes") -------------------------------------------------------
