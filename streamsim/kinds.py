@@ -65,11 +65,13 @@ EDGE_TEXT: dict[str, str] = {
     "collective": "collective",
     "query": "is_completed() observed True",
     "record_stream": "record_stream",
+    "handoff": "hand-off: a put before its get (a queue, a thread join)",
     "waits_for": "waits for",
     "missing": "missing",
 }
 EDGE_KINDS = ("program", "enqueue", "event", "message", "handle", "host_sync", "nccl_enqueue",
               "collective", "query", "record_stream")  # the HB graph's edges
+EDGE_KINDS += ("handoff",)  # (issue 25: a put before its get, between host threads)
 DRAWN_EDGE_KINDS = ("waits_for", "missing")  # a deadlock's wait-for edge; a fix's missing edge
 
 # -- fix kinds (docs/semantics.md, "Fixes") -------------------------------------------------------
@@ -78,6 +80,8 @@ FIX_KINDS: dict[str, str] = {
     "event": "an event recorded after the first, waited on by the second's stream",
     "event_sync": "an event recorded after the first, synchronized by the host before the second",
     "record_stream": "record_stream(the user's stream) before the free",
+    "handoff": "a put after the first, on its thread, and a get of it before the second, on the "
+               "other thread of the rank (a queue hand-off)",
 }
 
 # (exploration strategies are behaviour, not data: an interface with a module each and their
@@ -109,6 +113,7 @@ COMMON_FIELDS = ("op", "rank", "host", "stream", "name", "dur", "step", "site", 
 _P2P_FIELDS = ("tensors", "peer", "group", "handle", "nbytes", "p2p_streams", "batch")
 _COLLECTIVE_FIELDS = ("tensors", "inputs", "outputs", "group", "ranks", "handle", "nbytes")
 _EVENT, _BUFFER, _HANDLE = ("event",), ("buffer",), ("handle",)
+_CHANNEL = ("channel",)
 
 
 def _collective(name: str) -> OpKind:
@@ -150,6 +155,10 @@ OP_KINDS: dict[str, OpKind] = {k.name: k for k in (
            line_stream="allocation"),
     OpKind("record_stream", "host", _BUFFER, _BUFFER, "record_stream", "memory",
            line_stream="named"),
+    # a hand-off between host threads of one rank (queue.put / queue.get, a thread's end and its
+    # join): the k-th get of a channel waits for its k-th put
+    OpKind("put", "host", _CHANNEL, _CHANNEL, BY_AGENT, BY_AGENT),
+    OpKind("get", "host", _CHANNEL, _CHANNEL, "handoff", "wait"),
 )}
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
 from .kinds import HOST_ROLE, COMM_ROLES, GLOO_ROLE, stream_role
+from .strided import Strided, overlap
 
 HOST = "host"
 STREAM = "stream"
@@ -62,23 +63,32 @@ class Agent:
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """Bytes ``[offset, offset + nbytes)`` of the storage ``buffer`` on ``rank``."""
+    """Bytes ``[offset, offset + nbytes)`` of the storage ``buffer`` on ``rank``; with a
+    ``pattern`` (a strided view, :mod:`streamsim.strided`), only the bytes of that pattern within
+    that range, its hull."""
 
     rank: int
     buffer: str
     offset: int
     nbytes: int
+    pattern: Strided | None = None
 
     @property
     def end(self) -> int:
         return self.offset + self.nbytes
 
     def overlaps(self, other: "View") -> bool:
-        return (self.rank == other.rank and self.buffer == other.buffer
-                and self.offset < other.end and other.offset < self.end)
+        """Do the two views share a byte (exactly, for strided views too)?"""
+        if self.rank != other.rank or self.buffer != other.buffer:
+            return False
+        if self.pattern is None and other.pattern is None:
+            return self.offset < other.end and other.offset < self.end
+        return overlap(self.offset, self.nbytes, self.pattern, other.offset, other.nbytes,
+                       other.pattern)
 
     def __str__(self) -> str:
-        return f"rank{self.rank}:{self.buffer}[{self.offset}:{self.end}]"
+        pat = "" if self.pattern is None else f" strided {self.pattern.text()}"
+        return f"rank{self.rank}:{self.buffer}[{self.offset}:{self.end}{pat}]"
 
 
 @dataclass(frozen=True, slots=True)

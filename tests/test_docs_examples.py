@@ -56,6 +56,28 @@ def test_the_pinned_example_is_clean_and_races_without_its_event():
     assert (h.kind, trace.op(h.first).name, trace.op(h.second).name) == ("WAR", "h2d", "fill")
 
 
+def test_the_strided_example_races_only_where_bytes_are_shared():
+    """Even and odd columns never race; every fourth column races with the even writer only."""
+    trace, found = check(blocks()[2])
+    assert [(h.kind, trace.op(h.first).line, trace.op(h.second).line) for h in found.hazards] \
+        == [("RAW", 1, 3)]
+
+
+def test_the_handoff_example_is_clean_and_its_fix_is_the_handoff():
+    """With its put and get the loader's fill is ordered before the main thread's read; without
+    them it is one RAW whose fix is a hand-off, and the fixed log is clean."""
+    from streamsim.oplog.fixed import fixed_oplog_text
+    text = blocks()[3]
+    assert check(text)[1].hazards == ()
+    lines = text.splitlines(keepends=True)
+    racy = lines[0] + lines[3]
+    trace, found = check(racy)
+    (h,) = found.hazards
+    assert (h.kind, trace.op(h.first).name, trace.op(h.second).name, h.fix.kind) == \
+        ("RAW", "fill", "consume", "handoff")
+    assert check(fixed_oplog_text(racy, trace, [h.fix]))[1].hazards == ()
+
+
 # --- docs/testing.md: a user's model, its tests, and the failure they show --------------------------
 
 TESTING = DOC.parent / "testing.md"

@@ -63,6 +63,10 @@ EXAMPLES: dict[str, list[dict]] = {
     "record_stream": [{"op": "launch", "stream": "side", "writes": ["b"]},
                       {"op": "record_stream", "stream": "side", "buffer": "b"},
                       {"op": "free", "buffer": "b"}],
+    "put": [{"op": "put", "host": "t1", "channel": "q"},
+            {"op": "get", "host": "t2", "channel": "q"}],
+    "get": [{"op": "put", "host": "t1", "channel": "q"},
+            {"op": "get", "host": "t2", "channel": "q"}],
 }
 
 
@@ -135,6 +139,8 @@ RACES: dict[str, list[dict]] = {
     "event_sync": [{"op": "launch", "writes": ["x"], "dur": 50}, {"op": "host", "reads": ["x"]}],
     "record_stream": [{"op": "launch", "stream": "side", "reads": ["x"], "dur": 50},
                       {"op": "free", "buffer": "x"}],
+    "handoff": [{"op": "host", "host": "t1", "writes": ["p"], "dur": 50},
+                {"op": "host", "host": "t2", "reads": ["p"]}],
 }
 
 

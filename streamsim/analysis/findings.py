@@ -24,8 +24,9 @@ class Fix:
     i.e. an NCCL ``work.wait()`` made while that stream is current, else a host-blocking wait),
     ``event`` (record an event on ``event_stream`` right after host op ``record_after`` and wait it on
     ``wait_stream``), ``event_sync`` (record on ``event_stream``, ``event.synchronize()`` on the host) or
-    ``record_stream`` (``tensor.record_stream(event_stream)`` before the free). ``before`` is the host op
-    before which the sync must be inserted.
+    ``record_stream`` (``tensor.record_stream(event_stream)`` before the free) or ``handoff`` (a put
+    on a channel of its own right after host op ``record_after``, on its thread, and a get of it on
+    the thread of ``before``). ``before`` is the host op before which the sync must be inserted.
     """
 
     kind: str

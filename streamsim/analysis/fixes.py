@@ -4,8 +4,11 @@ Rules (the docs' "Hazards" section): the edge runs from the hazard's ``first`` o
 the earlier and the later one in issue order. A comm access with a
 ``Work`` handle gets a ``wait()`` on that handle before the host enqueues the other access; stream/stream
 gets an event recorded after the first and waited on by the second's stream; stream/host gets an event
-synchronized by the host; a free racing with another stream's use gets ``record_stream``. Two host
-threads, or a use issued after the free: no proposal (see :func:`no_fix_reason`).
+synchronized by the host; a free racing with another stream's use gets ``record_stream``; host work
+racing with what another host thread of its rank does gets a hand-off (a put after the first on its
+thread, a get of it before the second is issued). Host work against a stream op no host action
+issued (a hand-built trace), or a use issued after the free: no proposal (see
+:func:`no_fix_reason`).
 """
 from __future__ import annotations
 
@@ -18,9 +21,15 @@ def propose_fix(trace: Trace, hazard: Hazard) -> Fix | None:
     x, y = trace.op(hazard.first), trace.op(hazard.second)  # (first: earlier in issue order)
     if _used_after_its_free(hazard, x):
         return None  # ordering the use after the free would not make it safe
-    if x.agent.kind == HOST:
-        return None  # host access vs another thread's (or its stream's, issued elsewhere) access
     before = issue_point(y)
+    if x.agent.kind == HOST:  # host work vs what another thread issued: hand it off
+        to = trace.op(before).agent
+        if to.kind != HOST or to.rank != x.agent.rank or to == x.agent:
+            return None
+        return Fix("handoff",
+                   f"hand off from thread {x.agent.name!r} to {to.name!r}: put on a queue after "
+                   f"{x.describe()} and get from it before {y.describe()}",
+                   before=before, record_after=x.id)
     if hazard.kind == USE_AFTER_FREE and y.kind == "free" and x.handle is None:
         return Fix("record_stream",
                    f"call {hazard.buffer}.record_stream({x.agent.name}) before {y.describe()} "
@@ -51,7 +60,8 @@ def no_fix_reason(trace: Trace, hazard: Hazard) -> str:
     if _used_after_its_free(hazard, x):
         return (f"{y.name} was issued after {x.name}: no sync makes a use of freed memory safe; "
                 "free the buffer after its last use instead")
-    return "the two ops run on different host threads, and a model has no cross-thread sync to add"
+    return ("the first is host work and no host thread of its rank issued the second: no "
+            "hand-off between threads orders them")
 
 
 def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:

@@ -43,6 +43,18 @@ order, or use-after-free when either op is a ``free``; an op that reads and writ
 (in place) reports its race with the previous write once, as RAW. ``manifest``: the second
 access's window started before the first one's ended in simulated time (strictly).
 
+**Strided views** (a view with a ``pattern``: ``x[:, 0::2]``) touch only some bytes of their
+range. A segment that a strided access touches becomes *mixed*: instead of one last write and one
+read per agent, it keeps a list of writes and reads, each with the view it used (None: a plain
+access, which covers the whole segment), and forgets an entry only when a later access covers
+its bytes there (a plain one, or the same strided view). A strided access skips a segment where
+it has no byte, and is checked against the entries whose views share a byte with its own
+(:func:`streamsim.strided.overlap`). So every reported pair still shares a byte and is a race,
+the first racing access of each byte is still found, and an entry a mix of other views covers
+may add a pair that FastTrack's per-byte state would leave unlisted (a real race too). The lists
+are as long as the number of distinct strided views interleaved on one range (two for even and
+odd columns); plain views of plain segments keep the fast path.
+
 One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
 by hand: split into functions across modules, it pays a call per access on millions of accesses.
 """
@@ -52,6 +64,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain
 
+from ..strided import block_hits, covers
 from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
 
@@ -300,6 +313,40 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
             touched.clear()
         touched[a] = (rec, acc)
 
+    def mixed(segs: list, k: int, op: Op, acc: Access, a: int, rec: tuple, Cg, ent: _ViewState
+              ) -> None:
+        """Check and record ``acc`` on segment ``segs[k]`` as a mixed segment (see the module
+        docstring): a strided access, or a plain one on a segment some strided access made mixed
+        (a plain access covers the whole segment; ``ent`` is its view's state)."""
+        s = segs[k]
+        v = acc.view
+        pat = v.pattern
+        lo, hi = s.lo, s.hi
+        if pat is not None and not block_hits(pat, v.offset, v.nbytes, lo, hi):
+            return  # the view has no byte here
+        m = s.mixed
+        if m is None:  # a plain segment becomes mixed: a new object (views remember the old one)
+            m = _Mixed([(s.write, None)] if s.write is not None else [],
+                       [(r, None) for r in s.reads.values()] if s.reads else [])
+            s.lo = None
+            s = segs[k] = _Segment(lo, hi, None, None, m)
+        # an entry of view None covered the segment, where this access has a byte: they share it
+        write = acc.mode == WRITE
+        own = v if pat is not None else None
+        for w, wv in m.writes:
+            if Cg(w[1], 0) < w[2] and (wv is None or wv.overlaps(v)):
+                report(w, WRITE, op, acc, WAW if write else RAW, lo, hi, ent.rank, ent.buffer)
+        if write:
+            for r, rv in m.reads:
+                if Cg(r[1], 0) < r[2] and (rv is None or rv.overlaps(v)):
+                    report(r, READ, op, acc, WAR, lo, hi, ent.rank, ent.buffer)
+            m.writes = [e for e in m.writes if not _covered(e[1], v, lo, hi)]
+            m.writes.append((rec, own))
+            m.reads = [e for e in m.reads if not _covered(e[1], v, lo, hi)]
+        else:
+            m.reads = [e for e in m.reads if e[0][1] != a or not _covered(e[1], v, lo, hi)]
+            m.reads.append((rec, own))
+
     # Issue order: walk the ops by key. An op whose predecessors are not all processed first pulls
     # them in: a depth-first walk (``stack``) over its unprocessed predecessors, smallest key first,
     # so that they are processed just before it; everything else keeps its place. A node is an op's
@@ -450,6 +497,13 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                     ent = entry(acc.view)
                 if ent.touched is not None:  # a storage some op frees: the use-after-free rule
                     touch(ent.touched, op, a, rec, acc, C, ent)
+                if ent.strided:  # a strided view: every segment of its hull, mixed
+                    if ent.hi > ent.lo:
+                        segs = ent.segs
+                        i, j = _cover(ent.starts, segs, ent.lo, ent.hi)
+                        for k in range(i, j):
+                            mixed(segs, k, op, acc, a, rec, Cg, ent)
+                    continue
                 s = ent.seg
                 if acc.mode == READ:  # a read is checked against the last write
                     if s.lo is not None:
@@ -467,10 +521,13 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                         continue
                     segs = ent.segs
                     i, j = _cover(ent.starts, segs, lo, hi)
-                    if j - i == 1:
+                    if j - i == 1 and segs[i].mixed is None:
                         ent.seg = segs[i]
                     for k in range(i, j):
                         s = segs[k]
+                        if s.mixed is not None:
+                            mixed(segs, k, op, acc, a, rec, Cg, ent)
+                            continue
                         w = s.write
                         if w is not None and Cg(w[1], 0) < w[2]:
                             report(w, WRITE, op, acc, RAW, s.lo, s.hi, ent.rank, ent.buffer)
@@ -501,6 +558,11 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
                 i, j = _cover(starts, segs, lo, hi)
                 for k in range(i, j):
                     s = segs[k]
+                    if s.mixed is not None:  # checked as mixed, then replaced as the others
+                        mixed(segs, k, op, acc, a, rec, Cg, ent)
+                        s = segs[k]
+                        s.lo = None
+                        continue
                     w = s.write
                     if w is not None and Cg(w[1], 0) < w[2]:
                         report(w, WRITE, op, acc, WAW, s.lo, s.hi, ent.rank, ent.buffer)
@@ -551,13 +613,38 @@ class _Segment:
     that write (None: none). ``lo`` None: dead (split or replaced; its bounds never change while
     it lives, so a view may remember it)."""
 
-    __slots__ = ("lo", "hi", "write", "reads")
+    __slots__ = ("lo", "hi", "write", "reads", "mixed")
 
-    def __init__(self, lo: int | None, hi: int | None, write: tuple | None, reads: dict | None):
+    def __init__(self, lo: int | None, hi: int | None, write: tuple | None, reads: dict | None,
+                 mixed: "_Mixed | None" = None):
         self.lo = lo
         self.hi = hi
         self.write = write
         self.reads = reads
+        self.mixed = mixed  # a strided access touched it: its state is there (write, reads None)
+
+
+class _Mixed:
+    """The state of a mixed segment: ``writes`` and ``reads``, lists of (mark, view) in issue
+    order, view None for a plain access (it covered the segment); an entry is dropped once a
+    later write (a read: a later read of its agent) covers its bytes in the segment."""
+
+    __slots__ = ("writes", "reads")
+
+    def __init__(self, writes: list, reads: list):
+        self.writes = writes
+        self.reads = reads
+
+    def copy(self) -> "_Mixed":
+        return _Mixed(list(self.writes), list(self.reads))
+
+
+def _covered(entry_view, v, lo: int, hi: int) -> bool:
+    """Does view ``v`` (a plain one covers the segment) touch every byte that an entry of view
+    ``entry_view`` (None: plain, the whole segment) touches in ``[lo, hi)``?"""
+    if v.pattern is None or entry_view == v:
+        return True
+    return entry_view is None and covers(v.pattern, v.offset, v.nbytes, lo, hi)
 
 
 class _ViewState:
@@ -567,7 +654,8 @@ class _ViewState:
     frees, {agent: (mark, access)}, each agent's latest access since the storage's last free (None
     for the others, which need no such record). The view is kept so that its id is not reused."""
 
-    __slots__ = ("seg", "lo", "hi", "starts", "segs", "rank", "buffer", "view", "touched")
+    __slots__ = ("seg", "lo", "hi", "starts", "segs", "rank", "buffer", "view", "touched",
+                 "strided")
 
     def __init__(self, v, starts: list[int], segs: list[_Segment], touched: dict | None):
         self.seg = _DEAD
@@ -579,6 +667,7 @@ class _ViewState:
         self.buffer = v.buffer
         self.view = v
         self.touched = touched
+        self.strided = v.pattern is not None
 
 
 class _Found:
@@ -610,8 +699,10 @@ def _cover(starts: list[int], segs: list[_Segment], lo: int, hi: int) -> tuple[i
     if i >= 0 and segs[i].hi > lo:
         s = segs[i]
         if s.lo < lo:  # split off the part before lo
-            segs[i:i + 1] = [_Segment(s.lo, lo, s.write, dict(s.reads) if s.reads else None),
-                             _Segment(lo, s.hi, s.write, dict(s.reads) if s.reads else None)]
+            segs[i:i + 1] = [_Segment(s.lo, lo, s.write, dict(s.reads) if s.reads else None,
+                                      s.mixed and s.mixed.copy()),
+                             _Segment(lo, s.hi, s.write, dict(s.reads) if s.reads else None,
+                                      s.mixed and s.mixed.copy())]
             starts.insert(i + 1, lo)
             s.lo = None
             i += 1
@@ -623,8 +714,10 @@ def _cover(starts: list[int], segs: list[_Segment], lo: int, hi: int) -> tuple[i
         if j < len(segs) and segs[j].lo == pos:
             s = segs[j]
             if s.hi > hi:  # split off the part after hi
-                segs[j:j + 1] = [_Segment(s.lo, hi, s.write, dict(s.reads) if s.reads else None),
-                                 _Segment(hi, s.hi, s.write, dict(s.reads) if s.reads else None)]
+                segs[j:j + 1] = [_Segment(s.lo, hi, s.write, dict(s.reads) if s.reads else None,
+                                          s.mixed and s.mixed.copy()),
+                                 _Segment(hi, s.hi, s.write, dict(s.reads) if s.reads else None,
+                                          s.mixed and s.mixed.copy())]
                 starts.insert(j + 1, hi)
                 s.lo = None
                 s = segs[j]

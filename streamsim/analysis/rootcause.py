@@ -194,6 +194,10 @@ def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int |
     if fix.kind == "record_stream":
         return (f"call {h.buffer}.record_stream({a.agent.name}) before {_quote(second)}, so "
                 f"that the allocator waits for {_quote(first)}")
+    if fix.kind == "handoff":
+        to = trace.op(fix.before).agent.name
+        return (f"hand off from thread {a.agent.name} to {to}: put on a queue after "
+                f"{_quote(first)} and get from it before {_quote(second)}")
     stream = fix.event_stream.name if fix.event_stream is not None else a.agent.name
     if fix.kind == "event_sync":
         return (f"record an event on {stream} after {_quote(first)} and synchronize it before "

@@ -3,7 +3,8 @@
 Each fix (``analysis.findings.Fix``, found in the trace the log was replayed into) becomes lines of
 the log's own format, inserted where the engine would inject it (``sim.inject``): a ``wait`` on the
 first access's handle, an event ``record`` after the line that issued the first access with a
-``wait_event`` or ``sync_event`` before the second, or a ``record_stream`` before a free; each
+``wait_event`` or ``sync_event`` before the second, a ``record_stream`` before a free, or a
+``put`` after the first access's line with a ``get`` before the second's (a hand-off); each
 carries the ``step`` of the line it goes before (after, for a ``record``), when that line has one.
 A comment line says what each group fixes. Every other line is kept byte for byte, except that a line whose
 handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line>"``).
@@ -35,6 +36,8 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
             parsed[i] = obj
             if "event" in obj:
                 events.add((obj.get("rank", 0), obj["event"]))
+            if "channel" in obj:
+                events.add((obj.get("rank", 0), obj["channel"]))  # (fresh names avoid both)
             if "handle" in obj and obj["op"] not in ("wait", "query"):
                 binds.setdefault((obj.get("rank", 0), obj["handle"]), []).append(i)
     before: dict[int, list[str]] = {}  # line -> lines to insert before it
@@ -97,6 +100,12 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
             waiter = ({"op": "wait_event", **at, "stream": fix.wait_stream.name, "event": ev}
                       if fix.kind == "event" else {"op": "sync_event", **at, "event": ev})
             before.setdefault(b.line, []).append(_dump(waiter))
+        elif fix.kind == "handoff":
+            r = trace.op(fix.record_after)
+            channel = fresh_event(at["rank"])
+            after.setdefault(r.line, []).extend([head, _dump({"op": "put", **where(r.id),
+                                                              "channel": channel})])
+            before.setdefault(b.line, []).append(_dump({"op": "get", **at, "channel": channel}))
         elif fix.kind == "record_stream":
             buffer = parsed[b.line].get("buffer")
             before.setdefault(b.line, []).extend(

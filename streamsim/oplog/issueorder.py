@@ -14,6 +14,8 @@ by keys (this module's one table, :func:`touches`):
 - a process group (``"g"``): its p2p matching counters and comm-stream order;
 - a handle (``"h"``, by issuing line): its issue, and the waits and queries that read it;
 - a buffer's life (``"b"``): ``alloc``, ``free`` and ``record_stream`` change it, every use reads it;
+- a hand-off channel (``"c"``): its puts and gets (the k-th get takes the k-th put, in line
+  order);
 - the rank's set of streams (``"n"``): the first line that names a stream or an NCCL group (its
   comm streams) adds to it, ``sync_device`` reads it (it drains the streams earlier lines used,
   not one that a later line of another thread opens while it waits). Here the rule's roles are
@@ -82,6 +84,8 @@ def touches(ln: Line, gloo_handle: bool, drained: Iterable[Key],
             yield (r, "s", s), False  # the allocator's event captures that stream's position
     elif op == "record_stream":
         yield (r, "b", ln.buffer), True
+    elif op in ("put", "get"):
+        yield (r, "c", ln.channel), True
     else:
         raise AssertionError(f"op {op!r} has no issue-order rule")  # (schema.FIELDS lists it)
 
@@ -105,8 +109,8 @@ def issue_gates(lines: Sequence[Line], threads: Iterable[tuple[int, str]],
             continue
         seen = streams.setdefault(ln.rank, {})
         new = False
-        if ln.op not in ("host", "sync_event", "query", "alloc", "record_stream") and \
-                ln.op not in GLOO_OPS:
+        if ln.op not in ("host", "sync_event", "query", "alloc", "record_stream", "put", "get") \
+                and ln.op not in GLOO_OPS:
             for key in ((ln.rank, "s", ln.stream),) + \
                     (((ln.rank, "g", ln.group),) if ln.op in NCCL_OPS else ()):
                 if key not in seen:

@@ -23,11 +23,13 @@ from ..sim.errors import ModelError
 from ..sim.memory import Ref
 from ..kinds import COLLECTIVE_KINDS
 from ..sim.comm import P2P_STREAMS
+from ..strided import Strided, normalize
 from ..trace import View
 from .batches import BatchRule
 from .schema import (COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS,
                      HANDLE_OPS, LIMITS, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
+from .schema import MAX_BYTES
 from .fastpath import fast_spec
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -53,6 +55,9 @@ def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = Tr
 # --- parsing --------------------------------------------------------------------------------------
 
 _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
+# A buffer ref object's fields; sizes, strides (elements) and itemsize (bytes) make it strided.
+_REF_FIELDS = ("buffer", "offset", "nbytes", "window", "sizes", "strides", "itemsize")
+MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
 
 
@@ -68,6 +73,7 @@ class _RawRef:
     nbytes: int | None
     window: tuple[float, float]
     life: int | None  # explicit size of the buffer's current life, None if implicit
+    pattern: Strided | None = None  # a strided ref's bytes within [offset, offset + nbytes)
 
 
 class _Parser:
@@ -255,6 +261,8 @@ class _Parser:
                 if not isinstance(blocking, bool):
                     raise _Bad(f"field 'blocking' must be a boolean, got {_type_name(blocking)}")
                 spec["blocking"] = blocking
+        elif op in ("put", "get"):
+            spec["channel"] = self.text(obj, "channel")
         elif op == "alloc":
             key = (spec["rank"], self.text(obj, "buffer"))
             size = self.nat(obj, "nbytes", None)
@@ -438,17 +446,20 @@ class _Parser:
 
     def ref(self, item: Any, key: str, rank: int) -> _RawRef:
         window = (0.0, 1.0)
+        pattern = None
         if isinstance(item, str) and item:
             buf, offset, nbytes = item, 0, None
         elif isinstance(item, dict):
             for k in item:
-                if k not in ("buffer", "offset", "nbytes", "window"):
+                if k not in _REF_FIELDS:
                     raise _Bad(f"unknown field {k!r} in a buffer ref of {key!r}")
             if "buffer" not in item:
                 raise _Bad(f"a buffer ref of {key!r} is missing its 'buffer'")
             buf = self.text(item, "buffer")
             offset = self.nat(item, "offset", 0)
             nbytes = self.nat(item, "nbytes", None)
+            if "sizes" in item or "strides" in item or "itemsize" in item:
+                offset, nbytes, pattern = self.strided(item, key, offset)
             if "window" in item:
                 w = item["window"]
                 if not (isinstance(w, list) and len(w) == 2 and all(
@@ -476,7 +487,39 @@ class _Parser:
             extent = offset + nbytes if nbytes is not None else offset + 1
             if extent > self.implicit.get(k, 0):
                 self.implicit[k] = extent
-        return _RawRef(rank, buf, offset, nbytes, window, size)
+        return _RawRef(rank, buf, offset, nbytes, window, size, pattern)
+
+    def strided(self, item: dict, key: str, offset: int) -> tuple[int, int, Strided | None]:
+        """A strided ref's ``sizes``, ``strides`` (elements) and ``itemsize`` (bytes, default 1),
+        checked: its hull's offset and length, and its pattern (None when its bytes are the whole
+        hull: then it is a plain range)."""
+        if "nbytes" in item:
+            raise _Bad(f"a buffer ref of {key!r} gives both 'nbytes' and 'sizes'/'strides': a "
+                       "strided ref's size is what its sizes and strides reach")
+        for k in ("sizes", "strides"):
+            if k not in item:
+                raise _Bad(f"a strided buffer ref of {key!r} is missing its {k!r}")
+            v = item[k]
+            if not (isinstance(v, list) and len(v) <= MAX_DIMS and all(
+                    isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_BYTES
+                    for x in v)):
+                raise _Bad(f"field {k!r} of a buffer ref in {key!r} must be an array of at most "
+                           f"{MAX_DIMS} non-negative integers below 2^63, got "
+                           f"{_type_name(v) if not isinstance(v, list) else json.dumps(v)[:80]}")
+        sizes, strides = item["sizes"], item["strides"]
+        if len(sizes) != len(strides):
+            raise _Bad(f"a strided buffer ref of {key!r} has {len(sizes)} sizes and "
+                       f"{len(strides)} strides: one stride a size")
+        itemsize = item.get("itemsize", 1)
+        if isinstance(itemsize, bool) or not isinstance(itemsize, int) or \
+                not 1 <= itemsize <= MAX_BYTES:
+            raise _Bad(f"field 'itemsize' of a buffer ref in {key!r} must be a positive integer, "
+                       f"got {shown_number(itemsize) if isinstance(itemsize, int) else _type_name(itemsize)}")
+        reach = itemsize + sum((n - 1) * s * itemsize for n, s in zip(sizes, strides) if n)
+        if offset + reach > MAX_BYTES:
+            raise _Bad(f"a strided buffer ref of {key!r} reaches byte {shown_number(offset + reach)}"
+                       f", beyond 2^63")
+        return normalize(offset, sizes, strides, itemsize)
 
     # -- pass 2 -----------------------------------------------------------------------------------
     def resolve(self, refs: list[_RawRef]) -> tuple[Ref, ...]:
@@ -486,10 +529,11 @@ class _Parser:
             size = r.life if r.life is not None else max(self.implicit.get((r.rank, r.buffer), 0),
                                                           DEFAULT_SIZE)
             n = max(size - r.offset if r.nbytes is None else r.nbytes, 0)
-            key = (r.rank, r.buffer, r.offset, n, r.window)
+            key = (r.rank, r.buffer, r.offset, n, r.window, r.pattern)
             ref = interned.get(key)
             if ref is None:
-                ref = interned[key] = Ref(View(r.rank, r.buffer, r.offset, n), r.window)
+                ref = interned[key] = Ref(View(r.rank, r.buffer, r.offset, n, r.pattern),
+                                          r.window)
             out.append(ref)
         return tuple(out)
 

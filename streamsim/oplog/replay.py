@@ -75,7 +75,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start
 _TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",
-                                  "sync_event"})
+                                  "sync_event", "get"})  # (a get: its put may be a later line)
 # op kind (every one of streamsim.kinds.OP_KINDS) -> the _Replay method that issues its line
 HANDLERS: dict[str, str] = {
     "launch": "launch", "host": "host_work", "record": "record", "wait_event": "wait_event",
@@ -83,7 +83,7 @@ HANDLERS: dict[str, str] = {
     "isend": "p2p", "irecv": "p2p", **{k: "collective" for k in sorted(COLLECTIVE_KINDS)},
     "send_object": "send_object", "recv_object": "recv_object", "isend_object": "isend_object",
     "wait": "wait", "query": "query", "alloc": "alloc", "free": "free",
-    "record_stream": "record_stream",
+    "record_stream": "record_stream", "put": "put", "get": "get",
 }
 
 
@@ -336,4 +336,10 @@ class _Replay:
 
     def record_stream(self, host: Host, ln: Line) -> None:
         host.record_stream(Buffer(host.rank, ln.buffer, ln.nbytes), ln.stream)
+
+    def put(self, host: Host, ln: Line) -> None:
+        host.put(ln.channel, name=ln.name)
+
+    def get(self, host: Host, ln: Line) -> None:
+        host.get(ln.channel, name=ln.name)
 

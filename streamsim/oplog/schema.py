@@ -104,6 +104,7 @@ class Line:
     t: float | None = None  # when the program issued it (µs from the run's start): not earlier
     result: bool | None = None  # a query's observed is_completed(); None: simulated
     label: str | None = None  # an alloc's: the name the program gave the tensor (see rootcause)
+    channel: str | None = None  # a put's or get's channel (a hand-off between host threads)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,11 @@ import json
 import math
 import os
 from bisect import bisect_left
+from math import gcd
 from typing import Any, TextIO
 
 from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
+from ..strided import Strided
 from ..trace import HOST, READ, Access, Agent, Alloc, Op, Trace, View, issue_keys, waited_on
 
 _SUB_ALLOC_BEFORE, _SUB_LINE, _SUB_ALLOC_AFTER = -1, 0, 1
@@ -197,6 +199,8 @@ class _Writer:
                 d["nbytes"] = op.attrs.get("nbytes", self.size.get((h.agent.rank, d["buffer"]), 1))
                 if op.attrs.get("label"):
                     d["label"] = op.attrs["label"]
+        elif kind in ("put", "get"):
+            d["channel"] = h.attrs["channel"]
         elif kind not in ("sync_device", "sync_stream"):
             return f"{kind} {h.name!r}: not an op-log op, left out"
         return self.origin(h, op, d)
@@ -492,14 +496,29 @@ class _Writer:
         stated = size is not None or k in self.sized
         if size is None:
             size = implicit.get(k)
-        if v.offset == 0 and v.nbytes == size and size:
+        if v.offset == 0 and v.nbytes == size and size and v.pattern is None:
             if stated and a.window == (0.0, 1.0):
                 return v.buffer
             self.sized.add(k)
         r: dict[str, Any] = {"buffer": v.buffer}
         if v.offset:
             r["offset"] = v.offset
-        r["nbytes"] = v.nbytes
+        if v.pattern is not None:
+            r.update(strided_fields(v.pattern))
+        else:
+            r["nbytes"] = v.nbytes
         if a.window != (0.0, 1.0):
             r["window"] = [a.window[0], a.window[1]]
         return r
+
+
+def strided_fields(pat: Strided) -> dict[str, Any]:
+    """A strided ref's ``sizes``, ``strides`` and ``itemsize`` for ``pat``: its blocks as items of
+    ``run`` bytes when every stride is a multiple of it, else as ``run / g`` items of the greatest
+    common divisor ``g`` of the run and the strides (the reader folds them back into one block)."""
+    g = gcd(pat.run, *(s for _, s in pat.dims))
+    sizes = [n for n, _ in pat.dims]
+    strides = [s // g for _, s in pat.dims]
+    if g == pat.run:
+        return {"sizes": sizes, "strides": strides, "itemsize": g}
+    return {"sizes": sizes + [pat.run // g], "strides": strides + [1], "itemsize": g}

@@ -12,13 +12,18 @@ reads it too (``add_`` computes ``self + other``); the schema does not say so, a
 a write after a receive shows as WAW where the truth is RAW. :data:`OVERWRITES` lists the
 in-place ops that do not read ``self``; every other in-place ``self`` is read and written.
 
-A tensor is a byte range of its untyped storage: from its storage offset to the end of the last
-element its strides reach (the hull of a strided view).
+A tensor is a byte range of its untyped storage, from its storage offset to the end of the last
+element its strides reach (:func:`byte_range`); a view that touches only some bytes of that range
+(``x[:, 0::2]``) is a strided ref of the op log as well (:func:`strided_fields`), so that it does
+not conflict with the bytes it skips. A contiguous view, and one whose bytes fill its range (a
+transposed tensor), stays a plain range: recordings of them are what they always were.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Iterator
+
+from ..strided import normalize
 
 FACTORY = re.compile(r"(new_.*|.*_like)")  # CSAN's FACTORY_FUNCTION_REGEX
 # In-place ops that write all of ``self`` without reading it (aten base names).
@@ -118,6 +123,18 @@ def _unique(ts: list) -> list:
             seen.add(id(t))
             out.append(t)
     return out
+
+
+def strided_fields(t: Any) -> dict[str, Any] | None:
+    """The op-log strided ref fields of tensor ``t`` (``sizes``, ``strides`` in elements,
+    ``itemsize``), or None when its bytes are its whole :func:`byte_range` (contiguous, transposed,
+    or no element)."""
+    if t.numel() == 0 or t.is_contiguous():
+        return None
+    sizes, strides, item = list(t.shape), list(t.stride()), t.element_size()
+    if normalize(0, sizes, strides, item)[2] is None:
+        return None
+    return {"sizes": sizes, "strides": strides, "itemsize": item}
 
 
 def byte_range(t: Any) -> tuple[int, int] | None:

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from .access import byte_range, op_name, split_access, tensors_in
+from .access import byte_range, op_name, split_access, strided_fields, tensors_in
 from .buffers import Buffers
 from .c10d import GROUP_ARG, OPS, UNSUPPORTED, sides
 from .cuda import CudaHooks
@@ -137,7 +137,8 @@ class Recorder:
 
     def refs(self, tensors: list, made_here: set[int] | None = None) -> list:
         """Op-log buffer refs of ``tensors``: the name when a tensor covers its whole storage,
-        else ``{"buffer", "offset", "nbytes"}``; a storage new to the recording is named with
+        a strided ref when it touches only some bytes of its range, else ``{"buffer", "offset",
+        "nbytes"}``; a storage new to the recording is named with
         its allocation site when this op made it (``made_here``: ids of its outputs)."""
         out = []
         for t in tensors:
@@ -148,7 +149,10 @@ class Recorder:
             new = made_here is not None and id(t) in made_here
             name = self.buffers.name_of(storage, self.site if new else None)
             offset, nbytes = span
-            if offset == 0 and nbytes == storage.nbytes():
+            pattern = strided_fields(t)
+            if pattern is not None:  # only some bytes of its range: a strided ref
+                out.append({"buffer": name, "offset": offset, **pattern})
+            elif offset == 0 and nbytes == storage.nbytes():
                 out.append(name)
             else:
                 out.append({"buffer": name, "offset": offset, "nbytes": nbytes})

@@ -39,6 +39,7 @@ EDGE_STYLE: dict[str, tuple[str, str, float, str]] = {
     "host_sync": ("#8c510a", "-", 1.6, "host sync"),
     "query": ("#01858a", "-", 1.4, "is_completed() True"),
     "record_stream": ("#6b8e23", "-", 1.4, "record_stream"),
+    "handoff": ("#5e3c99", "-", 1.6, "hand-off (put → get)"),
     "waits_for": ("#d00000", "--", 2.2, "waits for (deadlock)"),
     "missing": ("#d00000", "--", 2.4, "missing edge (the fix)"),
 }
@@ -68,6 +69,8 @@ def short_fix(trace: Trace, fix: Fix | None) -> str:
         return f"event on {fix.event_stream.name} + synchronize {where}"
     if fix.kind == "record_stream" and fix.event_stream:
         return f"record_stream({fix.event_stream.name}) {where}"
+    if fix.kind == "handoff" and fix.record_after is not None:
+        return f"put on {trace.op(fix.record_after).agent.name}, get {where}"
     return fix.text[:60]
 
 

@@ -25,6 +25,7 @@ from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, Comm
                    P2PMatch)
 from .errors import BoundExceeded, ModelError
 from .finish import build_trace, caught_by_stall
+from .handoff import Channels
 from .locations import location_finder
 from .records import HostState, Rec, StreamState
 
@@ -90,6 +91,7 @@ class Engine(CommMixin):
         self.location_kind = ""  # the kind of op whose location is being looked up (a hint)
         self.location_of: Callable[[], str] = location_finder(self)
         self.tag_rec: Callable[[Rec], None] | None = None  # op-log replay: line and name per op
+        self.channels = Channels(self.env)  # hand-offs between host threads (sim.handoff)
 
     # -- records -------------------------------------------------------------------------------
     def new_rec(self, agent: Agent, kind: str, name: str, dur: float, owner: HostState | StreamState,

@@ -14,7 +14,7 @@ from ..trace import Alloc, Blocked, Note, READ, WRITE, Access
 from .comm import SIZED_BY_INPUTS, GroupConfig, batch_issue_order
 from .engine import Engine
 from .errors import ModelError
-from . import labels
+from . import handoff, labels
 from .handles import Event, Group, Stream, Work, _listify
 from .locations import model_location
 from .memory import Buffer, Ref, Tensor, as_view, labels_of, nbytes_of, new_storage
@@ -24,7 +24,7 @@ from .records import HostState, Rec
 _MAX_CACHED = 1 << 16  # Accesses a host keeps per mode for reuse
 
 
-class Host:
+class Host(handoff.Calls):
     """One host thread of one rank: the object a host program receives and calls."""
 
     def __init__(self, engine: Engine, h: HostState):

@@ -72,6 +72,8 @@ def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list[KeyedF
             kf = KeyedFix(fix.kind, key(fix.before), record_after=key(fix.record_after),
                           event_stream=fix.event_stream.name,
                           wait_stream=fix.wait_stream.name if fix.kind == "event" else None)
+        elif fix.kind == "handoff":
+            kf = KeyedFix("handoff", key(fix.before), record_after=key(fix.record_after))
         elif fix.kind == "record_stream":
             if freed_by is None:  # (once: a scan per fix would be quadratic)
                 freed_by = {op.issuer: op for op in trace.ops if op.kind == "free"}
@@ -109,6 +111,11 @@ def inject_fixes(engine: Engine, trace: Trace | None, fixes: Sequence) -> None:
                 _record(engine, name, fix.event_stream))
             pre.append(_wait_event(engine, name, fix.wait_stream,
                                    fix.record_after[0] != fix.before[0]))
+        elif fix.kind == "handoff":  # a channel of the fix's own: one put, one get
+            channel = f"streamsim fix {i}"
+            engine.post_injections.setdefault(fix.record_after, []).append(
+                _handoff(engine, "put", channel))
+            pre.append(_handoff(engine, "get", channel))
         else:  # record_stream
             pre.append(_record_stream(engine, fix.buffer, fix.event_stream))
 
@@ -180,6 +187,18 @@ def _wait_event(engine: Engine, name: str, stream: str | None, other_thread: boo
             ev.synchronize()
         else:
             host.stream(stream).wait_event(ev)
+    return run
+
+
+def _handoff(engine: Engine, side: str, channel: str):
+    """The fix's put (after the first access, on its thread) or get (before the second, on the
+    other thread): the get blocks until the put, as the program's own hand-offs do."""
+    def run():
+        host = engine.current.api
+        if side == "put":
+            host.put(channel, name=f"put({channel})")
+        else:
+            host.get(channel, name=f"get({channel})")
     return run
 
 

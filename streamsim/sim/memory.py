@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Union
 
+from ..strided import normalize
 from ..trace import READ, WRITE, Access, View
 
 
@@ -40,6 +41,23 @@ class Buffer:
             raise ValueError(f"view [{offset}:{offset + nbytes}] outside buffer {self.name!r} "
                              f"of {self.nbytes} bytes")
         return View(self.rank, self.name, offset, nbytes)
+
+    def strided(self, offset: int, sizes: Iterable[int], strides: Iterable[int],
+                itemsize: int = 1) -> View:
+        """The strided view whose first byte is ``offset`` and whose elements of ``itemsize``
+        bytes have these ``sizes`` and ``strides`` (in elements, as ``tensor.stride()``): only
+        the bytes it touches conflict (``x[:, 0::2]`` and ``x[:, 1::2]`` do not), as in an op
+        log's strided ref. A view whose bytes are its whole range is a plain one."""
+        sizes, strides = list(sizes), list(strides)
+        if len(sizes) != len(strides) or min(sizes + strides + [offset], default=0) < 0 \
+                or itemsize < 1:
+            raise ValueError(f"strided view of {self.name!r}: sizes {sizes} and strides {strides} "
+                             "must be non-negative and as many, itemsize >= 1")
+        off, n, pat = normalize(offset, sizes, strides, itemsize)
+        if off + n > self.nbytes:
+            raise ValueError(f"strided view [{off}:{off + n}] outside buffer {self.name!r} of "
+                             f"{self.nbytes} bytes")
+        return View(self.rank, self.name, off, n, pat)
 
     def __getitem__(self, s: slice) -> View:
         start = 0 if s.start is None else s.start
@@ -87,7 +105,9 @@ def accesses(reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = ()) -> tup
 
 
 def nbytes_of(tensors: Iterable[Tensor]) -> int:
-    return sum(as_view(t).nbytes for t in tensors)
+    """The bytes ``tensors`` hold (a strided view: the bytes it touches, not its range)."""
+    return sum(v.nbytes if v.pattern is None else v.pattern.touched
+               for v in map(as_view, tensors))
 
 
 def new_storage(rank: int, label: str, live: set, held: set, labels: dict) -> str:

@@ -39,7 +39,8 @@ def oplogs(draw) -> str:
     picked at random, some behind host work, so that simulated time and line order disagree):
     kernels on three streams, host accesses of pinned buffers, events, host and device syncs, eager
     NCCL messages (a receive sometimes posted well before its send, with ops depending on it in
-    between), handle waits and all-reduces.
+    between), handle waits and all-reduces; on a rank with two threads, hand-offs (a ``put`` on
+    one thread, its ``get`` on the other, later).
 
     Every rank's program is a projection of one global sequence of steps, and each step occupies the
     next slot of every comm stream it uses, so no log deadlocks."""
@@ -135,6 +136,14 @@ def oplogs(draw) -> str:
             out.append({"op": "host", "rank": x["rank"], "host": x.get("host", "main"),
                         "name": "busy", "dur": draw(st.sampled_from((3.0, 40.0)))})
         out.append(x)
+    for r in sorted(threaded):  # hand-offs: a put, then its get on the other thread
+        for n in range(draw(st.integers(0, 2))):
+            i = draw(st.integers(0, len(out)))
+            j = draw(st.integers(i, len(out)))
+            giver = draw(st.sampled_from(("main", "aux")))
+            taker = "aux" if giver == "main" else "main"
+            out.insert(j, {"op": "get", "rank": r, "host": taker, "channel": f"q{n}"})
+            out.insert(i, {"op": "put", "rank": r, "host": giver, "channel": f"q{n}"})
     return "".join(json.dumps(x) + "\n" for x in out)
 
 
@@ -269,15 +278,18 @@ def by_lines(t: Trace, h) -> tuple:
 @settings(max_examples=100, **COMMON)
 @given(oplogs())
 def test_fixes_close_in_one_pass(text):
-    """(e): every reported hazard has a fix, except a host access raced by another thread's op
-    (no single sync orders two threads); applying them all once leaves only those."""
+    """(e): every reported hazard has a fix, a host access raced by another thread's op included
+    (a hand-off between the threads: before issue 25 these had none), except a use issued after
+    its free; applying them all once leaves only those."""
     t = run(text)
     assume(t.stall is None)
     hazards = analyse(t).hazards
     unfixable = {by_lines(t, h) for h in hazards if h.fix is None}
     for h in hazards:
         if h.fix is None:
-            assert t.op(h.first).agent.kind == HOST, h
+            assert h.kind == "use-after-free" and t.op(h.first).kind == "free", h
+        elif t.op(h.first).agent.kind == HOST:
+            assert h.fix.kind == "handoff", h
             assert thread_of(t, h.first) != thread_of(t, h.second), h
     fixed = run(text, fixes=[h.fix for h in hazards if h.fix is not None], base=t)
     assert fixed.stall is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamsim.record.access import byte_range, split_access
+from streamsim.record.access import byte_range, split_access, strided_fields
 
 from .conftest import need_torch
 
@@ -74,3 +74,16 @@ def test_a_strided_view_is_the_byte_hull_of_its_elements():
     assert byte_range(x[:, 0::2]) == (0, 4 * (1 + 3 * 6 + 2 * 2))  # first to last element
     assert byte_range(x[:, 1::2]) == (4, 4 * (1 + 3 * 6 + 2 * 2))
     assert byte_range(x[2:2]) is None  # no element: no memory touched
+
+
+def test_views_with_gaps_are_strided_refs_and_dense_ones_are_not():
+    """strided_fields: sizes and strides (elements) and the item size of a view that skips bytes
+    of its range; None for a view whose bytes fill it (contiguous, transposed, expanded)."""
+    torch = need_torch()
+    x = torch.zeros(4, 6)
+    assert strided_fields(x[:, 1::2]) == {"sizes": [4, 3], "strides": [6, 2], "itemsize": 4}
+    assert strided_fields(x[::2]) == {"sizes": [2, 6], "strides": [12, 1], "itemsize": 4}
+    assert strided_fields(x) is None and strided_fields(x[1]) is None
+    assert strided_fields(x.t()) is None  # every byte of its range, in another order
+    assert strided_fields(torch.zeros(1, 6).expand(3, 6)) is None  # one row, read thrice
+    assert strided_fields(x[2:2]) is None

@@ -109,3 +109,54 @@ def test_step_labels_the_lines_recorded_after_it(tmp_path):
         x.sub_(1)
     assert [(x.get("name"), x.get("step")) for x in lines_of(out) if x["op"] == "host"] == \
         [("add_", None), ("mul_", 0), ("mul_", 1), ("sub_", None)]
+
+
+def _record_strided(tmp_path, name: str, second) -> tuple[list[dict], object]:
+    """Record, on a 1-rank gloo group: an async all_reduce of x[:, 0::2] of a (4, 8) float32 x,
+    then ``second(x)`` (an in-place write) before the wait; the lines and the check's report."""
+    torch = need_torch()
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                            world_size=1)
+    try:
+        out = tmp_path / f"{name}.jsonl"
+        x = torch.zeros(4, 8)
+        with streamsim.record(out):
+            w = dist.all_reduce(x[:, 0::2], async_op=True)
+            second(x)
+            w.wait()
+    finally:
+        dist.destroy_process_group()
+    return lines_of(out), check_oplog(out)
+
+
+def test_interleaved_strided_views_are_strided_refs_and_do_not_race(tmp_path):
+    """The all-reduce of the even columns and a write of the odd columns while it may still run:
+    recorded as strided refs, they share no byte and check clean (as byte hulls, [0, 124) and
+    [4, 128), they were a false WAR); writing every fourth column instead is a real hazard."""
+    lines, report = _record_strided(tmp_path, "odd", lambda x: x[:, 1::2].fill_(1.0))
+    (ar,) = [x for x in lines if x["op"] == "all_reduce"]
+    (fill,) = [x for x in lines if x.get("name") == "fill_"]
+    buf = ar["tensors"][0]["buffer"]
+    assert ar["tensors"] == [{"buffer": buf, "offset": 0, "sizes": [4, 4], "strides": [8, 2],
+                              "itemsize": 4}]
+    assert fill["writes"] == [{"buffer": buf, "offset": 4, "sizes": [4, 4], "strides": [8, 2],
+                               "itemsize": 4}]
+    assert report.findings.hazards == ()
+    lines, report = _record_strided(tmp_path, "every4", lambda x: x[:, ::4].mul_(2.0))
+    assert [h.kind for h in report.findings.hazards] == ["RAW"]
+
+
+def test_contiguous_and_dense_views_stay_plain_ranges(tmp_path):
+    """A row (contiguous) and a transposed tensor (its bytes fill its range) are written as
+    before: a plain byte range or the buffer's name, never a strided ref."""
+    torch = need_torch()
+    out = tmp_path / "plain.jsonl"
+    x = torch.zeros(4, 8)
+    with streamsim.record(out):
+        x[1].add_(1.0)
+        x.t().mul_(2.0)
+    got = [x for x in lines_of(out) if x["op"] == "host"]
+    assert got[0]["writes"] == [{"buffer": got[0]["writes"][0]["buffer"], "offset": 32,
+                                 "nbytes": 32}]
+    assert isinstance(got[1]["writes"][0], str)
