@@ -184,10 +184,22 @@ class _Writer:
         elif kind in COLLECTIVE_KINDS:
             ins = [a for a in op.accesses if a.mode == READ]
             outs = [a for a in op.accesses if a.mode != READ]
-            if [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
+            if kind == "reduce":  # (the root's writes are its tensors: the reader derives them)
+                d["tensors"] = ins
+            elif kind in ("gather", "scatter"):  # (the root's list only on the root's line)
+                is_root = op.agent.rank == attrs["root"]
+                if kind == "gather" or is_root:
+                    d["inputs"] = ins
+                if kind == "scatter" or is_root:
+                    d["outputs"] = outs
+            elif kind == "barrier":
+                pass
+            elif [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
                 d["tensors"] = outs
             else:
                 d["inputs"], d["outputs"] = ins, outs
+            if "root" in attrs:
+                d["root"] = attrs["root"]
             if "ranks" in attrs:
                 d["ranks"] = list(attrs["ranks"])
         if "peer" in attrs:
@@ -197,9 +209,11 @@ class _Writer:
             d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default)
         if "batch" in attrs:
             d["batch"] = attrs["batch"]
+        if attrs.get("any_source"):
+            d["any_source"] = True
         if op.handle is not None:
             d["handle"] = op  # named once every line is known (name_handles)
-        if "nbytes" in attrs:
+        if "nbytes" in attrs and "nbytes" in OP_KINDS[kind].fields:  # (a barrier moves none)
             d["nbytes"] = attrs["nbytes"]
         if kind not in ("irecv", "recv_object"):
             d["dur"] = attrs.get("dur", op.end - op.start)
@@ -220,6 +234,8 @@ class _Writer:
         d["handle"] = target
         if kind == "wait" and op.attrs.get("blocking"):
             d["blocking"] = True
+        if kind == "wait" and "inferred" in h.attrs:
+            d["inferred"] = h.attrs["inferred"]
         return d
 
     def target(self, h: Op, op: Op) -> Op | None:

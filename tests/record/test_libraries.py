@@ -68,11 +68,11 @@ def test_interleaved_1f1b_with_its_forward_receives_waited_late_is_caught_at_the
 def test_ddp_is_clean_with_its_cpp_waits_inferred_and_not_without_them(logs, tmp_path):
     """(Clean with them: test_gpipe_1f1b_interleaved_1f1b_and_ddp_check_clean; the pipelines' waits are Python's,
     none inferred.)"""
-    from streamsim.record.works import INFERRED
+    from streamsim.record.works import is_inferred
     text = logs[0].read_text()
-    inferred = [x for x in text.splitlines() if INFERRED in x]
+    inferred = [x for x in text.splitlines() if is_inferred(x)]
     assert inferred  # (the start-up broadcasts' and every bucket all-reduce's)
     without = tmp_path / "ddp_without.jsonl"
-    without.write_text("".join(x + "\n" for x in text.splitlines() if INFERRED not in x))
+    without.write_text("".join(x + "\n" for x in text.splitlines() if not is_inferred(x)))
     f = check_oplog(without).findings
     assert f.hazards and {h.kind for h in f.hazards} == {"RAW"}
