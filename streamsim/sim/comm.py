@@ -15,6 +15,7 @@ import simpy
 from ..kinds import COLLECTIVE_KINDS, COMM_PREFIXES, OP_KINDS, kinds_where
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
+from .memory import nbytes_of
 from .records import Rec, StreamState
 
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
@@ -31,19 +32,17 @@ _ROOT_FLOW = {k.name: k.root for k in OP_KINDS.values()}  # "to_root", "from_roo
 _MATCHED = frozenset(k for k, flow in _ROOT_FLOW.items() if flow is not None) | {"barrier"}
 
 
-def wire_bytes(kind: str, inputs: int, outputs: int, ranks: int) -> int:
+def wire_bytes(kind: str, inputs: list, outputs: list, ranks: int) -> int:
     """A collective's default bytes on the wire (its cost is the group's transfer time of them),
-    from the bytes of this rank's inputs and outputs and the number of ranks: reduce_scatter,
+    from this rank's inputs and outputs (tensors) and the number of ranks: reduce_scatter,
     all_to_all and reduce move their inputs; gather ``ranks`` inputs and scatter ``ranks``
     outputs (the root's list, so that every rank costs it alike); barrier nothing (its latency
     alone); the others (all_reduce, all_gather, broadcast) their outputs, else their inputs."""
     if kind == "barrier":
         return 0
     if kind in SIZED_BY_SHARE:
-        return ranks * (inputs if SIZED_BY_SHARE[kind] == "inputs" else outputs)
-    if kind in SIZED_BY_INPUTS:
-        return inputs
-    return outputs or inputs
+        return ranks * nbytes_of(inputs if SIZED_BY_SHARE[kind] == "inputs" else outputs)
+    return nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
 
 
 def joined_members(rec: Rec, members: list[Rec]) -> list[int]:

@@ -337,7 +337,7 @@ class Host:
                              f"(ranks {list(cfg.ranks)})")
         e.settle(self._h)
         if nbytes is None:
-            nbytes = wire_bytes(kind, nbytes_of(inputs), nbytes_of(outputs), len(cfg.ranks))
+            nbytes = wire_bytes(kind, inputs, outputs, len(cfg.ranks))
         size = nbytes
         named = inputs if kind in _BY_INPUT else outputs
         rec = e.enqueue(self._h, f"{cfg.backend}:{cfg.name}", kind,
