@@ -18,6 +18,12 @@ buffer is grouped by the model line whose ``host.buffer`` made the life its seco
 (``Trace.allocations``), for the same reason: each ``host.buffer`` is a tensor of its own, named
 as the model likes (issue 27).
 
+A hazard that the fix of an earlier hazard of the same kind and buffer orders too (the same
+unwaited send or receive first, a later consumer that the wait placed before the earlier
+consumer also comes after) is an instance of that root cause, whatever its own second site: a
+received input read by a stage's forward and again by its backward is one missing wait, one root
+cause, fixed by one wait before the forward.
+
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
 at which site); what it costs is measured by re-simulating (``explore.fixcost``).
 """
@@ -108,12 +114,19 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
 
     made_at = _allocation_sites(trace) if hazards else {}
     model_site = _model_allocation_site(trace) if hazards and trace.allocations else None
+    covered = _covered_by(trace, hazards)
+    keys: list[tuple] = []
     for i, h in enumerate(hazards):
         buffer = made_at.get((h.rank, h.buffer))
         if buffer is None:
             made = model_site(h) if model_site is not None else None
             buffer = h.buffer if made is None else (made,)  # (a tuple: no buffer's name)
-        groups.setdefault((h.kind, buffer, site(h.first), site(h.second)), []).append(i)
+        key = (h.kind, buffer, site(h.first), site(h.second))
+        c = covered.get(i)
+        if c is not None and keys[c][:3] == key[:3]:
+            key = keys[c]  # the same missing wait: its earlier consumer's root cause
+        keys.append(key)
+        groups.setdefault(key, []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
@@ -135,6 +148,36 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
                              sum(h.manifest for h in members),
                              tuple(sorted({h.rank for h in members})), text, fix_kind, why))
     return tuple(out)
+
+
+def _covered_by(trace: Trace, hazards: Sequence[Hazard]) -> dict[int, int]:
+    """Hazard index -> the index of an earlier hazard whose fix orders it too: the same op
+    instance first (one send or receive whose handle is not waited), a ``wait_handle`` fix, and a
+    second op the wait placed before the earlier hazard's second op comes before as well (issued
+    later by the same host thread when the wait blocks the host, enqueued later on the stream
+    that waits otherwise). Such a hazard is one more consumer of the one missing wait (a
+    received input read by a forward and again by its backward): an instance of that root
+    cause, not a root cause of its own. Linear but for the consumers of one op instance."""
+    by_first: dict[int, list[int]] = {}
+    for i, h in enumerate(hazards):
+        if h.fix is not None and h.fix.kind == "wait_handle":
+            by_first.setdefault(h.first, []).append(i)
+    out: dict[int, int] = {}
+    for idx in by_first.values():
+        if len(idx) < 2:
+            continue
+        for k, i in enumerate(idx):
+            later = trace.op(hazards[i].second)
+            issue = trace.op(later.issuer) if later.issuer is not None else later
+            for j in idx[:k]:
+                fix = hazards[j].fix
+                before = trace.op(fix.before)
+                if issue.agent != before.agent or issue.index < before.index:
+                    continue
+                if fix.wait_stream is None or later.agent == fix.wait_stream:
+                    out[i] = out.get(j, j)
+                    break
+    return out
 
 
 def _allocation_sites(trace: Trace) -> dict[tuple[int, str], str]:
