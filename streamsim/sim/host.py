@@ -353,9 +353,12 @@ class Host:
 
     def wait_work(self, work: Work, blocking: bool | None) -> None:
         e, h = self._e, self._h
-        work.waited = True
         targets = list(work._recs)
         gloo = work._cfg.backend == "gloo"
+        again = gloo and work._rec.kind == "isend" and work._rec.id in e.gloo_sends_waited
+        if gloo and work._rec.kind == "isend":
+            e.gloo_sends_waited.add(work._rec.id)
+        work.waited = True
         if blocking is None:
             blocking = work._cfg.blocking_wait
         if work._rec.kind == "barrier" and not gloo:
@@ -368,6 +371,12 @@ class Host:
         if gloo or blocking:
             rec = e.blocking_op(h, "wait", f"{work.name}.wait()")
             rec.attrs.update(handle=work.name, blocking=True)
+            if again:
+                e.notes.append(Note(
+                    "gloo-send-waited-twice", f"{rec.name} at {rec.location} waits the handle of "
+                    f"{work._rec.name} (issued at {work._rec.location}) a second time: under gloo "
+                    "a second wait() on an isend's handle hangs (seen with torch 2.13: it waits "
+                    "for a send never made); the simulation takes it as satisfied", rec.id))
             e.wait_recs(h, rec, targets, f"{work.name}.wait() blocks the host")
             e.end_blocking(h, rec)
         else:

@@ -199,3 +199,20 @@ def test_an_inferred_wait_keeps_its_provenance_and_says_so_where_it_is_shown(tmp
     assert main(["check", str(path), "--out", str(tmp_path / "out"), "--no-fix-cost"]) == 1
     md = (tmp_path / "out" / "report.md").read_text()
     assert "`wait (inferred: seen completed, waited in C++)` on rank0/compute (program order)" in md
+
+
+@pytest.mark.parametrize("backend, waited, warned", [
+    ("gloo", "h", True), ("nccl", "h", False), ("gloo", "r", False)])
+def test_a_second_wait_on_a_gloo_sends_handle_is_warned(backend, waited, warned):
+    """Under gloo a second wait() on an isend's handle hangs (docs/recording.md): warned, at the
+    second wait; not for an NCCL handle, nor for a receive's."""
+    text = log({"op": "group", "group": "g", "backend": backend},
+               {"op": "isend", "group": "g", "tensors": ["x"], "peer": 1, "handle": "h"},
+               {"op": "irecv", "group": "g", "rank": 1, "tensors": ["x"], "peer": 0,
+                "handle": "r"},
+               {"op": "wait", "rank": 0 if waited == "h" else 1, "handle": waited},
+               {"op": "wait", "rank": 0 if waited == "h" else 1, "handle": waited})
+    trace = simulate_oplog(parse_oplog(text, "w.jsonl"))
+    got = [(w.kind, trace.op(w.op).line) for w in analyse(trace).warnings
+           if w.kind == "gloo-send-waited-twice"]
+    assert got == ([("gloo-send-waited-twice", 5)] if warned else [])
