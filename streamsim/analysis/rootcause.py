@@ -22,7 +22,10 @@ A hazard that the fix of an earlier hazard of the same kind and buffer orders to
 unwaited send or receive first, a later consumer that the wait placed before the earlier
 consumer also comes after) is an instance of that root cause, whatever its own second site: a
 received input read by a stage's forward and again by its backward is one missing wait, one root
-cause, fixed by one wait before the forward.
+cause, fixed by one wait before the forward. Once an instance shows it, every instance of the
+later pair of sites goes with it (the code-level fix is the same line in every step; and where
+the pass processes a receive after its readers, it names only the latest unordered read of each
+agent, so an instance may lack its earlier pair).
 
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
 at which site); what it costs is measured by re-simulating (``explore.fixcost``).
@@ -116,6 +119,7 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
     model_site = _model_allocation_site(trace) if hazards and trace.allocations else None
     covered = _covered_by(trace, hazards)
     keys: list[tuple] = []
+    merged: dict[tuple, tuple] = {}  # a pair of sites -> the pair whose fix orders it too
     for i, h in enumerate(hazards):
         buffer = made_at.get((h.rank, h.buffer))
         if buffer is None:
@@ -123,9 +127,16 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
             buffer = h.buffer if made is None else (made,)  # (a tuple: no buffer's name)
         key = (h.kind, buffer, site(h.first), site(h.second))
         c = covered.get(i)
-        if c is not None and keys[c][:3] == key[:3]:
-            key = keys[c]  # the same missing wait: its earlier consumer's root cause
+        if c is not None and keys[c][:3] == key[:3] and keys[c] != key:
+            merged.setdefault(key, keys[c])
         keys.append(key)
+    for i, key in enumerate(keys):
+        # The same missing wait: its earlier consumer's root cause, for every instance of these
+        # sites (the code-level fix before the earlier consumer orders the later one in each;
+        # an instance whose earlier pair the pass did not name, only its latest read, included)
+        seen = 0
+        while key in merged and seen < len(merged):
+            key, seen = merged[key], seen + 1
         groups.setdefault(key, []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():

@@ -64,3 +64,21 @@ def test_different_receives_stay_different_root_causes():
     causes = analyse(simulate_oplog(parse_oplog(text, "d.jsonl"))).root_causes
     assert sorted((rc.first.label, rc.second.label) for rc in causes) == [
         ("recv a", "forward"), ("recv b", "backward")]
+
+
+def test_the_merge_is_by_sites_every_instance_of_the_later_pair_goes_with_it():
+    """Once one instance shows the wait before ``forward`` ordering ``backward`` too, every
+    instance of that pair of sites is the forward's root cause: the code-level fix is the same
+    wait, on the same line, in every step (the analysis names only a receive's latest unordered
+    read when it processes the receive after them, so an instance may lack its forward pair)."""
+    step = [{"op": "isend", "name": "send", "tensors": ["x"], "peer": 1, "dur": 100},
+            {"op": "irecv", "rank": 1, "name": "recv", "tensors": ["x"], "peer": 0,
+             "handle": "r"}]
+    text = log({"op": "group", "group": "pp", "backend": "gloo"},
+               *step, {"op": "host", "rank": 1, "name": "forward", "reads": ["x"]},
+               {"op": "host", "rank": 1, "name": "backward", "reads": ["x"]},
+               {"op": "wait", "rank": 1, "handle": "r"},
+               *step, {"op": "host", "rank": 1, "name": "backward", "reads": ["x"]},
+               {"op": "wait", "rank": 1, "handle": "r"})
+    causes = analyse(simulate_oplog(parse_oplog(text, "s.jsonl"))).root_causes
+    assert [(rc.second.label, len(rc.instances)) for rc in causes] == [("forward", 3)]
