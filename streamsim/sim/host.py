@@ -2,6 +2,10 @@
 
 Every call issues ops through the engine (``host_op``, ``enqueue``, ``blocking_op``); the methods
 read like the torch.cuda and torch.distributed calls they stand for.
+
+One module because it is one class, the host thread a program holds: its stream, memory and comm
+calls share its state (the per-thread Access cache, handle numbering, the current stream), and
+the handles of :mod:`.handles` call back into it.
 """
 from __future__ import annotations
 
