@@ -64,7 +64,7 @@ def verdict(f) -> str:
 
 
 def section(folder: Path) -> str:
-    from streamsim.record.works import INFERRED
+    from streamsim.record.works import is_inferred
     programs = sorted({r[2] for r in RUNS})
     logs = {p: folder / f"run{i}.jsonl" for i, p in enumerate(programs)}
     with ThreadPoolExecutor(2) as pool:  # (two runs of 2 ranks at a time: a 2-core machine)
@@ -75,7 +75,7 @@ def section(folder: Path) -> str:
         if drop_inferred:
             text = log.read_text()
             log = folder / f"{name}.jsonl"
-            log.write_text("".join(x + "\n" for x in text.splitlines() if INFERRED not in x))
+            log.write_text("".join(x + "\n" for x in text.splitlines() if not is_inferred(x)))
         report = check_oplog(log, fix_cost=False)
         f = report.findings
         manifest = sum(h.manifest for h in f.hazards)

@@ -22,6 +22,10 @@ An :class:`OpKind` says:
   on a stream, as a kernel's host action and the kernel are drawn);
 * ``comm``: its class of communication (``"p2p"``, ``"collective"``, or None), ``backend``
   (``"nccl"``, ``"gloo"``, None) and ``direction`` (``"send"``, ``"recv"``, None);
+* ``root``: a rooted collective's data flow: ``"to_root"`` (``reduce``, ``gather``: every rank
+  reads its input, only the root writes; the root's completion follows every rank's start),
+  ``"from_root"`` (``scatter``: only the root reads, every rank writes; each rank's completion
+  follows the root's start), None (every rank's completion follows every rank's start);
 * ``line_stream``: what the ``stream`` field of its op-log line names: ``"own"`` the stream the
   op runs on, ``"current"`` the stream current when it was issued (NCCL ops), ``"synced"`` the
   stream a ``sync_stream`` drains, ``"named"`` a stream the op names (``record_stream``,
@@ -107,6 +111,7 @@ class OpKind:
     backend: str | None = None
     direction: str | None = None
     line_stream: str | None = None
+    root: str | None = None  # "to_root", "from_root" or None (see the module docstring)
 
 
 COMMON_FIELDS = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t")
@@ -116,9 +121,14 @@ _EVENT, _BUFFER, _HANDLE = ("event",), ("buffer",), ("handle",)
 _CHANNEL = ("channel",)
 
 
-def _collective(name: str) -> OpKind:
-    return OpKind(name, "comm", _COLLECTIVE_FIELDS, (), "nccl_enqueue", "collective",
-                  join_edge="collective", comm="collective", backend="nccl", line_stream="current")
+def _collective(name: str, fields: tuple[str, ...] = _COLLECTIVE_FIELDS,
+                required: tuple[str, ...] = (), root: str | None = None) -> OpKind:
+    return OpKind(name, "comm", fields, required, "nccl_enqueue", "collective",
+                  join_edge="collective", comm="collective", backend="nccl", line_stream="current",
+                  root=root)
+
+
+_ROOTED = ("root", "group", "ranks", "handle", "nbytes")
 
 
 def _p2p(name: str, fields: tuple[str, ...], runs: str, comm: str | None, backend: str,
@@ -140,13 +150,17 @@ OP_KINDS: dict[str, OpKind] = {k.name: k for k in (
     OpKind("sync_stream", "host", (), (), "host_sync", "wait", line_stream="synced"),
     OpKind("sync_device", "host", (), (), "host_sync", "wait"),
     _p2p("isend", _P2P_FIELDS, "comm", "p2p", "nccl", "send", "current"),
-    _p2p("irecv", _P2P_FIELDS, "comm", "p2p", "nccl", "recv", "current"),
+    _p2p("irecv", (*_P2P_FIELDS, "any_source"), "comm", "p2p", "nccl", "recv", "current"),
     *(_collective(k) for k in ("all_gather", "all_reduce", "all_to_all", "broadcast",
                                 "reduce_scatter")),
+    _collective("barrier", ("group", "ranks", "handle")),  # no tensor: it orders the ranks
+    _collective("reduce", ("tensors", *_ROOTED), ("tensors", "root"), "to_root"),
+    _collective("gather", ("inputs", "outputs", *_ROOTED), ("inputs", "root"), "to_root"),
+    _collective("scatter", ("inputs", "outputs", *_ROOTED), ("outputs", "root"), "from_root"),
     _p2p("send_object", _OBJECT_FIELDS, "host", None, "gloo", "send"),  # blocking: no comm stream
     _p2p("recv_object", _OBJECT_FIELDS, "host", None, "gloo", "recv"),
     _p2p("isend_object", ("peer", "group", "handle", "nbytes"), "comm", "p2p", "gloo", "send"),
-    OpKind("wait", "host or stream", ("handle", "blocking"), _HANDLE, "handle", "wait",
+    OpKind("wait", "host or stream", ("handle", "blocking", "inferred"), _HANDLE, "handle", "wait",
            line_stream="own"),
     OpKind("query", "host", ("handle", "result"), _HANDLE, "query", "wait"),
     OpKind("alloc", "host", ("buffer", "nbytes", "label"), _BUFFER, BY_AGENT, "memory",
@@ -173,6 +187,7 @@ NCCL_KINDS = kinds_where(backend="nccl")  # issued through an NCCL group
 GLOO_KINDS = kinds_where(backend="gloo")
 COMM_KINDS = NCCL_KINDS | GLOO_KINDS  # every communication op
 ENQUEUED_KINDS = kinds_where(runs="stream") | kinds_where(runs="comm")  # a host action enqueues it
+ROOTED_KINDS = frozenset(k.name for k in OP_KINDS.values() if k.root is not None)
 HANDLE_KINDS = frozenset(k.name for k in OP_KINDS.values() if "handle" in k.fields
                          and k.backend is not None)  # may return a Work handle
 

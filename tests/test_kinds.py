@@ -49,6 +49,13 @@ EXAMPLES: dict[str, list[dict]] = {
               {"op": "irecv", "rank": 1, "tensors": ["y"], "peer": 0}],
     **{k: _collective(k) for k in ("all_gather", "all_reduce", "all_to_all", "broadcast",
                                    "reduce_scatter")},
+    "barrier": [{"op": "barrier", "rank": r, "handle": "b"} for r in (0, 1)] +
+               [{"op": "wait", "rank": r, "handle": "b"} for r in (0, 1)],
+    "reduce": [{"op": "reduce", "rank": r, "tensors": ["x"], "root": 1} for r in (0, 1)],
+    "gather": [{"op": "gather", "inputs": ["x"], "root": 1},
+               {"op": "gather", "rank": 1, "inputs": ["x"], "outputs": ["l0", "l1"], "root": 1}],
+    "scatter": [{"op": "scatter", "inputs": ["l0", "l1"], "outputs": ["x"], "root": 0},
+                {"op": "scatter", "rank": 1, "outputs": ["x"], "root": 0}],
     "send_object": [{"op": "send_object", "peer": 1}, {"op": "recv_object", "rank": 1, "peer": 0}],
     "recv_object": [{"op": "send_object", "peer": 1}, {"op": "recv_object", "rank": 1, "peer": 0}],
     "isend_object": [{"op": "isend_object", "peer": 1, "handle": "h"},

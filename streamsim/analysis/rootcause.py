@@ -18,6 +18,15 @@ buffer is grouped by the model line whose ``host.buffer`` made the life its seco
 (``Trace.allocations``), for the same reason: each ``host.buffer`` is a tensor of its own, named
 as the model likes (issue 27).
 
+A hazard that the fix of an earlier hazard of the same kind and buffer orders too (the same
+unwaited send or receive first, a later consumer that the wait placed before the earlier
+consumer also comes after) is an instance of that root cause, whatever its own second site: a
+received input read by a stage's forward and again by its backward is one missing wait, one root
+cause, fixed by one wait before the forward. Once an instance shows it, every instance of the
+later pair of sites goes with it (the code-level fix is the same line in every step; and where
+the pass processes a receive after its readers, it names only the latest unordered read of each
+agent, so an instance may lack its earlier pair).
+
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
 at which site); what it costs is measured by re-simulating (``explore.fixcost``).
 """
@@ -107,10 +116,25 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
         return s
 
     lives = _Lives(trace) if hazards else None
+    covered = _covered_by(trace, hazards)
+    keys: list[tuple] = []
+    merged: dict[tuple, tuple] = {}  # a pair of sites -> the pair whose fix orders it too
     for i, h in enumerate(hazards):
         made = lives.site(h) if lives else None
         buffer = h.buffer if made is None else made  # (a tuple: no buffer's name)
-        groups.setdefault((h.kind, buffer, site(h.first), site(h.second)), []).append(i)
+        key = (h.kind, buffer, site(h.first), site(h.second))
+        c = covered.get(i)
+        if c is not None and keys[c][:3] == key[:3] and keys[c] != key:
+            merged.setdefault(key, keys[c])
+        keys.append(key)
+    for i, key in enumerate(keys):
+        # The same missing wait: its earlier consumer's root cause, for every instance of these
+        # sites (the code-level fix before the earlier consumer orders the later one in each;
+        # an instance whose earlier pair the pass did not name, only its latest read, included)
+        seen = 0
+        while key in merged and seen < len(merged):
+            key, seen = merged[key], seen + 1
+        groups.setdefault(key, []).append(i)
     out = []
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
@@ -132,6 +156,36 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
                              sum(h.manifest for h in members),
                              tuple(sorted({h.rank for h in members})), text, fix_kind, why))
     return tuple(out)
+
+
+def _covered_by(trace: Trace, hazards: Sequence[Hazard]) -> dict[int, int]:
+    """Hazard index -> the index of an earlier hazard whose fix orders it too: the same op
+    instance first (one send or receive whose handle is not waited), a ``wait_handle`` fix, and a
+    second op the wait placed before the earlier hazard's second op comes before as well (issued
+    later by the same host thread when the wait blocks the host, enqueued later on the stream
+    that waits otherwise). Such a hazard is one more consumer of the one missing wait (a
+    received input read by a forward and again by its backward): an instance of that root
+    cause, not a root cause of its own. Linear but for the consumers of one op instance."""
+    by_first: dict[int, list[int]] = {}
+    for i, h in enumerate(hazards):
+        if h.fix is not None and h.fix.kind == "wait_handle":
+            by_first.setdefault(h.first, []).append(i)
+    out: dict[int, int] = {}
+    for idx in by_first.values():
+        if len(idx) < 2:
+            continue
+        for k, i in enumerate(idx):
+            later = trace.op(hazards[i].second)
+            issue = trace.op(later.issuer) if later.issuer is not None else later
+            for j in idx[:k]:
+                fix = hazards[j].fix
+                before = trace.op(fix.before)
+                if issue.agent != before.agent or issue.index < before.index:
+                    continue
+                if fix.wait_stream is None or later.agent == fix.wait_stream:
+                    out[i] = out.get(j, j)
+                    break
+    return out
 
 
 class _Lives:

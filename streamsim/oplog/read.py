@@ -21,15 +21,15 @@ from typing import Any
 
 from ..sim.errors import ModelError
 from ..sim.memory import Ref
-from ..kinds import COLLECTIVE_KINDS
+from ..kinds import COLLECTIVE_KINDS, ROOTED_KINDS
 from ..sim.comm import P2P_STREAMS
 from ..strided import Strided, normalize
 from ..trace import View
 from .batches import BatchRule
-from .schema import (COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS, GLOO_OPS,
-                     HANDLE_OPS, LIMITS, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
+from .schema import (ANY_SOURCE_NAME, COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS,
+                     GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DUR,
+                     MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
-from .schema import MAX_BYTES
 from .fastpath import fast_spec
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -59,6 +59,10 @@ _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
 _REF_FIELDS = ("buffer", "offset", "nbytes", "window", "sizes", "strides", "itemsize")
 MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
+
+
+def _shown(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else _type_name(v)
 
 
 class _Bad(Exception):
@@ -261,6 +265,14 @@ class _Parser:
                 if not isinstance(blocking, bool):
                     raise _Bad(f"field 'blocking' must be a boolean, got {_type_name(blocking)}")
                 spec["blocking"] = blocking
+                if "inferred" in obj:
+                    if obj["inferred"] not in INFERRED_BY:
+                        raise _Bad(f"field 'inferred' must be one of "
+                                   f"{', '.join(map(repr, INFERRED_BY))} (how the wait was "
+                                   f"inferred), got {_shown(obj['inferred'])}")
+                    spec["inferred"] = obj["inferred"]
+                    if "name" not in obj:
+                        spec["name"] = INFERRED_NAME
         elif op in ("put", "get"):
             spec["channel"] = self.text(obj, "channel")
         elif op == "alloc":
@@ -371,11 +383,23 @@ class _Parser:
             if "p2p_streams" in obj:
                 self.check_p2p_streams(obj, group, g)
             spec["batch"] = self.nat(obj, "batch", None)
+            if "any_source" in obj:
+                if not isinstance(obj["any_source"], bool):
+                    raise _Bad(f"field 'any_source' must be a boolean, got "
+                               f"{_type_name(obj['any_source'])}")
+                if obj["any_source"] and spec["batch"] is not None:
+                    raise _Bad("an irecv of a batch names its peer: 'any_source' and 'batch' "
+                               "do not go together")
+                spec["any_source"] = obj["any_source"]
+                if obj["any_source"] and "name" not in obj:
+                    spec["name"] = ANY_SOURCE_NAME
         elif op in COLLECTIVE_KINDS:
             has_t, has_io = "tensors" in obj, ("inputs" in obj, "outputs" in obj)
-            if has_t and any(has_io):
+            if op in ROOTED_KINDS or op == "barrier":
+                self.check_rooted(obj, spec, g)
+            elif has_t and any(has_io):
                 raise _Bad(f"{op} takes 'tensors' (in place) or 'inputs' and 'outputs', not both")
-            if has_t:
+            elif has_t:
                 spec["reads"] = spec["writes"] = self.refs(obj, "tensors", rank)
             elif all(has_io):
                 spec["reads"] = self.refs(obj, "inputs", rank)
@@ -395,6 +419,9 @@ class _Parser:
                     raise _Bad(f"field 'ranks' names a rank twice: {ranks}")
                 if rank not in ranks:
                     raise _Bad(f"ranks {ranks} of this {op} do not include its own rank {rank}")
+                if spec.get("root", rank) not in ranks:
+                    raise _Bad(f"ranks {ranks} of this {op} do not include its root "
+                               f"{spec['root']}")
                 spec["ranks"] = tuple(ranks)
                 g["ranks"].update(ranks)
                 g["lists"].append((self.lineno, ranks))
@@ -403,6 +430,32 @@ class _Parser:
             spec["handle"] = handle
             if handle is not None:
                 self.handles[(rank, handle)] = self.lineno
+
+    def check_rooted(self, obj: dict, spec: dict, g: dict) -> None:
+        """A ``barrier`` (no tensor) or a rooted collective's tensors, by its ``root`` (a global
+        rank): ``reduce`` reads its ``tensors`` on every rank and writes them on the root;
+        ``gather`` reads its ``inputs`` and writes ``outputs``, the gather list, which only the
+        root gives (and must); ``scatter`` writes its ``outputs`` and reads ``inputs``, the
+        scatter list, which only the root gives (and must)."""
+        op, rank = spec["op"], spec["rank"]
+        if op == "barrier":
+            return
+        spec["root"] = root = self.nat(obj, "root")
+        g["ranks"].add(root)
+        if op == "reduce":
+            refs = self.refs(obj, "tensors", rank)
+            spec["reads"], spec["writes"] = refs, refs if rank == root else []
+            return
+        listed = "outputs" if op == "gather" else "inputs"  # the root's list
+        what = "gather list" if op == "gather" else "scatter list"
+        if rank == root and listed not in obj:
+            raise _Bad(f"missing required field {listed!r} for op {op!r} on its root rank "
+                       f"{root} (the {what})")
+        if rank != root and listed in obj:
+            raise _Bad(f"field {listed!r} (the {what}) is the root's: rank {rank} is not the "
+                       f"root {root} of this {op}")
+        spec["reads"] = self.refs(obj, "inputs", rank)
+        spec["writes"] = self.refs(obj, "outputs", rank)
 
     def check_p2p_streams(self, obj: dict, group: str, g: dict) -> None:
         """A group's ``p2p_streams``: every line that gives it gives the same value."""

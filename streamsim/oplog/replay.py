@@ -134,6 +134,10 @@ class _Replay:
                     rec.attrs["t"] = line.t
                 if line.result is not None:
                     rec.attrs["observed"] = True  # (the query's result is the program's)
+            if line.inferred is not None:  # (provenance: the writer keeps it)
+                rec.attrs["inferred"] = line.inferred
+            elif line.any_source:
+                rec.attrs["any_source"] = True
             if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
                     line.lineno not in self.taken:
                 self.take(line.lineno)
@@ -297,7 +301,7 @@ class _Replay:
         cfg = host.group(ln.group).cfg
         with host.use_stream(ln.stream):
             w = host.collective(cfg, ln.op, list(ln.reads), list(ln.writes), ln.nbytes, ln.dur,
-                                ln.name, ln.handle)
+                                ln.name, ln.handle, ln.root)
         self.issued(ln, w)
 
     def send_object(self, host: Host, ln: Line) -> None:

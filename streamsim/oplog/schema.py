@@ -44,12 +44,18 @@ NCCL_OPS = NCCL_KINDS
 GLOO_OPS = GLOO_KINDS
 HANDLE_OPS = HANDLE_KINDS
 DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
+# A wait a recorder inferred, not saw (``"inferred": "completion"``: the op was seen completed,
+# its wait ran in C++), and a receive from any source: their default names, which every report,
+# picture and trace shows where it shows the op
+INFERRED_BY = ("completion",)
+INFERRED_NAME = "wait (inferred: seen completed, waited in C++)"
+ANY_SOURCE_NAME = "irecv (from any source)"
 DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
 MAX_RANK = 2**31 - 1  # ranks and peers (torch.distributed ranks are C ints)
 MAX_BYTES = 2**63 - 1  # nbytes and offsets (tensor sizes are int64)
 MAX_DUR = 1e15  # microseconds (31 years): anything above is a unit mistake, and a huge integer
 # cannot even be converted to a float
-LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,
+LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "root": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,
           "step": 2**63 - 1, "batch": 2**63 - 1, "eager_bytes": 2**63 - 1}
 
 
@@ -105,6 +111,9 @@ class Line:
     result: bool | None = None  # a query's observed is_completed(); None: simulated
     label: str | None = None  # an alloc's: the name the program gave the tensor (see rootcause)
     channel: str | None = None  # a put's or get's channel (a hand-off between host threads)
+    root: int | None = None  # a rooted collective's root rank (reduce, gather, scatter)
+    any_source: bool = False  # an irecv from any source: ``peer`` is the source observed
+    inferred: str | None = None  # a wait's provenance: "completion" (inferred, not seen)
 
 
 @dataclass(frozen=True, slots=True)

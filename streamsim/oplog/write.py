@@ -264,10 +264,22 @@ class _Writer:
         elif kind in COLLECTIVE_KINDS:
             ins = [a for a in op.accesses if a.mode == READ]
             outs = [a for a in op.accesses if a.mode != READ]
-            if [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
+            if kind == "reduce":  # (the root's writes are its tensors: the reader derives them)
+                d["tensors"] = ins
+            elif kind in ("gather", "scatter"):  # (the root's list only on the root's line)
+                is_root = op.agent.rank == attrs["root"]
+                if kind == "gather" or is_root:
+                    d["inputs"] = ins
+                if kind == "scatter" or is_root:
+                    d["outputs"] = outs
+            elif kind == "barrier":
+                pass
+            elif [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
                 d["tensors"] = outs
             else:
                 d["inputs"], d["outputs"] = ins, outs
+            if "root" in attrs:
+                d["root"] = attrs["root"]
             if "ranks" in attrs:
                 d["ranks"] = list(attrs["ranks"])
         if "peer" in attrs:
@@ -279,9 +291,11 @@ class _Writer:
             # a gloo group's tensor ops run on its channels and take no p2p_streams)
         if "batch" in attrs:
             d["batch"] = attrs["batch"]
+        if attrs.get("any_source"):
+            d["any_source"] = True
         if op.handle is not None:
             d["handle"] = op  # named once every line is known (name_handles)
-        if "nbytes" in attrs:
+        if "nbytes" in attrs and "nbytes" in OP_KINDS[kind].fields:  # (a barrier moves none)
             d["nbytes"] = attrs["nbytes"]
         if kind not in ("irecv", "recv_object"):
             d["dur"] = attrs.get("dur", op.end - op.start)
@@ -303,6 +317,8 @@ class _Writer:
         d["handle"] = target
         if kind == "wait" and op.attrs.get("blocking") and not target.agent.is_gloo:
             d["blocking"] = True  # (a gloo wait blocks the host whatever it says)
+        if kind == "wait" and "inferred" in h.attrs:
+            d["inferred"] = h.attrs["inferred"]
         if kind == "query" and h.attrs.get("observed"):
             d["result"] = bool(h.attrs["result"])  # (what the recorded program saw)
         return self.origin(h, op, d)

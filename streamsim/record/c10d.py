@@ -4,13 +4,16 @@
 ``c10d.allreduce_``, ...), from Python and C++ callers alike. Their schemas carry no write
 annotations (a receive's ``Tensor[] tensors`` says nothing of being written), so this table
 says, per op: the op-log kind it becomes, which positional arguments it reads and writes, and
-where its peer or root is. ``reduce``, ``gather`` and ``scatter`` become the collective of the
-op log nearest to them (the root alone writes, or alone reads) under their own name; ``barrier``
-an ``all_reduce`` of no tensor.
+where its peer or root is. ``reduce``, ``gather``, ``scatter`` and ``barrier`` are op-log kinds
+of their own (with the root, a global rank, as ``root``); ``monitored_barrier`` is a ``barrier``
+the host waits inside. A receive from any source (``recv_any_source_``: ``dist.recv`` or
+``dist.irecv`` without ``src``) is an ``irecv`` whose peer is the source the program observed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..oplog.schema import ANY_SOURCE_NAME
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class C10dOp:
     root: int | None = None
     root_only: str | None = None
     blocking: bool = False
+    any_source: bool = False  # a receive whose peer is known only once it completed
 
 
 OPS: dict[str, C10dOp] = {
@@ -49,21 +53,21 @@ OPS: dict[str, C10dOp] = {
                                                reads=(1,), writes=(0,)),
     "alltoall_": C10dOp("all_to_all", "all_to_all", reads=(1,), writes=(0,)),
     "alltoall_base_": C10dOp("all_to_all", "all_to_all_single", reads=(1,), writes=(0,)),
-    "reduce_": C10dOp("all_reduce", "reduce", reads=(0,), writes=(0,), root=3,
+    "reduce_": C10dOp("reduce", "reduce", reads=(0,), writes=(0,), root=3,
                       root_only="writes"),
-    "gather_": C10dOp("all_gather", "gather", reads=(1,), writes=(0,), root=3,
+    "gather_": C10dOp("gather", "gather", reads=(1,), writes=(0,), root=3,
                       root_only="writes"),
-    "scatter_": C10dOp("broadcast", "scatter", reads=(1,), writes=(0,), root=3,
+    "scatter_": C10dOp("scatter", "scatter", reads=(1,), writes=(0,), root=3,
                        root_only="reads"),
-    "barrier": C10dOp("all_reduce", "barrier"),
-    "monitored_barrier_": C10dOp("all_reduce", "monitored_barrier", blocking=True),
+    "barrier": C10dOp("barrier", "barrier"),
+    "monitored_barrier_": C10dOp("barrier", "monitored_barrier", blocking=True),
+    "recv_any_source_": C10dOp("irecv", ANY_SOURCE_NAME, writes=(0,), any_source=True),
 }
 # Seen and not recorded, with the reason a report of the recording gives.
-UNSUPPORTED = {
-    "recv_any_source_": "a receive from any source (the op log names a receive's peer)",
-}
+UNSUPPORTED: dict[str, str] = {}
 GROUP_ARG = {name: 1 if name in ("send", "recv_", "allreduce_", "allreduce_coalesced_",
-                                 "broadcast_", "reduce_", "barrier", "monitored_barrier_")
+                                 "broadcast_", "reduce_", "barrier", "monitored_barrier_",
+                                 "recv_any_source_")
              else 2 for name in OPS}  # where the ProcessGroup is in each op's arguments
 
 

@@ -21,7 +21,7 @@ import orjson
 from .version import RecordError
 
 COMM_KINDS = frozenset({"isend", "irecv", "all_reduce", "all_gather", "broadcast",
-                        "reduce_scatter", "all_to_all"})
+                        "reduce_scatter", "all_to_all", "reduce", "gather", "scatter"})
 _REF_FIELDS = ("reads", "writes", "tensors", "inputs", "outputs")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 import sys
 import threading
 import time
@@ -62,6 +63,9 @@ class Recorder:
         self.site: str | None = None  # the current op's, for the alloc lines it causes
         self.t_ns = 0  # the current op's issue time, for the alloc lines it causes
         self.closed = False
+        self.held: deque[dict] = deque()  # lines held behind a receive from any source
+        self.held_open: dict[int, dict] = {}  # id -> a held receive whose source is not known
+        self.dropped_handles: set[str] = set()  # of receives whose source was never known
         self.file.write(b"# streamsim op log (version 2), recorded by streamsim record\n")
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -93,14 +97,19 @@ class Recorder:
             self.mode.__exit__(None, None, None)
         finally:
             self.works.uninstall()
+            for d in list(self.held_open.values()):  # (receives never seen completed)
+                self._resolve(d, None)
             _active = None
             self.file.close()
 
     # -- lines --------------------------------------------------------------------------------------
     def _emit(self, fields: dict, t_ns: int | None = None, site: str | None = None,
-              with_site: bool = True) -> None:
+              with_site: bool = True, hold: bool = False) -> dict | None:
+        """Write one op line (returned, or None when nothing records). ``hold``: the line of a
+        receive from any source, written once its source is known (the peer the program
+        observed, :meth:`_resolve`); the lines after it are held behind it, in order."""
         if self.closed or _active is not self:
-            return
+            return None
         fields["rank"] = self.rank
         thread = threading.current_thread()
         if thread is not threading.main_thread():
@@ -111,8 +120,39 @@ class Recorder:
         if with_site:
             fields["site"] = site or user_site(2)
         with self.lock:
-            self.file.write(orjson.dumps(fields) + b"\n")
+            if hold:
+                self.held_open[id(fields)] = fields
+            if self.held or hold:
+                self.held.append(fields)
+            else:
+                self.file.write(orjson.dumps(fields) + b"\n")
             self.lines += 1
+        return fields
+
+    def _resolve(self, fields: dict, source: int | None) -> None:
+        """The held receive ``fields`` completed from ``source`` (a global rank; None: never
+        known): write the held lines up to the next receive still open. A receive whose source
+        is never known is left out, with the waits and queries on its handle, and a comment
+        says so."""
+        with self.lock:
+            self.held_open.pop(id(fields), None)
+            if source is None:
+                fields["_unknown"] = True
+            else:
+                fields["peer"] = source
+            held = self.held
+            while held and id(held[0]) not in self.held_open:
+                d = held.popleft()
+                if d.pop("_unknown", False):
+                    self.dropped_handles.add(d["handle"])
+                    self.file.write(f"# streamsim record: irecv from any source at "
+                                    f"{d['site']} never completed: its source is unknown, so "
+                                    "its line and the waits on its handle are left out\n"
+                                    .encode())
+                    continue
+                if d["op"] in ("wait", "query") and d.get("handle") in self.dropped_handles:
+                    continue
+                self.file.write(orjson.dumps(d) + b"\n")
 
     def _declare(self, fields: dict) -> None:
         """A declaration line (no rank, site or time: it describes the run, it is no op)."""
@@ -210,18 +250,36 @@ class Recorder:
         self.handles += 1
         handle = f"h{self.handles}"
         fields: dict = {"op": spec.kind, "name": spec.label, "group": group}
-        if spec.peer is not None:
+        if spec.peer is not None or spec.any_source:
             fields["tensors"] = self.refs(reads or writes)
-            fields["peer"] = peers(args[spec.peer])
+            if spec.peer is not None:
+                fields["peer"] = peers(args[spec.peer])
             fields["nbytes"] = sum(t.numel() * t.element_size() for t in reads or writes)
+        elif spec.kind == "reduce":  # (the root's writes: the reader derives them from root)
+            fields["tensors"] = self.refs(reads)
+        elif spec.kind in ("gather", "scatter"):  # the root's list on the root's line alone
+            is_root = args[spec.root] == my
+            if spec.kind == "gather" or is_root:
+                fields["inputs"] = self.refs(reads)
+            if spec.kind == "scatter" or is_root:
+                fields["outputs"] = self.refs(writes)
+        elif spec.kind == "barrier":
+            pass
         elif spec.reads == spec.writes and spec.root_only is None:
             fields["tensors"] = self.refs(reads)
         else:
             fields["inputs"], fields["outputs"] = self.refs(reads), self.refs(writes)
+        if spec.root is not None and spec.kind != "broadcast":
+            fields["root"] = peers(args[spec.root])
         fields["handle"] = handle
-        self._emit(fields, t0, site)
+        if spec.any_source:
+            fields["any_source"] = True
+        line = self._emit(fields, t0, site, hold=spec.any_source)
         work = out[-1] if isinstance(out, tuple) else out
         h = Handle(handle, spec.label, site)
+        if spec.any_source and line is not None:
+            h.on_done = lambda w, line=line, peers=peers: self._resolve(
+                line, peers(w._source_rank()))
         if spec.blocking or work is None:
             h.waited = True
             self._emit({"op": "wait", "handle": handle}, t0, site)

@@ -8,8 +8,9 @@ makes the sender hang, and a recorder that kept handles alive would hide that; a
 before any wait (or ``is_completed()`` seen True) is warned on stderr as it goes.
 
 A Work that C++ issued and waits itself (DDP's reducer waits its all-reduces in C++) is never
-waited in Python: its wait is inferred from its completion, written (named so) before the first
-op the program issues after the Work is seen completed; the mode polls before every op.
+waited in Python: its wait is inferred from its completion, written with its provenance
+(``"inferred": "completion"``, which reports show in its name) before the first op the program
+issues after the Work is seen completed; the mode polls before every op.
 
 The Work a c10d op returns reaches the program as the same Python object the mode made from its
 boxed result (pybind keeps one wrapper per C++ object while one lives): :meth:`Works.issued`
@@ -24,7 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-INFERRED = "wait (inferred: seen completed, waited in C++)"  # the name of an inferred wait
+INFERRED = {"inferred": "completion"}  # the field an inferred wait's line carries (docs/oplog.md)
+
+
+def is_inferred(line: str | bytes) -> bool:
+    """Whether op-log ``line`` is a wait this recorder inferred (a comment is not)."""
+    import json
+    s = line.strip()
+    return bool(s) and s[:1] in ("{", b"{") and json.loads(s).get("inferred") == "completion"
 
 
 @dataclass
@@ -35,6 +43,7 @@ class Handle:
     label: str
     site: str
     waited: bool = False
+    on_done: Callable[[Any], None] | None = None  # called with the Work once seen completed
 
 
 class Works:
@@ -78,7 +87,7 @@ class Works:
         for work, h in self.inferred:
             if done(work):
                 h.waited = True
-                self.emit("wait", h, t, name=INFERRED)
+                self.emit("wait", h, t, **INFERRED)
             else:
                 still.append((work, h))
         self.inferred = still
@@ -126,7 +135,11 @@ class Works:
                 if h is not None:  # (written before it blocks: a wait that never returns, as
                     h.waited = True  # in a deadlock, was still issued)
                     works.emit("wait", h, time.monotonic_ns())
-                return orig(self, *args, **kwargs)
+                out = orig(self, *args, **kwargs)
+                if h is not None and h.on_done is not None:
+                    done, h.on_done = h.on_done, None
+                    done(self)
+                return out
             return wait
 
         def is_completed(orig):
@@ -138,6 +151,9 @@ class Works:
                 if h is not None:
                     h.waited = h.waited or bool(out)
                     works.emit("query", h, t, result=bool(out))
+                    if out and h.on_done is not None:
+                        done, h.on_done = h.on_done, None
+                        done(self)
                 return out
             return is_completed
 

@@ -12,16 +12,52 @@ from dataclasses import dataclass
 
 import simpy
 
-from ..kinds import COLLECTIVE_KINDS, COMM_PREFIXES, kinds_where
+from ..kinds import COLLECTIVE_KINDS, COMM_PREFIXES, OP_KINDS, kinds_where
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
+from .memory import nbytes_of
 from .records import Rec, StreamState
 
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = kinds_where(comm="p2p")  # run by the comm stream's p2p rules (matching, rendezvous)
 P2P_SENDS = kinds_where(comm="p2p", direction="send")
 # collectives whose bytes on the wire default to their inputs' size (the others: their outputs')
-SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
+SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all", "reduce"})
+# rooted collectives whose bytes are the root's whole list: every rank's share times the ranks
+# (gather: n inputs, scatter: n outputs), the same on every rank whether it holds the list or not
+SIZED_BY_SHARE = {"gather": "inputs", "scatter": "outputs"}
+_ROOT_FLOW = {k.name: k.root for k in OP_KINDS.values()}  # "to_root", "from_root" or None
+# the collectives whose ranks must agree on the op and its root (a mismatch is an error; the
+# version-1 collectives keep pairing by position alone, as they always did)
+_MATCHED = frozenset(k for k, flow in _ROOT_FLOW.items() if flow is not None) | {"barrier"}
+
+
+def wire_bytes(kind: str, inputs: list, outputs: list, ranks: int) -> int:
+    """A collective's default bytes on the wire (its cost is the group's transfer time of them),
+    from this rank's inputs and outputs (tensors) and the number of ranks: reduce_scatter,
+    all_to_all and reduce move their inputs; gather ``ranks`` inputs and scatter ``ranks``
+    outputs (the root's list, so that every rank costs it alike); barrier nothing (its latency
+    alone); the others (all_reduce, all_gather, broadcast) their outputs, else their inputs."""
+    if kind == "barrier":
+        return 0
+    if kind in SIZED_BY_SHARE:
+        return ranks * nbytes_of(inputs if SIZED_BY_SHARE[kind] == "inputs" else outputs)
+    return nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
+
+
+def joined_members(rec: Rec, members: list[Rec]) -> list[int]:
+    """The members of a collective whose start ``rec``'s end follows (its ``joins``): every
+    other one, but for a rooted collective only what its data flow guarantees: into the root
+    (``reduce``, ``gather``) the root's end follows every rank's start and a non-root's end
+    nothing of the others (it may finish once its data left); out of the root (``scatter``)
+    each non-root's end follows the root's start, and the root's end nothing of the others."""
+    flow = _ROOT_FLOW.get(rec.kind)
+    if flow is None:
+        return [m.id for m in members if m is not rec]
+    is_root = rec.agent.rank == rec.attrs["root"]
+    if flow == "to_root":
+        return [m.id for m in members if m is not rec] if is_root else []
+    return [] if is_root else [m.id for m in members if m.agent.rank == rec.attrs["root"]]
 
 
 @dataclass
@@ -217,6 +253,14 @@ class CommMixin:
         env = self.env
         c: CollectiveMatch = self.matches.pop(rec.id)
         self.mark_start(rec, env.now)
+        first = c.members[0] if c.members else None
+        if first is not None and (first.kind in _MATCHED or rec.kind in _MATCHED) and (
+                first.kind, first.attrs.get("root")) != (rec.kind, rec.attrs.get("root")):
+            raise ModelError(
+                f"{rec.name} on rank{rec.agent.rank} ({rec.kind}{_root(rec)}) and {first.name} on "
+                f"rank{first.agent.rank} ({first.kind}{_root(first)}) are the same collective of "
+                f"group {rec.attrs['group']!r} (its k-th on each rank): every rank must issue the "
+                "same op with the same root")
         c.members.append(rec)
         if len(c.members) == c.expected:
             c.end = env.now + max(m.dur for m in c.members)
@@ -230,7 +274,7 @@ class CommMixin:
             _transfer_from(rec, env.now)
         if c.end > env.now:
             yield env.timeout(c.end - env.now)
-        rec.joins = [m.id for m in c.members if m is not rec]
+        rec.joins = joined_members(rec, c.members)
         self.mark_end(rec, env.now)
 
     def unmatched_notes(self) -> None:
@@ -239,6 +283,10 @@ class CommMixin:
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
                                        f"on group {group!r} ({m.send.name}) has no matching "
                                        "receive", m.send.id))
+
+
+def _root(rec: Rec) -> str:
+    return f", root rank{rec.attrs['root']}" if "root" in rec.attrs else ""
 
 
 def _transfer_from(rec: Rec, t: float) -> None:

@@ -63,6 +63,7 @@ class Engine(CommMixin):
         self.collectives: dict[tuple, CollectiveMatch] = {}
         self.coll_issued: dict[tuple, int] = {}
         self.notes: list[Note] = []
+        self.gloo_sends_waited: set[int] = set()  # gloo isends waited once (a second wait hangs)
         # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
         # keeps them per block, so one host thread of the rank may record and another free
         self.recorded_streams: dict[tuple[int, str], list[str]] = {}

@@ -240,11 +240,53 @@ class Group:
         reads = t if self._host.rank == src else []
         return self._collective("broadcast", reads, t, **kw)
 
+    def barrier(self, *, dur: float | None = None, name: str | None = None,
+                handle: str | None = None) -> Work:
+        """``dist.barrier(async_op=True)``: no tensor; every rank's completion follows every
+        rank's start. Its wait blocks the host on NCCL too (ProcessGroupNCCL makes the current
+        stream wait for it, then synchronizes that stream); ``dist.barrier()`` is
+        ``g.barrier().wait()``. Costs the group's latency alone."""
+        return self._collective("barrier", [], [], dur=dur, name=name, handle=handle)
+
+    def reduce(self, tensors: Tensor | Sequence[Tensor], dst: int, **kw) -> Work:
+        """``dist.reduce(tensor, dst)``: every rank reads its tensor; only ``dst`` (a global
+        rank) writes it, with the result. ``dst``'s completion follows every rank's start; another
+        rank's follows nothing of the others (it may finish once its data left)."""
+        t = _listify(tensors)
+        return self._collective("reduce", t, t if self._host.rank == dst else [], root=dst, **kw)
+
+    def gather(self, tensor: Tensor | Sequence[Tensor],
+               gather_list: Sequence[Tensor] | None = None, dst: int = 0, **kw) -> Work:
+        """``dist.gather(tensor, gather_list, dst)``: every rank reads ``tensor``; only ``dst``
+        writes, its ``gather_list`` (given on ``dst`` only, as torch requires). Ordered as
+        :meth:`reduce`; bytes on the wire default to the ranks times the tensor's size."""
+        if self._host.rank == dst and not gather_list:
+            raise ModelError(f"gather: rank {dst} is the destination: it needs a gather_list")
+        if self._host.rank != dst and gather_list:
+            raise ModelError(f"gather: gather_list is given on rank {self._host.rank}, not the "
+                             f"destination rank {dst} (torch refuses it there)")
+        return self._collective("gather", _listify(tensor), list(gather_list or ()), root=dst,
+                                **kw)
+
+    def scatter(self, tensor: Tensor | Sequence[Tensor],
+                scatter_list: Sequence[Tensor] | None = None, src: int = 0, **kw) -> Work:
+        """``dist.scatter(tensor, scatter_list, src)``: only ``src`` reads, its ``scatter_list``
+        (given on ``src`` only, as torch requires); every rank writes ``tensor``. Each rank's
+        completion follows ``src``'s start; ``src``'s follows nothing of the others. Bytes on the
+        wire default to the ranks times the tensor's size."""
+        if self._host.rank == src and not scatter_list:
+            raise ModelError(f"scatter: rank {src} is the source: it needs a scatter_list")
+        if self._host.rank != src and scatter_list:
+            raise ModelError(f"scatter: scatter_list is given on rank {self._host.rank}, not the "
+                             f"source rank {src} (torch refuses it there)")
+        return self._collective("scatter", list(scatter_list or ()), _listify(tensor), root=src,
+                                **kw)
+
     def _collective(self, kind: str, inputs: list, outputs: list, *, nbytes: int | None = None,
                     dur: float | None = None, name: str | None = None,
-                    handle: str | None = None) -> Work:
+                    handle: str | None = None, root: int | None = None) -> Work:
         return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
-                                               handle)
+                                               handle, root)
 
     def send_object(self, nbytes: int, dst: int, *, name: str | None = None,
                     dur: float | None = None) -> None:

@@ -2,6 +2,10 @@
 
 Every call issues ops through the engine (``host_op``, ``enqueue``, ``blocking_op``); the methods
 read like the torch.cuda and torch.distributed calls they stand for.
+
+One module because it is one class, the host thread a program holds: its stream, memory and comm
+calls share its state (the per-thread Access cache, handle numbering, the current stream), and
+the handles of :mod:`.handles` call back into it.
 """
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from typing import Iterable, Iterator
 from greenlet import getcurrent
 
 from ..trace import Alloc, Blocked, Note, READ, WRITE, Access
-from .comm import SIZED_BY_INPUTS, GroupConfig, batch_issue_order
+from .comm import GroupConfig, batch_issue_order, wire_bytes
 from .engine import Engine
 from .errors import ModelError
 from . import handoff, labels
@@ -22,6 +26,7 @@ from .records import HostState, Rec
 
 
 _MAX_CACHED = 1 << 16  # Accesses a host keeps per mode for reuse
+_BY_INPUT = frozenset({"reduce", "gather"})  # named by their input: only the root has an output
 
 
 class Host(handoff.Calls):
@@ -327,31 +332,55 @@ class Host(handoff.Calls):
 
     def collective(self, cfg: GroupConfig, kind: str, inputs: list, outputs: list,
                    nbytes: int | None, dur: float | None, name: str | None,
-                   handle: str | None) -> Work:
+                   handle: str | None, root: int | None = None) -> Work:
+        """A collective of ``cfg`` on its comm stream; ``root``: a rooted one's (``reduce``,
+        ``gather``, ``scatter``) global root rank, which must be in the group."""
         e = self._e
+        if root is not None and root not in cfg.ranks:
+            raise ModelError(f"{kind}: root rank {root} is not in group {cfg.name!r} "
+                             f"(ranks {list(cfg.ranks)})")
         e.settle(self._h)
         if nbytes is None:
-            nbytes = nbytes_of(inputs if kind in SIZED_BY_INPUTS else outputs or inputs)
+            nbytes = wire_bytes(kind, inputs, outputs, len(cfg.ranks))
         size = nbytes
+        named = inputs if kind in _BY_INPUT else outputs
         rec = e.enqueue(self._h, f"{cfg.backend}:{cfg.name}", kind,
-                        name or f"{kind}({labels_of(self._e.labels, outputs)})",
+                        name or f"{kind}({labels_of(self._e.labels, named)})",
                         cfg.transfer_time(size) if dur is None else dur,
                         self._accesses(inputs, outputs), after=self._nccl_enqueue_edge)
         e.matches[rec.id] = e.collective_entry(cfg.name, self.rank, len(cfg.ranks))
         rec.handle = self._new_handle(handle, kind)
         rec.attrs.update(group=cfg.name, nbytes=size, ranks=cfg.ranks, dur=rec.dur)
+        if root is not None:
+            rec.attrs["root"] = root
         return self._work(rec, cfg)
 
     def wait_work(self, work: Work, blocking: bool | None) -> None:
         e, h = self._e, self._h
-        work.waited = True
         targets = list(work._recs)
         gloo = work._cfg.backend == "gloo"
+        again = gloo and work._rec.kind == "isend" and work._rec.id in e.gloo_sends_waited
+        if gloo and work._rec.kind == "isend":
+            e.gloo_sends_waited.add(work._rec.id)
+        work.waited = True
         if blocking is None:
             blocking = work._cfg.blocking_wait
+        if work._rec.kind == "barrier" and not gloo:
+            # ProcessGroupNCCL's barrier: the current stream waits for it, then the host syncs
+            # the current stream (dist.barrier() orders the hosts, not only the streams)
+            blocking = True
+            current = e.stream(self.rank, h.current_stream).last
+            if current is not None and current not in targets:
+                targets.append(current)
         if gloo or blocking:
             rec = e.blocking_op(h, "wait", f"{work.name}.wait()")
             rec.attrs.update(handle=work.name, blocking=True)
+            if again:
+                e.notes.append(Note(
+                    "gloo-send-waited-twice", f"{rec.name} at {rec.location} waits the handle of "
+                    f"{work._rec.name} (issued at {work._rec.location}) a second time: under gloo "
+                    "a second wait() on an isend's handle hangs (seen with torch 2.13: it waits "
+                    "for a send never made); the simulation takes it as satisfied", rec.id))
             e.wait_recs(h, rec, targets, f"{work.name}.wait() blocks the host")
             e.end_blocking(h, rec)
         else:

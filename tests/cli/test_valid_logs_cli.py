@@ -5,8 +5,9 @@ ours); and for a log without `query` the verdict (the reported pairs and the dea
 under every seed and jitter, and the same with and without fix costing.
 
 The generator uses every op kind of op log v2 (declarations, kernels and host work on two threads,
-events and syncs, NCCL point-to-point with batches and both p2p stream layouts, every collective,
-gloo objects, handle waits, allocations, frees and `record_stream`); `query` only in the logs it
+events and syncs, NCCL point-to-point with batches and both p2p stream layouts and receives from
+any source, every collective, rooted ones and barriers included, gloo objects, handle waits
+(inferred ones too), allocations, frees and `record_stream`); `query` only in the logs it
 marks as timing-dependent, where only the ending is checked. In CI it runs a bounded number of
 logs; for the long run::
 
@@ -31,7 +32,8 @@ from streamsim.cli.main import main
 EXAMPLES = int(os.environ.get("STREAMSIM_VALID_LOGS", "60"))
 NBYTES = 64
 BUFFERS = ("a", "b", "c")
-COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
+COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all", "barrier",
+               "reduce", "gather", "scatter")
 TIMINGS = (("--seed", "1", "--jitter", "0.5"), ("--seed", "2", "--jitter", "2"),
            ("--seed", "3", "--jitter", "0.1"))
 
@@ -98,8 +100,11 @@ def valid_logs(draw) -> tuple[str, bool]:
                     has_query[0] = True
                     lines.append({"op": "query", "rank": r, "handle": h})
             else:
-                lines.append({"op": "wait", "rank": r, "stream": stream(), "handle": h,
-                              "blocking": draw(st.booleans())})
+                wait = {"op": "wait", "rank": r, "stream": stream(), "handle": h,
+                        "blocking": draw(st.booleans())}
+                if draw(st.integers(0, 3)) == 0:  # a wait a recorder inferred
+                    wait["inferred"] = "completion"
+                lines.append(wait)
         elif what == "record_stream":
             buf = draw(st.sampled_from(BUFFERS))
             if buf not in freed[r]:
@@ -128,6 +133,8 @@ def valid_logs(draw) -> tuple[str, bool]:
         if draw(st.booleans()):  # batch_isend_irecv on both sides
             n[0] += 1  # (a batch of one line each side: consecutive lines of a thread share one)
             send["batch"] = recv["batch"] = n[0]
+        elif draw(st.integers(0, 3)) == 0:  # a receive from any source, its peer observed
+            recv["any_source"] = True
         if draw(st.booleans()):
             send["dur"] = draw(st.sampled_from((1.0, 30.0)))
         lines.extend([send, recv])
@@ -145,12 +152,23 @@ def valid_logs(draw) -> tuple[str, bool]:
             message(src, draw(st.sampled_from([r for r in range(ranks) if r != src])))
         elif kind == "collective":
             op = draw(st.sampled_from(COLLECTIVES))
+            root = draw(st.integers(0, ranks - 1))
             for r in range(ranks):
                 x = {"op": op, "rank": r, "ranks": list(range(ranks)), "handle": handle(r)}
-                if op == "all_reduce":
+                if op in ("all_reduce", "reduce"):
                     x["tensors"] = [ref(r)]
-                else:
+                elif op == "gather":  # (the root's list on the root's line only)
+                    x["inputs"] = [ref(r)]
+                    if r == root:
+                        x["outputs"] = refs(r) + [ref(r)]
+                elif op == "scatter":
+                    x["outputs"] = [ref(r)]
+                    if r == root:
+                        x["inputs"] = refs(r) + [ref(r)]
+                elif op != "barrier":
                     x["inputs"], x["outputs"] = [ref(r)], [ref(r)]
+                if op in ("reduce", "gather", "scatter"):
+                    x["root"] = root
                 lines.append(x)
         else:  # gloo objects on the CPU group: blocking, or a send with a handle
             src = draw(st.integers(0, ranks - 1))
@@ -215,3 +233,24 @@ def test_check_on_a_valid_log_never_fails_and_its_verdict_does_not_depend_on_tim
     for options in TIMINGS:
         _, other = check(path, *options)
         assert verdict(other) == expected, (options, text)
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(valid_logs())
+def test_the_clocks_of_a_replayed_valid_log_agree_with_graph_reachability(log):
+    """On the replay of every generated log (rooted collectives, barriers, receives from any
+    source and inferred waits included), the analysis' vector clocks order exactly the pairs of
+    ops the brute-force HB graph (streamsim.analysis.hbgraph) reaches, and the replay's edges
+    are of known kinds."""
+    from streamsim.analysis.hb import hb_pass
+    from streamsim.analysis.hbgraph import full_graph, happens_before
+    from streamsim.kinds import EDGE_KINDS
+    from streamsim.oplog import parse_oplog, simulate_oplog
+    text, _ = log
+    trace = simulate_oplog(parse_oplog(text, "gen.jsonl"))
+    graph = full_graph(trace)
+    assert {k for _, _, k in graph.edges(data="kind")} <= set(EDGE_KINDS)
+    hb, reach = hb_pass(trace, keep_clocks=True).hb, happens_before(graph)
+    ids = [o.id for o in trace.ops]
+    assert all(hb.ordered(a, b) == (b in reach[a]) for a in ids for b in ids), text

@@ -896,7 +896,7 @@ def test_fuzz_malformed_logs_end_in_one_error_or_a_trace(lines):
     assert all(1 <= op.line <= n_lines for op in trace.ops)
     for note in trace.notes:
         assert note.kind in ("unmatched-send", "event-never-recorded", "use-after-free",
-                             "double-free")
+                             "double-free", "gloo-send-waited-twice")
     findings = analyse(trace)  # and every trace is analysed to a verdict: a stall included
     assert (findings.deadlock is not None) == (trace.stall is not None)
 

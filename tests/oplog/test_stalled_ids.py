@@ -87,6 +87,8 @@ def check_warning_names_its_op(trace: Trace, log_lines: dict[int, dict], w) -> N
         assert w.message.startswith(f"{op.name} at {op.location}: "), (w, op)
     elif w.kind == "use-after-free":
         assert w.message.startswith(f"{op.name} at {op.location} uses "), (w, op)
+    elif w.kind == "gloo-send-waited-twice":
+        assert op.kind == "wait" and w.message.startswith(f"{op.name} at {op.location} "), (w, op)
     elif w.kind == "double-free":
         assert op.kind == "free" and w.message.startswith(f"{op.name} at {op.location} frees "), \
             (w, op)

@@ -175,3 +175,36 @@ def test_a_4_rank_ring_is_two_root_causes_that_really_strike_and_its_fix_is_clea
     assert {rc.second.location for rc in causes} == {f"{RING}:25 <module>", f"{RING}:26 <module>"}
     f = check_oplog(d / "ring_fixed.jsonl").findings
     assert not f.hazards and f.deadlock is None and not f.warnings
+
+
+COLLECTIVES = "tests/record/programs/collectives.py"
+
+
+def test_barrier_reduce_gather_scatter_and_any_source_receives_are_recorded_as_they_ran(tmp_path):
+    """Each is an op-log kind of its own with its root as a global rank (the gather list on the
+    root's line only, the scatter list on the source's), the receives from any source name the
+    peer the program observed; the clean part checks clean, and the async reduce overwritten
+    before its wait is the one race: a WAW on the destination (the reduce writes there), a WAR
+    on the other rank (it only reads)."""
+    p = record(tmp_path / "coll.jsonl", COLLECTIVES, timeout=90)
+    assert p.returncode == 0, p.stderr
+    assert "rank 0: source 1 out 10.0" in p.stdout and "rank 1: source 0 out 11.0" in p.stdout
+    lines = [json.loads(x) for x in (tmp_path / "coll.jsonl").read_text().splitlines()
+             if x.startswith("{")]
+    comm = [(x.get("rank", 0), x["op"], x.get("root"), "inputs" in x, "outputs" in x)
+            for x in lines if x["op"] in ("barrier", "reduce", "gather", "scatter")]
+    assert sorted(comm) == sorted([
+        (0, "barrier", None, False, False), (1, "barrier", None, False, False),
+        (0, "reduce", 0, False, False), (1, "reduce", 0, False, False),
+        (0, "gather", 0, True, True), (1, "gather", 0, True, False),
+        (0, "scatter", 1, False, True), (1, "scatter", 1, True, True),
+        (0, "reduce", 0, False, False), (1, "reduce", 0, False, False)])
+    anysrc = [x for x in lines if x.get("any_source")]
+    assert [(x.get("rank", 0), x["op"], x["peer"], x["name"]) for x in anysrc] == \
+        [(0, "irecv", 1, "irecv (from any source)")] * 2
+    f = check_oplog(tmp_path / "coll.jsonl").findings
+    assert f.deadlock is None
+    assert sorted({(rc.kind, rc.first.label, rc.second.label, rc.ranks) for rc in
+                   f.root_causes}) == [("WAR", "reduce", "fill_", (1,)),
+                                       ("WAW", "reduce", "fill_", (0,))]
+    assert {rc.second.location for rc in f.root_causes} == {f"{COLLECTIVES}:32 <module>"}

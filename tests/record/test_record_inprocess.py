@@ -81,7 +81,7 @@ def test_waits_queries_and_futures_of_work_handles_are_lines_and_the_methods_are
                    ("all_reduce", "all_reduce", "h1", None), ("wait", None, "h1", None),
                    ("query", None, "h1", True),
                    ("all_reduce", "all_reduce", "h2", None), ("wait", None, "h2", None),
-                   ("all_reduce", "barrier", "h3", None), ("wait", None, "h3", None)]
+                   ("barrier", "barrier", "h3", None), ("wait", None, "h3", None)]
     report = check_oplog(out)
     assert not report.findings.hazards and not report.findings.warnings
 
