@@ -17,23 +17,29 @@ SOURCE = "streamsim/native/_hb.pyx"
 
 
 def _say(why: object) -> None:
-    print(f"streamsim: the compiled core (streamsim.native._hb) was not built: {why}; "
-          "streamsim runs in pure Python", file=sys.stderr)
+    print(f"streamsim: the compiled core (streamsim.native._hb) was not built ("
+          f"{str(why).rstrip('.')}); streamsim runs in pure Python", file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):
     """build_ext that reports a failed compile instead of failing the install."""
 
+    failed = False
+
     def run(self) -> None:
         try:
             super().run()
         except Exception as e:  # (distutils' CompileError, a missing compiler, ...)
-            _say(e)
+            if not self.failed:  # (an editable install's copy of the module it did not build)
+                _say(e)
 
     def build_extension(self, ext: Extension) -> None:
+        if self.compiler.compiler_type == "unix":  # gcc, clang: x * y + z rounds twice, as in
+            ext.extra_compile_args = ["-ffp-contract=off"]  # Python (no fused multiply-add)
         try:
             super().build_extension(ext)
         except Exception as e:
+            self.failed = True
             _say(e)
 
 

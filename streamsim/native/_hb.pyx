@@ -31,10 +31,13 @@ cdef class Mark:
     cdef public long agent
     cdef public long epoch
 
-    def __cinit__(self, long op, long agent, long epoch):
-        self.op = op
-        self.agent = agent
-        self.epoch = epoch
+
+cdef Mark _mark(long op, long agent, long epoch):
+    cdef Mark m = Mark.__new__(Mark)
+    m.op = op
+    m.agent = agent
+    m.epoch = epoch
+    return m
 
 
 cdef class Seg:
@@ -204,6 +207,7 @@ cdef class _Pass:
         cdef long fid = first.op
         cdef long sid
         cdef Found h
+        first_mode = fmode
         fop = self.ops[fid]
         sid = op.id
         if self.is_free[sid] or self.is_free[fid]:
@@ -212,17 +216,27 @@ cdef class _Pass:
             raw = self.found.get((fid, sid, self.RAW, rank, buf))
             if raw is not None and (<Found>raw).lo <= lo and hi <= (<Found>raw).hi:
                 return
-        facc = _access_of(fop, fmode, rank, buf, lo, hi)
         smode = acc.mode
-        if <long>self.keys[fid] > <long>self.keys[sid]:
-            fop, facc, fmode, op, acc, smode = op, acc, smode, fop, facc, fmode
-            fid, sid = fop.id, op.id
+        swap = <long>self.keys[fid] > <long>self.keys[sid]
+        if swap:
+            fmode, smode = smode, fmode
+            fid, sid = sid, fid
             if kind is not self.UAF:
                 kind = self.WAW if fmode == smode else (self.RAW if fmode == self.WRITE
                                                         else self.WAR)
-        manifest = op.window_time(acc)[0] < fop.window_time(facc)[1]
         key = (fid, sid, kind, rank, buf)
         got = self.found.get(key)
+        if got is not None and (<Found>got).manifest:  # (the windows can change nothing)
+            h = <Found>got
+            if lo < h.lo:
+                h.lo = lo
+            if hi > h.hi:
+                h.hi = hi
+            return
+        facc = _access_of(fop, first_mode, rank, buf, lo, hi)
+        if swap:
+            fop, facc, op, acc = op, acc, fop, facc
+        manifest = _window_start(op, acc) < _window_end(fop, facc)
         if got is None:
             h = Found.__new__(Found)
             h.lo = lo
@@ -316,6 +330,21 @@ cdef object _access_of(object op, object mode, object rank, object buf, pos_t lo
             found = acc
     assert found is not None, (op.id, mode, rank, buf, lo, hi)
     return found
+
+
+cdef double _window_start(object op, object acc):
+    """``op.window_time(acc)[0]``, the same double operations (setup.py turns FMA contraction
+    off, so that a * b + c rounds twice, as in Python)."""
+    cdef double start = op.start
+    cdef double d = <double>op.end - start
+    return start + <double>acc.window[0] * d
+
+
+cdef double _window_end(object op, object acc):
+    """``op.window_time(acc)[1]``."""
+    cdef double start = op.start
+    cdef double d = <double>op.end - start
+    return start + <double>acc.window[1] * d
 
 
 cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
@@ -554,7 +583,7 @@ def hb_rows(trace, list keys, tuple names, covered):
 
             if not accs:
                 continue
-            rec = Mark(oid, a, e)
+            rec = _mark(oid, a, e)
             for acc in accs:
                 got = entries.get(id(acc.view))
                 if got is None:
@@ -564,7 +593,8 @@ def hb_rows(trace, list keys, tuple names, covered):
                 if ent.touched is not None:
                     P.touch(<dict>ent.touched, op, a, rec, acc, C, ent)
                 s = ent.seg
-                if acc.mode == READ:
+                mode = acc.mode
+                if mode is READ or mode == READ:
                     if s.live:
                         if s.write is not None:
                             w = <Mark>s.write
