@@ -15,6 +15,8 @@ replay, analysis, report), and CSAN's ``EventHandler`` driven in-process over th
 ``benchmarks/.csan-venv``, made on first use; never a dependency of streamsim) with its stack
 capture stubbed out and as shipped. CSAN does not re-simulate anything, so the ratios compare
 ``--no-fix-cost``; the default ``check`` (fixes costed by re-simulation) is timed once beside them.
+Where the compiled core is built (docs/native.md), every streamsim figure is taken on both paths
+in the same run (``[native]``, and ``[python]`` with ``STREAMSIM_NATIVE=0``), interleaved.
 Targets (issue 18): streamsim >= 0.5x CSAN stubbed and >= 1.5x CSAN as shipped, start-up <= 0.25 s,
 <= 1.5 KB of peak RSS per line at 1M lines. Prints the figures; exits 0 whatever they are (a
 benchmark, not a test).
@@ -61,18 +63,33 @@ def csan(python: str, log: str, mode: str) -> dict:
     return json.loads(out)
 
 
+def paths() -> dict[str, dict[str, str]]:
+    """The paths to time, each with the environment that selects it: the compiled core where it
+    is built (docs/native.md) and the pure-Python reference (``STREAMSIM_NATIVE=0``)."""
+    sys.path.insert(0, ROOT)
+    from streamsim import native
+    got = {"python": {"STREAMSIM_NATIVE": "0"}}
+    if native.built():
+        got = {"native": {"STREAMSIM_NATIVE": "1"}, **got}
+    return got
+
+
 def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
     log = os.path.join(tmp, f"random{n}.jsonl")
     write_random_program(log, n)
     report = os.path.join(tmp, "report")
-    runs: dict[str, list[float]] = {k: [] for k in ("text", "json", "stubbed", "shipped")}
+    envs = paths()
+    runs: dict[str, list[float]] = {f"{k} {p}": [] for p in envs for k in ("text", "json")}
+    runs.update(stubbed=[], shipped=[])
     hazards = errors = None
     for _ in range(repeat):  # interleaved: a slow period of the machine hits every contender
-        runs["text"].append(time_command(["check", log, "--no-fix-cost"], report)["wall"])
-        with open(report) as f:
-            hazards = f.readline().split(" of ")[1].split(" data")[0]
-        runs["json"].append(time_command(["check", log, "--no-fix-cost", "--format", "json"],
-                                         report)["wall"])
+        for p, env in envs.items():
+            runs[f"text {p}"].append(time_command(["check", log, "--no-fix-cost"], report,
+                                                  env=env)["wall"])
+            with open(report) as f:
+                hazards = f.readline().split(" of ")[1].split(" data")[0]
+            runs[f"json {p}"].append(time_command(["check", log, "--no-fix-cost", "--format",
+                                                   "json"], report, env=env)["wall"])
         for mode in ("stubbed", "shipped"):
             r = csan(python, log, mode)
             runs[mode].append(r["seconds"])
@@ -87,18 +104,31 @@ def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
              "stubbed": "CSAN EventHandler, stack capture stubbed, in-process",
              "shipped": "CSAN EventHandler as shipped (stack capture on), in-process"}
     for k in runs:
-        print(f"  {label[k]:62} {n / best[k]:>9,.0f} ({n / med[k]:>7,.0f})  {best[k]:6.2f} s")
+        fmt, _, p = k.partition(" ")
+        name = f"{label[fmt]}{f' [{p}]' if p else ''}"
+        print(f"  {name:71} {n / best[k]:>9,.0f} ({n / med[k]:>7,.0f})  {best[k]:6.2f} s")
     print(f"ratios, streamsim / CSAN ops/s, best runs (targets: >= {TARGET_STUBBED} stubbed, "
           f">= {TARGET_SHIPPED} as shipped):")
-    for fmt in ("text", "json"):
-        a, b = best["stubbed"] / best[fmt], best["shipped"] / best[fmt]
-        print(f"  {fmt:4}: {a:.2f}x stubbed ({'met' if a >= TARGET_STUBBED else 'MISSED'}), "
+    for k in runs:
+        if k in ("stubbed", "shipped"):
+            continue
+        a, b = best["stubbed"] / best[k], best["shipped"] / best[k]
+        print(f"  {k:11}: {a:.2f}x stubbed ({'met' if a >= TARGET_STUBBED else 'MISSED'}), "
               f"{b:.2f}x as shipped ({'met' if b >= TARGET_SHIPPED else 'MISSED'})")
-    t = time_command(["check", log], report)
-    with open(report) as f:
-        costed = sum(1 for line in f if "fix cost (re-simulated" in line)
-    print(f"default check (fixes costed by re-simulation), text, once: {t['wall']:.2f} s "
-          f"({n / t['wall']:,.0f} ops/s; {costed} root causes costed one by one in the text)")
+    if len(envs) > 1:
+        for fmt in ("text", "json"):
+            print(f"  {fmt} native / python: {best[f'{fmt} python'] / best[f'{fmt} native']:.2f}x")
+    walls = {}
+    for p, env in envs.items():  # (alternating, once each: a default check takes minutes)
+        t = time_command(["check", log], report, env=env)
+        walls[p] = t["wall"]
+        with open(report) as f:
+            costed = sum(1 for line in f if "fix cost (re-simulated" in line)
+        print(f"default check (fixes costed by re-simulation), text, once [{p}]: {t['wall']:.2f} s "
+              f"({n / t['wall']:,.0f} ops/s; {costed} root causes costed one by one in the text; "
+              f"{best['stubbed'] / t['wall']:.2f}x CSAN stubbed)")
+    if len(walls) > 1:
+        print(f"  default check native / python: {walls['python'] / walls['native']:.2f}x")
 
 
 def startup(repeat: int, tmp: str) -> None:
@@ -130,11 +160,13 @@ def memory(n: int, tmp: str) -> None:
     log = os.path.join(tmp, f"random{n}.jsonl")
     write_random_program(log, n)
     for args in (["--no-fix-cost"], ["--no-fix-cost", "--format", "json"]):
-        r = time_command(["check", log, *args], os.path.join(tmp, "report"))
-        kb = r["rss_kb"] / n
-        print(f"memory: check {' '.join(args)} of {n:,} lines: peak RSS {r['rss_kb'] / 1024:,.0f} MB "
-              f"= {kb:.2f} KB/line (target <= {TARGET_KB_PER_LINE}: "
-              f"{'met' if kb <= TARGET_KB_PER_LINE else 'MISSED'}); {r['wall']:.1f} s")
+        for p, env in paths().items():
+            r = time_command(["check", log, *args], os.path.join(tmp, "report"), env=env)
+            kb = r["rss_kb"] / n
+            print(f"memory [{p}]: check {' '.join(args)} of {n:,} lines: peak RSS "
+                  f"{r['rss_kb'] / 1024:,.0f} MB = {kb:.2f} KB/line (target <= "
+                  f"{TARGET_KB_PER_LINE}: {'met' if kb <= TARGET_KB_PER_LINE else 'MISSED'}); "
+                  f"{r['wall']:.1f} s")
 
 
 def stages(n: int, tmp: str) -> None:

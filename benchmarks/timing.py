@@ -20,14 +20,15 @@ ROOT = os.path.dirname(HERE)
 
 
 def time_command(args: list[str], stdout_path: str = os.devnull, *,
-                 python: str = sys.executable) -> dict:
-    """Run ``streamsim ARGS`` in a fresh process; return wall, cpu, main (seconds), peak RSS (KB),
-    exit code."""
+                 python: str = sys.executable, env: dict[str, str] | None = None) -> dict:
+    """Run ``streamsim ARGS`` in a fresh process (``env``: variables set for it, e.g.
+    ``STREAMSIM_NATIVE``); return wall, cpu, main (seconds), peak RSS (KB), exit code."""
     r, w = os.pipe()
     with open(stdout_path, "wb") as out:
         t0 = time.perf_counter()
         child = subprocess.Popen([python, __file__, *args], stdout=out, stderr=subprocess.PIPE,
-                                 pass_fds=(w,), env={**os.environ, "TIMING_FD": str(w)}, cwd=ROOT)
+                                 pass_fds=(w,), env={**os.environ, **(env or {}), "TIMING_FD": str(w)},
+                                 cwd=ROOT)
         os.close(w)
         err = child.stderr.read()
         _, status, usage = os.wait4(child.pid, 0)

@@ -55,6 +55,10 @@ may add a pair that FastTrack's per-byte state would leave unlisted (a real race
 are as long as the number of distinct strided views interleaved on one range (two for even and
 odd columns); plain views of plain segments keep the fast path.
 
+**Compiled.** Without kept clocks the pass runs compiled where :mod:`streamsim.native` is built
+(``STREAMSIM_NATIVE=0``: never): the same algorithm in Cython (streamsim/native/_hb.pyx), held
+byte-identical to this one by tests/native; this module stays the reference and the fallback (a trace with a strided view takes it).
+
 One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
 by hand: split into functions across modules, it pays a call per access on millions of accesses.
 """
@@ -64,6 +68,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain
 
+from .. import native
 from ..strided import block_hits, covers
 from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
@@ -127,6 +132,12 @@ def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
 
 
 def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None) -> Analysis:
+    if not keep_clocks and agents is None:  # the compiled pass (streamsim.native), if it runs
+        got = native.hb_rows(trace, issue_keys(trace), (RAW, WAR, WAW, USE_AFTER_FREE))
+        if got is not None:
+            rows, position, agent_of = got
+            return Analysis(_hazards(rows), HappensBefore(trace, tuple(trace.agents), agent_of),
+                            position)
     ops = trace.ops
     n = len(ops)
     agents = list(trace.agents) if agents is None else agents
@@ -579,9 +590,14 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
     rows = sorted((position[sid], position[fid], kind, rank, buf, h.lo, h.hi, fid, sid, h.fmode,
                    h.smode, h.manifest)
                   for (fid, sid, kind, rank, buf), h in found.items())
-    hazards = [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
-               for _, _, kind, rank, buf, lo, hi, fid, sid, fmode, smode, manifest in rows]
-    return Analysis(hazards, hb, position)
+    return Analysis(_hazards(rows), hb, position)
+
+
+def _hazards(rows: list[tuple]) -> list[Hazard]:
+    """The hazards of the pass's sorted rows (position of second, position of first, kind, rank,
+    buffer, lo, hi, first, second, modes, manifest): the one form both paths return."""
+    return [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)
+            for _, _, kind, rank, buf, lo, hi, fid, sid, fmode, smode, manifest in rows]
 
 
 def _all_agents(trace: Trace) -> list[Agent]:

@@ -1,0 +1,60 @@
+"""The optional compiled core (docs/native.md): streamsim/native/_hb.pyx, built when it can be.
+
+Everything else is in setup.cfg. Cython rather than C with the CPython API: the compiled HB pass
+is the pure-Python pass (streamsim/analysis/hb.py) with C types on its hot locals, so it reads
+line for line against its reference, and Cython writes the reference counting and error paths that
+hand-written CPython calls get wrong. The build is optional: where Cython or a C compiler is
+missing or fails (``CC=false``), the install goes on in pure Python and says so on stderr.
+"""
+from __future__ import annotations
+
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+SOURCE = "streamsim/native/_hb.pyx"
+
+
+def _say(why: object) -> None:
+    print(f"streamsim: the compiled core (streamsim.native._hb) was not built ("
+          f"{str(why).rstrip('.')}); streamsim runs in pure Python", file=sys.stderr)
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that reports a failed compile instead of failing the install."""
+
+    failed = False
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # (distutils' CompileError, a missing compiler, ...)
+            if not self.failed:  # (an editable install's copy of the module it did not build)
+                _say(e)
+
+    def build_extension(self, ext: Extension) -> None:
+        if self.compiler.compiler_type == "unix":  # gcc, clang: x * y + z rounds twice, as in
+            ext.extra_compile_args = ["-ffp-contract=off"]  # Python (no fused multiply-add)
+        try:
+            super().build_extension(ext)
+        except Exception as e:
+            self.failed = True
+            _say(e)
+
+
+def _extensions() -> list[Extension]:
+    try:
+        from Cython.Build import cythonize
+    except ImportError as e:  # (a build without the [build-system] requirements)
+        _say(e)
+        return []
+    try:
+        return cythonize([Extension("streamsim.native._hb", [SOURCE])], language_level=3,
+                         quiet=True)
+    except Exception as e:  # (Cython's CompileError: the .pyx does not translate)
+        _say(e)
+        return []
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

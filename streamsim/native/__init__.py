@@ -1,0 +1,61 @@
+"""The optional compiled core: which path runs, and the one entry of each compiled stage.
+
+``setup.py`` builds :mod:`streamsim.native._hb` (Cython) where a C compiler exists; where none
+does, or with ``STREAMSIM_NATIVE=0`` in the environment, every stage runs its pure-Python
+reference. A compiled stage is held byte-identical to its reference by a differential test
+(tests/native), as CPython keeps ``_pickle`` equal to ``pickle.py``; so which path ran is no part
+of any report, and :func:`available` is how to ask (docs/native.md).
+
+A compiled stage covers the op kinds of :data:`COVERED_KINDS` only: a trace with any other kind
+(one added to :mod:`streamsim.kinds` after the compiled code was written) takes the pure-Python
+path, never a guess.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# The op kinds the compiled HB pass was written and tested for (streamsim.kinds.OP_KINDS when it
+# was): the pass reads only an op's edges and accesses, and whether it is a ``free``; a new kind
+# joins this list once the differential test covers it.
+COVERED_KINDS = frozenset({
+    "launch", "host", "record", "wait_event", "sync_event", "sync_stream", "sync_device",
+    "isend", "irecv", "send_object", "recv_object", "isend_object", "all_reduce", "all_gather",
+    "reduce_scatter", "broadcast", "all_to_all", "wait", "query", "alloc", "free", "record_stream",
+})
+
+try:
+    from . import _hb as _compiled  # type: ignore[attr-defined]
+except ImportError:  # not built (no compiler at install time): pure Python
+    _compiled = None
+
+
+def built() -> bool:
+    """True when the compiled module was built and imports (whatever STREAMSIM_NATIVE says)."""
+    return _compiled is not None
+
+
+def available() -> bool:
+    """True when the compiled stages run: built, and not turned off by ``STREAMSIM_NATIVE=0``
+    (read at each call, so a test can switch paths)."""
+    return _compiled is not None and os.environ.get("STREAMSIM_NATIVE", "1") != "0"
+
+
+def path() -> str:
+    """``"native"`` or ``"python"``: the path the compiled stages take now (for ``--verbose``)."""
+    return "native" if available() else "python"
+
+
+def hb_rows(trace: Any, keys: list[int], names: tuple[str, str, str, str]
+            ) -> tuple[list[tuple], list[int], list[int]] | None:
+    """The compiled HB pass (:func:`streamsim.analysis.hb.hb_pass` without kept clocks): its
+    sorted hazard rows, ``position`` and ``agent_of``; None when the pure-Python pass must run
+    instead (compiled core off or absent, an op kind not covered, a strided view, an op of an
+    agent not in ``trace.agents``, or an ordering error, which the reference words). ``keys``: the trace's
+    issue keys; ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
+    if not available():
+        return None
+    try:
+        return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
+    except _compiled.NotCovered:  # a strided view (streamsim.strided): the reference's alone
+        return None

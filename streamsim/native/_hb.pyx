@@ -1,0 +1,681 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The compiled HB pass: :func:`streamsim.analysis.hb.hb_pass` (without kept clocks), in Cython.
+
+The same algorithm as the pure-Python pass, step for step and in the same order (so the same
+hazards, ranges, modes and manifest flags, and the same issue positions): the reference and its
+comments are in streamsim/analysis/hb.py, which this file follows block by block. What differs is
+only how the state is held: per-op fields read once into C arrays (index, issuer, previous op of
+its agent, free or not), the walk's flags in C byte arrays, and FastTrack's segments, marks and
+view states as C structs of extension types, so that the hot loop reads C fields instead of Python
+attributes and tuple items. Clocks stay Python dicts ({agent: epoch}): sparse, as in the reference.
+
+``hb_rows`` returns None, having changed nothing, when the reference must run instead: an op kind
+outside ``covered``, an op whose agent is not among ``trace.agents`` (the reference restarts
+knowing every agent), or an ordering error (a cycle, an op out of program order), which the
+reference words. Tests: tests/native (byte-identical reports on both paths).
+"""
+from bisect import bisect_right
+
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
+
+from streamsim.trace import HOST, READ, WRITE
+
+# A byte position: offsets and sizes are at most 2**63 - 1 (docs/oplog.md), so a view's end fits;
+# a position outside [0, 2**64) raises OverflowError, and the caller runs the reference instead.
+ctypedef unsigned long long pos_t
+
+
+class NotCovered(Exception):
+    """What the compiled pass was not written for met in the middle of it (a strided view, which
+    the reference keeps in mixed segments): the caller runs the reference instead."""
+
+
+cdef class Mark:
+    """Who accessed: (op, agent, epoch), as the reference's mark tuple."""
+    cdef public long op
+    cdef public long agent
+    cdef public long epoch
+
+
+cdef Mark _mark(long op, long agent, long epoch):
+    cdef Mark m = Mark.__new__(Mark)
+    m.op = op
+    m.agent = agent
+    m.epoch = epoch
+    return m
+
+
+cdef class Seg:
+    """FastTrack's state of bytes [lo, hi) of a storage (the reference's _Segment); ``live``
+    False: split or replaced (the reference's ``lo = None``)."""
+    cdef pos_t lo
+    cdef pos_t hi
+    cdef bint live
+    cdef object write  # Mark or None
+    cdef object reads  # dict {agent: Mark} or None
+
+
+cdef Seg _seg(pos_t lo, pos_t hi, object write, object reads):
+    cdef Seg s = Seg.__new__(Seg)
+    s.lo = lo
+    s.hi = hi
+    s.live = True
+    s.write = write
+    s.reads = reads
+    return s
+
+
+cdef class ViewState:
+    """What the pass keeps of one view (the reference's _ViewState)."""
+    cdef Seg seg
+    cdef pos_t lo
+    cdef pos_t hi
+    cdef list starts
+    cdef list segs
+    cdef object rank
+    cdef object buffer
+    cdef object view
+    cdef object touched  # dict or None
+
+
+cdef class Found:
+    """A hazard being gathered (the reference's _Found)."""
+    cdef public pos_t lo
+    cdef public pos_t hi
+    cdef public object fmode
+    cdef public object smode
+    cdef public bint manifest
+
+
+cdef Seg _DEAD = Seg.__new__(Seg)  # live False
+
+
+cdef class _Pass:
+    """One run of the pass: its state, as the reference's closure variables."""
+    cdef list ops
+    cdef long n
+    cdef long na
+    cdef long *index
+    cdef long *issuer  # -1: none
+    cdef long *prev_on
+    cdef long *agent_of
+    cdef long *partner
+    cdef long *gen
+    cdef long *hist_g
+    cdef long *partner_of
+    cdef char *is_free
+    cdef char *may_skip
+    cdef unsigned char *ended
+    cdef unsigned char *started
+    cdef unsigned char *pending
+    cdef list after
+    cdef list joins
+    cdef list keys
+    cdef list clocks
+    cdef list seen
+    cdef list hist_e
+    cdef list hist_c
+    cdef list end_of
+    cdef dict found
+    cdef dict stores
+    cdef dict entries
+    cdef set freed
+    cdef object RAW, WAR, WAW, UAF, READ, WRITE
+
+    def __dealloc__(self):
+        PyMem_Free(self.index)
+        PyMem_Free(self.issuer)
+        PyMem_Free(self.prev_on)
+        PyMem_Free(self.agent_of)
+        PyMem_Free(self.partner)
+        PyMem_Free(self.gen)
+        PyMem_Free(self.hist_g)
+        PyMem_Free(self.partner_of)
+        PyMem_Free(self.is_free)
+        PyMem_Free(self.may_skip)
+        PyMem_Free(self.ended)
+        PyMem_Free(self.started)
+        PyMem_Free(self.pending)
+
+    cdef int alloc(self, long n, long na) except -1:
+        cdef long m = n if n > 0 else 1
+        cdef long ma = na if na > 0 else 1
+        self.index = <long *>PyMem_Calloc(m, sizeof(long))
+        self.issuer = <long *>PyMem_Calloc(m, sizeof(long))
+        self.prev_on = <long *>PyMem_Calloc(m, sizeof(long))
+        self.agent_of = <long *>PyMem_Calloc(m, sizeof(long))
+        self.partner_of = <long *>PyMem_Calloc(m, sizeof(long))
+        self.is_free = <char *>PyMem_Calloc(m, 1)
+        self.ended = <unsigned char *>PyMem_Calloc(m, 1)
+        self.started = <unsigned char *>PyMem_Calloc(m, 1)
+        self.pending = <unsigned char *>PyMem_Calloc(m, 1)
+        self.partner = <long *>PyMem_Calloc(ma, sizeof(long))
+        self.gen = <long *>PyMem_Calloc(ma, sizeof(long))
+        self.hist_g = <long *>PyMem_Calloc(ma, sizeof(long))
+        self.may_skip = <char *>PyMem_Calloc(ma, 1)
+        if not (self.index and self.issuer and self.prev_on and self.agent_of and
+                self.partner_of and self.is_free and self.ended and self.started and
+                self.pending and self.partner and self.gen and self.hist_g and self.may_skip):
+            raise MemoryError()
+        return 0
+
+    cdef tuple start_copy(self, long r):
+        """The copy standing for op r's start clock (its agent's copy for r's epoch)."""
+        cdef long o = self.agent_of[r]
+        cdef list he = <list>self.hist_e[o]
+        cdef long e = self.index[r] + 1
+        if <long>he[len(he) - 1] <= e:
+            return <tuple>(<list>self.hist_c[o])[len(he) - 1]
+        return <tuple>(<list>self.hist_c[o])[bisect_right(he, e) - 1]
+
+    cdef tuple end_copy(self, long r):
+        S = self.end_of[r]
+        return self.start_copy(r) if S is None else <tuple>S
+
+    cdef void join(self, long b, dict C, tuple S, long r):
+        """Agent b's clock C ⊔= op r's clock, whose copy is S."""
+        cdef long pb = self.partner[b]
+        cdef long o = self.agent_of[r]
+        cdef bint changed = False
+        cdef long i, x, v, p
+        for ko, xo in (<dict>S[1]).items():
+            i = ko
+            x = xo
+            if x > <long>C.get(ko, 0):
+                C[ko] = xo
+                if i != b and i != pb:
+                    changed = True
+        v = self.index[r] + 1
+        if v > <long>C.get(o, 0):
+            C[o] = v
+            if o != b and o != pb:
+                changed = True
+        p = self.partner[o]
+        if p != o:
+            v = self.partner_of[r]
+            if v > <long>C.get(p, 0):
+                C[p] = v
+                if p != b and p != pb:
+                    changed = True
+        if changed:
+            self.gen[b] += 1
+        (<dict>self.seen[b])[o] = S[0]
+
+    cdef void new_copy(self, long a, dict C, long e):
+        (<list>self.hist_e[a]).append(e)
+        (<list>self.hist_c[a]).append((self.gen[a], dict(C)))
+        self.hist_g[a] = self.gen[a]
+
+    cdef report(self, Mark first, object fmode, object op, object acc, object kind, pos_t lo,
+                pos_t hi, object rank, object buf):
+        """Record the race of op's access acc (second) with first's mark on [lo, hi)."""
+        cdef long fid = first.op
+        cdef long sid
+        cdef Found h
+        first_mode = fmode
+        fop = self.ops[fid]
+        sid = op.id
+        if self.is_free[sid] or self.is_free[fid]:
+            kind = self.UAF
+        elif kind is self.WAW:
+            raw = self.found.get((fid, sid, self.RAW, rank, buf))
+            if raw is not None and (<Found>raw).lo <= lo and hi <= (<Found>raw).hi:
+                return
+        smode = acc.mode
+        swap = <long>self.keys[fid] > <long>self.keys[sid]
+        if swap:
+            fmode, smode = smode, fmode
+            fid, sid = sid, fid
+            if kind is not self.UAF:
+                kind = self.WAW if fmode == smode else (self.RAW if fmode == self.WRITE
+                                                        else self.WAR)
+        key = (fid, sid, kind, rank, buf)
+        got = self.found.get(key)
+        if got is not None and (<Found>got).manifest:  # (the windows can change nothing)
+            h = <Found>got
+            if lo < h.lo:
+                h.lo = lo
+            if hi > h.hi:
+                h.hi = hi
+            return
+        facc = _access_of(fop, first_mode, rank, buf, lo, hi)
+        if swap:
+            fop, facc, op, acc = op, acc, fop, facc
+        manifest = _window_start(op, acc) < _window_end(fop, facc)
+        if got is None:
+            h = Found.__new__(Found)
+            h.lo = lo
+            h.hi = hi
+            h.fmode = fmode
+            h.smode = smode
+            h.manifest = manifest
+            self.found[key] = h
+        else:
+            h = <Found>got
+            if lo < h.lo:
+                h.lo = lo
+            if hi > h.hi:
+                h.hi = hi
+            if manifest:
+                h.manifest = True
+
+    cdef ViewState entry(self, object v):
+        if v.pattern is not None:  # a strided view: the reference's mixed segments
+            raise NotCovered(v)
+        sk = (v.rank, v.buffer)
+        st = self.stores.get(sk)
+        if st is None:
+            st = self.stores[sk] = ([], [], {} if sk in self.freed else None)
+        cdef ViewState ent = ViewState.__new__(ViewState)
+        ent.seg = _DEAD
+        ent.lo = v.offset
+        ent.hi = v.offset + v.nbytes
+        ent.starts = <list>st[0]
+        ent.segs = <list>st[1]
+        ent.touched = st[2]
+        ent.rank = v.rank
+        ent.buffer = v.buffer
+        ent.view = v
+        self.entries[id(v)] = ent
+        return ent
+
+    cdef touch(self, dict touched, object op, long a, Mark rec, object acc, dict C,
+               ViewState ent):
+        cdef pos_t flo, fhi, lo, hi
+        cdef long b
+        cdef Mark r
+        if self.is_free[rec.op]:
+            lo, hi = ent.lo, ent.hi
+            for bo, pair in touched.items():
+                b = bo
+                r = <Mark>(<tuple>pair)[0]
+                racc = (<tuple>pair)[1]
+                if b != a and <long>C.get(bo, 0) < r.epoch:
+                    v = racc.view
+                    flo = max(lo, <pos_t>v.offset)
+                    fhi = min(hi, <pos_t>(v.offset + v.nbytes))
+                    if flo < fhi:
+                        self.report(r, racc.mode, op, acc, self.UAF, flo, fhi, ent.rank,
+                                    ent.buffer)
+            touched.clear()
+        touched[a] = (rec, acc)
+
+    cdef long blocker(self, long oid):
+        """The unprocessed predecessor of op oid's start with the smallest key, as a node."""
+        cdef long best = -1
+        cdef long x
+        cands = [x for x in (self.prev_on[oid], self.issuer[oid]) if x >= 0]
+        cands += <tuple>self.after[oid]
+        for xo in cands:
+            x = xo
+            if not self.ended[x] and (best < 0 or (self.keys[x], x) < (self.keys[best], best)):
+                best = x
+        return ~best if self.joins[best] else best
+
+    cdef int push(self, list stack, long node) except -2:
+        """Push node; 1: a cycle (the reference raises; the caller gives up)."""
+        cdef long x
+        cdef unsigned char bit
+        if node < 0:
+            bit, x = 2, ~node
+        else:
+            bit, x = 1, node
+        if self.pending[x] & bit:
+            return 1
+        self.pending[x] |= bit
+        stack.append(node)
+        return 0
+
+
+cdef object _access_of(object op, object mode, object rank, object buf, pos_t lo, pos_t hi):
+    """The access of op that left its mark on [lo, hi) of (rank, buf) with mode: the last one."""
+    found = None
+    for acc in op.accesses:
+        v = acc.view
+        if (acc.mode == mode and v.rank == rank and v.buffer == buf and v.offset < hi
+                and lo < v.offset + v.nbytes):
+            found = acc
+    assert found is not None, (op.id, mode, rank, buf, lo, hi)
+    return found
+
+
+cdef double _window_start(object op, object acc):
+    """``op.window_time(acc)[0]``, the same double operations (setup.py turns FMA contraction
+    off, so that a * b + c rounds twice, as in Python)."""
+    cdef double start = op.start
+    cdef double d = <double>op.end - start
+    return start + <double>acc.window[0] * d
+
+
+cdef double _window_end(object op, object acc):
+    """``op.window_time(acc)[1]``."""
+    cdef double start = op.start
+    cdef double d = <double>op.end - start
+    return start + <double>acc.window[1] * d
+
+
+cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
+    """Make segs[i:j] tile [lo, hi) exactly (the reference's _cover)."""
+    cdef long i = bisect_right(starts, lo) - 1
+    cdef long j
+    cdef pos_t pos, end
+    cdef Seg s
+    if i >= 0 and (<Seg>segs[i]).hi > lo:
+        s = <Seg>segs[i]
+        if s.lo < lo:
+            segs[i:i + 1] = [_seg(s.lo, lo, s.write, dict(s.reads) if s.reads else None),
+                             _seg(lo, s.hi, s.write, dict(s.reads) if s.reads else None)]
+            starts.insert(i + 1, lo)
+            s.live = False
+            i += 1
+    else:
+        i += 1
+    j = i
+    pos = lo
+    while pos < hi:
+        if j < len(segs) and (<Seg>segs[j]).lo == pos:
+            s = <Seg>segs[j]
+            if s.hi > hi:
+                segs[j:j + 1] = [_seg(s.lo, hi, s.write, dict(s.reads) if s.reads else None),
+                                 _seg(hi, s.hi, s.write, dict(s.reads) if s.reads else None)]
+                starts.insert(j + 1, hi)
+                s.live = False
+                s = <Seg>segs[j]
+            pos = s.hi
+        else:
+            end = (<Seg>segs[j]).lo if j < len(segs) and (<Seg>segs[j]).lo < hi else hi
+            segs.insert(j, _seg(pos, end, None, None))
+            starts.insert(j, pos)
+            pos = end
+        j += 1
+    return i, j
+
+
+def hb_rows(trace, list keys, tuple names, covered):
+    """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
+    A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
+    first's mode, second's mode, manifest), as the reference sorts them."""
+    cdef _Pass P = _Pass.__new__(_Pass)
+    cdef list ops = list(trace.ops)
+    cdef long n = len(ops)
+    cdef list agents = list(trace.agents)
+    cdef long na = len(agents)
+    cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
+    cdef pos_t lo, hi
+    cdef dict C
+    cdef tuple S
+    cdef Mark rec, w, rr
+    cdef Seg s
+    cdef ViewState ent
+    cdef list stack, segs, starts, last_on
+    P.ops = ops
+    P.n = n
+    P.na = na
+    P.keys = keys
+    P.RAW, P.WAR, P.WAW, P.UAF = names
+    P.READ, P.WRITE = READ, WRITE
+    P.alloc(n, na)
+
+    first_host = {}
+    for i, ag in enumerate(agents):
+        if ag.kind == HOST:
+            first_host.setdefault(ag.rank, i)
+    for i, ag in enumerate(agents):
+        P.partner[i] = i
+        if ag.kind != HOST and ag.rank in first_host:
+            P.partner[i] = first_host[ag.rank]
+        P.may_skip[i] = P.partner[i] == i
+    by_id = {id(ag): i for i, ag in enumerate(agents)}
+    by_eq = {ag: i for i, ag in enumerate(agents)}
+    last_on = [-1] * na
+    P.freed = set()
+    P.after = [None] * n
+    P.joins = [None] * n
+    for op in ops:
+        kind = op.kind
+        if kind not in covered:
+            return None
+        ag = op.agent
+        got = by_id.get(id(ag))
+        if got is None:
+            got = by_eq.get(ag)
+            if got is None:
+                return None  # the reference restarts knowing every agent
+            by_id[id(ag)] = got
+        a = got
+        oid = op.id
+        P.agent_of[oid] = a
+        P.prev_on[oid] = last_on[a]
+        last_on[a] = oid
+        P.index[oid] = op.index
+        iss = op.issuer
+        P.issuer[oid] = -1 if iss is None else <long>iss
+        P.after[oid] = op.after
+        P.joins[oid] = op.joins
+        if kind == "free":
+            P.is_free[oid] = 1
+            P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
+    order = sorted(range(n), key=keys.__getitem__)
+
+    P.clocks = [{} for _ in range(na)]
+    P.seen = [{} for _ in range(na)]
+    P.hist_e = [[0] for _ in range(na)]
+    P.hist_c = [[(0, {})] for _ in range(na)]
+    P.end_of = [None] * n
+    P.found = {}
+    P.stores = {}
+    P.entries = {}
+    cdef dict entries = P.entries
+    cdef list position = [0] * n
+    count = 0
+    walk = order + [~i for i in range(n) if ops[i].joins]
+    stack = []
+    cdef list after_l = P.after
+    cdef list joins_l = P.joins
+    cdef list clocks = P.clocks
+    cdef bint waiting
+
+    for root_o in walk:
+        root = root_o
+        while True:
+            if stack:
+                oid = stack[len(stack) - 1]
+            else:
+                oid = root
+                if oid < 0:
+                    if P.ended[~oid]:
+                        break
+                    if P.push(stack, oid):
+                        return None
+                elif P.started[oid]:
+                    break
+            if oid < 0:  # the end of an op that joins (rule 6)
+                oid = ~oid
+                op = ops[oid]
+                if not P.started[oid]:
+                    need = oid
+                else:
+                    need = None
+                    for jo in <tuple>joins_l[oid]:
+                        x = jo
+                        if not P.started[x] and (need is None or
+                                                 (keys[x], x) < (keys[need], need)):
+                            need = x
+                if need is not None:
+                    if P.push(stack, <long>need):
+                        return None
+                    continue
+                stack.pop()
+                P.pending[oid] &= ~2
+                a = P.agent_of[oid]
+                C = <dict>clocks[a]
+                g = P.gen[a]
+                for jo in <tuple>joins_l[oid]:
+                    P.join(a, C, P.start_copy(jo), jo)
+                P.end_of[oid] = (-2 - oid, dict(C))
+                if P.gen[a] != g:
+                    P.new_copy(a, C, P.index[oid] + 2)
+                P.ended[oid] = 1
+                continue
+
+            # an op's start (rules 1, 2 and its after edges first)
+            p = P.prev_on[oid]
+            r = P.issuer[oid]
+            aft = <tuple>after_l[oid]
+            waiting = (p >= 0 and not P.ended[p]) or (r >= 0 and not P.ended[r])
+            if not waiting and aft:
+                for xo in aft:
+                    if not P.ended[<long>xo]:
+                        waiting = True
+                        break
+            if waiting:
+                if not stack:
+                    if P.push(stack, oid):
+                        return None
+                if P.push(stack, P.blocker(oid)):
+                    return None
+                continue
+            if stack:
+                stack.pop()
+                P.pending[oid] &= ~1
+            op = ops[oid]
+            a = P.agent_of[oid]
+            position[oid] = count
+            count += 1
+            P.started[oid] = 1
+            accs = op.accesses
+            if r < 0 and P.may_skip[a] and not accs and not aft and not joins_l[oid]:
+                P.ended[oid] = 1
+                continue
+
+            C = <dict>clocks[a]
+            if r >= 0:  # rule 2 (enqueue)
+                S_o = P.end_of[r]
+                o = P.agent_of[r]
+                v = P.index[r] + 1
+                if S_o is None:
+                    he = <list>P.hist_e[o]
+                    if <long>he[len(he) - 1] <= v:
+                        S = <tuple>(<list>P.hist_c[o])[len(he) - 1]
+                    else:
+                        S = <tuple>(<list>P.hist_c[o])[bisect_right(he, v) - 1]
+                else:
+                    S = <tuple>S_o
+                if (<dict>P.seen[a]).get(o) == S[0]:
+                    if v > <long>C.get(o, 0):
+                        C[o] = v
+                        if o != P.partner[a]:
+                            P.gen[a] += 1
+                    q = P.partner[o]
+                    if q != o:
+                        v = P.partner_of[r]
+                        if v > <long>C.get(q, 0):
+                            C[q] = v
+                            if q != P.partner[a] and q != a:
+                                P.gen[a] += 1
+                else:
+                    P.join(a, C, S, r)
+            for xo in aft:
+                P.join(a, C, P.end_copy(xo), xo)
+            e = P.index[oid] + 1
+            if <long>C.get(a, 0) >= e:
+                return None  # out of program order: the reference raises
+            C[a] = e
+            if P.partner[a] != a:
+                P.partner_of[oid] = C.get(P.partner[a], 0)
+            if P.gen[a] != P.hist_g[a]:
+                P.new_copy(a, C, e)
+            if not joins_l[oid]:
+                P.ended[oid] = 1
+
+            if not accs:
+                continue
+            rec = _mark(oid, a, e)
+            for acc in accs:
+                got = entries.get(id(acc.view))
+                if got is None:
+                    ent = P.entry(acc.view)
+                else:
+                    ent = <ViewState>got
+                if ent.touched is not None:
+                    P.touch(<dict>ent.touched, op, a, rec, acc, C, ent)
+                s = ent.seg
+                mode = acc.mode
+                if mode is READ or mode == READ:
+                    if s.live:
+                        if s.write is not None:
+                            w = <Mark>s.write
+                            if <long>C.get(w.agent, 0) < w.epoch:
+                                P.report(w, WRITE, op, acc, P.RAW, ent.lo, ent.hi, ent.rank,
+                                         ent.buffer)
+                        if s.reads is None:
+                            s.reads = {a: rec}
+                        else:
+                            (<dict>s.reads)[a] = rec
+                        continue
+                    lo, hi = ent.lo, ent.hi
+                    if hi <= lo:
+                        continue
+                    segs = ent.segs
+                    ij = _cover(ent.starts, segs, lo, hi)
+                    i, j2 = ij
+                    if j2 - i == 1:
+                        ent.seg = <Seg>segs[i]
+                    for k in range(i, j2):
+                        s = <Seg>segs[k]
+                        if s.write is not None:
+                            w = <Mark>s.write
+                            if <long>C.get(w.agent, 0) < w.epoch:
+                                P.report(w, WRITE, op, acc, P.RAW, s.lo, s.hi, ent.rank,
+                                         ent.buffer)
+                        if s.reads is None:
+                            s.reads = {a: rec}
+                        else:
+                            (<dict>s.reads)[a] = rec
+                    continue
+                # a write: against the last write and every read since it
+                if s.live:
+                    if s.write is not None:
+                        w = <Mark>s.write
+                        if <long>C.get(w.agent, 0) < w.epoch:
+                            P.report(w, WRITE, op, acc, P.WAW, ent.lo, ent.hi, ent.rank,
+                                     ent.buffer)
+                    if s.reads is not None:
+                        for rro in (<dict>s.reads).values():
+                            rr = <Mark>rro
+                            if <long>C.get(rr.agent, 0) < rr.epoch:
+                                P.report(rr, READ, op, acc, P.WAR, ent.lo, ent.hi, ent.rank,
+                                         ent.buffer)
+                        s.reads = None
+                    s.write = rec
+                    continue
+                lo, hi = ent.lo, ent.hi
+                if hi <= lo:
+                    continue
+                starts, segs = ent.starts, ent.segs
+                ij = _cover(starts, segs, lo, hi)
+                i, j2 = ij
+                for k in range(i, j2):
+                    s = <Seg>segs[k]
+                    if s.write is not None:
+                        w = <Mark>s.write
+                        if <long>C.get(w.agent, 0) < w.epoch:
+                            P.report(w, WRITE, op, acc, P.WAW, s.lo, s.hi, ent.rank, ent.buffer)
+                    if s.reads:
+                        for rro in (<dict>s.reads).values():
+                            rr = <Mark>rro
+                            if <long>C.get(rr.agent, 0) < rr.epoch:
+                                P.report(rr, READ, op, acc, P.WAR, s.lo, s.hi, ent.rank,
+                                         ent.buffer)
+                    s.live = False
+                s = _seg(lo, hi, rec, None)
+                ent.seg = s
+                segs[i:j2] = [s]
+                starts[i:j2] = [lo]
+
+    rows = sorted([(position[key[1]], position[key[0]], key[2], key[3], key[4],
+                    (<Found>h).lo, (<Found>h).hi, key[0], key[1], (<Found>h).fmode,
+                    (<Found>h).smode, (<Found>h).manifest)
+                   for key, h in P.found.items()])
+    agent_of = [P.agent_of[i] for i in range(n)]
+    return rows, position, agent_of

@@ -1,0 +1,120 @@
+"""The one dispatch point to the compiled HB pass falls back to the pure-Python reference, rather
+than guessing or crashing, whenever it must: ``STREAMSIM_NATIVE=0``, the module not built, an op
+kind it was not written for (new kinds arrive in streamsim/kinds.py before the compiled code knows
+them), clocks kept, an ordering error the reference words."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from streamsim import native
+from streamsim.analysis import hb
+from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
+from streamsim.kinds import OP_KINDS
+from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.trace import Trace, issue_keys
+
+NAMES = (RAW, WAR, WAW, USE_AFTER_FREE)
+RACE = ('{"op": "launch", "stream": "a", "writes": ["x"]}\n'
+        '{"op": "launch", "stream": "b", "reads": ["x"]}\n')
+needs_build = pytest.mark.skipif(not native.built(), reason="the compiled core is not built")
+
+
+def race_trace(tmp_path) -> Trace:
+    path = tmp_path / "race.jsonl"
+    path.write_text(RACE)
+    return simulate_oplog(load_oplog(path))
+
+
+def test_covered_kinds_are_kinds():
+    """Every kind the compiled pass claims is an op kind (a renamed kind cannot stay covered by
+    its old name); kinds it does not list are allowed: they take the reference."""
+    assert native.COVERED_KINDS <= set(OP_KINDS), sorted(native.COVERED_KINDS - set(OP_KINDS))
+
+
+def test_streamsim_native_0_forces_pure_python(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    trace = race_trace(tmp_path)
+    assert not native.available() and native.path() == "python"
+    assert native.hb_rows(trace, issue_keys(trace), NAMES) is None
+    assert len(hb.hb_pass(trace).hazards) == 1  # (the reference ran)
+
+
+def test_an_unbuilt_core_is_pure_python(monkeypatch, tmp_path):
+    """A machine without a compiler: nothing to import, every pass in Python."""
+    monkeypatch.setattr(native, "_compiled", None)
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    trace = race_trace(tmp_path)
+    assert not native.built() and not native.available()
+    assert len(hb.hb_pass(trace).hazards) == 1
+
+
+@needs_build
+def test_the_compiled_pass_runs_by_default(monkeypatch, tmp_path):
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    trace = race_trace(tmp_path)
+    assert native.available() and native.path() == "native"
+    rows, position, agent_of = native.hb_rows(trace, issue_keys(trace), NAMES)
+    assert [r[2] for r in rows] == [RAW] and sorted(position) == list(range(len(trace.ops)))
+
+
+@needs_build
+def test_an_uncovered_kind_takes_the_reference(monkeypatch, tmp_path):
+    """An op of a kind the compiled pass does not list: it declines, and hb_pass gives the
+    reference's result."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    trace = race_trace(tmp_path)
+    ops = list(trace.ops)
+    ops[0] = dataclasses.replace(ops[0], kind="barrier")  # (not an op kind of these sources yet)
+    odd = dataclasses.replace(trace, ops=tuple(ops))
+    assert native.hb_rows(odd, issue_keys(odd), NAMES) is None
+    monkeypatch.setattr(native, "COVERED_KINDS", native.COVERED_KINDS | {"barrier"})
+    assert native.hb_rows(odd, issue_keys(odd), NAMES) is not None  # (it was the kind)
+
+
+@needs_build
+def test_kept_clocks_take_the_reference(monkeypatch, tmp_path):
+    """The compiled pass keeps no clocks: hb_pass(keep_clocks=True) never asks it."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    asked = []
+    monkeypatch.setattr(native, "hb_rows", lambda *a: asked.append(a))
+    got = hb.hb_pass(race_trace(tmp_path), keep_clocks=True)
+    assert not asked and got.hb.starts
+
+
+@needs_build
+def test_an_ordering_cycle_is_worded_by_the_reference(monkeypatch, tmp_path):
+    """A trace whose edges form a cycle: the compiled pass declines, the reference raises its
+    message."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    trace = race_trace(tmp_path)
+    ops = list(trace.ops)
+    first = min((op for op in ops if op.issuer is not None), key=lambda op: op.id)
+    last = max(ops, key=lambda op: op.id)
+    ops[first.id] = dataclasses.replace(first, after=(last.id,))
+    ops[last.id] = dataclasses.replace(last, after=(*last.after, first.id))
+    cyclic = dataclasses.replace(trace, ops=tuple(ops))
+    assert native.hb_rows(cyclic, issue_keys(cyclic), NAMES) is None
+    with pytest.raises(ValueError, match="cycle"):
+        hb.hb_pass(cyclic)
+
+
+STRIDED = ('{"op": "alloc", "stream": "a", "buffer": "x", "nbytes": 128}\n'
+           '{"op": "launch", "stream": "a", "writes": [{"buffer": "x", "offset": 0, "sizes": [4, 4],'
+           ' "strides": [8, 2], "itemsize": 4}]}\n'
+           '{"op": "launch", "stream": "b", "writes": [{"buffer": "x", "offset": 4, "sizes": [4, 4],'
+           ' "strides": [8, 2], "itemsize": 4}]}\n'
+           '{"op": "launch", "stream": "b", "reads": ["x"]}\n')
+
+
+@needs_build
+def test_a_strided_view_takes_the_reference(monkeypatch, tmp_path):
+    """The compiled pass keeps one state per segment; strided views need the reference's mixed
+    segments (even and odd columns do not race): it hands such a trace back, not a guess."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    path = tmp_path / "strided.jsonl"
+    path.write_text(STRIDED)
+    trace = simulate_oplog(load_oplog(path))
+    assert native.hb_rows(trace, issue_keys(trace), NAMES) is None
+    assert [h.kind for h in hb.hb_pass(trace).hazards] == [RAW]  # the full read, not the columns
