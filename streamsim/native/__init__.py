@@ -22,6 +22,7 @@ COVERED_KINDS = frozenset({
     "launch", "host", "record", "wait_event", "sync_event", "sync_stream", "sync_device",
     "isend", "irecv", "send_object", "recv_object", "isend_object", "all_reduce", "all_gather",
     "reduce_scatter", "broadcast", "all_to_all", "wait", "query", "alloc", "free", "record_stream",
+    "reduce", "gather", "scatter", "barrier", "put", "get",
 })
 
 try:

@@ -28,6 +28,9 @@ from streamsim.oplog import load_oplog
 from streamsim.report.report import dumps_json, render_text
 from streamsim.sim.errors import InputError, ModelError
 
+if not native.built() and os.environ.get("CI"):  # CI builds it: a skip there would hide a break
+    raise RuntimeError("CI: the compiled core (streamsim.native) is not built: pip install -e . "
+                       "printed why; the differential tests must run in CI")
 pytestmark = pytest.mark.skipif(not native.built(), reason="the compiled core is not built")
 
 DIFFERENTIAL_LOGS = int(os.environ.get("STREAMSIM_DIFFERENTIAL_LOGS", "2000"))
@@ -35,14 +38,16 @@ CHUNK = 100  # logs per test case (a failure names its chunk's seeds)
 TIMINGS = ((None, 0.0), (1, 0.5), (2, 2.0), (3, 0.1))  # (seed, jitter)
 NBYTES = 64
 BUFFERS = ("a", "b", "c")
-COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
+COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
+               "reduce", "gather", "scatter", "barrier")
 TESTS = Path(__file__).resolve().parents[1]
 
 
 def generated_log(seed: int) -> str:
     """A valid op log of 1-3 ranks: kernels and host work on two threads, events and syncs, NCCL
     p2p (batches, both stream layouts), every collective, gloo objects, handle waits and queries,
-    allocations, frees and ``record_stream``, views with offsets. One global sequence of steps
+    allocations, frees and ``record_stream``, views with offsets, the rooted collectives and the
+    barrier, put/get hand-offs between the two threads of a rank. One global sequence of steps
     projected on the ranks (no send waits for a receive issued later on its rank)."""
     R = random.Random(seed)
     ranks = R.randint(1, 3)
@@ -141,20 +146,40 @@ def generated_log(seed: int) -> str:
         for b in BUFFERS:
             lines.append({"op": "alloc", "rank": r, "buffer": b, "nbytes": NBYTES,
                           "stream": R.choice(("compute", "compute", "side"))})
+    threaded = {r for r in range(ranks) if R.random() < 0.5}
     for _ in range(R.randint(1, 24)):
-        kind = R.choice(("local",) * 6 + ("message", "collective", "object"))
-        if kind == "local" or ranks == 1:
+        kind = R.choice(("local",) * 6 + ("message", "collective", "object", "handoff"))
+        if kind == "handoff":  # a put on one thread, its get on the other (a fresh channel)
+            if threaded:
+                r = R.choice(sorted(threaded))
+                giver = R.choice(("main", "aux"))
+                taker = "aux" if giver == "main" else "main"
+                channel = name("q")
+                lines.append({"op": "put", "rank": r, "host": giver, "channel": channel})
+                lines.append({"op": "get", "rank": r, "host": taker, "channel": channel})
+        elif kind == "local" or ranks == 1:
             local(R.randint(0, ranks - 1))
         elif kind == "message":
             src = R.randint(0, ranks - 1)
             message(src, R.choice([r for r in range(ranks) if r != src]))
         elif kind == "collective":
             op = R.choice(COLLECTIVES)
+            root = R.randint(0, ranks - 1)
             for r in range(ranks):
                 x = {"op": op, "rank": r, "ranks": list(range(ranks)), "handle": handle(r)}
-                if op == "all_reduce":
+                if op in ("reduce", "gather", "scatter"):
+                    x["root"] = root
+                if op in ("all_reduce", "reduce"):
                     x["tensors"] = [ref(r)]
-                else:
+                elif op == "gather":  # (the gather list on the root alone)
+                    x["inputs"] = [ref(r)]
+                    if r == root:
+                        x["outputs"] = [ref(r) for _ in range(ranks)]
+                elif op == "scatter":  # (the scatter list on the root alone)
+                    x["outputs"] = [ref(r)]
+                    if r == root:
+                        x["inputs"] = [ref(r) for _ in range(ranks)]
+                elif op != "barrier":
                     x["inputs"], x["outputs"] = [ref(r)], [ref(r)]
                 lines.append(x)
         else:
@@ -167,10 +192,10 @@ def generated_log(seed: int) -> str:
                 lines.append({"op": "isend_object", "rank": src, "peer": dst, "nbytes": nbytes,
                               "handle": handle(src)})
             lines.append({"op": "recv_object", "rank": dst, "peer": src})
-    threaded = {r for r in range(ranks) if R.random() < 0.5}
     out = []
     for x in lines:
-        if x.get("rank") in threaded and x["op"] != "alloc" and R.random() < 0.5:
+        if x.get("rank") in threaded and x["op"] not in ("alloc", "put", "get") and \
+                R.random() < 0.5:
             x["host"] = "aux"
         if x.get("rank") in threaded and R.randint(0, 3) == 0:
             out.append({"op": "host", "rank": x["rank"], "host": x.get("host", "main"),

@@ -66,10 +66,10 @@ def test_an_uncovered_kind_takes_the_reference(monkeypatch, tmp_path):
     monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
     trace = race_trace(tmp_path)
     ops = list(trace.ops)
-    ops[0] = dataclasses.replace(ops[0], kind="barrier")  # (not an op kind of these sources yet)
+    ops[0] = dataclasses.replace(ops[0], kind="a_kind_added_later")  # (not covered)
     odd = dataclasses.replace(trace, ops=tuple(ops))
     assert native.hb_rows(odd, issue_keys(odd), NAMES) is None
-    monkeypatch.setattr(native, "COVERED_KINDS", native.COVERED_KINDS | {"barrier"})
+    monkeypatch.setattr(native, "COVERED_KINDS", native.COVERED_KINDS | {"a_kind_added_later"})
     assert native.hb_rows(odd, issue_keys(odd), NAMES) is not None  # (it was the kind)
 
 
