@@ -141,8 +141,7 @@ def distinct_fixes(hazards: Findings | Iterable[Hazard]) -> list:
     seen, out = set(), []
     for h in (hazards.hazards if isinstance(hazards, Findings) else hazards):
         if h.fix is not None:
-            key = (h.fix.kind, h.fix.before, h.fix.handle_op, h.fix.record_after,
-                   h.fix.event_stream, h.fix.wait_stream)
+            key = h.fix.identity
             if key not in seen:
                 seen.add(key)
                 out.append(h.fix)

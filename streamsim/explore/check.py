@@ -75,7 +75,7 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     progress("analyse")
     findings = analyse(trace)
     metrics = compute_metrics(trace)
-    rerun = lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts)
+    rerun = lambda keyed: simulate(model, variant, values, fixes=keyed, **opts)  # (keyed: no base)
     info = dict(source=model.path, model=model.name, variant=variant, params=dict(values),
                 seed=seed, jitter=jitter)
     no_fix_cost = strategies.get(strategy).no_fix_cost  # why fixes are not costed under it
@@ -125,9 +125,9 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     progress("analyse")
     findings = analyse(trace)
     metrics = compute_metrics(trace)
-    def rerun(fixes):
+    def rerun(keyed):  # (keyed fixes: injected without a scan of the trace)
         try:
-            return simulate_oplog(log, fixes=fixes, base=trace, **opts)
+            return simulate_oplog(log, fixes=keyed, **opts)
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
     if apply_fixes:
