@@ -79,7 +79,7 @@ from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
 __version__ = "0.1.0"
 
 _LAZY = {  # public name -> the module that defines it (imported on first use)
-    "run_model": "explore.check", "check_oplog": "explore.check",
+    "run_model": "pipeline", "check_oplog": "pipeline",
     "load_oplog": "oplog", "parse_oplog": "oplog", "simulate_oplog": "oplog", "dump_oplog": "oplog",
     "oplog_text": "oplog",
     "analyse": "analysis.checks", "FixCost": "analysis.checks", "FixShift": "analysis.checks",
@@ -95,7 +95,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "deadlock_graph": "analysis.slices", "issue_order": "analysis.slices",
     "hazard_ops": "analysis.slices",
     "access_window": "analysis.why",
-    "cost_fixes": "explore.fixcost", "compare_variants": "explore.compare",
+    "cost_fixes": "pipeline.fixcost", "compare_variants": "explore.compare",
     "render_compare": "explore.compare", "CompareRow": "explore.compare",
     "explore_schedules": "explore.hunt", "ExploreResult": "explore.hunt",
     "PatternStats": "explore.hunt", "Pattern": "explore.runs", "RunResult": "explore.runs",

@@ -81,7 +81,7 @@ FIX_KINDS: dict[str, str] = {
 }
 
 # (exploration strategies are behaviour, not data: an interface with a module each and their
-# registry, in streamsim/explore/strategies/; the CLI's --strategy choices derive from it)
+# registry, in streamsim/pipeline/strategies/; the CLI's --strategy choices derive from it)
 
 # -- op kinds -------------------------------------------------------------------------------------
 BY_AGENT = "agent"  # a wait_edge or category that depends on where the op runs (see the docstring)

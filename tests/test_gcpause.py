@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from streamsim.explore.check import run_model
+from streamsim.pipeline import run_model
 from streamsim.explore.hunt import explore
 from streamsim.sim.runner import simulate
 

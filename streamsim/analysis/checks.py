@@ -28,7 +28,7 @@ class FixShift:
     host action enqueued, else the host action itself); ``moved``: how many of them started later
     in the fixed run, ``max_us``/``total_us`` by how much (the largest shift, and their sum).
     ``critical_rank``: the rank the fixed run's makespan waits for, the one whose last kernel ends
-    last (``streamsim.explore.fixcost.critical_rank``).
+    last (``streamsim.pipeline.fixcost.critical_rank``).
     """
 
     delayed: int

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..explore import strategies
+from ..pipeline import strategies
 from ..report.escape import terminal
 from ..sim.errors import ModelError
 

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Sequence
 
-from ..explore import strategies
+from ..pipeline import strategies
 from ..sim.errors import InternalError, ModelError
 from ..sim.model import is_model_path
 

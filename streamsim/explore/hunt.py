@@ -35,8 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from . import strategies
-from .pct import OpsEstimate, pct_bound
+from ..pipeline import strategies
+from ..pipeline.pct import OpsEstimate, pct_bound
 from .runs import (Pattern, RunResult, RunSpec, execute, format_set, replay_command,
                    run_seeds)
 

@@ -18,8 +18,8 @@ from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
 from ..gcpause import pipeline_entry
-from . import strategies
-from .pct import OpsEstimate
+from ..pipeline import strategies
+from ..pipeline.pct import OpsEstimate
 
 SEED_STRIDE = 1_000_003
 

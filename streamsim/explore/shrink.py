@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..sim.errors import ModelError
 from ..kinds import COLLECTIVE_KINDS, kinds_where
 from ..gcpause import pipeline_entry
-from . import strategies
+from ..pipeline import strategies
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
 
@@ -301,7 +301,7 @@ def shrink_model(model, out_path: str, variant: str | None = None,
     """Run a model (as ``streamsim run`` would, strategy included), dump it as an op log, and
     :func:`shrink` that. The dump keeps the run's exact durations, so candidates replay without
     jitter."""
-    from .strategies import perturb_for
+    from ..pipeline.strategies import perturb_for
     from ..sim.model import load_model
     from ..oplog import oplog_text
     from ..sim.runner import simulate

@@ -30,9 +30,8 @@ from ..analysis.metrics import format_bytes
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from .check import seed_used
+from ..pipeline import seed_used, strategies
 from .hunt import _prepare
-from . import strategies
 from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_seeds
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.

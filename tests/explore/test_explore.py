@@ -10,7 +10,7 @@ import pytest
 
 from streamsim.cli.main import main
 from streamsim.explore.hunt import explore
-from streamsim.explore.pct import OpsEstimate, PCTPerturb, estimate_ops, pct_bound
+from streamsim.pipeline.pct import OpsEstimate, PCTPerturb, estimate_ops, pct_bound
 from streamsim.explore.runs import run_seeds
 from streamsim.oplog import load_oplog, simulate_oplog
 from streamsim.explore.shrink import ddmin, hazard_keys, shrink

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from streamsim.cli.main import build_parser, main
-from streamsim.explore import strategies
+from streamsim.pipeline import strategies
 from streamsim.explore.hunt import explore
-from streamsim.explore.strategies import Strategy
+from streamsim.pipeline.strategies import Strategy
 from streamsim.sim.errors import InputError
 
 from .test_explore import margin_model  # noqa: F401 (a fixture)

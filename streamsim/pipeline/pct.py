@@ -1,7 +1,7 @@
 """PCT-style schedule perturbation: the engine delays chosen ops to reorder what is unordered.
 
 :class:`PCTPerturb` adapts PCT (Burckhardt et al., ASPLOS 2010) to a discrete-event simulator;
-the ``pct`` strategy (:mod:`streamsim.explore.strategies.pct`) applies it to one run for
+the ``pct`` strategy (:mod:`streamsim.pipeline.strategies.pct`) applies it to one run for
 ``--strategy pct --depth d --seed K``, so that a run ``explore`` found replays exactly.
 """
 from __future__ import annotations

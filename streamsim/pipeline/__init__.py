@@ -54,7 +54,7 @@ def run_model(model: Model | str, variant: str | None = None,
     report); ``fix_cost`` is then not measured.
 
     ``strategy``/``depth``: the schedule perturbation (``random``: jitter only; ``pct``: see
-    :mod:`streamsim.explore.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
+    :mod:`streamsim.pipeline.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
     PCT's change points onto other ops, so the fixed run would not be the same schedule.
     """
     if isinstance(model, str):
