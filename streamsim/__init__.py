@@ -2,7 +2,9 @@
 
 The pipeline, one subpackage a stage: `sim` (modelling API, engine) -> `trace` (the hinge)
 -> `analysis` (happens-before, hazards, fixes, deadlock, metrics) -> `report` (text, JSON,
-Markdown, HTML, pictures) and `explore` (run, compare, explore, sweep, shrink) -> `cli`;
+Markdown, HTML, pictures); `pipeline` is the main path of every command (simulate -> analyse ->
+cost the fixes -> report), `explore` runs it many times (compare, explore, sweep, shrink) ->
+`cli`;
 `oplog` reads, replays and writes recorded schedules; `kinds` is the vocabulary every stage's
 tables come from (op, edge and fix kinds, stream roles, strategies); `streamsim.testing` holds
 assertions for a model's own tests (and the pytest fixture `streamsim_check`). This module is the
@@ -57,7 +59,7 @@ stable public API: models and notebooks import from here only.
 - `cost_fixes`: re-simulate with fixes
 - `compare_variants` -> `CompareRow` list, `render_compare`
 - `sweep` -> `SweepRow` list (each holds its `RunResult`s), `render_sweep`, `plot_sweep`
-- `explore_schedules` (`explore.hunt.explore`: many seeded runs) -> `ExploreResult` (its
+- `explore_schedules` (`explore.hunt`: many seeded runs) -> `ExploreResult` (its
   `PatternStats`, each of a `Pattern`)
 - `shrink` -> `ShrinkResult`
 
@@ -104,9 +106,6 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "ShrinkResult": "explore.shrink",
 }
 
-_RENAMED = {"explore_schedules": "explore"}  # (the subpackage streamsim.explore owns the name)
-
-
 def happens_before(trace: Trace):
     """Every op's start and end vector clocks (a :class:`HappensBefore`): ``hb.ordered(a, b)``
     says whether op ``a`` happens before op ``b`` in every legal timing."""
@@ -120,7 +119,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'streamsim' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), _RENAMED.get(name, name))
+    value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value  # (the next lookup is a plain attribute)
     return value
 

@@ -1,7 +1,7 @@
 """Explore: above the main path (:mod:`streamsim.pipeline`), runs it many times: compare variants,
 hunt seeds, sweep grids, shrink logs.
 
-Public names: :func:`compare_variants`, :func:`render_compare` (``compare``); ``hunt.explore``
+Public names: :func:`compare_variants`, :func:`render_compare` (``compare``); ``hunt.explore_schedules``
 (many seeded runs; executors in ``runs``); ``sweep.sweep`` (a parameter grid); ``shrink.shrink``
 (delta-debug an op log).
 """

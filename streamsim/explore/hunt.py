@@ -1,12 +1,13 @@
 """Explore schedules: many seeded runs of one model, each hazard pattern counted with its replay.
 
-A latent hazard is a bug waiting for the right timing. :func:`explore` runs a model ``runs`` times,
-each with its own seed, under one of two strategies, and reports for every hazard pattern in how
-many runs it manifested, the first seed where it did, and the ``streamsim run`` command that replays
-that run exactly::
+A latent hazard is a bug waiting for the right timing. :func:`explore_schedules` runs a model
+``runs`` times, each with its own seed, under one of two strategies, and reports for every hazard
+pattern in how many runs it manifested, the first seed where it did, and the ``streamsim run``
+command that replays that run exactly::
 
-    >>> from streamsim.explore.hunt import explore
-    >>> res = explore("models/vllm_pp.py", "ring_no_wait", {"ring_slots": 2}, runs=200, seed=0)
+    >>> from streamsim.explore.hunt import explore_schedules
+    >>> res = explore_schedules("models/vllm_pp.py", "ring_no_wait", {"ring_slots": 2}, runs=200,
+    ...                         seed=0)
     >>> for p in res.patterns:
     ...     print(p.pattern.kind, p.manifest_runs, p.first_seed, p.replay)
 
@@ -133,7 +134,7 @@ def _prepare(model: Model | str, variant: str | None, params) -> tuple[Model, st
     return model, variant, values, sets
 
 
-def explore(model: Model | str, variant: str | None = None,
+def explore_schedules(model: Model | str, variant: str | None = None,
             params: Mapping[str, Any] | Iterable[str] = (), runs: int = 100, seed: int = 0,
             jitter: float | None = None, strategy: str = strategies.DEFAULT, depth: int = 2,
             jobs: int | None = None, scheduler=None, *, max_ops: int = DEFAULT_MAX_OPS,

@@ -12,7 +12,7 @@ point, variant by variant; the rows then carry a ``variant`` column (table, CSV,
 a panel per variant.
 
 Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
-:func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
+:func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore_schedules`.
 """
 from __future__ import annotations
 
