@@ -147,9 +147,9 @@ def explore_schedules(model: Model | str, variant: str | None = None,
     """
     strat = strategies.get(strategy)
     if runs < 1:
-        raise ModelError(f"--runs must be >= 1, got {runs}")
+        raise ModelError(f"runs must be >= 1, got {runs}", arguments=("runs",))
     if depth < 1:
-        raise ModelError(f"--depth must be >= 1, got {depth}")
+        raise ModelError(f"depth must be >= 1, got {depth}", arguments=("depth",))
     jitter = strat.default_jitter if jitter is None else float(jitter)
     if jitter < 0:
         raise ModelError(f"jitter must be >= 0, got {jitter}")

@@ -201,8 +201,8 @@ def _choose(found: dict[HazardKey, bool], hazard_pattern, hazard_index: int | No
     else:
         keys = list(found)
         if not 1 <= hazard_index <= len(keys):
-            raise ModelError(f"--hazard {hazard_index}: {where} has {len(keys)} root cause"
-                             f"{'s' * (len(keys) != 1)}")
+            raise ModelError(f"hazard {hazard_index}: {where} has {len(keys)} root cause"
+                             f"{'s' * (len(keys) != 1)}", arguments=("hazard",))
         key = keys[hazard_index - 1]
     if require_manifest and not found[key]:
         raise ModelError(f"{where}: hazard {key[0]} on {key[1]!r} is latent, not manifest")

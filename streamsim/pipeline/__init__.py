@@ -80,7 +80,8 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
                 seed=seed, jitter=jitter)
     no_fix_cost = strategies.get(strategy).no_fix_cost  # why fixes are not costed under it
     if apply_fixes and no_fix_cost:
-        raise ModelError(f"--apply-fixes: not under --strategy {strategy} ({no_fix_cost})")
+        raise ModelError(f"apply_fixes: not under strategy {strategy} ({no_fix_cost})",
+                         arguments=("apply_fixes", "strategy"))
     return _analysed(trace, rerun, info, fix_cost and not no_fix_cost, apply_fixes, progress)
 
 

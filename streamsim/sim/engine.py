@@ -23,7 +23,7 @@ from greenlet import greenlet
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
 from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, CommMixin, GroupConfig,
                    P2PMatch)
-from .errors import BoundExceeded, ModelError
+from .errors import BoundExceeded, ModelError, OpsBoundExceeded, TimeBoundExceeded
 from .finish import build_trace, caught_by_stall
 from .locations import location_finder
 from .records import HostState, Rec, StreamState
@@ -114,8 +114,8 @@ class Engine(CommMixin):
 
     def _too_many_ops(self) -> None:
         """Stop a runaway model (new_rec and its inlined copies check the bound)."""
-        raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
-                            "a runaway loop? raise the bound with --max-ops")
+        raise OpsBoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
+                               "a runaway loop?")
 
     def scaled(self, dur: float, rec: Rec) -> float:
         """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
@@ -223,8 +223,8 @@ class Engine(CommMixin):
         """Bring simpy's time up to the host's clock, so the host can observe device state."""
         if h.clock > self.env.now:
             if h.clock > self.max_time:
-                raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                    f"on {h.agent}; raise the bound with --max-time")
+                raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                        f"on {h.agent}")
             self.block(h, self.env.timeout(h.clock - self.env.now))
 
     def host_op(self, h: HostState, kind: str, name: str, dur: float = 0.0,
@@ -255,8 +255,8 @@ class Engine(CommMixin):
         rec.start_seq = seq = self.seq
         h.clock += rec.end  # (the duration, until it is replaced by the end time just below)
         if h.clock > self.max_time:  # a host that never blocks must still stop at the bound
-            raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                f"on {h.agent}; raise the bound with --max-time")
+            raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                    f"on {h.agent}")
         rec.end = float(h.clock)
         rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
         if accesses and self.freed:
@@ -489,8 +489,8 @@ class Engine(CommMixin):
                 if t > limit:
                     if t == float("inf"):
                         break
-                    raise BoundExceeded(f"simulated time passed max_time={limit:g} us; "
-                                        "a runaway model? raise the bound with --max-time")
+                    raise TimeBoundExceeded(f"simulated time passed max_time={limit:g} us; "
+                                            "a runaway model?")
                 step()
         except simpy.core.EmptySchedule:
             pass
