@@ -6,9 +6,9 @@ mirrors (``work.wait()``, not ``yield from work.wait()``); a host runs ahead on 
 hands control to simpy when it must observe or wait for the device (syncs, queries, blocking sends).
 Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog is quadratic.
 
-One module because host actions, enqueues and the stream loop share op creation, which is inlined
-on the hot path (half of all ops are host actions, the other half stream ops); the comm side,
-records, locations and trace building live in their own modules.
+One module because host actions, enqueues and the stream loop share op creation
+(:meth:`Engine.new_rec`) and the hot path's state (half of all ops are host actions, the other half
+stream ops); the comm side, records, locations and trace building live in their own modules.
 """
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ class Engine(CommMixin):
                 enqueued: float, step: int | None, location: str,
                 accesses: tuple[Access, ...] = (), attrs: dict[str, Any] | None = None) -> Rec:
         """A new op of ``agent`` (whose HostState or StreamState is ``owner``), its scaled duration in
-        its ``end`` slot until it ends. host_op and enqueue inline this (hot path)."""
+        its ``end`` slot until it ends: every op the engine records is made here (host actions,
+        stream ops, the comm side's ops). Checks the ``max_ops`` bound."""
         recs = self.recs
         n = len(recs)
         if n >= self.max_ops:
@@ -113,7 +114,7 @@ class Engine(CommMixin):
         return rec
 
     def _too_many_ops(self) -> None:
-        """Stop a runaway model (new_rec and its inlined copies check the bound)."""
+        """Stop a runaway model (new_rec checks the bound)."""
         raise OpsBoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
                                "a runaway loop?")
 
@@ -239,18 +240,7 @@ class Engine(CommMixin):
             self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
-        recs = self.recs  # new_rec, inlined (hot path: half of all ops are host actions)
-        n = len(recs)
-        if n >= self.max_ops:
-            self._too_many_ops()
-        idx = h.count
-        h.count = idx + 1
-        rec = Rec(n, h.agent, idx, kind, name, float(h.clock), h.step, location, accesses, {})
-        if self.tag_rec is not None:
-            self.tag_rec(rec)
-        if dur or self.perturb is not None:  # (scaling 0 is 0: skip the call on the hot path)
-            rec.end = self.scaled(dur, rec)  # a pending op's end slot holds its duration
-        recs.append(rec)
+        rec = self.new_rec(h.agent, kind, name, dur, h, float(h.clock), h.step, location, accesses)
         rec.start = rec.enqueued  # mark_start and mark_end, inlined (hot path)
         rec.start_seq = seq = self.seq
         h.clock += rec.end  # (the duration, until it is replaced by the end time just below)
@@ -374,19 +364,8 @@ class Engine(CommMixin):
         if callable(after):
             after = after()
         s = self.stream_at.get((h.agent.rank, stream_name)) or self.stream(h.agent.rank, stream_name)
-        recs = self.recs  # new_rec, inlined (hot path: the other half of the ops)
-        n = len(recs)
-        if n >= self.max_ops:
-            self._too_many_ops()
-        idx = s.count
-        s.count = idx + 1
-        rec = Rec(n, s.agent, idx, kind, name, h.clock, h.step, issue.location, accesses,
-                   {"current_stream": h.current_stream})
-        if self.tag_rec is not None:
-            self.tag_rec(rec)
-        if dur or self.perturb is not None:
-            rec.end = self.scaled(dur, rec)
-        recs.append(rec)
+        rec = self.new_rec(s.agent, kind, name, dur, s, h.clock, h.step, issue.location, accesses,
+                           {"current_stream": h.current_stream})
         rec.issuer = issue.id
         if after:
             rec.after = list(after)
