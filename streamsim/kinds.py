@@ -37,7 +37,6 @@ STREAM_ROLE = "stream"  # a CUDA stream of the model's (compute, copy, ...)
 NCCL_ROLE = "nccl"  # a process group's NCCL comm stream: nccl:<group>, nccl:<group>:<lo>-<hi>
 GLOO_ROLE = "gloo"  # a gloo group's channel: gloo:<group>
 ROLE_PREFIXES = {NCCL_ROLE: "nccl:", GLOO_ROLE: "gloo:"}  # a stream's role from its name
-COMM_PREFIXES = tuple(ROLE_PREFIXES.values())
 COMM_ROLES = frozenset(ROLE_PREFIXES)
 
 

@@ -21,8 +21,7 @@ import simpy
 from greenlet import greenlet
 
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
-from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, CommMixin, GroupConfig,
-                   P2PMatch)
+from .comm import COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CommMixin, GroupConfig
 from .errors import BoundExceeded, ModelError, OpsBoundExceeded, TimeBoundExceeded
 from .finish import build_trace, caught_by_stall
 from .locations import location_finder
@@ -57,10 +56,7 @@ class Engine(CommMixin):
         self.hosts: dict[Agent, HostState] = {}
         self.hosts_of_rank: dict[int, list[HostState]] = {}  # rank -> its host threads (no scans)
         self.groups: dict[str, GroupConfig] = {}
-        self.p2p: dict[tuple, P2PMatch] = {}
-        self.p2p_issued: dict[tuple, int] = {}
-        self.collectives: dict[tuple, CollectiveMatch] = {}
-        self.coll_issued: dict[tuple, int] = {}
+        self._init_comm()
         self.notes: list[Note] = []
         # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
         # keeps them per block, so one host thread of the rank may record and another free
@@ -452,8 +448,7 @@ class Engine(CommMixin):
         cyclic collection: seconds for a million ops, charged to whatever runs next (the analysis).
         Released here, it is freed at once by reference counting."""
         self.recs = []
-        self.p2p, self.p2p_issued = {}, {}
-        self.collectives, self.coll_issued = {}, {}
+        self._release_comm()
         self.issued_by_key, self.works = {}, {}
         self.waiters, self.matches = {}, {}
         self.tag_rec = self.location_of = None  # (an op-log replay's hooks hold the parsed log)
