@@ -72,7 +72,7 @@ def child(path: str) -> None:
 
 def _json_report(path: str) -> None:
     """The whole command's JSON report (everything again, end to end, as `check` does)."""
-    from streamsim.explore.check import check_oplog
+    from streamsim.pipeline import check_oplog
     from streamsim.report.report import dumps_json
     dumps_json(check_oplog(path))
 

@@ -1,6 +1,6 @@
 """Explore throughput: simulated-and-analysed runs per wall second of the vLLM model.
 
-Runs ``explore(models/vllm_pp.py)`` at the model's defaults (its first variant, default
+Runs ``explore_schedules(models/vllm_pp.py)`` at the model's defaults (its first variant, default
 parameters, strategy random, jitter 0.2) with ``--jobs 1`` and ``--jobs 2`` and prints runs/s for
 each. Wall time covers everything ``streamsim explore`` does after loading the model: starting the worker
 processes, the runs (simulate + analyse), and folding the results. One warm-up run first, so that
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
 
-    from streamsim.explore.hunt import explore
+    from streamsim.explore.hunt import explore_schedules
     from streamsim.explore.runs import RunSpec, run_one
     from streamsim.sim.model import load_model
     model = load_model(os.path.relpath(MODEL))
@@ -51,7 +51,7 @@ def main() -> None:
     results = {}
     for jobs in args.jobs:
         c0, t0 = _cpu(), time.perf_counter()
-        res = explore(model, variant, runs=args.runs, strategy=args.strategy, jobs=jobs)
+        res = explore_schedules(model, variant, runs=args.runs, strategy=args.strategy, jobs=jobs)
         wall, cpu = time.perf_counter() - t0, _cpu() - c0
         results[jobs] = res.results
         ops = sum(r.ops for r in res.results) / len(res.results)

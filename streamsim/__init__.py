@@ -2,7 +2,9 @@
 
 The pipeline, one subpackage a stage: `sim` (modelling API, engine) -> `trace` (the hinge)
 -> `analysis` (happens-before, hazards, fixes, deadlock, metrics) -> `report` (text, JSON,
-Markdown, HTML, pictures) and `explore` (run, compare, explore, sweep, shrink) -> `cli`;
+Markdown, HTML, pictures); `pipeline` is the main path of every command (simulate -> analyse ->
+cost the fixes -> report), `explore` runs it many times (compare, explore, sweep, shrink) ->
+`cli`;
 `oplog` reads, replays and writes recorded schedules; `kinds` is the vocabulary every stage's
 tables come from (op, edge and fix kinds, stream roles, strategies); `streamsim.testing` holds
 assertions for a model's own tests (and the pytest fixture `streamsim_check`). This module is the
@@ -57,7 +59,7 @@ stable public API: models and notebooks import from here only.
 - `cost_fixes`: re-simulate with fixes
 - `compare_variants` -> `CompareRow` list, `render_compare`
 - `sweep` -> `SweepRow` list (each holds its `RunResult`s), `render_sweep`, `plot_sweep`
-- `explore_schedules` (`explore.hunt.explore`: many seeded runs) -> `ExploreResult` (its
+- `explore_schedules` (`explore.hunt`: many seeded runs) -> `ExploreResult` (its
   `PatternStats`, each of a `Pattern`)
 - `shrink` -> `ShrinkResult`
 
@@ -79,7 +81,7 @@ from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
 __version__ = "0.1.0"
 
 _LAZY = {  # public name -> the module that defines it (imported on first use)
-    "run_model": "explore.check", "check_oplog": "explore.check",
+    "run_model": "pipeline", "check_oplog": "pipeline",
     "load_oplog": "oplog", "parse_oplog": "oplog", "simulate_oplog": "oplog", "dump_oplog": "oplog",
     "oplog_text": "oplog",
     "analyse": "analysis.checks", "FixCost": "analysis.checks", "FixShift": "analysis.checks",
@@ -95,7 +97,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "deadlock_graph": "analysis.slices", "issue_order": "analysis.slices",
     "hazard_ops": "analysis.slices",
     "access_window": "analysis.why",
-    "cost_fixes": "explore.fixcost", "compare_variants": "explore.compare",
+    "cost_fixes": "pipeline.fixcost", "compare_variants": "explore.compare",
     "render_compare": "explore.compare", "CompareRow": "explore.compare",
     "explore_schedules": "explore.hunt", "ExploreResult": "explore.hunt",
     "PatternStats": "explore.hunt", "Pattern": "explore.runs", "RunResult": "explore.runs",
@@ -103,9 +105,6 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "render_sweep": "explore.sweep", "plot_sweep": "explore.sweep", "shrink": "explore.shrink",
     "ShrinkResult": "explore.shrink",
 }
-
-_RENAMED = {"explore_schedules": "explore"}  # (the subpackage streamsim.explore owns the name)
-
 
 def happens_before(trace: Trace):
     """Every op's start and end vector clocks (a :class:`HappensBefore`): ``hb.ordered(a, b)``
@@ -120,7 +119,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'streamsim' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), _RENAMED.get(name, name))
+    value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value  # (the next lookup is a plain attribute)
     return value
 

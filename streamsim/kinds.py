@@ -41,7 +41,6 @@ STREAM_ROLE = "stream"  # a CUDA stream of the model's (compute, copy, ...)
 NCCL_ROLE = "nccl"  # a process group's NCCL comm stream: nccl:<group>, nccl:<group>:<lo>-<hi>
 GLOO_ROLE = "gloo"  # a gloo group's channel: gloo:<group>
 ROLE_PREFIXES = {NCCL_ROLE: "nccl:", GLOO_ROLE: "gloo:"}  # a stream's role from its name
-COMM_PREFIXES = tuple(ROLE_PREFIXES.values())
 COMM_ROLES = frozenset(ROLE_PREFIXES)
 
 
@@ -89,7 +88,7 @@ FIX_KINDS: dict[str, str] = {
 }
 
 # (exploration strategies are behaviour, not data: an interface with a module each and their
-# registry, in streamsim/explore/strategies/; the CLI's --strategy choices derive from it)
+# registry, in streamsim/pipeline/strategies/; the CLI's --strategy choices derive from it)
 
 # -- op kinds -------------------------------------------------------------------------------------
 BY_AGENT = "agent"  # a wait_edge or category that depends on where the op runs (see the docstring)

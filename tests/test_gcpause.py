@@ -7,8 +7,8 @@ import gc
 
 import pytest
 
-from streamsim.explore.check import run_model
-from streamsim.explore.hunt import explore
+from streamsim.pipeline import run_model
+from streamsim.explore.hunt import explore_schedules
 from streamsim.sim.runner import simulate
 
 MODEL = '''\
@@ -51,5 +51,5 @@ def test_a_stage_alone_leaves_the_collector_to_its_caller(pauses, model):
 
 
 def test_each_run_of_an_exploration_pauses_on_its_own(pauses, model):
-    explore(model, runs=3, jobs=1)
+    explore_schedules(model, runs=3, jobs=1)
     assert pauses == [True, True, True] and gc.isenabled()

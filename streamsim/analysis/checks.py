@@ -28,7 +28,7 @@ class FixShift:
     host action enqueued, else the host action itself); ``moved``: how many of them started later
     in the fixed run, ``max_us``/``total_us`` by how much (the largest shift, and their sum).
     ``critical_rank``: the rank the fixed run's makespan waits for, the one whose last kernel ends
-    last (``streamsim.explore.fixcost.critical_rank``).
+    last (``streamsim.pipeline.fixcost.critical_rank``).
     """
 
     delayed: int
@@ -141,8 +141,7 @@ def distinct_fixes(hazards: Findings | Iterable[Hazard]) -> list:
     seen, out = set(), []
     for h in (hazards.hazards if isinstance(hazards, Findings) else hazards):
         if h.fix is not None:
-            key = (h.fix.kind, h.fix.before, h.fix.handle_op, h.fix.record_after,
-                   h.fix.event_stream, h.fix.wait_stream)
+            key = h.fix.identity
             if key not in seen:
                 seen.add(key)
                 out.append(h.fix)

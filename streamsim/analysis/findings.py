@@ -15,6 +15,8 @@ WAR = "WAR"
 WAW = "WAW"
 USE_AFTER_FREE = "use-after-free"
 
+Place = int | tuple  # an op id, or an injection key (agent, kind, location, n): see Fix
+
 
 @dataclass(frozen=True, slots=True)
 class Fix:
@@ -27,15 +29,28 @@ class Fix:
     ``record_stream`` (``tensor.record_stream(event_stream)`` before the free) or ``handoff`` (a put
     on a channel of its own right after host op ``record_after``, on its thread, and a get of it on
     the thread of ``before``). ``before`` is the host op before which the sync must be inserted.
+
+    The same record names the places of a fix two ways: by op id (``before``, ``handle_op``,
+    ``record_after``: ops of the run the fix was found in), or, once keyed for a re-run
+    (:func:`streamsim.sim.inject.key_fixes`), by injection key, the same program action in any run
+    of the same program; a keyed ``record_stream`` fix also names the ``buffer`` its free frees.
     """
 
     kind: str
     text: str
-    before: int
-    handle_op: int | None = None
-    record_after: int | None = None
+    before: Place
+    handle_op: Place | None = None
+    record_after: Place | None = None
     event_stream: Agent | None = None
     wait_stream: Agent | None = None
+    buffer: str | None = None
+
+    @property
+    def identity(self) -> tuple:
+        """What tells two fixes apart: the sync and its places, not its wording (several
+        hazards, or several ops issued by one action, often share one sync)."""
+        return (self.kind, self.before, self.handle_op, self.record_after, self.event_stream,
+                self.wait_stream, self.buffer)
 
 
 @dataclass(frozen=True, slots=True)

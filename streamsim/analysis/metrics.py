@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from ..trace import STREAM, TRANSFER_START, Trace
 
 COMPUTE_KINDS = frozenset({"launch"})
-COMM_PREFIXES = ("nccl:", "gloo:")
 
 
 @dataclass(frozen=True)
@@ -249,8 +248,8 @@ def compute_metrics(trace: Trace) -> Metrics:
             stream = ag.kind == STREAM
             # a pending gloo object send is host-side bookkeeping, not device work of the step
             info = seen[id(ag)] = ([] if stream else None,
-                                   stream and not ag.name.startswith("gloo:"),
-                                   [] if stream and ag.name.startswith(COMM_PREFIXES) else None)
+                                   stream and not ag.is_gloo,
+                                   [] if ag.is_comm else None)
         ivs, steps, moving = info
         if ivs is None:
             continue
@@ -278,7 +277,7 @@ def compute_metrics(trace: Trace) -> Metrics:
     busy = {agent: _merge(ivs) for agent, ivs in raw.items()}
     compute: dict[int, list] = {}
     for agent, ivs in busy.items():
-        if not agent.name.startswith(COMM_PREFIXES):
+        if not agent.is_comm:
             compute.setdefault(agent.rank, []).extend(ivs)
     ranks = sorted({a.rank for a in trace.agents})
     idle = []

@@ -28,7 +28,7 @@ the pass processes a receive after its readers, it names only the latest unorder
 agent, so an instance may lack its earlier pair).
 
 Each root cause states one code-level fix, phrased from its instances' fixes (the sync to add, and
-at which site); what it costs is measured by re-simulating (``explore.fixcost``).
+at which site); what it costs is measured by re-simulating (``pipeline.fixcost``).
 """
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ import os
 import sys
 import textwrap
 
-from ..explore import strategies
-from ..explore.check import check_oplog, run_model
+from ..pipeline import check_oplog, run_model, strategies
 from ..gcpause import pipeline_entry
 from .progress import progress
 from ..report.atomic import write_atomic

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..explore import strategies
+from ..pipeline import strategies
 from ..report.escape import terminal
 from ..sim.errors import ModelError
 
@@ -103,9 +103,9 @@ def _check_parallel(args) -> None:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from ..explore.hunt import explore, render_explore
+    from ..explore.hunt import explore_schedules, render_explore
     _check_parallel(args)
-    res = explore(args.model, args.variant, args.set, runs=args.runs, seed=args.seed,
+    res = explore_schedules(args.model, args.variant, args.set, runs=args.runs, seed=args.seed,
                   jitter=args.jitter, strategy=args.strategy, depth=args.depth, jobs=args.jobs,
                   scheduler=args.scheduler, max_ops=args.max_ops, max_time=args.max_time,
                   progress=not args.quiet)

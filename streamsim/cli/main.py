@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from typing import Sequence
 
-from ..explore import strategies
-from ..sim.errors import InternalError, ModelError
+from ..pipeline import strategies
+from ..sim.errors import InputError, InternalError, ModelError
 from ..sim.model import is_model_path
 
 
@@ -319,6 +320,36 @@ def check_input_kind(args: argparse.Namespace) -> None:
                          f"anything): to simulate it, use `streamsim run {args.oplog}`")
 
 
+FLAGS = {"params": "--set"}  # an API argument -> the flag that sets it, where it is not --NAME
+
+
+def flag_of(argument: str) -> str:
+    """The command-line flag that sets the API argument ``argument`` (``max_ops``: ``--max-ops``)."""
+    return FLAGS.get(argument) or "--" + argument.replace("_", "-")
+
+
+def cli_message(e: InputError) -> str:
+    """``e``'s message as the command line says it: each API argument it names (``e.arguments``)
+    as the flag that sets it (the first argument prefixed when the message does not name it: a
+    parameter's ``k=v`` is ``--set k=v``), and, when a run passed a bound, the flag that raises
+    it. The library's own messages name no flag (``streamsim.sim.errors``)."""
+    msg, start = str(e), e.named_after
+    head, body = msg[:start], msg[start:]
+    named = False
+    for arg in e.arguments:
+        found = re.search(rf"(?<![\w-]){re.escape(arg)}(?![\w-])", body)
+        if found:
+            body = body[:found.start()] + flag_of(arg) + body[found.end():]
+            named = True
+    if e.arguments and not named:
+        body = f"{flag_of(e.arguments[0])} {body}"
+    msg = head + body
+    bound = getattr(e, "bound", "")
+    if bound:
+        msg += f"{' ' if msg.endswith('?') else '; '}raise the bound with {flag_of(bound)}"
+    return msg
+
+
 def _error(message: str) -> None:
     """One line on stderr, whatever the message holds (a model's multi-line exception text, a
     name with control characters)."""
@@ -401,8 +432,8 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
             with watching_interrupts(), default_bound(getattr(args, "max_wall", None)):
                 check_input_kind(args)
                 return handler(args)
-        except ModelError as e:
-            _error(str(e))
+        except InputError as e:
+            _error(cli_message(e))
             return 2
         except InternalError as e:
             return _internal(e, e.cause)

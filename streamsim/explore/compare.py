@@ -9,8 +9,7 @@ from ..analysis.findings import verdict_word
 from ..analysis.metrics import format_bytes
 from ..report.report import Report
 from ..sim.model import Model
-from . import strategies
-from .check import run_model
+from ..pipeline import run_model, strategies
 from .fixsites import FixAgainstVariants, fixes_against_variants, render_fix_sites
 
 

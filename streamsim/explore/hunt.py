@@ -1,12 +1,13 @@
 """Explore schedules: many seeded runs of one model, each hazard pattern counted with its replay.
 
-A latent hazard is a bug waiting for the right timing. :func:`explore` runs a model ``runs`` times,
-each with its own seed, under one of two strategies, and reports for every hazard pattern in how
-many runs it manifested, the first seed where it did, and the ``streamsim run`` command that replays
-that run exactly::
+A latent hazard is a bug waiting for the right timing. :func:`explore_schedules` runs a model
+``runs`` times, each with its own seed, under one of two strategies, and reports for every hazard
+pattern in how many runs it manifested, the first seed where it did, and the ``streamsim run``
+command that replays that run exactly::
 
-    >>> from streamsim.explore.hunt import explore
-    >>> res = explore("models/vllm_pp.py", "ring_no_wait", {"ring_slots": 2}, runs=200, seed=0)
+    >>> from streamsim.explore.hunt import explore_schedules
+    >>> res = explore_schedules("models/vllm_pp.py", "ring_no_wait", {"ring_slots": 2}, runs=200,
+    ...                         seed=0)
     >>> for p in res.patterns:
     ...     print(p.pattern.kind, p.manifest_runs, p.first_seed, p.replay)
 
@@ -35,8 +36,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from . import strategies
-from .pct import OpsEstimate, pct_bound
+from ..pipeline import strategies
+from ..pipeline.pct import OpsEstimate, pct_bound
 from .runs import (Pattern, RunResult, RunSpec, execute, format_set, replay_command,
                    run_seeds)
 
@@ -133,7 +134,7 @@ def _prepare(model: Model | str, variant: str | None, params) -> tuple[Model, st
     return model, variant, values, sets
 
 
-def explore(model: Model | str, variant: str | None = None,
+def explore_schedules(model: Model | str, variant: str | None = None,
             params: Mapping[str, Any] | Iterable[str] = (), runs: int = 100, seed: int = 0,
             jitter: float | None = None, strategy: str = strategies.DEFAULT, depth: int = 2,
             jobs: int | None = None, scheduler=None, *, max_ops: int = DEFAULT_MAX_OPS,
@@ -146,9 +147,9 @@ def explore(model: Model | str, variant: str | None = None,
     """
     strat = strategies.get(strategy)
     if runs < 1:
-        raise ModelError(f"--runs must be >= 1, got {runs}")
+        raise ModelError(f"runs must be >= 1, got {runs}", arguments=("runs",))
     if depth < 1:
-        raise ModelError(f"--depth must be >= 1, got {depth}")
+        raise ModelError(f"depth must be >= 1, got {depth}", arguments=("depth",))
     jitter = strat.default_jitter if jitter is None else float(jitter)
     if jitter < 0:
         raise ModelError(f"jitter must be >= 0, got {jitter}")

@@ -18,8 +18,8 @@ from ..sim.errors import ModelError
 from ..sim.model import Model, Params, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
 from ..gcpause import pipeline_entry
-from . import strategies
-from .pct import OpsEstimate
+from ..pipeline import strategies
+from ..pipeline.pct import OpsEstimate
 
 SEED_STRIDE = 1_000_003
 
@@ -149,7 +149,7 @@ def run_one(spec: RunSpec, seed: int | None) -> RunResult:
         where = f"{spec.label}, seed {seed}" if spec.label else f"seed {seed}"
         shown = os.path.relpath(spec.model_path, spec.cwd) if spec.cwd else spec.model_path
         msg = str(e).replace(spec.model_path, spec.model_path if shown.startswith("..") else shown)
-        raise type(e)(f"run with {where}: {msg}") from None
+        raise e.reworded(f"run with {where}: ", msg) from None
     findings = analyse(trace)
     here = os.getcwd()
     pats = []
@@ -172,9 +172,13 @@ class _Failed:
 
     error: type
     message: str
+    arguments: tuple[str, ...] = ()
+    named_after: int = 0
 
     def exception(self) -> Exception:
-        return self.error(self.message)
+        e = self.error(self.message, arguments=self.arguments)
+        e.named_after = self.named_after
+        return e
 
 
 def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult] | _Failed:
@@ -183,7 +187,7 @@ def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult] | 
     try:
         return [run_one(spec, seed) for spec, seed in tasks]
     except ModelError as e:
-        return _Failed(type(e), str(e))
+        return _Failed(type(e), str(e), e.arguments, e.named_after)
 
 
 # --- executors ------------------------------------------------------------------------------------
@@ -210,13 +214,15 @@ def _dask_client(scheduler):
     try:
         from distributed import Client
     except ImportError:
-        raise ModelError("--scheduler needs Dask: pip install 'streamsim[dask]'") from None
+        raise ModelError("scheduler needs Dask: pip install 'streamsim[dask]'",
+                         arguments=("scheduler",)) from None
     if isinstance(scheduler, Client):
         return scheduler, False
     try:
         return Client(scheduler, timeout="10s"), True
     except (OSError, ValueError) as e:  # ValueError: not an address ("missing port number")
-        raise ModelError(f"--scheduler {scheduler}: cannot connect: {e}") from None
+        raise ModelError(f"scheduler {scheduler}: cannot connect: {e}",
+                         arguments=("scheduler",)) from None
 
 
 def execute(tasks: Sequence[tuple[RunSpec, int | None]], *, jobs: int | None = None,
@@ -233,7 +239,7 @@ def execute(tasks: Sequence[tuple[RunSpec, int | None]], *, jobs: int | None = N
         return _execute_dask(tasks, scheduler, progress, desc)
     jobs = jobs or os.cpu_count() or 1
     if jobs < 1:
-        raise ModelError(f"--jobs must be >= 1, got {jobs}")
+        raise ModelError(f"jobs must be >= 1, got {jobs}", arguments=("jobs",))
     jobs = min(jobs, len(tasks))
     chunks = _chunks(tasks, jobs)
     out: list[list[RunResult] | None] = [None] * len(chunks)

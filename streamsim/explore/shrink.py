@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..sim.errors import ModelError
 from ..kinds import COLLECTIVE_KINDS, kinds_where
 from ..gcpause import pipeline_entry
-from . import strategies
+from ..pipeline import strategies
 
 HazardKey = tuple  # (kind, buffer, first op name, second op name)
 
@@ -201,8 +201,8 @@ def _choose(found: dict[HazardKey, bool], hazard_pattern, hazard_index: int | No
     else:
         keys = list(found)
         if not 1 <= hazard_index <= len(keys):
-            raise ModelError(f"--hazard {hazard_index}: {where} has {len(keys)} root cause"
-                             f"{'s' * (len(keys) != 1)}")
+            raise ModelError(f"hazard {hazard_index}: {where} has {len(keys)} root cause"
+                             f"{'s' * (len(keys) != 1)}", arguments=("hazard",))
         key = keys[hazard_index - 1]
     if require_manifest and not found[key]:
         raise ModelError(f"{where}: hazard {key[0]} on {key[1]!r} is latent, not manifest")
@@ -301,7 +301,7 @@ def shrink_model(model, out_path: str, variant: str | None = None,
     """Run a model (as ``streamsim run`` would, strategy included), dump it as an op log, and
     :func:`shrink` that. The dump keeps the run's exact durations, so candidates replay without
     jitter."""
-    from .strategies import perturb_for
+    from ..pipeline.strategies import perturb_for
     from ..sim.model import load_model
     from ..oplog import oplog_text
     from ..sim.runner import simulate

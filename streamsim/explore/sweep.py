@@ -12,7 +12,7 @@ point, variant by variant; the rows then carry a ``variant`` column (table, CSV,
 a panel per variant.
 
 Each point runs once with the given seed (``runs=1``), or ``runs`` times with the seeds of
-:func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore`.
+:func:`streamsim.explore.runs.run_seeds`; points run in parallel like :func:`streamsim.explore.hunt.explore_schedules`.
 """
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ from ..analysis.metrics import format_bytes
 from ..sim.errors import ModelError
 from ..sim.model import Model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
-from .check import seed_used
+from ..pipeline import seed_used, strategies
 from .hunt import _prepare
-from . import strategies
 from .runs import RunResult, RunSpec, execute, format_set, replay_command, run_seeds
 
 # Row columns. step_count is Metrics.steps, renamed: a model may well have a "steps" parameter.
@@ -55,42 +54,44 @@ def parse_grid(model: Model, specs: Iterable[str]) -> dict[str, list]:
     grid: dict[str, list] = {}
     for spec in specs:
         if "=" not in spec:
-            raise ModelError(f"--grid {spec}: expected key=v1,v2,...")
+            raise ModelError(f"grid {spec}: expected key=v1,v2,...", arguments=("grid",))
         key, text = (s.strip() for s in spec.split("=", 1))
         param = model.params.get(key)
         if param is None:
-            raise ModelError(f"--grid {spec}: unknown parameter {key!r} (known: "
-                             f"{', '.join(model.params) or 'none'})")
+            raise ModelError(f"grid {spec}: unknown parameter {key!r} (known: "
+                             f"{', '.join(model.params) or 'none'})", arguments=("grid",))
         if key in grid:
-            raise ModelError(f"--grid {key} given twice")
+            raise ModelError(f"grid {key} given twice", arguments=("grid",))
         values: list = []
         for item in (t.strip() for t in text.split(",")):
             if not item:
-                raise ModelError(f"--grid {spec}: empty value")
+                raise ModelError(f"grid {spec}: empty value", arguments=("grid",))
             if param.type is int and ".." in item:
                 lo, _, hi = item.partition("..")
                 try:
                     span = range(int(lo), int(hi) + 1)
                 except ValueError:
-                    raise ModelError(f"--grid {spec}: bad range {item!r} (expected a..b)") from None
+                    raise ModelError(f"grid {spec}: bad range {item!r} (expected a..b)",
+                                     arguments=("grid",)) from None
                 if len(values) + len(span) > MAX_GRID_POINTS:  # (len of a range: no expansion)
-                    raise ModelError(f"--grid {spec}: {len(values) + len(span):,} values, more "
-                                     f"than the {MAX_GRID_POINTS:,} a sweep may have")
+                    raise ModelError(f"grid {spec}: {len(values) + len(span):,} values, more "
+                                     f"than the {MAX_GRID_POINTS:,} a sweep may have", arguments=("grid",))
                 values.extend(span)
             else:
                 try:
                     values.append(param.parse(item))
-                except ModelError as e:  # Param names --set; here it is --grid
-                    raise ModelError(f"--grid {spec}: {str(e).split(': ', 1)[-1]}") from None
+                except ModelError as e:  # (it names the value as a parameter's: here it is the grid's)
+                    raise ModelError(f"grid {spec}: {str(e).split(': ', 1)[-1]}",
+                                     arguments=("grid",)) from None
         if not values:
-            raise ModelError(f"--grid {spec}: no values")
+            raise ModelError(f"grid {spec}: no values", arguments=("grid",))
         grid[key] = values
     if not grid:
-        raise ModelError("sweep needs at least one --grid key=v1,v2,...")
+        raise ModelError("sweep needs at least one grid key=v1,v2,...", arguments=("grid",))
     points = math.prod(len(v) for v in grid.values())
     if points > MAX_GRID_POINTS:
-        raise ModelError(f"--grid: {' x '.join(str(len(v)) for v in grid.values())} = "
-                         f"{points:,} points, more than the {MAX_GRID_POINTS:,} a sweep may have")
+        raise ModelError(f"grid: {' x '.join(str(len(v)) for v in grid.values())} = "
+                         f"{points:,} points, more than the {MAX_GRID_POINTS:,} a sweep may have", arguments=("grid",))
     return grid
 
 
@@ -166,7 +167,8 @@ class SweepRow:
         if name in COUNTS:
             return float(getattr(self, name))
         if name not in METRICS:
-            raise ModelError(f"--metric {name}: unknown (one of {', '.join(METRICS + COUNTS)})")
+            raise ModelError(f"metric {name}: unknown (one of {', '.join(METRICS + COUNTS)})",
+                             arguments=("metric",))
         attr = {"step_count": "steps", "peak_bytes": "peak_max_bytes"}.get(name, name)
         return sum(getattr(r.metrics, attr) for r in self.results) / len(self.results)
 
@@ -200,7 +202,7 @@ def sweep(model: Model | str, variant: str | Sequence[str] | None, grid: Mapping
     per variant and point, variant by variant."""
     strategies.get(strategy)  # (an unknown name: an InputError naming the choices)
     if runs < 1:
-        raise ModelError(f"--runs must be >= 1, got {runs}")
+        raise ModelError(f"runs must be >= 1, got {runs}", arguments=("runs",))
     names = [variant] if variant is None or isinstance(variant, str) else list(variant)
     if not names:
         raise ModelError("sweep needs a variant")
@@ -209,8 +211,8 @@ def sweep(model: Model | str, variant: str | Sequence[str] | None, grid: Mapping
     keys = list(grid)
     for k in keys:
         if k not in model.params:
-            raise ModelError(f"--grid {k}: unknown parameter {k!r} (known: "
-                             f"{', '.join(model.params) or 'none'})")
+            raise ModelError(f"grid {k}: unknown parameter {k!r} (known: "
+                             f"{', '.join(model.params) or 'none'})", arguments=("grid",))
     typed = {k: [model.params[k].parse(v) if isinstance(v, str) else model.params[k].check(v)
                  for v in grid[k]] for k in keys}
     seeds = [seed_used(seed, jitter, strategy)] if runs == 1 else run_seeds(seed or 0, runs)

@@ -9,10 +9,11 @@ these from :class:`CommMixin`; its stream loop calls ``_run_p2p``, ``_run_batch`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import simpy
 
-from ..kinds import COLLECTIVE_KINDS, COMM_PREFIXES, OP_KINDS, kinds_where
+from ..kinds import COLLECTIVE_KINDS, COMM_ROLES, OP_KINDS, kinds_where, stream_role
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
 from .memory import nbytes_of
@@ -116,7 +117,30 @@ class CollectiveMatch:
 
 
 class CommMixin:
-    """The engine's comm side (see the module docstring); relies on the Engine's state."""
+    """The engine's comm side (see the module docstring). Its own state is the matching of
+    point-to-point ops and collectives (:meth:`_init_comm`); of the Engine it uses only what is
+    declared below, so that its interface to the engine is this list."""
+
+    env: simpy.Environment  # the simulation's clock and events
+    groups: dict[str, GroupConfig]  # the declared process groups
+    hosts_of_rank: dict[int, list]  # rank -> its host threads (who a stalled receive waits for)
+    matches: dict[int, object]  # comm op id -> its P2PMatch or CollectiveMatch, set at issue
+    notes: list[Note]  # the trace's notes (sends no receive matched)
+    done_event: Callable[[Rec], simpy.Event]  # fires when an op ends
+    mark_start: Callable[[Rec, float], None]
+    mark_end: Callable[[Rec, float], None]
+
+    def _init_comm(self) -> None:
+        """The comm side's own state: the matching tables (:meth:`p2p_entry`,
+        :meth:`collective_entry`) and how many sends, receives and collectives each side issued."""
+        self.p2p: dict[tuple, P2PMatch] = {}
+        self.p2p_issued: dict[tuple, int] = {}
+        self.collectives: dict[tuple, CollectiveMatch] = {}
+        self.coll_issued: dict[tuple, int] = {}
+
+    def _release_comm(self) -> None:
+        """Drop the matching tables once the trace is built (see Engine._release)."""
+        self._init_comm()
 
     def comm_streams(self, rank: int) -> list[str]:
         """The comm streams of ``rank``'s declared groups: ``nccl:<group>`` of each NCCL group
@@ -138,7 +162,7 @@ class CommMixin:
         """``name``, refused when it starts with ``nccl:``/``gloo:`` but is no comm stream of
         ``rank``'s groups: a typo there silently made a new, empty stream (a ``record_stream``
         on it then ordered nothing, and metrics counted it as comm)."""
-        if name.startswith(COMM_PREFIXES) and name not in self.comm_streams(rank):
+        if stream_role(name) in COMM_ROLES and name not in self.comm_streams(rank):
             known = ", ".join(self.comm_streams(rank)) or "none: no declared group holds it"
             raise ModelError(f"stream {name!r}: no comm stream of rank {rank} has this name (its "
                              f"comm streams: {known}); a name starting with nccl: or gloo: is a "

@@ -6,9 +6,9 @@ mirrors (``work.wait()``, not ``yield from work.wait()``); a host runs ahead on 
 hands control to simpy when it must observe or wait for the device (syncs, queries, blocking sends).
 Stream queues are deques woken by a simpy event: ``simpy.Store`` with a backlog is quadratic.
 
-One module because host actions, enqueues and the stream loop share op creation, which is inlined
-on the hot path (half of all ops are host actions, the other half stream ops); the comm side,
-records, locations and trace building live in their own modules.
+One module because host actions, enqueues and the stream loop share op creation
+(:meth:`Engine.new_rec`) and the hot path's state (half of all ops are host actions, the other half
+stream ops); the comm side, records, locations and trace building live in their own modules.
 """
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ import simpy
 from greenlet import greenlet
 
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
-from .comm import (COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CollectiveMatch, CommMixin, GroupConfig,
-                   P2PMatch)
-from .errors import BoundExceeded, ModelError
+from .comm import COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CommMixin, GroupConfig
+from .errors import BoundExceeded, ModelError, OpsBoundExceeded, TimeBoundExceeded
 from .finish import build_trace, caught_by_stall
 from .handoff import Channels
 from .locations import location_finder
@@ -58,10 +57,7 @@ class Engine(CommMixin):
         self.hosts: dict[Agent, HostState] = {}
         self.hosts_of_rank: dict[int, list[HostState]] = {}  # rank -> its host threads (no scans)
         self.groups: dict[str, GroupConfig] = {}
-        self.p2p: dict[tuple, P2PMatch] = {}
-        self.p2p_issued: dict[tuple, int] = {}
-        self.collectives: dict[tuple, CollectiveMatch] = {}
-        self.coll_issued: dict[tuple, int] = {}
+        self._init_comm()
         self.notes: list[Note] = []
         self.gloo_sends_waited: set[int] = set()  # gloo isends waited once (a second wait hangs)
         # (rank, buffer) -> streams record_stream named since its last free: the caching allocator
@@ -99,7 +95,8 @@ class Engine(CommMixin):
                 enqueued: float, step: int | None, location: str,
                 accesses: tuple[Access, ...] = (), attrs: dict[str, Any] | None = None) -> Rec:
         """A new op of ``agent`` (whose HostState or StreamState is ``owner``), its scaled duration in
-        its ``end`` slot until it ends. host_op and enqueue inline this (hot path)."""
+        its ``end`` slot until it ends: every op the engine records is made here (host actions,
+        stream ops, the comm side's ops). Checks the ``max_ops`` bound."""
         recs = self.recs
         n = len(recs)
         if n >= self.max_ops:
@@ -116,9 +113,9 @@ class Engine(CommMixin):
         return rec
 
     def _too_many_ops(self) -> None:
-        """Stop a runaway model (new_rec and its inlined copies check the bound)."""
-        raise BoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
-                            "a runaway loop? raise the bound with --max-ops")
+        """Stop a runaway model (new_rec checks the bound)."""
+        raise OpsBoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
+                               "a runaway loop?")
 
     def scaled(self, dur: float, rec: Rec) -> float:
         """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
@@ -226,8 +223,8 @@ class Engine(CommMixin):
         """Bring simpy's time up to the host's clock, so the host can observe device state."""
         if h.clock > self.env.now:
             if h.clock > self.max_time:
-                raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                    f"on {h.agent}; raise the bound with --max-time")
+                raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                        f"on {h.agent}")
             self.block(h, self.env.timeout(h.clock - self.env.now))
 
     def host_op(self, h: HostState, kind: str, name: str, dur: float = 0.0,
@@ -242,24 +239,13 @@ class Engine(CommMixin):
             self.location_kind = kind
             location = self.location_of()
         key = self._before_issue(h, kind, location) if self.keyed else None
-        recs = self.recs  # new_rec, inlined (hot path: half of all ops are host actions)
-        n = len(recs)
-        if n >= self.max_ops:
-            self._too_many_ops()
-        idx = h.count
-        h.count = idx + 1
-        rec = Rec(n, h.agent, idx, kind, name, float(h.clock), h.step, location, accesses, {})
-        if self.tag_rec is not None:
-            self.tag_rec(rec)
-        if dur or self.perturb is not None:  # (scaling 0 is 0: skip the call on the hot path)
-            rec.end = self.scaled(dur, rec)  # a pending op's end slot holds its duration
-        recs.append(rec)
+        rec = self.new_rec(h.agent, kind, name, dur, h, float(h.clock), h.step, location, accesses)
         rec.start = rec.enqueued  # mark_start and mark_end, inlined (hot path)
         rec.start_seq = seq = self.seq
         h.clock += rec.end  # (the duration, until it is replaced by the end time just below)
         if h.clock > self.max_time:  # a host that never blocks must still stop at the bound
-            raise BoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                f"on {h.agent}; raise the bound with --max-time")
+            raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
+                                    f"on {h.agent}")
         rec.end = float(h.clock)
         rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
         if accesses and self.freed:
@@ -377,19 +363,8 @@ class Engine(CommMixin):
         if callable(after):
             after = after()
         s = self.stream_at.get((h.agent.rank, stream_name)) or self.stream(h.agent.rank, stream_name)
-        recs = self.recs  # new_rec, inlined (hot path: the other half of the ops)
-        n = len(recs)
-        if n >= self.max_ops:
-            self._too_many_ops()
-        idx = s.count
-        s.count = idx + 1
-        rec = Rec(n, s.agent, idx, kind, name, h.clock, h.step, issue.location, accesses,
-                   {"current_stream": h.current_stream})
-        if self.tag_rec is not None:
-            self.tag_rec(rec)
-        if dur or self.perturb is not None:
-            rec.end = self.scaled(dur, rec)
-        recs.append(rec)
+        rec = self.new_rec(s.agent, kind, name, dur, s, h.clock, h.step, issue.location, accesses,
+                           {"current_stream": h.current_stream})
         rec.issuer = issue.id
         if after:
             rec.after = list(after)
@@ -476,8 +451,7 @@ class Engine(CommMixin):
         cyclic collection: seconds for a million ops, charged to whatever runs next (the analysis).
         Released here, it is freed at once by reference counting."""
         self.recs = []
-        self.p2p, self.p2p_issued = {}, {}
-        self.collectives, self.coll_issued = {}, {}
+        self._release_comm()
         self.issued_by_key, self.works = {}, {}
         self.waiters, self.matches = {}, {}
         self.tag_rec = self.location_of = None  # (an op-log replay's hooks hold the parsed log)
@@ -492,8 +466,8 @@ class Engine(CommMixin):
                 if t > limit:
                     if t == float("inf"):
                         break
-                    raise BoundExceeded(f"simulated time passed max_time={limit:g} us; "
-                                        "a runaway model? raise the bound with --max-time")
+                    raise TimeBoundExceeded(f"simulated time passed max_time={limit:g} us; "
+                                            "a runaway model?")
                 step()
         except simpy.core.EmptySchedule:
             pass

@@ -6,14 +6,49 @@ from __future__ import annotations
 
 class InputError(Exception):
     """Bad input of any kind (a model, an op log, a command-line flag, an argument of the API):
-    reported as one line, exit code 2."""
+    reported as one line, exit code 2.
+
+    The message states the fact in the library's words. ``arguments`` names the API arguments
+    (``strategy``, ``params``, ``max_wall``, ...) whose value the message is about, as the message
+    names them (or, for one it does not name, as the input it starts with): the command line says
+    its own flag for each instead (``streamsim.cli``), so no library message names a flag."""
+
+    def __init__(self, *args, arguments: tuple[str, ...] = ()):
+        super().__init__(*args)
+        self.arguments = arguments
+        self.named_after = 0  # where the message's own text starts (after a rewording's prefix)
+
+    def reworded(self, prefix: str, message: str | None = None,
+                 as_type: type | None = None) -> "InputError":
+        """The same error (``as_type``, default its class; its arguments), its message ``prefix``
+        + ``message`` (its own, or that made one line): what a caller raises to say where the
+        error happened."""
+        e = (as_type or type(self))(prefix + (str(self) if message is None else message),
+                                    arguments=self.arguments)
+        e.named_after = len(prefix) + self.named_after
+        return e
 
 
 ModelError = InputError  # the name it had when models were the only input (kept: one class)
 
 
 class BoundExceeded(InputError):
-    """The simulation passed its op-count or simulated-time bound (a runaway model)."""
+    """The simulation passed one of its bounds (a runaway model). ``bound``: the API argument that
+    sets it (the command line says how to raise it)."""
+
+    bound = ""
+
+
+class OpsBoundExceeded(BoundExceeded):
+    """The model issued more ops than ``max_ops`` allows."""
+
+    bound = "max_ops"
+
+
+class TimeBoundExceeded(BoundExceeded):
+    """The simulated time passed ``max_time``."""
+
+    bound = "max_time"
 
 
 class InternalError(Exception):

@@ -97,13 +97,15 @@ def model_failure(e: BaseException, path: str, *, loading: bool = False) -> Base
     if isinstance(e, KeyboardInterrupt) and real_interrupt():
         return e
     if isinstance(e, (WallClockAlarm, WallClockExceeded)):  # interrupted wherever the model was
-        return WallClockExceeded(f"{user_frame(e, path)}: {one_line(str(e))}")
+        bound = WallClockExceeded("", arguments=("max_wall", "max_ops"))  # (its hint names one)
+        return bound.reworded(f"{user_frame(e, path)}: ", one_line(str(e)))
     if isinstance(e, BoundExceeded):
-        return BoundExceeded(f"{path}: {one_line(str(e))}")
+        return e.reworded(f"{path}: ", one_line(str(e)))
     while_loading = " while loading" if loading else ""
     if isinstance(e, ModelError):
         msg = one_line(str(e))
-        return ModelError(msg if msg.startswith(path) else f"{user_frame(e, path)}: {msg}")
+        return e.reworded("" if msg.startswith(path) else f"{user_frame(e, path)}: ", msg,
+                          as_type=ModelError)
     if isinstance(e, SystemExit):  # would end the tool silently, exit code and all
         return ModelError(f"{user_frame(e, path)}: the model called sys.exit({e.code!r})"
                           f"{while_loading}")

@@ -1,13 +1,14 @@
 """Apply proposed fixes to a re-run: insert the named syncs at the program actions they name.
 
-A fix names host actions of the run it was found in by op id. :func:`key_fixes` turns them into
-:class:`KeyedFix` records that name actions by (host thread, kind, model line, n-th action from that
-line) instead: the same action in a re-run of the same program, even when a fix changes how often a
-timing-dependent polling loop runs. Keyed fixes from several runs can be pooled and injected together.
+A fix (:class:`streamsim.analysis.findings.Fix`) names host actions of the run it was found in by op
+id. :func:`key_fixes` turns it into the same record naming those actions by injection key, (host
+thread, kind, model line, n-th action from that line), instead: the same action in a re-run of the
+same program, even when a fix changes how often a timing-dependent polling loop runs. Keyed fixes
+from several runs can be pooled and injected together; injecting them needs no trace.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import simpy
@@ -16,22 +17,16 @@ from .engine import Engine
 from .errors import ModelError
 from .handles import Event
 from .memory import Buffer
+from ..kinds import FIX_KINDS  # (inject_fixes applies each of them)
 from ..trace import HOST, Blocked, Trace
 
 Key = tuple  # (Agent, kind, location, n)
 
 
-@dataclass(frozen=True)
-class KeyedFix:
-    """A fix whose places are engine injection keys, valid in any run of the same program."""
-
-    kind: str
-    before: Key
-    handle_issue: Key | None = None
-    record_after: Key | None = None
-    event_stream: str | None = None
-    wait_stream: str | None = None
-    buffer: str | None = None
+def is_keyed(fix) -> bool:
+    """Whether ``fix`` names its places by injection key (else by op ids of the run it was found
+    in)."""
+    return isinstance(fix.before, tuple)
 
 
 def injection_keys(trace: Trace) -> dict[int, Key]:
@@ -46,12 +41,15 @@ def injection_keys(trace: Trace) -> dict[int, Key]:
     return keys
 
 
-def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list[KeyedFix]:
-    """The fixes found in ``trace`` (streamsim.analysis.findings.Fix), keyed for injection; order kept,
-    duplicates dropped (with ``dedupe``; else one keyed fix per fix given)."""
+def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list:
+    """The fixes found in ``trace`` keyed for injection (each the same record, its places injection
+    keys; a fix already keyed is kept as it is); order kept, duplicates dropped (with ``dedupe``;
+    else one keyed fix per fix given). One scan of ``trace``."""
     keys = injection_keys(trace)
 
-    def key(op_id: int) -> Key:
+    def key(op_id: int | None) -> Key | None:
+        if op_id is None:
+            return None
         op = trace.op(op_id)
         if op.agent.kind != HOST:
             if op.issuer is None:
@@ -59,57 +57,55 @@ def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list[KeyedF
             op = trace.op(op.issuer)
         return keys[op.id]
 
-    out: list[KeyedFix] = []
-    seen: set[KeyedFix] = set()
+    out: list = []
+    seen: set[tuple] = set()
     freed_by: dict[int | None, object] | None = None  # issuing host op id -> the free it issued
     for fix in fixes:
-        if isinstance(fix, KeyedFix):
-            kf = fix
-        elif fix.kind == "wait_handle":
-            kf = KeyedFix("wait_handle", key(fix.before), handle_issue=key(fix.handle_op),
-                          wait_stream=fix.wait_stream.name if fix.wait_stream else None)
-        elif fix.kind in ("event", "event_sync"):
-            kf = KeyedFix(fix.kind, key(fix.before), record_after=key(fix.record_after),
-                          event_stream=fix.event_stream.name,
-                          wait_stream=fix.wait_stream.name if fix.kind == "event" else None)
-        elif fix.kind == "handoff":
-            kf = KeyedFix("handoff", key(fix.before), record_after=key(fix.record_after))
-        elif fix.kind == "record_stream":
-            if freed_by is None:  # (once: a scan per fix would be quadratic)
-                freed_by = {op.issuer: op for op in trace.ops if op.kind == "free"}
-            frees = [freed_by[fix.before]] if fix.before in freed_by else []
-            if not frees:
-                raise ModelError(f"record_stream fix names {trace.op(fix.before).describe()}, "
-                                 "which freed nothing")
-            kf = KeyedFix("record_stream", key(fix.before), event_stream=fix.event_stream.name,
-                          buffer=str(frees[0].attrs.get("buffer")))
-        else:
+        if fix.kind not in FIX_KINDS:
             raise ModelError(f"cannot apply a fix of kind {fix.kind!r}")
+        if is_keyed(fix):
+            kf = fix
+        else:
+            buffer = None
+            if fix.kind == "record_stream":
+                if freed_by is None:  # (once: a scan per fix would be quadratic)
+                    freed_by = {op.issuer: op for op in trace.ops if op.kind == "free"}
+                free = freed_by.get(fix.before)
+                if free is None:
+                    raise ModelError(f"record_stream fix names {trace.op(fix.before).describe()}, "
+                                     "which freed nothing")
+                buffer = str(free.attrs.get("buffer"))
+            kf = replace(fix, before=key(fix.before), handle_op=key(fix.handle_op),
+                         record_after=key(fix.record_after), buffer=buffer)
         if not dedupe:
             out.append(kf)
-        elif kf not in seen:  # (a set: a list's `in` is quadratic in the fixes of a long run)
-            seen.add(kf)
+        elif kf.identity not in seen:  # (a set: a list's `in` is quadratic in a long run's fixes)
+            seen.add(kf.identity)
             out.append(kf)
     return out
 
 
 def inject_fixes(engine: Engine, trace: Trace | None, fixes: Sequence) -> None:
-    """Register each fix's syncs with ``engine`` before its run starts. ``trace`` is the run the
-    plain fixes were found in (not needed when every fix is already a :class:`KeyedFix`)."""
-    if trace is None and not all(isinstance(f, KeyedFix) for f in fixes):
-        raise ModelError("fixes need the trace they were found in (base=...)")
-    keyed = list(fixes) if trace is None else key_fixes(trace, fixes)
+    """Register each keyed fix's syncs with ``engine`` before its run starts. A fix that still
+    names op ids is keyed first against ``trace``, the run it was found in (the public
+    ``simulate(fixes=, base=)``); keyed fixes (fix costing's re-runs) need no trace, and no scan
+    of one."""
+    if not all(map(is_keyed, fixes)):
+        if trace is None:
+            raise ModelError("fixes need the trace they were found in (base=...)")
+        fixes = key_fixes(trace, fixes)
     engine.keyed = True
-    for i, fix in enumerate(keyed):
+    for i, fix in enumerate(fixes):
         pre = engine.injections.setdefault(fix.before, [])
+        wait_stream = fix.wait_stream.name if fix.wait_stream is not None else None
         if fix.kind == "wait_handle":
-            pre.append(_wait_handle(engine, fix.handle_issue, fix.wait_stream,
-                                    fix.handle_issue[0] != fix.before[0]))
+            pre.append(_wait_handle(engine, fix.handle_op, wait_stream,
+                                    fix.handle_op[0] != fix.before[0]))
         elif fix.kind in ("event", "event_sync"):
             name = f"fix{i}"
             engine.post_injections.setdefault(fix.record_after, []).append(
-                _record(engine, name, fix.event_stream))
-            pre.append(_wait_event(engine, name, fix.wait_stream,
+                _record(engine, name, fix.event_stream.name))
+            pre.append(_wait_event(engine, name, wait_stream if fix.kind == "event" else None,
                                    fix.record_after[0] != fix.before[0]))
         elif fix.kind == "handoff":  # a channel of the fix's own: one put, one get
             channel = f"streamsim fix {i}"
@@ -117,7 +113,7 @@ def inject_fixes(engine: Engine, trace: Trace | None, fixes: Sequence) -> None:
                 _handoff(engine, "put", channel))
             pre.append(_handoff(engine, "get", channel))
         else:  # record_stream
-            pre.append(_record_stream(engine, fix.buffer, fix.event_stream))
+            pre.append(_record_stream(engine, fix.buffer, fix.event_stream.name))
 
 
 def _wait_handle(engine: Engine, issue_key: Key, stream: str | None, other_thread: bool):

@@ -37,7 +37,7 @@ class Param:
     choices: tuple = ()
 
     def parse(self, text: str) -> Any:
-        """Parse a ``--set`` value, or raise ModelError naming the field."""
+        """Parse a parameter's text value (``--set``), or raise ModelError naming the field."""
         try:
             if self.type is bool:
                 low = text.strip().lower()
@@ -49,14 +49,15 @@ class Param:
                 if self.type is float and not math.isfinite(value):
                     raise ValueError
         except ValueError:
-            raise ModelError(f"--set {self.name}={text}: expected "
-                             f"{'a finite float' if self.type is float else _TYPES.get(self.type, self.type)}")
+            raise ModelError(f"{self.name}={text}: expected "
+                             f"{'a finite float' if self.type is float else _TYPES.get(self.type, self.type)}",
+                             arguments=("params",))
         return self.check(value)
 
     def check(self, value: Any) -> Any:
         if self.choices and value not in self.choices:
-            raise ModelError(f"--set {self.name}={value}: must be one of "
-                             f"{', '.join(map(str, self.choices))}")
+            raise ModelError(f"{self.name}={value}: must be one of "
+                             f"{', '.join(map(str, self.choices))}", arguments=("params",))
         return value
 
 
@@ -110,7 +111,7 @@ class Model:
 def split_set(text: str) -> tuple[str, str]:
     """``--set key=value`` as ``(key, value)``, both stripped; a one-line error without ``=``."""
     if "=" not in text:
-        raise ModelError(f"--set {text}: expected key=value")
+        raise ModelError(f"{text}: expected key=value", arguments=("params",))
     key, value = text.split("=", 1)
     return key.strip(), value.strip()
 

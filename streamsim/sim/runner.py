@@ -21,8 +21,9 @@ def simulate(model: Model | str, variant: str | None = None,
              max_wall: float | None = None) -> Trace:
     """Build and run one variant of a model; errors in the model become one-line ModelErrors.
 
-    ``fixes`` (from :func:`streamsim.analysis.fixes.propose_fix` on ``base``, the run they were found in)
-    are injected as extra syncs at the places they name, to measure what the fix costs.
+    ``fixes`` are injected as extra syncs at the places they name, to measure what they cost: fixes
+    keyed for injection (:func:`streamsim.sim.inject.key_fixes`), or fixes found in ``base``
+    (:func:`streamsim.analysis.fixes.propose_fix`), keyed against it first.
     ``max_wall``: seconds of wall-clock time the run may take (default: ``default_wall_bound``).
     """
     if isinstance(model, str):

@@ -71,8 +71,8 @@ def wall_bound(seconds: float | None = None, *, max_ops: int = 0,
     if seconds is None:
         given = _STATE["default"] is not None
         seconds = default_wall_bound(max_ops)
-        hint = " (raise it with --max-wall)" if given else \
-            " (the bound is 600 s, or 100 us per op --max-ops allows)"
+        hint = " (raise it with max_wall)" if given else \
+            " (the bound is 600 s, or 100 us per op max_ops allows)"
     with _reported(seconds, label):
         if (not seconds or threading.current_thread() is not threading.main_thread()
                 or not hasattr(signal, "setitimer")

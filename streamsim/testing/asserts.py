@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Collection, Mapping
 
-from ..explore import strategies
-from ..explore.check import check_oplog, run_model
+from ..pipeline import check_oplog, run_model, strategies
 from ..oplog import OpLog
 from ..report.report import Report, render_text
 from ..sim.errors import ModelError

@@ -9,8 +9,8 @@ import shlex
 import pytest
 
 from streamsim.cli.main import main
-from streamsim.explore.hunt import explore
-from streamsim.explore.pct import OpsEstimate, PCTPerturb, estimate_ops, pct_bound
+from streamsim.explore.hunt import explore_schedules
+from streamsim.pipeline.pct import OpsEstimate, PCTPerturb, estimate_ops, pct_bound
 from streamsim.explore.runs import run_seeds
 from streamsim.oplog import load_oplog, simulate_oplog
 from streamsim.explore.shrink import ddmin, hazard_keys, shrink
@@ -79,7 +79,7 @@ def test_explore_finds_a_timing_dependent_hazard_and_its_replay_reproduces_it(ma
     nominal = _replay_json(f"streamsim run {margin_model} --variant racy", capsys)
     assert _has(nominal, "RAW", "x", "produce", "consume") == [False]  # latent in nominal timing
 
-    res = explore(margin_model, "racy", runs=40, seed=0, jitter=0.1, jobs=1)
+    res = explore_schedules(margin_model, "racy", runs=40, seed=0, jitter=0.1, jobs=1)
     assert len(res.patterns) == 1
     p = res.patterns[0]
     assert (p.pattern.kind, p.pattern.buffer, p.pattern.first, p.pattern.second) == \
@@ -109,7 +109,7 @@ def test_explore_finds_a_timing_dependent_hazard_and_its_replay_reproduces_it(ma
 
 
 def test_fixed_variant_is_clean_under_every_seed(margin_model):
-    res = explore(margin_model, "fixed", runs=20, jitter=0.3, jobs=1)
+    res = explore_schedules(margin_model, "fixed", runs=20, jitter=0.3, jobs=1)
     assert res.patterns == () and res.deadlock_runs == 0 and not res.found
 
 
@@ -117,19 +117,19 @@ def test_same_seeds_same_results_under_jobs_1_2_and_dask(margin_model, monkeypat
     distributed = pytest.importorskip(
         "distributed", reason="dask[distributed] is not installed (pip install 'streamsim[dask]')")
     kw = dict(runs=24, seed=5, jitter=0.1)
-    one = explore(margin_model, "racy", jobs=1, **kw)
-    two = explore(margin_model, "racy", jobs=2, **kw)
-    pct1 = explore(margin_model, "racy", strategy="pct", jobs=1, **kw)
-    pct2 = explore(margin_model, "racy", strategy="pct", jobs=2, **kw)
+    one = explore_schedules(margin_model, "racy", jobs=1, **kw)
+    two = explore_schedules(margin_model, "racy", jobs=2, **kw)
+    pct1 = explore_schedules(margin_model, "racy", strategy="pct", jobs=1, **kw)
+    pct2 = explore_schedules(margin_model, "racy", strategy="pct", jobs=2, **kw)
     # dask workers import streamsim from wherever this test process did
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root,
                                                                    os.environ.get("PYTHONPATH")])))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
-        dask = explore(margin_model, "racy", scheduler=cluster.scheduler_address, **kw)
+        dask = explore_schedules(margin_model, "racy", scheduler=cluster.scheduler_address, **kw)
         with distributed.Client(cluster) as client:
-            pct_dask = explore(margin_model, "racy", strategy="pct", scheduler=client, **kw)
+            pct_dask = explore_schedules(margin_model, "racy", strategy="pct", scheduler=client, **kw)
     assert [r.seed for r in one.results] == run_seeds(5, 24)
     assert one.results == two.results == dask.results
     assert one.patterns == two.patterns == dask.patterns
@@ -145,7 +145,7 @@ def test_pct_finds_a_depth_2_bug_at_least_at_its_theoretical_rate(margin_model):
     est = estimate_ops(margin_model, "racy", params)
     assert est == OpsEstimate(ops=6, agents=3, makespan_us=310.0)
     runs = 300
-    res = explore(margin_model, "racy", params, runs=runs, seed=11, strategy="pct", depth=2,
+    res = explore_schedules(margin_model, "racy", params, runs=runs, seed=11, strategy="pct", depth=2,
                   jobs=1)
     hits = res.patterns[0].manifest_runs
     bound = pct_bound(est, 2)  # 1/(n*k) = 1/18
@@ -154,7 +154,7 @@ def test_pct_finds_a_depth_2_bug_at_least_at_its_theoretical_rate(margin_model):
     # the adaptation does better than PCT's bound here: one op of k=6 is the right one
     assert hits >= 0.5 * runs / est.ops
     # jitter alone never closes a 200 us gap
-    rnd = explore(margin_model, "racy", params, runs=100, seed=11, jitter=0.2, jobs=1)
+    rnd = explore_schedules(margin_model, "racy", params, runs=100, seed=11, jitter=0.2, jobs=1)
     assert rnd.patterns[0].manifest_runs == 0
 
 
@@ -164,7 +164,7 @@ def test_pct_change_points_and_replay(margin_model, capsys):
     assert p.change_points == PCTPerturb(3, 42, est).change_points  # deterministic in the seed
     assert 1 <= len(p.change_points) <= 2 and all(0 <= c < 6 for c in p.change_points)
     assert max(p.delays.values()) in (2 * p.unit, p.unit)
-    res = explore(margin_model, "racy", {"margin": 200.0}, runs=30, seed=1, strategy="pct",
+    res = explore_schedules(margin_model, "racy", {"margin": 200.0}, runs=30, seed=1, strategy="pct",
                   depth=3, jobs=1)
     pat = res.patterns[0]
     assert pat.first_seed is not None and "--strategy pct --depth 3" in pat.replay
@@ -274,7 +274,7 @@ def test_scheduler_without_dask_is_a_one_line_error(margin_model, monkeypatch):
     from streamsim.sim.engine import ModelError
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if dask were not installed
     with pytest.raises(ModelError, match=r"needs Dask: pip install 'streamsim\[dask\]'"):
-        explore(margin_model, "racy", runs=2, scheduler="tcp://127.0.0.1:8786")
+        explore_schedules(margin_model, "racy", runs=2, scheduler="tcp://127.0.0.1:8786")
 
 
 def test_a_scheduler_that_is_not_an_address_is_a_one_line_error(margin_model, capsys):
@@ -294,7 +294,7 @@ def test_a_failing_run_names_its_seed(tmp_path):
                                           '            raise RuntimeError("late")\n'
                                           '        host.launch("consume"'))
     with pytest.raises(ModelError, match=r"^run with seed \d+: .*flaky.py:\d+: RuntimeError: late"):
-        explore(str(model), "racy", runs=20, jitter=0.3, jobs=1)
+        explore_schedules(str(model), "racy", runs=20, jitter=0.3, jobs=1)
 
 
 def test_the_failing_run_reported_is_the_first_one_whatever_the_jobs(tmp_path):
@@ -311,7 +311,7 @@ def test_the_failing_run_reported_is_the_first_one_whatever_the_jobs(tmp_path):
         '        host.launch("consume"'))
     for jobs in (1, 2):
         with pytest.raises(ModelError, match=r"^run with seed 0: "):
-            explore(str(model), "racy", runs=200, jitter=0.3, jobs=jobs)
+            explore_schedules(str(model), "racy", runs=200, jitter=0.3, jobs=jobs)
 
 
 def test_shrinking_a_clean_model_names_the_model_not_a_made_up_file(margin_model, tmp_path, capsys):
@@ -356,7 +356,7 @@ def test_bad_input_is_one_line_and_exit_2(margin_model, tmp_path, capsys, argv, 
 def test_compare_applies_the_strategy_as_run_does(margin_model, capsys):
     """`compare --strategy pct --seed K` perturbs each variant exactly as `run` with those flags:
     the seed PCT found makes the latent RAW strike in both, and without the strategy it is latent."""
-    res = explore(margin_model, "racy", {"margin": 200.0}, runs=30, seed=1, strategy="pct",
+    res = explore_schedules(margin_model, "racy", {"margin": 200.0}, runs=30, seed=1, strategy="pct",
                   depth=3, jobs=1)
     seed = res.patterns[0].first_seed
     assert seed is not None

@@ -260,7 +260,7 @@ def test_root_causes_are_costed_alone_within_a_budget_of_resimulated_ops(tmp_pat
     budget of re-simulated ops are measured, the first ones, and the report says so; the cost of
     all fixes at once is always measured."""
     from streamsim import check_oplog
-    from streamsim.explore import fixcost
+    from streamsim.pipeline import fixcost
     from streamsim.report.report import render_text
     path = tmp_path / "three.jsonl"
     path.write_text("".join(

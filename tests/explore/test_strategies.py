@@ -7,9 +7,9 @@ import json
 import pytest
 
 from streamsim.cli.main import build_parser, main
-from streamsim.explore import strategies
-from streamsim.explore.hunt import explore
-from streamsim.explore.strategies import Strategy
+from streamsim.pipeline import strategies
+from streamsim.explore.hunt import explore_schedules
+from streamsim.pipeline.strategies import Strategy
 from streamsim.sim.errors import InputError
 
 from .test_explore import margin_model  # noqa: F401 (a fixture)
@@ -64,7 +64,7 @@ def test_a_registered_strategy_runs_and_replays(stall, margin_model, capsys):  #
     assert [h["manifest"] for h in out["hazards"]] == [True]  # the stall made the RAW manifest
     assert out["seed"] == 0  # a seeded strategy: the seed used is shown
 
-    res = explore(margin_model, "racy", runs=3, strategy="stall", depth=2, jobs=1)
+    res = explore_schedules(margin_model, "racy", runs=3, strategy="stall", depth=2, jobs=1)
     assert res.jitter == 0.0 and res.patterns[0].manifest_runs == 3
     assert res.replay(7).endswith("--strategy stall --depth 2")
     assert res.to_json_dict()["depth"] == 2

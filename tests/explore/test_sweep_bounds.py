@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from streamsim.cli.main import cli_message
 from streamsim.explore.sweep import MAX_GRID_POINTS, parse_grid
 from streamsim.sim.errors import ModelError
 from streamsim.sim.model import load_model
@@ -38,9 +39,11 @@ def test_a_huge_range_is_refused_without_being_expanded():
      "--grid pp=1..50000,1..50001: 100,001 values, more than the 100,000 a sweep may have"),
 ])
 def test_the_grid_as_a_whole_is_bounded(specs, message):
+    """The library names the argument (``grid``), the command line its flag (``--grid``)."""
     with pytest.raises(ModelError) as err:
         parse_grid(load_model(VLLM), specs)
-    assert str(err.value) == message
+    assert str(err.value) == message.removeprefix("--")
+    assert cli_message(err.value) == message
 
 
 def test_a_grid_at_the_limit_is_accepted():

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from streamsim import native
-from streamsim.explore.check import check_oplog
+from streamsim.pipeline import check_oplog
 from streamsim.oplog import load_oplog
 from streamsim.report.report import dumps_json, render_text
 from streamsim.sim.errors import InputError, ModelError

@@ -53,7 +53,7 @@ def test_text_output_shows_control_characters_escaped(tmp_path, capsys):
 
 def test_html_shows_control_characters_escaped(tmp_path):
     """The HTML page escapes markup (as before) and now shows control characters as escapes."""
-    from streamsim.explore.check import check_oplog
+    from streamsim.pipeline import check_oplog
     from streamsim.report.html import render_html
     page = render_html(check_oplog(hostile_log(tmp_path)))
     assert "\x1b" not in page and "\\x1b[2J" in page

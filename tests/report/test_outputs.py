@@ -469,7 +469,7 @@ def test_pictures_of_unusual_traces_print_no_matplotlib_warnings(tmp_path, capsy
     log.write_text('{"op":"launch","name":"前向传播","writes":["x"],"dur":1}\n'
                    '{"op":"launch","name":"后向传播","stream":"s2","writes":["x"],"dur":1}\n',
                    encoding="utf-8")
-    from streamsim.explore.check import check_oplog
+    from streamsim.pipeline import check_oplog
     from streamsim.oplog import parse_oplog
     from streamsim.report.outputs import graph_file
     with warnings.catch_warnings(record=True) as caught:

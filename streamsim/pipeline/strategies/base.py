@@ -14,7 +14,7 @@ Perturb = Callable[[Any, Any], float]  # an Engine(perturb=...): (rng, op record
 
 class Strategy:
     """One exploration strategy (subclass it, set the attributes, register an instance in
-    :mod:`streamsim.explore.strategies`)."""
+    :mod:`streamsim.pipeline.strategies`)."""
 
     name: str = ""  # the --strategy value
     help: str = ""  # what it does, for --strategy's help: "random = <help>"

@@ -39,13 +39,14 @@ def get(name: str) -> Strategy:
     """The strategy called ``name``; an InputError naming the choices for any other name."""
     s = _REGISTRY.get(name)
     if s is None:
-        raise InputError(f"--strategy must be one of {', '.join(_REGISTRY)}, not {name!r}")
+        raise InputError(f"strategy must be one of {', '.join(_REGISTRY)}, not {name!r}",
+                         arguments=("strategy",))
     return s
 
 
 def check_depth(strategy: Strategy, depth: int) -> None:
     if strategy.uses_depth and depth < 1:
-        raise InputError(f"--depth must be >= 1, got {depth}")
+        raise InputError(f"depth must be >= 1, got {depth}", arguments=("depth",))
 
 
 def perturb_for(model, variant: str | None, params, *, strategy: str = DEFAULT, depth: int = 2,

@@ -1,7 +1,7 @@
 """PCT-style schedule perturbation: the engine delays chosen ops to reorder what is unordered.
 
 :class:`PCTPerturb` adapts PCT (Burckhardt et al., ASPLOS 2010) to a discrete-event simulator;
-the ``pct`` strategy (:mod:`streamsim.explore.strategies.pct`) applies it to one run for
+the ``pct`` strategy (:mod:`streamsim.pipeline.strategies.pct`) applies it to one run for
 ``--strategy pct --depth d --seed K``, so that a run ``explore`` found replays exactly.
 """
 from __future__ import annotations
@@ -75,12 +75,12 @@ class PCTPerturb:
 
     def __init__(self, depth: int, seed: int | None, estimate: OpsEstimate, jitter: float = 0.0):
         if depth < 1:
-            raise ModelError(f"--depth must be >= 1, got {depth}")
+            raise ModelError(f"depth must be >= 1, got {depth}", arguments=("depth",))
         self.depth, self.seed, self.estimate = depth, seed, estimate
         k = max(1, estimate.ops)
         if depth - 1 > k:  # (drawing them would also take minutes for a depth like 1e8)
-            raise ModelError(f"--depth {depth}: PCT delays depth - 1 of the run's {k} ops, so the "
-                             f"depth can be at most {k + 1}")
+            raise ModelError(f"depth {depth}: PCT delays depth - 1 of the run's {k} ops, so the "
+                             f"depth can be at most {k + 1}", arguments=("depth",))
         self.unit = 2.0 * estimate.makespan_us * math.exp(jitter) + 1.0
         rng = random.Random(f"pct:{seed}:{depth}:{k}")
         self.delays: dict[int, float] = {}

@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
-from ..analysis.findings import Findings, Hazard
+from ..analysis.findings import Findings, Fix, Hazard
 from ..analysis.hb import analyse_hazards
 from ..analysis.liveness import deadlock_from_stall
 from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.errors import InternalError
-from ..sim.inject import KeyedFix, injection_keys, key_fixes
+from ..sim.inject import injection_keys, key_fixes
 from ..trace import HOST, Op, Trace
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
@@ -25,7 +25,7 @@ MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simul
 # program again, so without a bound a large log's costing would take 20 times its check.
 ROOT_CAUSE_COST_BUDGET = 1_000_000
 
-Rerun = Callable[[list], Trace]  # (keyed fixes) -> the re-simulated trace
+Rerun = Callable[[list], Trace]  # (keyed fixes: no trace needed to inject them) -> the re-run
 
 
 def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
@@ -43,25 +43,20 @@ class Keying:
 
     def __init__(self, trace: Trace, findings: Findings):
         fixes = distinct_fixes(findings.hazards)
-        self._of = dict(zip(map(_fix_key, fixes), key_fixes(trace, fixes, dedupe=False)))
+        self._of = {f.identity: kf for f, kf in zip(fixes, key_fixes(trace, fixes, dedupe=False))}
         # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
         # for every subset costed, so found once rather than by a scan of the trace per re-run)
         self.delayed = _delayed_ops(trace, {kf.before for kf in self._of.values()})
 
-    def of(self, hazards: Sequence[Hazard]) -> list[KeyedFix]:
+    def of(self, hazards: Sequence[Hazard]) -> list[Fix]:
         """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``."""
         out, seen = [], set()
         for f in distinct_fixes(hazards):
-            kf = self._of[_fix_key(f)]
-            if kf not in seen:
-                seen.add(kf)
+            kf = self._of[f.identity]
+            if kf.identity not in seen:
+                seen.add(kf.identity)
                 out.append(kf)
         return out
-
-
-def _fix_key(f) -> tuple:
-    """A fix's identity, as :func:`distinct_fixes` tells fixes apart."""
-    return (f.kind, f.before, f.handle_op, f.record_after, f.event_stream, f.wait_stream)
 
 
 def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED_ROOT_CAUSES,
@@ -118,7 +113,7 @@ def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
                      delayed=keying.delayed)
 
 
-def _measured(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix], hazards_after: int,
+def _measured(trace: Trace, fixed: Trace, keyed: Sequence[Fix], hazards_after: int,
               deadlock_after: bool, before: Metrics,
               after_metrics: Metrics | None = None, delayed: dict | None = None) -> FixCost:
     return FixCost(syncs=len(keyed), before=before,
@@ -141,7 +136,7 @@ def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics 
     return fixed, after, metrics, cost
 
 
-def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[KeyedFix],
+def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
               delayed: dict | None = None) -> FixShift:
     """How far the fixes moved the ops their syncs sit before (``fixed``: ``trace`` re-run with
     ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops.

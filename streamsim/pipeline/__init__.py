@@ -1,8 +1,11 @@
-"""One input, checked end to end: simulate a model (or replay an op log), analyse, cost the fixes.
+"""The main path of every command, in one place: simulate -> analyse -> cost -> report.
 
-These are the library's one-call entry points, and what ``streamsim run`` and ``streamsim check``
-do before they render: the result is a :class:`~streamsim.report.report.Report`, which every
-writer (text, JSON, Markdown, HTML, pictures) renders.
+:func:`run_model` simulates a model (``streamsim run``), :func:`check_oplog` replays an op log
+(``streamsim check``); both then go through the same stages (:func:`_analysed`): analyse the trace,
+measure its metrics, cost the proposed fixes by re-running with them (``fixcost``), and return a
+:class:`~streamsim.report.report.Report`, which every writer (text, JSON, Markdown, HTML,
+pictures) renders. What the simulate stage perturbs is a strategy (``strategies``: jitter, PCT in
+``pct``). ``streamsim.explore`` (compare, explore, sweep, shrink) runs this path many times.
 """
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def run_model(model: Model | str, variant: str | None = None,
     report); ``fix_cost`` is then not measured.
 
     ``strategy``/``depth``: the schedule perturbation (``random``: jitter only; ``pct``: see
-    :mod:`streamsim.explore.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
+    :mod:`streamsim.pipeline.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
     PCT's change points onto other ops, so the fixed run would not be the same schedule.
     """
     if isinstance(model, str):
@@ -72,18 +75,27 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     progress("simulate")
     opts["perturb"] = perturb_for(model, variant, values, depth=depth, strategy=strategy, **opts)
     trace = simulate(model, variant, values, **opts)
-    progress("analyse")
-    findings = analyse(trace)
-    metrics = compute_metrics(trace)
-    rerun = lambda fixes: simulate(model, variant, values, fixes=fixes, base=trace, **opts)
+    rerun = lambda keyed: simulate(model, variant, values, fixes=keyed, **opts)  # (keyed: no base)
     info = dict(source=model.path, model=model.name, variant=variant, params=dict(values),
                 seed=seed, jitter=jitter)
     no_fix_cost = strategies.get(strategy).no_fix_cost  # why fixes are not costed under it
+    if apply_fixes and no_fix_cost:
+        raise ModelError(f"apply_fixes: not under strategy {strategy} ({no_fix_cost})",
+                         arguments=("apply_fixes", "strategy"))
+    return _analysed(trace, rerun, info, fix_cost and not no_fix_cost, apply_fixes, progress)
+
+
+def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
+              progress: Progress) -> Report:
+    """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
+    fixes (``rerun(keyed_fixes) -> Trace``), report (``info``: the report's fields that name the
+    input)."""
+    progress("analyse")
+    findings = analyse(trace)
+    metrics = compute_metrics(trace)
     if apply_fixes:
-        if no_fix_cost:
-            raise ModelError(f"--apply-fixes: not under --strategy {strategy} ({no_fix_cost})")
         return _applied(trace, findings, metrics, rerun, info, progress)
-    costs = _costs(trace, findings, metrics, rerun, fix_cost and not no_fix_cost, progress)
+    costs = _costs(trace, findings, metrics, rerun, fix_cost, progress)
     return Report(trace=trace, findings=findings, metrics=metrics, **info, **costs)
 
 
@@ -122,20 +134,13 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     path = log.path
     if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
-    progress("analyse")
-    findings = analyse(trace)
-    metrics = compute_metrics(trace)
-    def rerun(fixes):
+    def rerun(keyed):  # (keyed fixes: injected without a scan of the trace)
         try:
-            return simulate_oplog(log, fixes=fixes, base=trace, **opts)
+            return simulate_oplog(log, fixes=keyed, **opts)
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
-    if apply_fixes:
-        return _applied(trace, findings, metrics, rerun, dict(source=path, seed=seed,
-                                                               jitter=jitter), progress)
-    costs = _costs(trace, findings, metrics, rerun, fix_cost, progress)
-    return Report(source=path, trace=trace, findings=findings, metrics=metrics, seed=seed,
-                  jitter=jitter, **costs)
+    return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,
+                     apply_fixes, progress)
 
 
 def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,

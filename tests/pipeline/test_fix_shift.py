@@ -11,7 +11,7 @@ import pytest
 from streamsim import analyse, load_model, run_model, simulate
 from streamsim.analysis.checks import distinct_fixes
 from streamsim.cli import main
-from streamsim.explore.fixcost import critical_rank, fix_shift
+from streamsim.pipeline.fixcost import critical_rank, fix_shift
 from streamsim.sim.inject import key_fixes
 from streamsim.trace import HOST
 

@@ -1,5 +1,5 @@
 """The ``pct`` strategy: PCT-style delays at ``depth - 1`` seeded change points (the algorithm,
-its adaptation and its guarantee are in :mod:`streamsim.explore.pct`)."""
+its adaptation and its guarantee are in :mod:`streamsim.pipeline.pct`)."""
 from __future__ import annotations
 
 from ..pct import PCTPerturb, estimate_ops
