@@ -32,6 +32,13 @@ def step(k: int | None) -> None:
     set_step(k)
 
 
+def label(text: str):
+    """``with streamsim.record.label("send hidden"):`` name the ops recorded inside the block
+    ``send hidden: OP`` (see :func:`streamsim.record.mode.label`); a no-op when nothing records."""
+    from .mode import label as _label
+    return _label(text)
+
+
 class _CallableModule(types.ModuleType):
     def __call__(self, path: Any):
         return record(path)

@@ -160,3 +160,30 @@ def test_contiguous_and_dense_views_stay_plain_ranges(tmp_path):
     assert got[0]["writes"] == [{"buffer": got[0]["writes"][0]["buffer"], "offset": 32,
                                  "nbytes": 32}]
     assert isinstance(got[1]["writes"][0], str)
+
+
+def test_label_names_the_ops_recorded_inside_it_so_callers_of_one_helper_differ(
+        tmp_path):
+    """Two callers of one helper: the helper's line is the site of both writes, so without labels
+    they are one site; a label per caller names them (nested labels join with '/'), and the
+    label is gone after its block. Outside a recording label is a no-op."""
+    torch = need_torch()
+    out = tmp_path / "labels.jsonl"
+    x = torch.ones(4)
+
+    def helper(t):
+        t.mul_(2)
+
+    with streamsim.record.label("nothing records"):
+        helper(x)
+    with streamsim.record(out):
+        with streamsim.record.label("forward"):
+            helper(x)
+            with streamsim.record.label("mb0"):
+                helper(x)
+        helper(x)
+    names = [x.get("name") for x in lines_of(out) if x["op"] == "host"]
+    assert names == ["forward: mul_", "forward/mb0: mul_", "mul_"]
+    with pytest.raises(ValueError, match="non-empty string"):
+        with streamsim.record.label(""):
+            pass
