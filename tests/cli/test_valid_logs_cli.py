@@ -7,7 +7,8 @@ under every seed and jitter, and the same with and without fix costing.
 The generator uses every op kind of op log v2 (declarations, kernels and host work on two threads,
 events and syncs, NCCL point-to-point with batches and both p2p stream layouts and receives from
 any source, every collective, rooted ones and barriers included, gloo objects, handle waits
-(inferred ones too), allocations, frees and `record_stream`); `query` only in the logs it
+(inferred ones too), allocations, frees and `record_stream`, hand-offs between threads with
+`put`/`get`, plain and strided buffer refs); `query` only in the logs it
 marks as timing-dependent, where only the ending is checked. In CI it runs a bounded number of
 logs; for the long run::
 
@@ -65,6 +66,9 @@ def valid_logs(draw) -> tuple[str, bool]:
         buf = draw(st.sampled_from([b for b in BUFFERS if b not in freed[r]] or ["spare"]))
         if draw(st.booleans()):
             return buf
+        if draw(st.integers(0, 3)) == 0:  # a strided view: the even or odd columns of (2, 8) f32
+            return {"buffer": buf, "offset": draw(st.sampled_from((0, 4))), "sizes": [2, 4],
+                    "strides": [8, 2], "itemsize": 4}
         off = draw(st.integers(0, NBYTES - 1))
         return {"buffer": buf, "offset": off, "nbytes": draw(st.integers(1, NBYTES - off))}
 
@@ -144,8 +148,16 @@ def valid_logs(draw) -> tuple[str, bool]:
             lines.append({"op": "alloc", "rank": r, "buffer": b, "nbytes": NBYTES,
                           "stream": draw(st.sampled_from(("compute", "compute", "side")))})
     for _ in range(draw(st.integers(1, 16))):
-        kind = draw(st.sampled_from(("local",) * 6 + ("message", "collective", "object")))
-        if kind == "local" or ranks == 1:
+        kind = draw(st.sampled_from(("local",) * 6 + ("message", "collective", "object",
+                                                       "handoff")))
+        if kind == "handoff":  # a put and its get on one rank (threads are assigned below)
+            r, channel = draw(st.integers(0, ranks - 1)), draw(st.sampled_from(("q0", "q1")))
+            put, get = {"op": "put", "rank": r, "channel": channel}, \
+                {"op": "get", "rank": r, "channel": channel}
+            if draw(st.booleans()):  # a get written first: its thread blocked before the put
+                put, get = get, put
+            lines.extend([put, get])
+        elif kind == "local" or ranks == 1:
             local(draw(st.integers(0, ranks - 1)))
         elif kind == "message":
             src = draw(st.integers(0, ranks - 1))
