@@ -200,3 +200,21 @@ CATEGORIES: dict[str, tuple[str, str]] = {
     "memory": ("#6b8e23", "alloc / free / record_stream"),
     "event": ("#6fc2b4", "event record"),
 }
+
+
+# -- the kind of an HB edge into an op (the trace's after/joins edges carry none of their own) --
+_WAIT_EDGE = {k.name: k.wait_edge for k in OP_KINDS.values() if k.wait_edge != BY_AGENT}
+_JOIN_EDGE = {k.name: k.join_edge for k in OP_KINDS.values()}
+
+
+def after_kind(target_kind: str, target_on_host: bool) -> str:
+    """The kind of an ``after`` edge, named from the op that waits (its kind's ``wait_edge``; one
+    that depends on where it runs, or a hand-built trace's own kind: a host sync on a host
+    thread, an event wait on a stream). The HB graph, the reports' "why" chains and the
+    Perfetto flows name edges by it."""
+    return _WAIT_EDGE.get(target_kind) or ("host_sync" if target_on_host else "event")
+
+
+def join_kind(target_kind: str) -> str:
+    """The kind of a ``joins`` edge into an op of ``target_kind``: ``collective`` or ``message``."""
+    return _JOIN_EDGE.get(target_kind) or "message"

@@ -21,24 +21,8 @@ from typing import Any, Iterable
 import networkx as nx
 
 from .findings import Hazard
-from ..kinds import BY_AGENT, EDGE_KINDS, OP_KINDS
+from ..kinds import EDGE_KINDS, after_kind, join_kind
 from ..trace import HOST, Trace
-
-_WAIT_EDGE = {k.name: k.wait_edge for k in OP_KINDS.values() if k.wait_edge != BY_AGENT}
-_JOIN_EDGE = {k.name: k.join_edge for k in OP_KINDS.values()}
-
-
-def after_kind(target_kind: str, target_on_host: bool) -> str:
-    """The kind of an ``after`` edge, named from the op that waits (its ``wait_edge`` in
-    :mod:`streamsim.kinds`; one that depends on where it runs, or a hand-built trace's own kind:
-    a host sync on a host thread, an event wait on a stream)."""
-    return _WAIT_EDGE.get(target_kind) or ("host_sync" if target_on_host else "event")
-
-
-def join_kind(target_kind: str) -> str:
-    """The kind of a ``joins`` edge into an op of ``target_kind``: ``collective`` or ``message``."""
-    return _JOIN_EDGE.get(target_kind) or "message"
-
 
 def full_graph(trace: Trace) -> nx.DiGraph:
     """One node per op (kind, name, agent, rank, start, end, label); edges with ``kind`` and ``join``."""

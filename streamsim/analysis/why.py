@@ -23,9 +23,7 @@ import heapq
 from dataclasses import dataclass
 
 from .findings import USE_AFTER_FREE, Hazard
-from .hbgraph import after_kind, join_kind
-from .slices import hazard_ops
-from ..kinds import EDGE_TEXT  # an edge kind -> its words (used by the reports, re-exported)
+from ..kinds import EDGE_TEXT, after_kind, join_kind  # (EDGE_TEXT: an edge kind's words, re-exported)
 from ..trace import HOST, Agent, Trace
 
 HORIZON = 50_000  # sequence slots a search looks beyond the hazard's ops
@@ -230,7 +228,7 @@ def explain(trace: Trace, hazard: Hazard, index: HBIndex | None = None,
             horizon: int = HORIZON) -> Why:
     """Explain ``hazard`` (see module); ``index`` is the trace's :class:`HBIndex` when built."""
     idx = HBIndex(trace) if index is None else index
-    x, y = hazard_ops(trace, hazard)
+    x, y = trace.op(hazard.first), trace.op(hazard.second)
     lo = min(x.start_seq, y.start_seq) - horizon
     hi = max(x.end_seq, y.end_seq) + horizon
     xmode = hazard.first_mode if x.id == hazard.first else hazard.second_mode

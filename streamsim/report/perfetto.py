@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from ..analysis.findings import Findings
-from ..analysis.hbgraph import join_kind
+from ..kinds import join_kind
 from .lanes import lane_key
 from ..trace import HOST, Agent, Trace
 from ..analysis.why import access_window
