@@ -168,7 +168,7 @@ class _Writer:
         on = _LINE_STREAM.get(kind)
         if on == "own" and s is not None:  # (a wait on the host: no stream op, no stream)
             d["stream"] = s.agent.name
-        elif on == "current":
+        elif on == "current" and s is not None:  # (a wait on the host: no stream op, no stream)
             d["stream"] = s.attrs.get("current_stream", "compute")
         elif on == "synced":
             d["stream"] = self.synced_stream(h)
