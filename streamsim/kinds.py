@@ -106,7 +106,10 @@ FIX_KINDS: dict[str, str] = {
 
 # -- shared state (oplog/issueorder: line order between the host threads of a rank) -------------
 READS, WRITES = "reads", "writes"
-STATES: dict[str, str] = {  # what a line may touch, each per rank (docs/semantics.md, "Line order")
+# What a line may touch, each per rank (docs/semantics.md, "Line order"). A state named by a
+# field of the line (stream, event, group, buffer, channel) may be named by another field:
+# "stream:FIELD" is the stream the line's FIELD names.
+STATES: dict[str, str] = {
     "stream": "the line's stream: what is enqueued on it, in order, and its position",
     "queued stream": "the line's stream, when the op is enqueued there (a non-blocking NCCL wait)",
     "streams": "the rank's set of streams (sync_device drains those earlier lines named)",

@@ -20,7 +20,7 @@ from streamsim.analysis.hbgraph import full_graph
 from streamsim.kinds import (BY_AGENT, CATEGORIES, DRAWN_EDGE_KINDS, EDGE_KINDS, EDGE_TEXT, FIX_KINDS,
                              OP_KINDS, READS, STATES, WRITES)
 from streamsim.oplog.fixed import fixed_oplog_text
-from streamsim.oplog.issueorder import _KEYS, touches
+from streamsim.oplog.issueorder import _KEYS, NAMED_BY_FIELD, key_maker, touches
 from streamsim.oplog.read import Line
 from streamsim.oplog.write import WRITTEN_FIELDS
 from streamsim.oplog.replay import LIFE, parse_call
@@ -120,11 +120,14 @@ def test_the_writer_has_a_rule_for_every_field_of_every_op_kind():
 def test_issue_order_knows_every_state_a_kind_touches():
     """Every state an op kind declares it touches (``OpKind.touches``) is one of kinds.STATES,
     read or written, and the issue-order rule makes keys for each STATES name (and no other)."""
-    assert set(_KEYS) == set(STATES)
+    assert set(_KEYS) | set(NAMED_BY_FIELD) == set(STATES)
     for name, k in OP_KINDS.items():
         assert k.touches, f"{name} touches no shared state: its lines are in no line order"
         for state, mode in k.touches:
-            assert state in STATES and mode in (READS, WRITES), (name, state, mode)
+            base, _, field = state.partition(":")
+            assert (state in STATES or base in NAMED_BY_FIELD and field in
+                    Line.__dataclass_fields__) and mode in (READS, WRITES), (name, state, mode)
+            key_maker(state)
 
 
 @pytest.mark.parametrize("kind", sorted(OP_KINDS))

@@ -41,23 +41,32 @@ Key = tuple  # (rank, kind letter, name)
 # STATES name -> the keys of a line's rank it stands for: f(line, r, gloo_handle, drained,
 # recorded), where the arguments are those of touches()
 _KEYS: dict[str, Callable[..., Iterable[Key]]] = {
-    "stream": lambda ln, r, g, d, rec: ((r, "s", ln.stream),),
     "queued stream": lambda ln, r, g, d, rec: () if ln.blocking or g else ((r, "s", ln.stream),),
     "streams": lambda ln, r, g, d, rec: ((r, "n", ""),),
     "drained": lambda ln, r, g, d, rec: d,
-    "event": lambda ln, r, g, d, rec: ((r, "e", ln.event),),
-    "group": lambda ln, r, g, d, rec: ((r, "g", ln.group),),
     "issued handle": lambda ln, r, g, d, rec: ((r, "h", ln.lineno),),
     "handle": lambda ln, r, g, d, rec: ((r, "h", ln.target),),
     "refs": lambda ln, r, g, d, rec: [(r, "b", ref.view.buffer) for ref in (*ln.reads, *ln.writes)],
-    "buffer": lambda ln, r, g, d, rec: ((r, "b", ln.buffer),),
     "new life": lambda ln, r, g, d, rec: (),  # (its effect: issue_gates forgets `recorded`)
     "recorded": lambda ln, r, g, d, rec: [(r, "s", s) for s in rec],  # (read by a free)
-    "channel": lambda ln, r, g, d, rec: ((r, "c", ln.channel),),
 }
+# the states named by one field of the line: STATES name -> its key letter; "NAME:FIELD" is the
+# state of that kind another field of the line names (kinds.STATES)
+NAMED_BY_FIELD = {"stream": "s", "event": "e", "group": "g", "buffer": "b", "channel": "c"}
+
+
+def key_maker(state: str) -> Callable[..., Iterable[Key]]:
+    """The keys a STATES name (or ``NAME:FIELD``) stands for; KeyError for an unknown one."""
+    if state in _KEYS:
+        return _KEYS[state]
+    name, _, field = state.partition(":")
+    letter, field = NAMED_BY_FIELD[name], field or name
+    return lambda ln, r, g, d, rec: ((r, letter, getattr(ln, field)),)
+
+
 # op kind -> its (key maker, writes) pairs, and what the kind does to the rank's set of streams and
 # to a buffer's recorded streams (issue_gates)
-_RULES = {k.name: tuple((_KEYS[state], mode == WRITES) for state, mode in k.touches)
+_RULES = {k.name: tuple((key_maker(state), mode == WRITES) for state, mode in k.touches)
           for k in OP_KINDS.values()}
 _OPENS = frozenset(k.name for k in OP_KINDS.values()  # its stream (an NCCL op: its group) may
                    if {"stream", "queued stream"} & {s for s, _ in k.touches})  # be a new one
