@@ -22,7 +22,6 @@ from streamsim.kinds import (BY_AGENT, CATEGORIES, DRAWN_EDGE_KINDS, EDGE_KINDS,
 from streamsim.oplog.fixed import fixed_oplog_text
 from streamsim.oplog.issueorder import _KEYS, NAMED_BY_FIELD, key_maker, touches
 from streamsim.oplog.read import Line
-from streamsim.oplog.write import WRITTEN_FIELDS
 from streamsim.oplog.replay import LIFE, parse_call
 from streamsim.sim.api import Group, Host, Work
 from streamsim.report.draw_hb import EDGE_STYLE
@@ -106,15 +105,6 @@ def test_the_replay_call_of_every_op_kind_is_a_public_api_call(kind):
     fields = {*pos, *(f for _, f in kw)} - {LIFE}
     assert fields <= set(Line.__dataclass_fields__), f"{kind}: not line fields: " \
         f"{sorted(fields - set(Line.__dataclass_fields__))}"
-
-
-def test_the_writer_has_a_rule_for_every_field_of_every_op_kind():
-    """The op-log writer writes a line's fields by a rule per field, chosen by the kind's
-    declared fields: a kind may declare only fields some rule writes (else a replay would lose
-    them without a word)."""
-    for name, k in OP_KINDS.items():
-        assert set(k.fields) <= WRITTEN_FIELDS, \
-            f"{name}: no writer rule for {sorted(set(k.fields) - WRITTEN_FIELDS)}"
 
 
 def test_issue_order_knows_every_state_a_kind_touches():

@@ -156,7 +156,8 @@ class _Writer:
     def line(self, h: Op) -> dict[str, Any] | str:
         """The line of host action ``h`` (with raw Accesses in ref fields), or a comment. Its
         fields are its kind's (``OpKind.fields``, ``dur`` for a kind of ``kinds.TIMED_KINDS``),
-        each written by its rule (:data:`_FIELD_RULES`), in the rules' order."""
+        each written by its rule (:data:`_FIELD_RULES`), in the rules' order; a field no rule
+        writes, as the op's ``attrs`` state it."""
         s = self.enqueued.get(h.id)
         kind = s.kind if s is not None else h.kind
         op = s or h  # the op that carries the details
@@ -573,10 +574,18 @@ _FIELD_RULES: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("label",), _Writer.label), (("channel",), _Writer.channel), (("dur",), _Writer.dur),
 )
 WRITTEN_FIELDS = frozenset(f for fields, _ in _FIELD_RULES for f in fields)
-# op kind -> the rules of its fields (its OpKind.fields, and dur when the line's dur is used)
-_RULES_OF = {k.name: tuple(rule for fields, rule in _FIELD_RULES
-                           if set(fields) & {*k.fields, *(("dur",) if k.name in TIMED_KINDS else ())})
-             for k in OP_KINDS.values()}
+
+
+def _rules(k) -> tuple:
+    """The rules of kind ``k``'s fields (its OpKind.fields, and dur when the line's dur is used),
+    in order; a field no rule writes is written as the op's ``attrs`` state it (before dur)."""
+    fields = {*k.fields, *(("dur",) if k.name in TIMED_KINDS else ())}
+    rules = [rule for names, rule in _FIELD_RULES[:-1] if set(names) & fields]
+    rules += [_given(f) for f in k.fields if f not in WRITTEN_FIELDS]
+    return (*rules, *((_Writer.dur,) if "dur" in fields else ()))
+
+
+_RULES_OF = {k.name: _rules(k) for k in OP_KINDS.values()}  # op kind -> its field rules
 _NAMES_HANDLE = frozenset(k.name for k in OP_KINDS.values() if "handle" in k.required)
 
 def strided_fields(pat: Strided) -> dict[str, Any]:
