@@ -71,14 +71,13 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         raise
     except Exception as e:  # nothing of the user's runs in a replay: any other failure is ours
         raise InternalError(f"replaying {oplog.path}", e) from e
-    finally:  # its table of bound methods is a cycle that would keep every line alive
-        replay.run.clear()
 
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start
 _TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",
                                   "sync_event", "get"})  # (a get: its put may be a later line)
-_CALL = re.compile(r"(host|group|work)\.(\w+)\((.*)\)\Z")
+_CALL = re.compile(r"(host|group|work)\.([A-Za-z_]\w*)\(([\w=, ]*)\)\Z")  # (identifiers only)
+_RECEIVERS = {"host": "host", "group": "host.group(ln.group)", "work": "self.work(host, ln)"}
 _NO_ATTRS: dict[str, Any] = {}
 LIFE = "life"  # a replay call's argument that is no line field: the Buffer of the line's buffer life
 
@@ -94,6 +93,8 @@ def parse_call(text: str) -> tuple[str, str, tuple[str, ...], tuple[tuple[str, s
     kw: list[tuple[str, str]] = []
     for arg in filter(None, (a.strip() for a in args.split(","))):
         param, _, field = arg.rpartition("=")
+        if not field.isidentifier() or param and not param.isidentifier():
+            raise ValueError(f"not a replay call: {text!r}")
         if param:
             kw.append((param, field))
         elif kw:
@@ -101,6 +102,40 @@ def parse_call(text: str) -> tuple[str, str, tuple[str, ...], tuple[tuple[str, s
         else:
             pos.append(field)
     return receiver, method, tuple(pos), tuple(kw)
+
+
+def replay_call(k: OpKind) -> Callable[[Any, Host, Line], None]:
+    """The function ``f(replay, host, line)`` that replays a line of kind ``k``: its
+    ``OpKind.replay`` call, with its receiver and arguments taken from the line, under ``with
+    host.use_stream(stream)`` for a line whose stream is the current one, the Work it returns
+    kept as the line's handle. Made as Python source once per kind (as ``dataclasses`` makes its
+    methods), so that a line costs what a hand-written call would: the replay is on the hot path
+    of every check."""
+    receiver, method, pos, kw = parse_call(k.replay)
+    args = ", ".join([_argument(f, k) for f in pos] + [f"{p}={_argument(f, k)}" for p, f in kw])
+    call = f"{_RECEIVERS[receiver]}.{method}({args})"
+    if k.name in HANDLE_KINDS:
+        call = f"self.issued(ln, {call})"
+    if k.line_stream == "current":
+        call = f"with host.use_stream(ln.stream):\n        {call}"
+    env = {"Buffer": Buffer}
+    exec(f"def run(self, host, ln):\n    {call}\n", env)  # (identifiers only: see parse_call)
+    return env["run"]
+
+
+def _argument(field: str, k: OpKind) -> str:
+    """The expression of a call's argument ``field`` for a line ``ln`` of kind ``k``: the line's
+    field (``event``: the rank's Event of that name), or :data:`LIFE`: the life of the line's
+    buffer, which the reader resolved (its size and, for a ``free``, its allocation stream)."""
+    if field == "event":
+        return "self.event(host, ln.event)"
+    if field == LIFE:
+        stream = ", ln.stream" if k.line_stream == "allocation" else ""
+        return f"Buffer(host.rank, ln.buffer, ln.nbytes{stream})"
+    if field not in Line.__dataclass_fields__:
+        raise AssertionError(f"op {k.name!r}: its replay call names {field!r}, not a field of a "
+                             "line")
+    return f"ln.{field}"
 
 
 class _Replay:
@@ -123,8 +158,7 @@ class _Replay:
         self.taken: set[int] = set()
         self.taking: dict[int, Signal] = {}
         self.by_lineno: dict[int, Line] | None = None
-        self.run: dict[str, Callable[[Host, Line], None]] = {
-            name: self.call(k) for name, k in OP_KINDS.items()}
+        self.plain: tuple[Line | None, Origin | None] = (None, None)  # the last origin of no attrs
 
     # -- the Origins hook (streamsim.sim.origins) ---------------------------------------------------
     def origin(self, host: Host, on_host: bool) -> Origin | None:
@@ -140,8 +174,11 @@ class _Replay:
         if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
                 line.lineno not in self.taken:
             self.take(line.lineno)
+        plain = self.plain
+        if plain[0] is line:  # (the line's other op: the same origin)
+            return plain[1]
         attrs = _NO_ATTRS
-        if line.site is not None or line.inferred is not None or line.any_source or on_host and (
+        if line.site is not None or line.inferred is not None or line.any_source or (
                 line.t is not None or line.result is not None):
             attrs = {}
             if line.site is not None:
@@ -155,7 +192,10 @@ class _Replay:
                 attrs["inferred"] = line.inferred
             elif line.any_source:
                 attrs["any_source"] = True
-        return Origin(line.lineno, line.name, attrs)
+            return Origin(line.lineno, line.name, attrs)
+        o = Origin(line.lineno, line.name, attrs)
+        self.plain = (line, o)  # (an origin of no attrs is the same for all of the line's ops)
+        return o
 
     def location(self, host: Host | None) -> str:
         if host is None:
@@ -166,7 +206,7 @@ class _Replay:
 
     # -- the host program --------------------------------------------------------------------------
     def program(self, host: Host, lines: list[Line]) -> None:
-        run, current = self.run, self.current
+        run, current = _RUNS, self.current
         batches = group_batches(lines)
         for i, line in enumerate(lines):
             current[host] = line
@@ -182,7 +222,7 @@ class _Replay:
                 if batch:
                     self.batch(host, batch)
                 else:
-                    run[line.op](host, line)
+                    run[line.op](self, host, line)
                 if self.awaited:
                     for ln in batch or (line,):
                         if ln.lineno in self.awaited and ln.lineno not in self.taken:
@@ -229,46 +269,6 @@ class _Replay:
         return self.by_lineno[lineno]
 
     # -- a line's call (its kind's declaration) ----------------------------------------------------
-    def call(self, k: OpKind) -> Callable[[Host, Line], None]:
-        """The function that replays a line of kind ``k``: its ``OpKind.replay`` call, with its
-        receiver and arguments taken from the line, under ``with host.use_stream(stream)`` for a
-        line whose stream is the current one, the Work it returns kept as the line's handle."""
-        receiver, method, pos, kw = parse_call(k.replay)
-        getters = [self.argument(f, k) for f in pos]
-        named = [(p, self.argument(f, k)) for p, f in kw]
-        on_current, issues = k.line_stream == "current", k.name in HANDLE_KINDS
-        target: Callable[[Host, Line], Any] = {
-            "host": lambda host, ln: host, "group": lambda host, ln: host.group(ln.group),
-            "work": self.work}[receiver]
-
-        def run(host: Host, ln: Line) -> None:
-            fn = getattr(target(host, ln), method)
-            args = [g(host, ln) for g in getters]
-            kwargs = {p: g(host, ln) for p, g in named}
-            if on_current:
-                with host.use_stream(ln.stream):
-                    result = fn(*args, **kwargs)
-            else:
-                result = fn(*args, **kwargs)
-            if issues:
-                self.issued(ln, result)
-        return run
-
-    def argument(self, field: str, k: OpKind) -> Callable[[Host, Line], Any]:
-        """How a call's argument ``field`` is read from a line of kind ``k``: the line's field
-        (``event``: the rank's Event of that name), or :data:`LIFE`: the life of the line's
-        buffer, which the reader resolved (its size and, for a ``free``, its allocation stream)."""
-        if field == "event":
-            return lambda host, ln: self.event(host, ln.event)
-        if field == LIFE:
-            if k.line_stream == "allocation":
-                return lambda host, ln: Buffer(host.rank, ln.buffer, ln.nbytes, ln.stream)
-            return lambda host, ln: Buffer(host.rank, ln.buffer, ln.nbytes)
-        if field not in Line.__dataclass_fields__:
-            raise AssertionError(f"op {k.name!r}: its replay call names {field!r}, not a field "
-                                 "of a line")
-        return lambda host, ln: getattr(ln, field)
-
     # -- per-rank names ------------------------------------------------------------------------------
     def event(self, host: Host, name: str) -> Event:
         key = (host.rank, name)
@@ -312,3 +312,6 @@ class _Replay:
             self.batch_lines.pop(host, None)
         for ln, w in zip(lines, works):
             self.issued(ln, w)
+
+
+_RUNS = {name: replay_call(k) for name, k in OP_KINDS.items()}  # op kind -> its replay function

@@ -41,20 +41,24 @@ class Origins(Protocol):
 
 def install(engine: Engine, origins: Origins) -> None:
     """Make ``engine`` ask ``origins`` about every op a program's own call makes."""
+    origin = origins.origin
+
     def tag(rec) -> None:  # (the engine's record hook: called for every new op)
         h = engine.current
         if h is None or h.injected_hold:  # an injected fix is not the line's own op
             return
-        o = origins.origin(h.api, rec.agent is h.agent)
+        o = origin(h.api, rec.agent is h.agent)
         if o is not None:
             rec.line = o.line
             rec.name = o.name
             if o.attrs:
                 rec.attrs.update(o.attrs)
 
+    where = origins.location
+
     def location() -> str:
         h = engine.current
-        return origins.location(h.api if h is not None else None)
+        return where(h.api if h is not None else None)
     engine.tag_rec = tag
     engine.location_of = location
     engine.replaying_log = True
