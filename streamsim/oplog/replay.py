@@ -26,8 +26,8 @@ import re
 from typing import Any, Callable, Sequence
 
 from ..kinds import HANDLE_KINDS, OP_KINDS, OpKind
-from ..sim.api import Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work
-from ..sim.comm import batch_issue_order
+from ..sim.api import (Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work,
+                       batch_issue_order)
 from ..sim.errors import InternalError, ModelError
 from .batches import batches as group_batches
 from .issueorder import issue_gates

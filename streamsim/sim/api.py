@@ -15,7 +15,7 @@ import numbers
 from typing import Callable, Sequence
 
 from ..trace import Trace
-from .comm import P2P_STREAMS, GroupConfig
+from .comm import P2P_STREAMS, GroupConfig, batch_issue_order
 from .engine import Engine
 from .errors import ModelError
 from .handles import Event, Group, P2POp, Signal, Stream, Work
@@ -24,7 +24,7 @@ from .memory import Buffer
 from .origins import Origin, Origins, install as install_origins
 
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Signal", "Buffer",
-           "Origin", "Origins"]
+           "Origin", "Origins", "batch_issue_order"]  # (the order a batch's ops are made in)
 
 
 class Simulation:
