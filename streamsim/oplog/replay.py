@@ -4,10 +4,11 @@ Each program issues its thread's lines in order through the public modelling API
 model would, so an op log and a model are simulated and analysed by the same code. The call that
 replays a line is its kind's declaration (``streamsim.kinds``, ``OpKind.replay``, e.g.
 ``host.launch(name, reads=reads, writes=writes, dur=dur, stream=stream)``): this module turns
-each declaration into a function once (:func:`_calls`), so a new op kind whose call takes the
-line's fields needs nothing here. While a line runs, the replay is the run's
-:class:`~streamsim.sim.origins.Origins` hook: every op the line's call makes is stamped with the
-line number and the line's name, and errors name ``FILE:LINE``: reports then point into the log.
+each declaration into a function once (:func:`replay_call`), so a new op kind whose call takes the
+line's fields needs nothing here. Before a line runs, its program labels the ops that follow
+with the line (``host.origin``, :class:`~streamsim.sim.origins.Origin`: as ``host.step`` labels
+them with a step): every op the line's call makes has the line number and the line's name, and
+errors name ``FILE:LINE``: reports then point into the log.
 
 ``dur`` is the duration of kernels (``launch``), host work (``host``), sends (``isend``,
 ``send_object``, ``isend_object``) and collectives (``kinds.TIMED_KINDS``: their call passes
@@ -21,13 +22,13 @@ work), so it changes no stream's order.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Callable, Sequence
 
 from ..kinds import HANDLE_KINDS, OP_KINDS, OpKind
-from ..sim.api import (Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work,
-                       batch_issue_order)
+from ..sim.api import Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work
 from ..sim.errors import InternalError, ModelError
 from .batches import batches as group_batches
 from .issueorder import issue_gates
@@ -48,7 +49,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         oplog = load_oplog(oplog)
     replay = _Replay(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
-                     launch_overhead=oplog.launch_overhead, origins=replay)
+                     launch_overhead=oplog.launch_overhead, replay=True)
     for g in oplog.groups.values():  # (a declaration's settings, else the backend's defaults)
         sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams, latency=g.latency,
                   bandwidth=g.bandwidth, eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
@@ -140,16 +141,14 @@ def _argument(field: str, k: OpKind) -> str:
 
 class _Replay:
     """State shared by the host programs of one replay: per-rank events and handles, the lines
-    being issued, and the line order between threads. It is the run's Origins hook."""
+    being issued, and the line order between threads."""
 
     def __init__(self, oplog: OpLog):
         self.oplog = oplog
-        self.current: dict[Host, Line] = {}  # the line each thread is issuing
         self.events: dict[tuple[int, str], Event] = {}
         self.works: dict[int, Work] = {}  # issuing line -> its Work
         self.pending: dict[int, Signal] = {}  # issuing line -> the signal a waiter blocks on
         self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
-        self.batch_lines: dict[Host, list[Line]] = {}  # a batch being issued: its lines to tag
         # Line order between a rank's threads (issueorder): line -> earlier lines it waits for;
         # the lines some line waits for, and a signal for each one a thread is blocked on.
         self.gates = issue_gates(oplog.lines, oplog.threads,
@@ -158,58 +157,39 @@ class _Replay:
         self.taken: set[int] = set()
         self.taking: dict[int, Signal] = {}
         self.by_lineno: dict[int, Line] | None = None
-        self.plain: tuple[Line | None, Origin | None] = (None, None)  # the last origin of no attrs
 
-    # -- the Origins hook (streamsim.sim.origins) ---------------------------------------------------
-    def origin(self, host: Host, on_host: bool) -> Origin | None:
-        pending = self.batch_lines.get(host) if self.batch_lines else None
-        if pending:  # a batch: its ops come one line each, the host action then its stream op
-            line = pending[0]
-            if not on_host:
-                pending.pop(0)
-        else:
-            line = self.current.get(host)
-        if line is None:
-            return None
-        if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited and \
-                line.lineno not in self.taken:
-            self.take(line.lineno)
-        plain = self.plain
-        if plain[0] is line:  # (the line's other op: the same origin)
-            return plain[1]
-        attrs = _NO_ATTRS
-        if line.site is not None or line.inferred is not None or line.any_source or (
-                line.t is not None or line.result is not None):
-            attrs = {}
+    # -- the origin of a line's ops (streamsim.sim.origins) ------------------------------------------
+    def origin(self, line: Line) -> Origin:
+        """The label of the ops of ``line``: its number, name, location, the attrs it gives them
+        (its ``site``, a wait's ``inferred``, an irecv's ``any_source``; the host action also its
+        ``t`` and a query's observed result, which the writer writes back), and, for a blocking
+        line another thread waits for, that it takes effect as it starts (:meth:`take`)."""
+        attrs = host_attrs = _NO_ATTRS
+        if line.site is not None or line.inferred is not None or line.any_source or \
+                line.t is not None or line.result is not None:
+            host_attrs = {}
             if line.site is not None:
-                attrs["site"] = line.site
-            if on_host:  # (on the line's host action: the writer writes them back)
-                if line.t is not None:
-                    attrs["t"] = line.t
-                if line.result is not None:
-                    attrs["observed"] = True  # (the query's result is the program's)
+                host_attrs["site"] = line.site
+            attrs = dict(host_attrs)
+            if line.t is not None:
+                host_attrs["t"] = line.t
+            if line.result is not None:
+                host_attrs["observed"] = True  # (the query's result is the program's)
             if line.inferred is not None:  # (provenance: the writer keeps it)
-                attrs["inferred"] = line.inferred
+                host_attrs["inferred"] = attrs["inferred"] = line.inferred
             elif line.any_source:
-                attrs["any_source"] = True
-            return Origin(line.lineno, line.name, attrs)
-        o = Origin(line.lineno, line.name, attrs)
-        self.plain = (line, o)  # (an origin of no attrs is the same for all of the line's ops)
-        return o
-
-    def location(self, host: Host | None) -> str:
-        if host is None:
-            return self.oplog.path
-        pending = self.batch_lines.get(host) if self.batch_lines else None
-        line = pending[0] if pending else self.current.get(host)  # (a batch: the line being issued)
-        return line.location if line is not None else self.oplog.path
+                host_attrs["any_source"] = attrs["any_source"] = True
+        on_start = None
+        if line.op in _TAKEN_AS_THEY_START and line.lineno in self.awaited:
+            on_start = functools.partial(self.take_once, line.lineno)
+        return Origin(line.lineno, line.name, line.location, attrs, host_attrs, on_start)
 
     # -- the host program --------------------------------------------------------------------------
     def program(self, host: Host, lines: list[Line]) -> None:
-        run, current = _RUNS, self.current
+        run, origin = _RUNS, self.origin
         batches = group_batches(lines)
         for i, line in enumerate(lines):
-            current[host] = line
+            host.origin = origin(line)
             host.step = line.step  # (each line names its own step, or none)
             if line.t is not None:
                 host.idle_until(line.t)  # (the program's own time before it: host time unseen)
@@ -263,6 +243,10 @@ class _Replay:
         if sig is not None:
             sig.set()
 
+    def take_once(self, lineno: int) -> None:
+        if lineno not in self.taken:
+            self.take(lineno)
+
     def oplog_line(self, lineno: int) -> Line:
         if self.by_lineno is None:
             self.by_lineno = {ln.lineno: ln for ln in self.oplog.lines}
@@ -298,20 +282,15 @@ class _Replay:
         return w
 
     def batch(self, host: Host, lines: list[Line]) -> None:
-        """The lines of one batch_isend_irecv, issued by one call; each line's own name and
-        handle tag the op it gives (:meth:`origin` reads ``batch_lines``)."""
+        """The lines of one batch_isend_irecv, issued by one call; each op its own line's origin
+        (``P2POp.origin``: its name, handle and location)."""
         first = lines[0]
         ops = [P2POp(ln.op, list(ln.reads if ln.op == "isend" else ln.writes), ln.peer,
                      nbytes=ln.nbytes, dur=ln.dur if ln.op == "isend" else None, name=ln.name,
-                     handle=ln.handle) for ln in lines]
-        self.batch_lines[host] = [lines[i] for i in batch_issue_order([ln.op for ln in lines])]
-        try:
-            with host.use_stream(first.stream):
-                works = host.group(first.group).batch_isend_irecv(ops)
-        finally:
-            self.batch_lines.pop(host, None)
+                     handle=ln.handle, origin=self.origin(ln)) for ln in lines]
+        with host.use_stream(first.stream):
+            works = host.group(first.group).batch_isend_irecv(ops)
         for ln, w in zip(lines, works):
             self.issued(ln, w)
-
 
 _RUNS = {name: replay_call(k) for name, k in OP_KINDS.items()}  # op kind -> its replay function

@@ -5,8 +5,8 @@ and calls methods of :class:`Host` (``host.launch``, ``host.group("pp").isend``,
 ``event.synchronize()``...), which read like the worker code they mirror. :class:`Simulation`
 declares ranks, groups and host programs; :mod:`.handles` holds the objects a program holds
 (streams, events, ``Work`` handles, process groups) and :mod:`.host` the host thread's calls.
-Host programs that replay a file (an op log) use the same API, and say through one hook,
-:class:`Origins` (:mod:`.origins`), which line of the file each op stands for.
+Host programs that replay a file (an op log) use the same API, and say which line of the file
+the ops that follow stand for with one label, ``host.origin = Origin(...)`` (:mod:`.origins`).
 """
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import numbers
 from typing import Callable, Sequence
 
 from ..trace import Trace
-from .comm import P2P_STREAMS, GroupConfig, batch_issue_order
+from .comm import P2P_STREAMS, GroupConfig
 from .engine import Engine
 from .errors import ModelError
 from .handles import Event, Group, P2POp, Signal, Stream, Work
 from .host import Host
 from .memory import Buffer
-from .origins import Origin, Origins, install as install_origins
+from .origins import Origin
 
 __all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Signal", "Buffer",
-           "Origin", "Origins", "batch_issue_order"]  # (the order a batch's ops are made in)
+           "Origin"]
 
 
 class Simulation:
@@ -32,13 +32,13 @@ class Simulation:
 
     def __init__(self, *, seed: int | None = None, jitter: float = 0.0, launch_overhead: float = 0.0,
                  max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None,
-                 origins: Origins | None = None):
-        """``origins``: host programs that replay a file say through it which line of the file
-        each op stands for (:mod:`.origins`); a model's ops are located by the model's lines."""
+                 replay: bool = False):
+        """``replay``: the host programs replay a recorded file (an op log), whose every action
+        happened: each runs whatever the timing, so a fix's wait for a handle that another thread
+        issues waits for that issue (in a model, an action not yet made may never be)."""
         self.engine = Engine(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time,
                              launch_overhead=launch_overhead, perturb=perturb)
-        if origins is not None:
-            install_origins(self.engine, origins)
+        self.engine.replaying_log = replay
         self._ran = False
 
     def group(self, name: str, ranks: Sequence[int], backend: str = "nccl", *,

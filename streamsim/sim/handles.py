@@ -14,6 +14,7 @@ import simpy
 from .comm import GroupConfig
 from .errors import ModelError
 from .memory import Tensor
+from .origins import Origin
 from .records import Rec
 
 
@@ -150,7 +151,8 @@ class Signal:
 @dataclass(frozen=True)
 class P2POp:
     """``dist.P2POp``: one op of a :meth:`Group.batch_isend_irecv`. ``op`` is ``"isend"`` or
-    ``"irecv"``; the keywords are those of :meth:`Group.isend` (``dur``: sends only)."""
+    ``"irecv"``; the keywords are those of :meth:`Group.isend` (``dur``: sends only), and
+    ``origin`` the file line a replay's op stands for (:attr:`Host.origin`; None: the host's)."""
 
     op: str
     tensor: Tensor | Sequence[Tensor]
@@ -159,6 +161,7 @@ class P2POp:
     dur: float | None = None
     name: str | None = None
     handle: str | None = None
+    origin: Origin | None = None
 
     def __post_init__(self):
         if self.op not in ("isend", "irecv"):

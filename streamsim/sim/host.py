@@ -51,7 +51,7 @@ class Host(handoff.Calls):
                              "(a function passed to Simulation.spawn)")
         return e.current.api
 
-    step, microbatch = labels.step, labels.microbatch  # host.step = t: see sim.labels
+    step, microbatch, origin = labels.step, labels.microbatch, labels.origin  # see sim.labels
 
     @property
     def now(self) -> float:
@@ -359,13 +359,16 @@ class Host(handoff.Calls):
         # One call issues the members back to back: the rank's other threads must not catch up
         # (settle) between two of them, or their ops could land inside the batch on its stream.
         shared, h.shared = h.shared, False
+        origin = h.origin  # (a replay's batch: each op its own line's, P2POp.origin)
         try:
             for i, op in ((i, ops[i]) for i in order):
+                if op.origin is not None:
+                    h.origin = op.origin
                 recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer, op.nbytes, op.dur,
                                         op.name, op.handle, f"nccl:{cfg.name}", batch)
                 batch = (recs[i].attrs["batch"], len(ops))
         finally:
-            h.shared = shared
+            h.shared, h.origin = shared, origin
         members = tuple(recs[i] for i in order)
         return [self._work(recs[i], cfg, members) for i in range(len(ops))]
 

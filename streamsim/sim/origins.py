@@ -1,64 +1,63 @@
-"""Where a run's ops come from, when its host programs replay a file: the replay's one hook.
+"""Where an op comes from, when the host program replays a file: the label :class:`Origin`.
 
-A model's op is located by the model line that issued it (:mod:`.locations`). Host programs
-that replay a file (an op log, ``streamsim.oplog.replay``) issue every op from the same few
-lines of the replay, so they say instead where each op comes from: an :class:`Origins` given to
-``Simulation(origins=...)`` is asked, for every op the program's own calls make (a fix's
-injected syncs are not asked about), which file line it stands for (:class:`Origin`), and for
-the ``FILE:LINE`` an error or note names. Its answers become each op's ``line``, ``name`` and
-``attrs`` in the trace. A run with origins also issues every action whatever the timing (a log
-is what happened): a fix's wait for a handle another thread issues waits for that issue.
+A model's op is located by the model line that issued it (:mod:`.locations`). A host program that
+replays a file (an op log, ``streamsim.oplog.replay``) issues every op from the same few lines of
+the replay, so it says instead which line of the file the ops that follow stand for:
+``host.origin = Origin(...)`` labels them, as ``host.step = t`` labels them with a step
+(:mod:`.labels`). Each op the program's own calls make then takes the origin's line number, name
+and attrs, and its ``FILE:LINE`` location (a fix's injected syncs keep their own name and line).
+The engine's hook that applies the label is installed the first time a program sets one: a model
+that never does pays nothing.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
     from .engine import Engine
-    from .host import Host
 
 
 class Origin(NamedTuple):
-    """The file line an op stands for: its number, the name reports give the op, and what the
-    op's ``attrs`` gain from the line (e.g. ``site``: the user code a recorder saw)."""
+    """The file line the ops that follow stand for: its number, the name reports give the ops,
+    ``FILE:LINE`` (where errors and notes point), what the ``attrs`` of its ops gain (``attrs``)
+    and of its host action (``host_attrs``, e.g. a recorded clock only the host action carries),
+    and ``on_start``, called as the line's host action is made (a replay lets the lines that wait
+    for a blocking line go as it starts), or None."""
 
     line: int
     name: str
+    location: str
     attrs: dict[str, Any]
+    host_attrs: dict[str, Any]
+    on_start: Callable[[], None] | None = None
 
 
-class Origins(Protocol):
-    """What a replay tells the engine about the ops its host programs make."""
-
-    def origin(self, host: Host, on_host: bool) -> Origin | None:
-        """The origin of the op that ``host``'s running call is making: ``on_host`` says whether
-        it is the call's host action (else an op it enqueues, or a comm op's stream op). None:
-        no line (the op keeps its own name)."""
-
-    def location(self, host: Host | None) -> str:
-        """``FILE:LINE`` of what ``host`` is issuing now (None: no host is running)."""
-
-
-def install(engine: Engine, origins: Origins) -> None:
-    """Make ``engine`` ask ``origins`` about every op a program's own call makes."""
-    origin = origins.origin
+def install(engine: Engine) -> None:
+    """Make ``engine`` label each op with its host thread's origin, if it has one (once)."""
+    if getattr(engine.tag_rec, "labels_origin", False):
+        return
+    previous, finder = engine.tag_rec, engine.location_of
 
     def tag(rec) -> None:  # (the engine's record hook: called for every new op)
+        if previous is not None:
+            previous(rec)
         h = engine.current
-        if h is None or h.injected_hold:  # an injected fix is not the line's own op
+        if h is None or h.origin is None or h.injected_hold:  # a fix's op is not the line's
             return
-        o = origin(h.api, rec.agent is h.agent)
-        if o is not None:
-            rec.line = o.line
-            rec.name = o.name
-            if o.attrs:
-                rec.attrs.update(o.attrs)
-
-    where = origins.location
+        o = h.origin
+        rec.line = o.line
+        rec.name = o.name
+        if rec.agent is h.agent:  # the line's host action
+            if o.host_attrs:
+                rec.attrs.update(o.host_attrs)
+            if o.on_start is not None:
+                o.on_start()
+        elif o.attrs:
+            rec.attrs.update(o.attrs)
 
     def location() -> str:
         h = engine.current
-        return where(h.api if h is not None else None)
+        return h.origin.location if h is not None and h.origin is not None else finder()
+    tag.labels_origin = True  # type: ignore[attr-defined]
     engine.tag_rec = tag
     engine.location_of = location
-    engine.replaying_log = True
