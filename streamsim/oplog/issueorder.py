@@ -4,7 +4,8 @@ A recorded log is what happened: when line 5 of thread ``t2`` waits on event ``E
 thread ``t1`` recorded it, the wait saw that record, however much host time the two threads spent
 before them in a replay. So a line takes effect no earlier than every earlier line of its rank,
 on another thread, that touches the same piece of shared state. The state a line touches is named
-by keys (this module's one table, :func:`touches`):
+by keys: each op kind declares the state its line touches (``OpKind.touches``, the names of
+``streamsim.kinds.STATES``), and :func:`touches` turns each name into the keys it stands for:
 
 - a stream (``"s"``): what is enqueued on it and in what order (kernels, event records and waits,
   a non-blocking NCCL ``wait``, a ``free`` on its allocation stream), and what reads its position
@@ -30,64 +31,68 @@ single-threaded logs replay exactly as they always did.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
+from ..kinds import OP_KINDS, READS, WRITES
 from .read import Line
-from .schema import GLOO_OPS, NCCL_OPS
 
 Key = tuple  # (rank, kind letter, name)
+
+# STATES name -> the keys of a line's rank it stands for: f(line, r, gloo_handle, drained,
+# recorded), where the arguments are those of touches()
+_KEYS: dict[str, Callable[..., Iterable[Key]]] = {
+    "queued stream": lambda ln, r, g, d, rec: () if ln.blocking or g else ((r, "s", ln.stream),),
+    "streams": lambda ln, r, g, d, rec: ((r, "n", ""),),
+    "drained": lambda ln, r, g, d, rec: d,
+    "issued handle": lambda ln, r, g, d, rec: ((r, "h", ln.lineno),),
+    "handle": lambda ln, r, g, d, rec: ((r, "h", ln.target),),
+    "refs": lambda ln, r, g, d, rec: [(r, "b", ref.view.buffer) for ref in (*ln.reads, *ln.writes)],
+    "new life": lambda ln, r, g, d, rec: (),  # (its effect: issue_gates forgets `recorded`)
+    "recorded": lambda ln, r, g, d, rec: [(r, "s", s) for s in rec],  # (read by a free)
+}
+# the states named by one field of the line: STATES name -> its key letter; "NAME:FIELD" is the
+# state of that kind another field of the line names (kinds.STATES)
+NAMED_BY_FIELD = {"stream": "s", "event": "e", "group": "g", "buffer": "b", "channel": "c"}
+
+
+def key_maker(state: str) -> Callable[..., Iterable[Key]]:
+    """The keys a STATES name (or ``NAME:FIELD``) stands for; KeyError for an unknown one."""
+    if state in _KEYS:
+        return _KEYS[state]
+    name, _, field = state.partition(":")
+    letter, field = NAMED_BY_FIELD[name], field or name
+    return lambda ln, r, g, d, rec: ((r, letter, getattr(ln, field)),)
+
+
+# op kind -> its (key maker, writes) pairs, and what the kind does to the rank's set of streams and
+# to a buffer's recorded streams (issue_gates)
+_RULES = {k.name: tuple((key_maker(state), mode == WRITES) for state, mode in k.touches)
+          for k in OP_KINDS.values()}
+_OPENS = frozenset(k.name for k in OP_KINDS.values()  # its stream (an NCCL op: its group) may
+                   if {"stream", "queued stream"} & {s for s, _ in k.touches})  # be a new one
+_NAMES_STREAM = _OPENS | {k.name for k in OP_KINDS.values()  # adds its stream to the rank's set
+                          if ("streams", WRITES) in k.touches}  # (a device sync opens none)
+_OPENS_GROUP = frozenset(k for k in _OPENS if ("group", WRITES) in OP_KINDS[k].touches)
+_DRAINS = frozenset(k.name for k in OP_KINDS.values() if ("drained", READS) in k.touches)
+_RECORDS = frozenset(k.name for k in OP_KINDS.values() if ("recorded", WRITES) in k.touches)
+_ENDS_RECORDS = frozenset(k.name for k in OP_KINDS.values()
+                          if ("recorded", READS) in k.touches or ("new life", WRITES) in k.touches)
 
 
 def touches(ln: Line, gloo_handle: bool, drained: Iterable[Key],
             recorded: Iterable[str], new_stream: bool = False) -> Iterator[tuple[Key, bool]]:
-    """(key, writes) for each piece of shared state line ``ln`` touches. ``gloo_handle``: the
-    handle a ``wait`` names is a gloo Work (its wait enqueues nothing); ``drained``: the keys of
-    the streams and NCCL groups of the rank that earlier lines named (what ``sync_device``
-    drains); ``recorded``: the streams ``record_stream`` named for the buffer a ``free`` frees,
-    since its life began; ``new_stream``: ``ln`` is the first line of the rank to name its stream
-    or NCCL group."""
-    r, op = ln.rank, ln.op
-    if new_stream:  # (roles swapped, see below: first uses need no order among themselves)
+    """(key, writes) for each piece of shared state line ``ln`` touches (its kind's
+    ``OpKind.touches``). ``gloo_handle``: the handle a ``wait`` names is a gloo Work (its wait
+    enqueues nothing); ``drained``: the keys of the streams and NCCL groups of the rank that
+    earlier lines named (what ``sync_device`` drains); ``recorded``: the streams
+    ``record_stream`` named for the buffer a ``free`` frees, since its life began;
+    ``new_stream``: ``ln`` is the first line of the rank to name its stream or NCCL group."""
+    r = ln.rank
+    if new_stream:  # (roles swapped, see above: first uses need no order among themselves)
         yield (r, "n", ""), False
-    if op in ("launch", "host"):
-        if op == "launch":
-            yield (r, "s", ln.stream), True
-        for ref in (*ln.reads, *ln.writes):
-            yield (r, "b", ref.view.buffer), False
-    elif op in ("record", "wait_event", "sync_event"):
-        yield (r, "e", ln.event), op == "record"
-        if op != "sync_event":
-            yield (r, "s", ln.stream), True
-    elif op == "sync_stream":
-        yield (r, "s", ln.stream), False
-    elif op == "sync_device":
-        yield (r, "n", ""), True
-        for key in drained:
-            yield key, False
-    elif op in NCCL_OPS or op in GLOO_OPS:
-        yield (r, "g", ln.group), True
-        yield (r, "h", ln.lineno), True
-        if op in NCCL_OPS:
-            yield (r, "s", ln.stream), False  # the enqueue edge from the current stream
-            for ref in (*ln.reads, *ln.writes):
-                yield (r, "b", ref.view.buffer), False
-    elif op in ("wait", "query"):
-        yield (r, "h", ln.target), False
-        if op == "wait" and not ln.blocking and not gloo_handle:
-            yield (r, "s", ln.stream), True  # the current stream waits: an op enqueued on it
-    elif op == "alloc":
-        yield (r, "b", ln.buffer), True
-    elif op == "free":
-        yield (r, "b", ln.buffer), True
-        yield (r, "s", ln.stream), True  # a write on the allocation stream
-        for s in recorded:
-            yield (r, "s", s), False  # the allocator's event captures that stream's position
-    elif op == "record_stream":
-        yield (r, "b", ln.buffer), True
-    elif op in ("put", "get"):
-        yield (r, "c", ln.channel), True
-    else:
-        raise AssertionError(f"op {op!r} has no issue-order rule")  # (schema.FIELDS lists it)
+    for keys, writes in _RULES[ln.op]:
+        for key in keys(ln, r, gloo_handle, drained, recorded):
+            yield key, writes
 
 
 def issue_gates(lines: Sequence[Line], threads: Iterable[tuple[int, str]],
@@ -109,21 +114,21 @@ def issue_gates(lines: Sequence[Line], threads: Iterable[tuple[int, str]],
             continue
         seen = streams.setdefault(ln.rank, {})
         new = False
-        if ln.op not in ("host", "sync_event", "query", "alloc", "record_stream", "put", "get") \
-                and ln.op not in GLOO_OPS:
+        op = ln.op
+        if op in _NAMES_STREAM:
             for key in ((ln.rank, "s", ln.stream),) + \
-                    (((ln.rank, "g", ln.group),) if ln.op in NCCL_OPS else ()):
+                    (((ln.rank, "g", ln.group),) if op in _OPENS_GROUP else ()):
                 if key not in seen:
-                    new = new or ln.op != "sync_device"  # (a device sync opens no stream)
+                    new = new or op in _OPENS
                     seen[key] = None
         bkey = (ln.rank, ln.buffer)
         target = by_line.get(ln.target) if ln.target is not None else None
-        rec = recorded.pop(bkey, ()) if ln.op in ("free", "alloc") else ()
-        if ln.op == "record_stream":
+        rec = recorded.pop(bkey, ()) if op in _ENDS_RECORDS else ()
+        if op in _RECORDS:
             recorded.setdefault(bkey, []).append(ln.stream)
         deps: dict[str, int] = {}
         for key, writes in touches(ln, target is not None and target.group in gloo,
-                                   tuple(seen) if ln.op == "sync_device" else (), rec, new):
+                                   tuple(seen) if op in _DRAINS else (), rec, new):
             w = last_writer.get(key)
             if w is not None and w[0] != ln.host:
                 deps[w[0]] = max(deps.get(w[0], 0), w[1])

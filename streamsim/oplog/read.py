@@ -240,13 +240,12 @@ class _Parser:
         return spec
 
     def check_fields(self, obj: dict, spec: dict) -> None:
-        """The op-specific fields of one line (``spec`` holds the common ones already)."""
+        """The op-specific fields of one line (``spec`` holds the common ones already). A kind
+        no rule below reads has names for fields (``event``, ``channel``): each is read as text."""
         op = spec["op"]
         if op in ("launch", "host"):
             spec["reads"] = self.refs(obj, "reads", spec["rank"])
             spec["writes"] = self.refs(obj, "writes", spec["rank"])
-        elif op in ("record", "wait_event", "sync_event"):
-            spec["event"] = self.text(obj, "event")
         elif op in NCCL_OPS or op in GLOO_OPS:
             self.check_comm(obj, spec)
         elif op in ("wait", "query"):
@@ -273,8 +272,6 @@ class _Parser:
                     spec["inferred"] = obj["inferred"]
                     if "name" not in obj:
                         spec["name"] = INFERRED_NAME
-        elif op in ("put", "get"):
-            spec["channel"] = self.text(obj, "channel")
         elif op == "alloc":
             key = (spec["rank"], self.text(obj, "buffer"))
             size = self.nat(obj, "nbytes", None)
@@ -295,6 +292,10 @@ class _Parser:
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream  # a free goes to the allocation stream
+        else:  # a kind whose fields are names (an event, a channel, ...): each as text
+            for f in FIELDS[op]:
+                if f in obj:
+                    spec[f] = self.text(obj, f)
 
     def declare(self, obj: dict, kind: str) -> None:
         """A declaration line (op log v2): a group's backend, ranks and cost settings, or the

@@ -43,7 +43,7 @@ from bisect import bisect_left
 from math import gcd
 from typing import Any, TextIO
 
-from ..kinds import COLLECTIVE_KINDS, COMM_KINDS, ENQUEUED_KINDS, OP_KINDS
+from ..kinds import COMM_KINDS, ENQUEUED_KINDS, OP_KINDS, TIMED_KINDS
 from ..strided import Strided
 from ..trace import HOST, READ, Access, Agent, Alloc, Op, Trace, View, issue_keys, waited_on
 
@@ -154,7 +154,10 @@ class _Writer:
         return [json.dumps(d, separators=(",", ":")) for d in out]
 
     def line(self, h: Op) -> dict[str, Any] | str:
-        """The line of host action ``h`` (with raw Accesses in ref fields), or a comment."""
+        """The line of host action ``h`` (with raw Accesses in ref fields), or a comment. Its
+        fields are its kind's (``OpKind.fields``, ``dur`` for a kind of ``kinds.TIMED_KINDS``),
+        each written by its rule (:data:`_FIELD_RULES`), in the rules' order; a field no rule
+        writes, as the op's ``attrs`` state it."""
         s = self.enqueued.get(h.id)
         kind = s.kind if s is not None else h.kind
         op = s or h  # the op that carries the details
@@ -168,7 +171,7 @@ class _Writer:
         on = _LINE_STREAM.get(kind)
         if on == "own" and s is not None:  # (a wait on the host: no stream op, no stream)
             d["stream"] = s.agent.name
-        elif on == "current":
+        elif on == "current" and s is not None:  # (a wait on the host: no stream op, no stream)
             d["stream"] = s.attrs.get("current_stream", "compute")
         elif on == "synced":
             d["stream"] = self.synced_stream(h)
@@ -177,33 +180,106 @@ class _Writer:
         d["name"] = h.name
         if h.step is not None:
             d["step"] = h.step
-        if kind in ("launch", "host"):
-            reads = [a for a in op.accesses if a.mode == READ]
-            writes = [a for a in op.accesses if a.mode != READ]
-            if reads:
-                d["reads"] = reads
-            if writes:
-                d["writes"] = writes
-            d["dur"] = _exact_dur(op.start, op.end)
-        elif kind in ("record", "wait_event", "sync_event"):
-            d["event"] = op.attrs["event"]
-            if kind != "record" and not waited_on(op):
-                d["_unrecorded"] = True  # the model's Event was never recorded (name_events)
-        elif kind in COMM_KINDS:
-            self.comm(kind, op, d)
-        elif kind in ("wait", "query"):
-            return self.waiting(kind, h, s, d)
-        elif kind in ("free", "record_stream", "alloc"):
-            d["buffer"] = op.attrs.get("buffer") or op.accesses[0].view.buffer
-            if kind == "alloc":
-                d["nbytes"] = op.attrs.get("nbytes", self.size.get((h.agent.rank, d["buffer"]), 1))
-                if op.attrs.get("label"):
-                    d["label"] = op.attrs["label"]
-        elif kind in ("put", "get"):
-            d["channel"] = h.attrs["channel"]
-        elif kind not in ("sync_device", "sync_stream"):
+        rules = _RULES_OF.get(kind)
+        if rules is None:
             return f"{kind} {h.name!r}: not an op-log op, left out"
+        target = None
+        if kind in _NAMES_HANDLE:
+            target = self.waited_handle(kind, h, op, d)
+            if not isinstance(target, Op):
+                return target  # (a comment, or the line an event query becomes)
+        for rule in rules:
+            rule(self, kind, h, op, d, target)
         return self.origin(h, op, d)
+
+    # -- the field rules: (kind, host action, the op with the details, the line, the op whose
+    # handle a wait or query names) -> the field(s) of the line, when the op says them
+    def accesses(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        reads = [a for a in op.accesses if a.mode == READ]
+        writes = [a for a in op.accesses if a.mode != READ]
+        if reads:
+            d["reads"] = reads
+        if writes:
+            d["writes"] = writes
+
+    def event(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        d["event"] = op.attrs["event"]
+        if OP_KINDS[kind].category == "wait" and not waited_on(op):
+            d["_unrecorded"] = True  # the model's Event was never recorded (name_events)
+
+    def tensor_lists(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        """``tensors``, or ``inputs`` and ``outputs``, as the kind takes them."""
+        k = OP_KINDS[kind]
+        ins = [a for a in op.accesses if a.mode == READ]
+        outs = [a for a in op.accesses if a.mode != READ]
+        if "inputs" not in k.fields:  # a send's, a receive's, a reduce's (the root's writes are
+            d["tensors"] = ins or outs  # its tensors: the reader derives them)
+        elif "tensors" not in k.fields:  # (a rooted list: on the root's line only)
+            is_root = op.agent.rank == op.attrs["root"]
+            if k.root != "from_root" or is_root:
+                d["inputs"] = ins
+            if k.root != "to_root" or is_root:
+                d["outputs"] = outs
+        elif [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
+            d["tensors"] = outs
+        else:
+            d["inputs"], d["outputs"] = ins, outs
+
+    def ranks(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if "ranks" in op.attrs:
+            d["ranks"] = list(op.attrs["ranks"])
+
+    def group(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        d["group"] = op.attrs["group"]
+
+    def p2p_streams(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if op.agent.name.startswith("nccl:") and op.agent.name != f"nccl:{op.attrs['group']}":
+            d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default;
+            # a gloo group's tensor ops run on its channels and take no p2p_streams)
+
+    def any_source(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if op.attrs.get("any_source"):
+            d["any_source"] = True
+
+    def buffer(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        d["buffer"] = op.attrs.get("buffer") or op.accesses[0].view.buffer
+
+    def handle(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if target is not None:  # a wait's or query's: the op it names
+            d["handle"] = target
+        elif op.handle is not None:
+            d["handle"] = op  # named once every line is known (name_handles)
+
+    def blocking(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if op.attrs.get("blocking") and not target.agent.is_gloo:
+            d["blocking"] = True  # (a gloo wait blocks the host whatever it says)
+
+    def inferred(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if "inferred" in h.attrs:
+            d["inferred"] = h.attrs["inferred"]
+
+    def result(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if h.attrs.get("observed"):
+            d["result"] = bool(h.attrs["result"])  # (what the recorded program saw)
+
+    def nbytes(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if "nbytes" in op.attrs:
+            d["nbytes"] = op.attrs["nbytes"]
+        elif "buffer" in d:  # (a life whose size the run did not say: the size its refs reach)
+            d["nbytes"] = self.size.get((h.agent.rank, d["buffer"]), 1)
+
+    def label(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if op.attrs.get("label"):
+            d["label"] = op.attrs["label"]
+
+    def channel(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        d["channel"] = h.attrs["channel"]
+
+    def dur(self, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if kind in COMM_KINDS:  # (a comm op's own duration: its end waits on other ranks too)
+            d["dur"] = op.attrs.get("dur", op.end - op.start)
+        else:
+            d["dur"] = _exact_dur(op.start, op.end)
 
     @staticmethod
     def origin(h: Op, op: Op, d: dict[str, Any]) -> dict[str, Any]:
@@ -257,52 +333,9 @@ class _Writer:
             out.append((key, anchor or _ThreadOf(a), d))
         return out
 
-    def comm(self, kind: str, op: Op, d: dict[str, Any]) -> None:
-        attrs = op.attrs
-        if kind in ("isend", "irecv"):
-            d["tensors"] = list(op.accesses)
-        elif kind in COLLECTIVE_KINDS:
-            ins = [a for a in op.accesses if a.mode == READ]
-            outs = [a for a in op.accesses if a.mode != READ]
-            if kind == "reduce":  # (the root's writes are its tensors: the reader derives them)
-                d["tensors"] = ins
-            elif kind in ("gather", "scatter"):  # (the root's list only on the root's line)
-                is_root = op.agent.rank == attrs["root"]
-                if kind == "gather" or is_root:
-                    d["inputs"] = ins
-                if kind == "scatter" or is_root:
-                    d["outputs"] = outs
-            elif kind == "barrier":
-                pass
-            elif [(a.view, a.window) for a in ins] == [(a.view, a.window) for a in outs]:
-                d["tensors"] = outs
-            else:
-                d["inputs"], d["outputs"] = ins, outs
-            if "root" in attrs:
-                d["root"] = attrs["root"]
-            if "ranks" in attrs:
-                d["ranks"] = list(attrs["ranks"])
-        if "peer" in attrs:
-            d["peer"] = attrs["peer"]
-        d["group"] = attrs["group"]
-        if kind in ("isend", "irecv") and op.agent.name.startswith("nccl:") and \
-                op.agent.name != f"nccl:{attrs['group']}":
-            d["p2p_streams"] = "per_pair"  # (the group's own stream is per_group: the default;
-            # a gloo group's tensor ops run on its channels and take no p2p_streams)
-        if "batch" in attrs:
-            d["batch"] = attrs["batch"]
-        if attrs.get("any_source"):
-            d["any_source"] = True
-        if op.handle is not None:
-            d["handle"] = op  # named once every line is known (name_handles)
-        if "nbytes" in attrs and "nbytes" in OP_KINDS[kind].fields:  # (a barrier moves none)
-            d["nbytes"] = attrs["nbytes"]
-        if kind not in ("irecv", "recv_object"):
-            d["dur"] = attrs.get("dur", op.end - op.start)
-
-    def waiting(self, kind: str, h: Op, s: Op | None, d: dict[str, Any]) -> dict[str, Any] | str:
-        """A ``wait`` or ``query`` line; an event query becomes ``sync_event`` (True) or ``host``."""
-        op = s or h
+    def waited_handle(self, kind: str, h: Op, op: Op, d: dict[str, Any]) -> Op | dict | str:
+        """The op whose handle a ``wait`` or ``query`` line names, or what the line is instead: an
+        event query becomes ``sync_event`` (True) or ``host``, a handle out of reach a comment."""
         if kind == "query" and "handle" not in h.attrs:  # event.query(): not in the format
             recorded = [self.trace.op(r) for r in waited_on(h)]
             if recorded and "event" in recorded[0].attrs:
@@ -314,14 +347,7 @@ class _Writer:
             return f"{kind} {h.name!r}: the op of its handle is not in the trace (the run stalled)"
         if target.agent.rank != h.agent.rank:
             return f"{kind} {h.name!r} waits a handle of rank {target.agent.rank}: not expressible"
-        d["handle"] = target
-        if kind == "wait" and op.attrs.get("blocking") and not target.agent.is_gloo:
-            d["blocking"] = True  # (a gloo wait blocks the host whatever it says)
-        if kind == "wait" and "inferred" in h.attrs:
-            d["inferred"] = h.attrs["inferred"]
-        if kind == "query" and h.attrs.get("observed"):
-            d["result"] = bool(h.attrs["result"])  # (what the recorded program saw)
-        return self.origin(h, op, d)
+        return target
 
     def target(self, h: Op, op: Op) -> Op | None:
         """The op whose handle a wait/query names: its ``after`` edge, the op a query that returned
@@ -527,6 +553,40 @@ class _Writer:
             r["window"] = [a.window[0], a.window[1]]
         return r
 
+
+def _given(field: str):
+    """The rule of a field the op states in its ``attrs`` when it has one (a ``root``, ...)."""
+    def rule(self: _Writer, kind: str, h: Op, op: Op, d: dict, target: Op | None) -> None:
+        if field in op.attrs:
+            d[field] = op.attrs[field]
+    return rule
+
+
+# (fields a rule writes, the rule), in the order a line gives its fields
+_FIELD_RULES: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("reads", "writes"), _Writer.accesses), (("event",), _Writer.event),
+    (("tensors", "inputs", "outputs"), _Writer.tensor_lists), (("root",), _given("root")),
+    (("ranks",), _Writer.ranks), (("peer",), _given("peer")), (("group",), _Writer.group),
+    (("p2p_streams",), _Writer.p2p_streams), (("batch",), _given("batch")),
+    (("any_source",), _Writer.any_source), (("buffer",), _Writer.buffer),
+    (("handle",), _Writer.handle), (("blocking",), _Writer.blocking),
+    (("inferred",), _Writer.inferred), (("result",), _Writer.result), (("nbytes",), _Writer.nbytes),
+    (("label",), _Writer.label), (("channel",), _Writer.channel), (("dur",), _Writer.dur),
+)
+WRITTEN_FIELDS = frozenset(f for fields, _ in _FIELD_RULES for f in fields)
+
+
+def _rules(k) -> tuple:
+    """The rules of kind ``k``'s fields (its OpKind.fields, and dur when the line's dur is used),
+    in order; a field no rule writes is written as the op's ``attrs`` state it (before dur)."""
+    fields = {*k.fields, *(("dur",) if k.name in TIMED_KINDS else ())}
+    rules = [rule for names, rule in _FIELD_RULES[:-1] if set(names) & fields]
+    rules += [_given(f) for f in k.fields if f not in WRITTEN_FIELDS]
+    return (*rules, *((_Writer.dur,) if "dur" in fields else ()))
+
+
+_RULES_OF = {k.name: _rules(k) for k in OP_KINDS.values()}  # op kind -> its field rules
+_NAMES_HANDLE = frozenset(k.name for k in OP_KINDS.values() if "handle" in k.required)
 
 def strided_fields(pat: Strided) -> dict[str, Any]:
     """A strided ref's ``sizes``, ``strides`` and ``itemsize`` for ``pat``: its blocks as items of

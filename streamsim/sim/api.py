@@ -5,6 +5,8 @@ and calls methods of :class:`Host` (``host.launch``, ``host.group("pp").isend``,
 ``event.synchronize()``...), which read like the worker code they mirror. :class:`Simulation`
 declares ranks, groups and host programs; :mod:`.handles` holds the objects a program holds
 (streams, events, ``Work`` handles, process groups) and :mod:`.host` the host thread's calls.
+Host programs that replay a file (an op log) use the same API, and say which line of the file
+the ops that follow stand for with one label, ``host.origin = Origin(...)`` (:mod:`.origins`).
 """
 from __future__ import annotations
 
@@ -16,19 +18,27 @@ from ..trace import Trace
 from .comm import P2P_STREAMS, GroupConfig
 from .engine import Engine
 from .errors import ModelError
-from .handles import Event, Group, P2POp, Stream, Work
+from .handles import Event, Group, P2POp, Signal, Stream, Work
 from .host import Host
+from .memory import Buffer
+from .origins import Origin
 
-__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp"]
+__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Signal", "Buffer",
+           "Origin"]
 
 
 class Simulation:
     """A set of ranks, process groups and host programs, run once into a :class:`Trace`."""
 
     def __init__(self, *, seed: int | None = None, jitter: float = 0.0, launch_overhead: float = 0.0,
-                 max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None):
+                 max_ops: int = 5_000_000, max_time: float = 1e12, perturb=None,
+                 replay: bool = False):
+        """``replay``: the host programs replay a recorded file (an op log), whose every action
+        happened: each runs whatever the timing, so a fix's wait for a handle that another thread
+        issues waits for that issue (in a model, an action not yet made may never be)."""
         self.engine = Engine(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time,
                              launch_overhead=launch_overhead, perturb=perturb)
+        self.engine.replaying_log = replay
         self._ran = False
 
     def group(self, name: str, ranks: Sequence[int], backend: str = "nccl", *,
@@ -74,6 +84,13 @@ class Simulation:
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
             raise ModelError(f"spawn: rank must be a non-negative int, got {rank!r}")
         self.engine.add_host(rank, thread, program, args, Host)
+
+    def inject_fixes(self, fixes: Sequence, base: Trace | None = None) -> None:
+        """Run with ``fixes`` applied: each fix's syncs are issued where it says (fix costing,
+        ``simulate(fixes=, base=)``). Fixes that still name op ids are keyed against ``base``,
+        the trace of the run they were found in. Call before :meth:`run`."""
+        from .inject import inject_fixes  # (the fixes' machinery: loaded only when fixes run)
+        inject_fixes(self.engine, base, fixes)
 
     def run(self, source: str = "", meta: dict | None = None) -> Trace:
         if self._ran:

@@ -1,4 +1,5 @@
-"""The objects a host program holds: CUDA streams and events, ``Work`` handles, process groups.
+"""The objects a host program holds: CUDA streams and events, ``Work`` handles, process groups,
+and the signals a replay's threads hold one another back with.
 
 Each is a thin handle on its :class:`~streamsim.sim.host.Host`: its methods call the host thread
 that is running (objects may be shared between threads), which issues the op.
@@ -8,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+import simpy
+
 from .comm import GroupConfig
 from .errors import ModelError
 from .memory import Tensor
+from .origins import Origin
 from .records import Rec
 
 
@@ -124,10 +128,31 @@ class Work:
         return f"Work({self.name})"
 
 
+class Signal:
+    """A one-shot signal between host threads of a run (:meth:`Host.signal`): a thread blocks
+    on it (:meth:`Host.wait_signal`) until another thread's program sets it (:meth:`set`). It
+    stands for no CUDA or torch object and makes no op: an op-log replay holds a line back with
+    it until the line it waits for was issued."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: simpy.Event):
+        self._event = event
+
+    def set(self) -> None:
+        """Wake the threads waiting for it (once: a signal is not set twice)."""
+        self._event.succeed()
+
+    @property
+    def is_set(self) -> bool:
+        return self._event.triggered
+
+
 @dataclass(frozen=True)
 class P2POp:
     """``dist.P2POp``: one op of a :meth:`Group.batch_isend_irecv`. ``op`` is ``"isend"`` or
-    ``"irecv"``; the keywords are those of :meth:`Group.isend` (``dur``: sends only)."""
+    ``"irecv"``; the keywords are those of :meth:`Group.isend` (``dur``: sends only), and
+    ``origin`` the file line a replay's op stands for (:attr:`Host.origin`; None: the host's)."""
 
     op: str
     tensor: Tensor | Sequence[Tensor]
@@ -136,6 +161,7 @@ class P2POp:
     dur: float | None = None
     name: str | None = None
     handle: str | None = None
+    origin: Origin | None = None
 
     def __post_init__(self):
         if self.op not in ("isend", "irecv"):
@@ -282,28 +308,40 @@ class Group:
         return self._collective("scatter", list(scatter_list or ()), _listify(tensor), root=src,
                                 **kw)
 
+    def collective(self, kind: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], *,
+                   nbytes: int | None = None, dur: float | None = None, name: str | None = None,
+                   handle: str | None = None, root: int | None = None) -> Work:
+        """The collective of kind ``kind`` (a collective of ``streamsim.kinds.COLLECTIVE_KINDS``)
+        reading ``inputs`` and writing ``outputs`` of this rank, as its named method does with
+        them (``all_reduce(t)`` is ``collective("all_reduce", [t], [t])``); ``root``: a rooted
+        one's global root rank. For code that has the op's kind as data (an op-log replay)."""
+        return self._collective(kind, list(inputs), list(outputs), nbytes=nbytes, dur=dur,
+                                name=name, handle=handle, root=root)
+
     def _collective(self, kind: str, inputs: list, outputs: list, *, nbytes: int | None = None,
                     dur: float | None = None, name: str | None = None,
                     handle: str | None = None, root: int | None = None) -> Work:
         return self._host._caller().collective(self.cfg, kind, inputs, outputs, nbytes, dur, name,
                                                handle, root)
 
-    def send_object(self, nbytes: int, dst: int, *, name: str | None = None,
+    def send_object(self, nbytes: int | None, dst: int, *, name: str | None = None,
                     dur: float | None = None) -> None:
-        """Gloo ``send_object``: the host blocks (rendezvous above the eager threshold)."""
+        """Gloo ``send_object``: the host blocks (rendezvous above the eager threshold).
+        ``nbytes`` None: a size not known, sent as 0 bytes (the latency alone)."""
         self._need("gloo", "send_object")
-        self._host._caller().send_object(self.cfg, nbytes, dst, name, dur)
+        self._host._caller().send_object(self.cfg, nbytes or 0, dst, name, dur)
 
     def recv_object(self, src: int, *, name: str | None = None) -> None:
         """Gloo ``recv_object``: the host blocks until the matching object arrives."""
         self._need("gloo", "recv_object")
         self._host._caller().recv_object(self.cfg, src, name)
 
-    def isend_object(self, nbytes: int, dst: int, *, name: str | None = None,
+    def isend_object(self, nbytes: int | None, dst: int, *, name: str | None = None,
                      handle: str | None = None, dur: float | None = None) -> Work:
-        """Gloo non-blocking object send; returns a gloo Work (its wait blocks the host)."""
+        """Gloo non-blocking object send; returns a gloo Work (its wait blocks the host).
+        ``nbytes`` None: as for :meth:`send_object`."""
         self._need("gloo", "isend_object")
-        return self._host._caller().isend_object(self.cfg, nbytes, dst, name, handle, dur)
+        return self._host._caller().isend_object(self.cfg, nbytes or 0, dst, name, handle, dur)
 
 
 def _listify(t) -> list:

@@ -14,12 +14,12 @@ from typing import Iterable, Iterator
 
 from greenlet import getcurrent
 
-from ..trace import Alloc, Blocked, Note, READ, WRITE, Access
+from ..trace import Agent, Alloc, Blocked, Note, READ, WRITE, Access
 from .comm import GroupConfig, batch_issue_order, wire_bytes
 from .engine import Engine
 from .errors import ModelError
 from . import handoff, labels
-from .handles import Event, Group, Stream, Work, _listify
+from .handles import Event, Group, Signal, Stream, Work, _listify
 from .locations import model_location
 from .memory import Buffer, Ref, Tensor, as_view, labels_of, nbytes_of, new_storage
 from .records import HostState, Rec
@@ -51,7 +51,7 @@ class Host(handoff.Calls):
                              "(a function passed to Simulation.spawn)")
         return e.current.api
 
-    step, microbatch = labels.step, labels.microbatch  # host.step = t: see sim.labels
+    step, microbatch, origin = labels.step, labels.microbatch, labels.origin  # see sim.labels
 
     @property
     def now(self) -> float:
@@ -95,6 +95,51 @@ class Host(handoff.Calls):
                                    "" if storage == name else name, self._h.agent.name, s))
         e.freed.pop((rank, storage), None)  # a new life of a freed storage: the block reused
         return buf
+
+    def alloc(self, buffer: str, nbytes: int | None, *, stream: str = "compute",
+              label: str | None = None, name: str = "alloc") -> None:
+        """An allocation as an action of the program (an op log's ``alloc`` line): a host op of
+        kind ``alloc``, of no duration, that starts a new life of storage ``buffer`` (its uses
+        are no longer after a free), its ``attrs`` naming the buffer, its size (None: not
+        stated), its allocation ``stream`` and ``label`` (the name the program gave the tensor),
+        so that it has a place in reports. Unlike :meth:`buffer` it makes no storage of its own
+        and returns nothing: ``buffer`` names the storage the following actions use. It enqueues
+        nothing (allocation is host work), so it changes no stream's order."""
+        e = self._e
+        rec = e.host_op(self._h, "alloc", name)
+        rec.attrs.update(buffer=buffer, nbytes=nbytes, stream=stream)
+        if label is not None:
+            rec.attrs["label"] = label
+        e.freed.pop((self.rank, buffer), None)  # a new life: uses are no longer late
+
+    # -- the program's own time and order (a replay's calls) ---------------------------------------
+    def idle_until(self, t: float) -> None:
+        """The thread spent the time up to ``t`` (µs) in code the simulation does not see (an op
+        log's ``t``: when the recorded program issued its next line): its clock moves on to ``t``,
+        and no op is made. Nothing happens when the clock is at ``t`` or later already."""
+        if t > self._h.clock:
+            self._h.clock = t
+
+    def settle(self) -> None:
+        """Let simulated time reach this thread's clock before the program decides something
+        from state the rank's other threads share (a replay's line order): they then act in
+        simulated-time order, not in the order their programs happened to run ahead. The calls
+        that touch shared state (streams, events, groups) settle by themselves."""
+        self._e.settle(self._h)
+
+    def signal(self) -> Signal:
+        """A new :class:`Signal`: one thread waits for it (:meth:`wait_signal`), another sets it."""
+        return Signal(self._e.env.event())
+
+    def wait_signal(self, signal: Signal, reason: str, waits_for: Iterable[Agent] = ()) -> None:
+        """Block this thread, in simulated time, until ``signal`` is set (by another thread's
+        program). ``reason`` says what it waits for and ``waits_for`` the threads that can set it,
+        both for a deadlock's report should it never be set. Before it blocks, the syncs that a
+        fix inserts after this thread's last action run (the thread it waits for may be waiting
+        for them)."""
+        e, h = self._e, self._h
+        e.flush_post_injections(h)
+        e.block(h, signal._event, Blocked(h.agent, None, reason, tuple(waits_for)))
 
     # -- stream ops --------------------------------------------------------------------------------
     def launch(self, name: str, *, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = (),
@@ -314,13 +359,16 @@ class Host(handoff.Calls):
         # One call issues the members back to back: the rank's other threads must not catch up
         # (settle) between two of them, or their ops could land inside the batch on its stream.
         shared, h.shared = h.shared, False
+        origin = h.origin  # (a replay's batch: each op its own line's, P2POp.origin)
         try:
             for i, op in ((i, ops[i]) for i in order):
+                if op.origin is not None:
+                    h.origin = op.origin
                 recs[i] = self._p2p_rec(cfg, op.op, _listify(op.tensor), op.peer, op.nbytes, op.dur,
                                         op.name, op.handle, f"nccl:{cfg.name}", batch)
                 batch = (recs[i].attrs["batch"], len(ops))
         finally:
-            h.shared = shared
+            h.shared, h.origin = shared, origin
         members = tuple(recs[i] for i in order)
         return [self._work(recs[i], cfg, members) for i in range(len(ops))]
 

@@ -1,5 +1,6 @@
 """Labels a model gives the ops it issues: their step and micro-batch (``Host.step``,
-``Host.microbatch``).
+``Host.microbatch``), and, for a program that replays a file, the file line they stand for
+(``Host.origin``, :mod:`.origins`).
 
 ``host.step = t`` labels the ops that follow with step ``t`` (reports, step metrics). A pipeline schedule runs several micro-batches in one iteration, so ``host.step`` alone leaves their
 ops indistinguishable in reports ("step 3 -> step 3"). ``host.microbatch = k`` labels the ops that
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .errors import ModelError
+from .origins import Origin, install as install_origins
 
 
 def _get_step(host: Any) -> int | None:
@@ -52,5 +54,18 @@ def _tagger(engine: Any, previous: Callable | None) -> Callable:
     return tag
 
 
+def _get_origin(host: Any) -> Origin | None:
+    return host._h.origin
+
+
+def _set_origin(host: Any, value: Origin | None) -> None:
+    """Label the ops that follow with the file line they stand for (a replay's; None: none)."""
+    h = host._h
+    if h.origin is None and value is not None:  # (the engine's hook: once)
+        install_origins(host._e)
+    h.origin = value
+
+
 step = property(_get_step, _set_step, doc=_set_step.__doc__)
+origin = property(_get_origin, _set_origin, doc=_set_origin.__doc__)
 microbatch = property(_get, _set, doc=_set.__doc__)

@@ -84,8 +84,8 @@ class StreamState:
 class HostState:
     """One host thread: its clock runs ahead of simpy's until it must wait for the device."""
 
-    __slots__ = ("agent", "clock", "glet", "current_stream", "step", "microbatch", "blocked",
-                 "finished",
+    __slots__ = ("agent", "clock", "glet", "current_stream", "step", "microbatch", "origin",
+                 "blocked", "finished",
                  "api", "occurrences", "last_key", "injected_hold", "shared", "count")
 
     def __init__(self, agent: Agent):
@@ -96,6 +96,7 @@ class HostState:
         self.current_stream = "compute"
         self.step: int | None = None
         self.microbatch: int | None = None  # see sim.labels
+        self.origin: Any = None  # the file line the ops that follow stand for (see sim.origins)
         self.blocked: Blocked | None = None
         self.finished = False
         self.api: Any = None

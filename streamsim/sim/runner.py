@@ -39,8 +39,7 @@ def simulate(model: Model | str, variant: str | None = None,
         with wall_bound(max_wall, max_ops=max_ops, label=model.path), model_output():
             model.build(sim, values, variant)
             if fixes:
-                from .inject import inject_fixes
-                inject_fixes(sim.engine, base, fixes)
+                sim.inject_fixes(fixes, base)
             trace = sim.run(source=model.path, meta=meta)
     except BaseException as e:  # any failure of the model's code: one line naming its line
         raise model_failure(e, model.path) from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 from streamsim import Simulation
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.liveness import deadlock_from_stall
-from streamsim.sim.inject import inject_fixes
 
 MB = 1 << 20
 
@@ -150,7 +149,7 @@ def test_pinned_refill_every_step_reports_each_copy_with_the_next_fill():
     assert rc.instances == (0, 1) and rc.fix_kind == "event_sync"
     sim = Simulation()
     build(False)(sim)
-    inject_fixes(sim.engine, racy_trace, [h.fix for h in racy.hazards])  # as run/check do
+    sim.inject_fixes([h.fix for h in racy.hazards], racy_trace)  # as run/check do
     assert analyse(sim.run()).hazards == ()
 
 

@@ -23,7 +23,7 @@ def _one_line(err: str) -> str:
 
 def test_an_exception_inside_the_replay_is_an_internal_error_exit_3(tmp_path, capsys, monkeypatch):
     from streamsim.oplog import replay
-    monkeypatch.setattr(replay._Replay, "launch", lambda self, host, ln: {}["x"])
+    monkeypatch.setitem(replay._RUNS, "launch", lambda self, host, ln: {}["x"])  # (a launch line's)
     path = tmp_path / "log.jsonl"
     path.write_text(LOG)
     assert main(["check", str(path)]) == 3
