@@ -10,6 +10,9 @@ are the default; the model's default variant, ``pre_49274``, has none) through t
 text rendering) with a timer wrapped around each stage function that path calls, and prints, in
 CPU and wall seconds, each stage's own time (a stage nested in another is taken out of it):
 
+The ``path`` column: ``native`` or ``python`` for the HB pass, as it ran; every other stage has only
+a pure-Python path (``python``; the simulations: ``simpy``).
+
 * ``simulate``: the simulation of the model (simpy);
 * after the simulation: the HB pass (and which path it took: ``native`` = the compiled pass,
   ``python`` = the reference), the fixes proposed for its hazards, root causes, liveness
@@ -155,7 +158,8 @@ def _print(root: str, runs: list[dict[str, Any]]) -> None:
     for k in labels:
         cpu = [r["cpu"].get(k, 0.0) for r in runs]
         wall = [r["wall"].get(k, 0.0) for r in runs]
-        path = "/".join(first["paths"].get(k, []))
+        path = "/".join(first["paths"].get(k, [])) or \
+            ("simpy" if k in (SIM, RESIM) else "-" if k == "other" else "python")
         print(f"  {k:<32} {min(cpu):9.2f} {statistics.median(cpu):7.2f} {min(wall):9.2f} "
               f"{statistics.median(wall):7.2f}  {path}")
     for clock in ("cpu", "wall"):
