@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/check.py  # beside PyTorch's CSAN (a venv of its own, made on first use)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/split.py  # one model run: the simulation against each stage after it
 	$(PY) benchmarks/explore.py
 	$(PY) benchmarks/agents.py
 

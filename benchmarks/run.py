@@ -12,7 +12,8 @@ Each command runs in a fresh process (``timing.py``), the sizes interleaved, bes
 (median beside it). Time is the time inside ``main()`` (the process less interpreter start-up);
 ops/s are op-log lines/s for check and trace ops/s for run (the trace's size is counted by a
 separate simulation). Growth = (time per op at the large size) / (time per op at the small one);
-target <= 1.2 (issue 18). Prints the figures; exits 0 whatever they are.
+target <= 1.2 (issue 18). Prints the figures; exits 0 whatever they are. Where one run's time goes,
+stage by stage (the simulation against the analysis after it): ``benchmarks/split.py``.
 """
 from __future__ import annotations
 

@@ -290,28 +290,33 @@ def issue_keys(trace: Trace) -> list[int]:
     ops = trace.ops
     n = len(ops)
     keys = [0] * n
-    hosts = sorted({op.agent for op in ops if op.agent.kind == HOST})
-    if any(op.line is not None for op in ops if op.agent.kind == HOST):
-        last: dict[Agent, int] = {}
-        for op in ops:  # (ids follow each thread's program order)
-            if op.agent.kind == HOST:
-                if op.line is not None:
-                    keys[op.id] = op.line * 4
-                    last[op.agent] = op.line
-                else:
-                    keys[op.id] = last.get(op.agent, 0) * 4 + 2
-    elif all(op.issuer is not None for op in ops if op.agent.kind != HOST):
-        order = {a: i for i, a in enumerate(hosts)}
-        width = 2 * max(1, len(hosts))
-        for op in ops:
-            if op.agent.kind == HOST:
-                keys[op.id] = op.index * width + 2 * order[op.agent]
+    host_ops: list[Op] = []
+    stream_ops: list[Op] = []
+    for op in ops:
+        (host_ops if op.agent.kind == HOST else stream_ops).append(op)
+    # Threads are told apart by equality, but looked up per op by identity (ops share their Agent
+    # objects; hashing the Agent dataclass per op was most of this function's time).
+    distinct = {id(op.agent): op.agent for op in host_ops}
+    index_of = {ag: i for i, ag in enumerate(sorted(set(distinct.values())))}
+    thread = {i: index_of[ag] for i, ag in distinct.items()}
+    if any(op.line is not None for op in host_ops):
+        last = [0] * len(index_of)
+        for op in host_ops:  # (ids follow each thread's program order)
+            t = thread[id(op.agent)]
+            if op.line is not None:
+                keys[op.id] = op.line * 4
+                last[t] = op.line
+            else:
+                keys[op.id] = last[t] * 4 + 2
+    elif all(op.issuer is not None for op in stream_ops):
+        width = 2 * max(1, len(index_of))
+        for op in host_ops:
+            keys[op.id] = op.index * width + 2 * thread[id(op.agent)]
     else:
         return list(range(n))
-    for op in ops:
-        if op.agent.kind != HOST:
-            r = op.issuer
-            keys[op.id] = keys[r] + 1 if r is not None else (op.line or 0) * 4 + 1
+    for op in stream_ops:
+        r = op.issuer
+        keys[op.id] = keys[r] + 1 if r is not None else (op.line or 0) * 4 + 1
     return keys
 
 

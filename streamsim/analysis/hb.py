@@ -133,7 +133,7 @@ def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
 
 def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None) -> Analysis:
     if not keep_clocks and agents is None:  # the compiled pass (streamsim.native), if it runs
-        got = native.hb_rows(trace, issue_keys(trace), (RAW, WAR, WAW, USE_AFTER_FREE))
+        got = native.hb_rows(trace, None, (RAW, WAR, WAW, USE_AFTER_FREE))  # (its own keys)
         if got is not None:
             rows, position, agent_of = got
             return Analysis(_hazards(rows), HappensBefore(trace, tuple(trace.agents), agent_of),

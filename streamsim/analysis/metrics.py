@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from ..trace import STREAM, TRANSFER_START, Trace
+from ..trace import STREAM, TRANSFER_START, Op, Trace
 
 COMPUTE_KINDS = frozenset({"launch"})
 
@@ -130,19 +130,24 @@ def memory_use(trace: Trace) -> MemoryUse:
     # between the ops issued before and after it (2 * issued - 1), an op at 2 * its id (a free at
     # the host action that issued it)
     events: list[tuple] = []
-    ops = trace.ops  # (a trace cut to some of its ops, as a notebook's zoom does: by id)
-    if any(op.id != i for i, op in enumerate(ops)):
-        ops = {op.id: op for op in ops}
     for a in trace.allocations:
         events.append((a.time, 2 * a.issued - 1, 1, a.rank, a.buffer, a.nbytes))
-    for op in trace.ops:
+    frees: list[tuple[int, Op]] = []  # (where its event goes in events, the free)
+    by_position = True  # op ids are positions (else a trace cut to some of its ops, as a
+    for i, op in enumerate(trace.ops):  # notebook's zoom does: looked up by id)
+        if op.id != i:
+            by_position = False
         k = op.kind
         if k == "alloc":
             events.append((op.start, 2 * op.id, 1, op.agent.rank, op.attrs.get("buffer"),
                            int(op.attrs.get("nbytes") or 0)))
         elif k == "free" and op.agent.kind == STREAM:  # (not the host action that issued it)
-            events.append((free_time(trace, op, ops), 2 * (op.id if op.issuer is None else op.issuer),
-                           0, op.agent.rank, op.attrs.get("buffer"), 0))
+            frees.append((len(events), op))
+            events.append(())  # (its time needs the lookup above decided: filled in below)
+    ops = trace.ops if by_position else {op.id: op for op in trace.ops}
+    for at, op in frees:
+        events[at] = (free_time(trace, op, ops), 2 * (op.id if op.issuer is None else op.issuer),
+                      0, op.agent.rank, op.attrs.get("buffer"), 0)
     events.sort(key=lambda e: e[:2])
     live: dict[tuple[int, str], int] = {}
     now: dict[int, int] = {}
@@ -258,9 +263,11 @@ def compute_metrics(trace: Trace) -> Metrics:
             span = step_span.get(op.step)
             if span is None:
                 step_span[op.step] = [start, end]
-            else:
-                span[0] = min(span[0], start)
-                span[1] = max(span[1], end)
+            else:  # (min and max, without a call each: this loop runs once per op)
+                if start < span[0]:
+                    span[0] = start
+                if end > span[1]:
+                    span[1] = end
         if end > start:
             ivs.append((start, end))
             if moving is not None:

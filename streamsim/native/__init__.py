@@ -47,13 +47,15 @@ def path() -> str:
     return "native" if available() else "python"
 
 
-def hb_rows(trace: Any, keys: list[int], names: tuple[str, str, str, str]
+def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
             ) -> tuple[list[tuple], list[int], list[int]] | None:
     """The compiled HB pass (:func:`streamsim.analysis.hb.hb_pass` without kept clocks): its
     sorted hazard rows, ``position`` and ``agent_of``; None when the pure-Python pass must run
     instead (compiled core off or absent, an op kind not covered, a strided view, an op of an
     agent not in ``trace.agents``, or an ordering error, which the reference words). ``keys``: the trace's
-    issue keys; ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
+    issue keys (:func:`streamsim.trace.issue_keys`), or None: the compiled pass computes the same
+    keys from the fields it reads of each op anyway (a scan of the Python ops less);
+    ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
     if not available():
         return None
     try:

@@ -105,6 +105,10 @@ cdef class _Pass:
     cdef long *partner_of
     cdef char *is_free
     cdef char *may_skip
+    cdef char *is_host  # per op: a host action
+    cdef char *has_line  # per op: its op-log line is not None
+    cdef long *line  # per op: its op-log line (0 when None)
+    cdef long *in_order  # op ids in trace order
     cdef unsigned char *ended
     cdef unsigned char *started
     cdef unsigned char *pending
@@ -133,6 +137,10 @@ cdef class _Pass:
         PyMem_Free(self.partner_of)
         PyMem_Free(self.is_free)
         PyMem_Free(self.may_skip)
+        PyMem_Free(self.is_host)
+        PyMem_Free(self.has_line)
+        PyMem_Free(self.line)
+        PyMem_Free(self.in_order)
         PyMem_Free(self.ended)
         PyMem_Free(self.started)
         PyMem_Free(self.pending)
@@ -146,6 +154,10 @@ cdef class _Pass:
         self.agent_of = <long *>PyMem_Calloc(m, sizeof(long))
         self.partner_of = <long *>PyMem_Calloc(m, sizeof(long))
         self.is_free = <char *>PyMem_Calloc(m, 1)
+        self.is_host = <char *>PyMem_Calloc(m, 1)
+        self.has_line = <char *>PyMem_Calloc(m, 1)
+        self.line = <long *>PyMem_Calloc(m, sizeof(long))
+        self.in_order = <long *>PyMem_Calloc(m, sizeof(long))
         self.ended = <unsigned char *>PyMem_Calloc(m, 1)
         self.started = <unsigned char *>PyMem_Calloc(m, 1)
         self.pending = <unsigned char *>PyMem_Calloc(m, 1)
@@ -155,7 +167,8 @@ cdef class _Pass:
         self.may_skip = <char *>PyMem_Calloc(ma, 1)
         if not (self.index and self.issuer and self.prev_on and self.agent_of and
                 self.partner_of and self.is_free and self.ended and self.started and
-                self.pending and self.partner and self.gen and self.hist_g and self.may_skip):
+                self.pending and self.partner and self.gen and self.hist_g and self.may_skip
+                and self.is_host and self.has_line and self.line and self.in_order):
             raise MemoryError()
         return 0
 
@@ -391,8 +404,46 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
     return i, j
 
 
+cdef list _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_issued):
+    """:func:`streamsim.trace.issue_keys` of the ops the first loop of :func:`hb_rows` read (the
+    same values, the same branches, ops taken in trace order as there; see its docstring), from
+    the fields that loop stored, without another scan of the Python op objects."""
+    cdef long n = P.n
+    cdef long pos, oid, t, r, width
+    cdef list keys = [0] * n
+    # host threads in Agent order, equal agents one thread (as the reference's set of agents)
+    order_of = {ag: k for k, ag in enumerate(sorted({agents[i] for i in used}))}
+    cdef list thread = [order_of.get(ag, -1) for ag in agents]  # per agent index
+    if any_line:
+        last = [0] * len(order_of)
+        for pos in range(n):  # (ids follow each thread's program order)
+            oid = P.in_order[pos]
+            if P.is_host[oid]:
+                t = thread[P.agent_of[oid]]
+                if P.has_line[oid]:
+                    keys[oid] = P.line[oid] * 4
+                    last[t] = P.line[oid]
+                else:
+                    keys[oid] = <long>last[t] * 4 + 2
+    elif all_issued:
+        width = 2 * max(1, len(order_of))
+        for pos in range(n):
+            oid = P.in_order[pos]
+            if P.is_host[oid]:
+                keys[oid] = P.index[oid] * width + 2 * <long>thread[P.agent_of[oid]]
+    else:
+        return list(range(n))
+    for pos in range(n):
+        oid = P.in_order[pos]
+        if not P.is_host[oid]:
+            r = P.issuer[oid]
+            keys[oid] = <long>keys[r] + 1 if r >= 0 else P.line[oid] * 4 + 1
+    return keys
+
+
 def hb_rows(trace, list keys, tuple names, covered):
     """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
+    ``keys``: the trace's issue keys, or None to compute them here (as ``issue_keys`` does).
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
     cdef _Pass P = _Pass.__new__(_Pass)
@@ -431,6 +482,11 @@ def hb_rows(trace, list keys, tuple names, covered):
     P.freed = set()
     P.after = [None] * n
     P.joins = [None] * n
+    host_agent = [ag.kind == HOST for ag in agents]
+    used = set()  # agents with a host action (issue keys)
+    cdef bint any_line = False  # a host action has an op-log line
+    cdef bint all_issued = True  # every stream op names the host action that issued it
+    cdef long pos = 0
     for op in ops:
         kind = op.kind
         if kind not in covered:
@@ -450,11 +506,30 @@ def hb_rows(trace, list keys, tuple names, covered):
         P.index[oid] = op.index
         iss = op.issuer
         P.issuer[oid] = -1 if iss is None else <long>iss
+        P.in_order[pos] = oid
+        pos += 1
+        if keys is None:  # (what issue_keys reads of the op)
+            if host_agent[a]:
+                P.is_host[oid] = 1
+                used.add(a)
+                ln = op.line
+                if ln is not None:
+                    P.has_line[oid] = 1
+                    P.line[oid] = ln
+                    any_line = True
+            elif iss is None:
+                all_issued = False
+                ln = op.line
+                if ln:
+                    P.line[oid] = ln
         P.after[oid] = op.after
         P.joins[oid] = op.joins
         if kind == "free":
             P.is_free[oid] = 1
             P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
+    if keys is None:
+        keys = _issue_keys(P, agents, sorted(used), any_line, all_issued)
+        P.keys = keys
     order = sorted(range(n), key=keys.__getitem__)
 
     P.clocks = [{} for _ in range(na)]

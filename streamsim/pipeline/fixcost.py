@@ -17,7 +17,7 @@ from ..analysis.hb import analyse_hazards
 from ..analysis.liveness import deadlock_from_stall
 from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.errors import InternalError
-from ..sim.inject import injection_keys, key_fixes
+from ..sim.inject import key_fixes
 from ..trace import HOST, Op, Trace
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
@@ -156,7 +156,7 @@ def _delayed_ops(trace: Trace, wanted: set) -> dict:
     """Injection key -> the op a sync inserted before that host action delays: the first stream op
     the action enqueued, else the action itself (each key's op does not depend on the others
     ``wanted`` names)."""
-    host = {op_id: k for op_id, k in injection_keys(trace).items() if k in wanted}
+    host = _keyed_host_ops(trace, wanted)
     out: dict = {}
     for op in trace.ops:
         if op.agent.kind == HOST:
@@ -168,6 +168,34 @@ def _delayed_ops(trace: Trace, wanted: set) -> dict:
             if out.get(k) is None or out[k].agent.kind == HOST:
                 out[k] = op
     return out
+
+
+def _keyed_host_ops(trace: Trace, wanted: set) -> dict:
+    """Host op id -> its injection key, for the keys in ``wanted`` only: ``injection_keys``
+    restricted to them, counting only the actions at the wanted keys' model lines (each key's n
+    counts the actions of its thread, kind and line: all of them are at that line), so the scan
+    of every other action is one string lookup."""
+    lines = {k[2] for k in wanted}
+    kinds = {k[1] for k in wanted}
+    sites: dict[tuple, int] = {}  # (thread, kind, location) -> actions seen
+    thread: dict[int, int] = {}  # id(agent) -> its number (equal agents: one number)
+    numbers: dict = {}
+    host: dict = {}
+    for op in trace.ops:
+        if op.location in lines and op.kind in kinds:
+            ag = op.agent
+            if ag.kind != HOST or op.attrs.get("injected"):
+                continue
+            t = thread.get(id(ag))
+            if t is None:
+                t = thread[id(ag)] = numbers.setdefault(ag, len(numbers))
+            site = (t, op.kind, op.location)
+            n = sites.get(site, 0)
+            sites[site] = n + 1
+            key = (ag, op.kind, op.location, n)
+            if key in wanted:
+                host[op.id] = key
+    return host
 
 
 def critical_rank(trace: Trace) -> int | None:

@@ -32,12 +32,18 @@ def is_keyed(fix) -> bool:
 def injection_keys(trace: Trace) -> dict[int, Key]:
     """Host op id -> its injection key (the program's own actions: a fix's are not keyed)."""
     keys, seen = {}, {}
+    thread: dict[int, int] = {}  # id(agent) -> its number (equal agents: one number)
+    numbers: dict = {}
     for op in trace.ops:
-        if op.agent.kind == HOST and not op.attrs.get("injected"):
-            site = (op.agent, op.kind, op.location)
+        ag = op.agent
+        if ag.kind == HOST and not op.attrs.get("injected"):
+            t = thread.get(id(ag))
+            if t is None:  # (hashing the Agent dataclass per op was most of the scan)
+                t = thread[id(ag)] = numbers.setdefault(ag, len(numbers))
+            site = (t, op.kind, op.location)
             n = seen.get(site, 0)
             seen[site] = n + 1
-            keys[op.id] = (op.agent, op.kind, op.location, n)
+            keys[op.id] = (ag, op.kind, op.location, n)
     return keys
 
 
