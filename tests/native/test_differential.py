@@ -1,5 +1,6 @@
 """The compiled core is held byte-identical to the pure-Python reference (issue 26), as CPython
-keeps ``_pickle`` equal to ``pickle.py``: ``streamsim check``'s text and JSON reports, with and
+keeps ``_pickle`` equal to ``pickle.py``: ``streamsim check``'s text and JSON reports (JSON
+versions 4 and 3), with and
 without fix costing, under seeds and jitter, are the same bytes on both paths, on generated op logs
 of 1-3 ranks and two host threads that use every op kind the compiled stages cover
 (``streamsim.native.COVERED_KINDS``), and on every op log written out in the tests.
