@@ -174,11 +174,15 @@ def test_version_3_is_the_bytes_of_before(tmp_path, capsys):
     assert hashlib.sha256(out.encode()).hexdigest() == RACE_V3_SHA256, out
 
 
-def test_json_version_on_the_command_line(tmp_path, capsys):
-    """``--json-version`` picks the version of stdout and of ``--out``'s report.json; 4 is the
-    default; anything else, or a version where no JSON is written, is one line and exit 2."""
+def test_json_version_on_the_command_line(tmp_path, capsys, pipeline_model):
+    """``--json-version`` picks the version of stdout and of ``--out``'s report.json (``run`` and
+    ``check``); 4 is the default; anything else, or a version where no JSON is written, is one
+    line and exit 2."""
     log = tmp_path / "race.jsonl"
     log.write_text(RACE)
+    assert main(["run", pipeline_model(), "--format", "json", "--no-fix-cost",
+                 "--json-version", "3"]) == 1
+    assert json.loads(capsys.readouterr().out)["streamsim_json"] == 3
     for version in JSON_VERSIONS:
         out = tmp_path / f"out{version}"
         assert main(["check", str(log), "--format", "json", "--json-version", str(version),
