@@ -27,9 +27,15 @@ def op_of(report: dict[str, Any], op_id: int | None) -> dict[str, Any] | None:
 
 
 def as_v3(report: dict[str, Any]) -> dict[str, Any]:
-    """The version-3 object of a version-4 report (``json.loads`` of either text): every op id
+    """The version-3 object of a version-4 report (``json.loads`` of its text): every op id
     replaced by the op described, ``ops`` dropped, ``streamsim_json`` 3. Version 3 gives a fix's
-    ``handle_op`` and ``record_after`` as ids: they stay ids."""
+    ``handle_op`` and ``record_after`` as ids: they stay ids. A version-3 report is returned as
+    it is (a reader of both versions can pass either); another version is a ValueError."""
+    version = report.get("streamsim_json")
+    if version == 3:
+        return report
+    if version != 4:
+        raise ValueError(f"streamsim_json {version!r}: as_v3 reads versions 4 and 3")
     def fix(f: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if f is None else {**f, "before": op_of(report, f["before"])}
 

@@ -41,6 +41,7 @@ JSON_V4 = 4
 OP_COLUMNS = ("name", "kind", "agent", "rank", "step", "location", "start", "end", "microbatch",
               "line")
 BLOCK = 8192  # table entries encoded at a time (the chunks of the text)
+TABLES = ("root_causes", "hazards", "warnings")  # lists written an entry a line (and ops.rows)
 
 
 def op_row(op: Op) -> list[Any]:
@@ -95,10 +96,6 @@ def named_ops(f: Findings) -> list[int]:
 def ops_table(trace: Trace, ids: list[int]) -> dict[str, Any]:
     """``ops``: the columns, and the row of each op in ``ids`` keyed by its id."""
     return {"columns": list(OP_COLUMNS), "rows": {str(i): op_row(trace.op(i)) for i in ids}}
-
-
-# The keys whose entries are written one a line (``ops`` too, by its rows).
-TABLES = ("root_causes", "hazards", "warnings")
 
 
 def _sections(r: Report) -> dict[str, Any]:

@@ -114,6 +114,14 @@ def test_models_read_back_as_version_3(pipeline_model):
     assert "applied_fixes" in assert_round_trip(racy, "pipe racy --apply-fixes")
 
 
+def test_as_v3_takes_either_version(pipeline_model):
+    report = run_model(pipeline_model(), "racy", fix_cost=False)
+    v3 = json.loads(dumps_json(report, version=3))
+    assert as_v3(v3) == v3 == as_v3(json.loads(dumps_json(report)))
+    with pytest.raises(ValueError, match="streamsim_json 2: as_v3 reads versions 4 and 3"):
+        as_v3({**v3, "streamsim_json": 2})
+
+
 def test_the_round_trip_catches_a_loss(pipeline_model, monkeypatch):
     """The test can fail: a version 4 whose rows dropped the op's step is caught."""
     report = run_model(pipeline_model(), "racy", fix_cost=False)
