@@ -151,6 +151,20 @@ def test_the_text_is_the_object_an_entry_a_line(pipeline_model):
         [{k: v} for k, v in v4["ops"]["rows"].items()]
 
 
+def test_stdout_is_written_a_block_at_a_time_with_the_same_bytes(tmp_path, capsys, monkeypatch):
+    """``check --format json`` writes the text to stdout as it is made, a block of entries at a
+    time: with blocks of 2 entries (several per table) it is still the whole text's bytes."""
+    log = tmp_path / "gen.jsonl"
+    log.write_text(DIFF.generated_log(7))
+    whole = dumps_json(check_oplog(load_oplog(log), fix_cost=False))
+    monkeypatch.setattr(jsonv4, "BLOCK", 2)
+    assert main(["check", str(log), "--format", "json", "--no-fix-cost"]) in (0, 1)
+    streamed = capsys.readouterr().out
+    v4 = json.loads(streamed)
+    assert len(v4["ops"]["rows"]) > 2 and len(v4["hazards"]) + len(v4["warnings"]) > 2
+    assert streamed == whole
+
+
 def test_an_op_is_found_by_its_id(pipeline_model):
     """``ops.rows[str(id)]`` under ``ops.columns`` is the op as version 3 described it."""
     report = run_model(pipeline_model(), "racy", fix_cost=False)
