@@ -13,7 +13,9 @@ from typing import TextIO
 from .jsonv4 import JSON_V4, json_v4_chunks
 from .report import Report, dumps_json_v3
 
-JSON_VERSION = JSON_V4  # what --format json writes unless told
+# What --format json writes unless told. 2: root_causes added (instances index hazards); 3: a site
+# is {label, location}; 4: each op the findings name listed once in ops, findings name ops by id.
+JSON_VERSION = JSON_V4
 JSON_VERSIONS = (3, JSON_V4)  # what --json-version accepts
 
 
