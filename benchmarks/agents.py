@@ -73,7 +73,7 @@ def child(path: str) -> None:
 def _json_report(path: str) -> None:
     """The whole command's JSON report (everything again, end to end, as `check` does)."""
     from streamsim.pipeline import check_oplog
-    from streamsim.report.report import dumps_json
+    from streamsim.report.jsonout import dumps_json
     dumps_json(check_oplog(path))
 
 

@@ -181,7 +181,8 @@ def stages(n: int, tmp: str) -> None:
     from streamsim.analysis.metrics import compute_metrics
     from streamsim.gcpause import gc_paused
     from streamsim.oplog import load_oplog, simulate_oplog
-    from streamsim.report.report import Report, dumps_json, render_text
+    from streamsim.report.jsonout import dumps_json
+    from streamsim.report.report import Report, render_text
     from streamsim.sim.records import Rec
     t = {"import": T() - t0}
     with gc_paused():

@@ -11,6 +11,7 @@ Runs the same commands with two versions of streamsim, the working tree and a gi
   report.html, ...), and ``run --format json`` of every variant of the model.
 
     python benchmarks/identical.py [--base main] [--lines 200000] [--oplogs DIR]
+    python benchmarks/identical.py --base REF --head-json-version 3   # against a base before JSON v4
 
 Prints one line per difference and a summary; the exit status is 0 when everything is identical.
 """
@@ -122,6 +123,10 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=200_000, help="ops of the random program (0: none)")
     ap.add_argument("--oplogs", help="folder of op logs (collected from the tests when it is missing or empty; "
                     "default: a temporary one)")
+    ap.add_argument("--head-json-version", type=int, metavar="N",
+                    help="pass --json-version N to the working tree's commands that write JSON "
+                    "(--format json, --out): e.g. 3, to hold its version 3 to a base whose "
+                    "default JSON was version 3")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)  # TREE OUT CMDS-FILE
     args = ap.parse_args()
     if args.worker:
@@ -150,11 +155,14 @@ def main() -> None:
         from streamsim.sim.model import load_model
         variants = list(load_model(os.path.join(ROOT, "models", "vllm_pp.py")).variants)
         cmds = commands(logs, big, variants)
-        cmds_file = os.path.join(tmp, "cmds.json")
-        with open(cmds_file, "w") as f:
-            json.dump(cmds, f)
+        head_cmds = cmds if args.head_json_version is None else [
+            (name, [*argv, "--json-version", str(args.head_json_version)]
+             if "json" in argv or outdir else argv, outdir) for name, argv, outdir in cmds]
         results = {}
-        for label, tree in (("base", base_tree), ("head", ROOT)):
+        for label, tree, these in (("base", base_tree, cmds), ("head", ROOT, head_cmds)):
+            cmds_file = os.path.join(tmp, f"cmds-{label}.json")
+            with open(cmds_file, "w") as f:
+                json.dump(these, f)
             out = os.path.join(tmp, label)
             os.makedirs(out)
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -90,7 +90,7 @@ _LAZY = {  # public name -> the module that defines it (imported on first use)
     "RootCause": "analysis.rootcause", "Site": "analysis.rootcause",
     "HappensBefore": "analysis.hb", "compute_metrics": "analysis.metrics",
     "Metrics": "analysis.metrics",
-    "Report": "report.report", "render_text": "report.report", "dumps_json": "report.report",
+    "Report": "report.report", "render_text": "report.report", "dumps_json": "report.jsonout",
     "render_markdown": "report.markdown", "write_outputs": "report.outputs",
     "draw_hb": "report.draw_hb", "short_fix": "report.draw_hb", "draw_timeline": "report.timeline",
     "hb_graph": "analysis.slices", "hazard_graph": "analysis.slices",

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from streamsim.cli.main import build_parser, short_usage
+from streamsim.report.jsonread import op_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_NAME = re.compile(r"(?<![\w/.-])((?:\.\./)*[\w./-]*[\w-]\.md)\b", re.IGNORECASE)
@@ -86,8 +87,8 @@ def test_readme_op_log_example_is_the_race_it_describes(tmp_path):
                           "json"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
-    assert [(h["kind"], h["first"]["line"], h["second"]["line"]) for h in report["hazards"]] == \
-        [("WAR", 2, 3)]
+    assert [(h["kind"], op_of(report, h["first"])["line"], op_of(report, h["second"])["line"])
+            for h in report["hazards"]] == [("WAR", 2, 3)]
     assert report["metrics"]["steps"] == 2
     lines = example.splitlines()
     log.write_text("\n".join(lines[:2] + ['{"op":"wait","rank":0,"handle":"send_t"}'] + lines[2:])

@@ -153,6 +153,10 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="what to print: text (default), json (stable and versioned: see "
                    "docs/cli.md) or markdown")
+    p.add_argument("--json-version", type=int, choices=(3, 4), default=None, metavar="{3,4}",
+                   help="the JSON format version of --format json and report.json: 4 (default: "
+                   "each op listed once in \"ops\", findings name ops by id) or 3 (each op "
+                   "described where it is named; goes away in the next release)")
     p.add_argument("--out", metavar="DIR", help="also write report.md, report.json, report.html, "
                    "the HB slice (hb.svg, hb.png, hb.dot), timeline.png and trace.json (Perfetto) "
                    "into DIR")

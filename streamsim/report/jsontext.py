@@ -1,4 +1,5 @@
-"""``json.dumps(obj, indent=2)``, the same text, from orjson's C encoder.
+"""``json.dumps(obj, indent=2)`` and ``json.dumps(obj, separators=(",", ":"))``, the same text,
+from orjson's C encoder.
 
 With ``indent`` the standard library falls back to its pure-Python encoder: most of the run time of
 ``check --format json`` on a large log. orjson (``OPT_INDENT_2``) writes the same layout and the same
@@ -37,6 +38,28 @@ def dumps_indented(obj: Any) -> str:
         raw = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
     except (TypeError, orjson.JSONEncodeError):  # big ints, non-string keys, surrogates, depth
         return json.dumps(_finite(obj), indent=2)
+    return repaired(raw)
+
+
+def dumps_compact(obj: Any) -> str:
+    """The text ``json.dumps(obj, separators=(",", ":"))`` writes (non-finite floats as ``null``):
+    one line, no spaces."""
+    return repaired(encode_compact(obj))
+
+
+def encode_compact(obj: Any) -> bytes:
+    """orjson's compact bytes for ``obj``, to be passed through :func:`repaired` (alone or joined
+    with others: the repairs work on the whole text); where orjson refuses, the standard library's
+    text, which :func:`repaired` leaves as it is."""
+    try:
+        return orjson.dumps(obj)
+    except (TypeError, orjson.JSONEncodeError):  # big ints, non-string keys, surrogates, depth
+        return json.dumps(_finite(obj), separators=(",", ":")).encode("ascii")
+
+
+def repaired(raw: bytes) -> str:
+    """orjson's text made json's: non-ASCII and DEL escaped, floats below 1e-4 as ``repr``
+    writes them. (Text json wrote already is left unchanged: both repairs are idempotent.)"""
     tiny = _tiny_float(raw)
     plain = raw.isascii() and b"\x7f" not in raw
     if plain and not tiny:

@@ -25,7 +25,8 @@ from .figures import figure_bytes
 from .html import page_title, to_html
 from .markdown import to_markdown
 from .perfetto import dumps_chrome_trace
-from .report import Report, dumps_json
+from .jsonout import JSON_VERSION, dumps_json
+from .report import Report
 from ..analysis.slices import (deadlock_graph, dot_text, hazard_graph, hb_graph, hazard_ops, keep_steps,
                      step_range)
 from .timeline import draw_timeline
@@ -82,8 +83,9 @@ def hb_picture(report: Report) -> HBPicture | None:
     return None
 
 
-def render_outputs(report: Report) -> dict[str, bytes]:
-    """Every output file's name and bytes, rendered in memory (nothing is written)."""
+def render_outputs(report: Report, json_version: int = JSON_VERSION) -> dict[str, bytes]:
+    """Every output file's name and bytes, rendered in memory (nothing is written);
+    ``report.json`` in JSON format version ``json_version``."""
     t, f = report.trace, report.findings
     files: dict[str, bytes] = {}
     svgs: dict[str, str] = {}
@@ -115,7 +117,7 @@ def render_outputs(report: Report) -> dict[str, bytes]:
     blocks = build_document(report, pictures)  # one document, two renderings: same content
     files["report.md"] = to_markdown(blocks).encode()
     files["report.html"] = to_html(blocks, page_title(report), svgs, f.clean).encode()
-    files["report.json"] = dumps_json(report).encode()
+    files["report.json"] = dumps_json(report, json_version).encode()
     files["trace.json"] = dumps_chrome_trace(
         t, f, {"model": report.model, "variant": report.variant, "source": report.source}).encode()
     return files
@@ -157,14 +159,15 @@ def timeline_file(report: Report, fmt: str, window: int | None = None) -> bytes:
     return figure_bytes(fig, fmt)
 
 
-def write_outputs(report: Report, out_dir: str,
-                  files: Mapping[str, bytes] | None = None) -> list[str]:
-    """Render every output of ``report`` (or take ``files``, what :func:`render_outputs` gave),
-    then make ``out_dir`` hold exactly them, swapped in whole
-    (:func:`streamsim.report.atomic.replace_folder`: all or nothing, even if killed, and never
-    mixed with a concurrent run's); returns the paths written."""
+def write_outputs(report: Report, out_dir: str, files: Mapping[str, bytes] | None = None,
+                  json_version: int = JSON_VERSION) -> list[str]:
+    """Render every output of ``report`` (``report.json`` in JSON format version
+    ``json_version``), or take ``files``, what :func:`render_outputs` gave, then make ``out_dir``
+    hold exactly them, swapped in whole (:func:`streamsim.report.atomic.replace_folder`: all or
+    nothing, even if killed, and never mixed with a concurrent run's); returns the paths
+    written."""
     if files is None:
-        files = render_outputs(report)
+        files = render_outputs(report, json_version)
     ours = {name: files[name] for name in ALL_FILES if name in files}
     replace_folder(out_dir, ours, ALL_FILES)
     return [os.path.join(out_dir, name) for name in ours]

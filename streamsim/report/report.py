@@ -17,7 +17,6 @@ from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
 
-JSON_VERSION = 3  # 2: root_causes added (instances index hazards); 3: a site is {label, location}
 # What a run whose ops carry no step says instead of step metrics of 0.
 NO_STEPS = "no step labels (no step metrics)"
 
@@ -83,22 +82,36 @@ class Report:
 
 
 def report_json(r: Report) -> dict[str, Any]:
-    """The stable JSON form (keys documented in docs/cli.md)."""
-    d: dict[str, Any] = {"streamsim_json": JSON_VERSION, "source": r.source, "model": r.model,
-                         "variant": r.variant, "params": dict(r.params), "seed": r.seed,
-                         "jitter": r.jitter, "summary": r.summary()}
+    """The JSON form of version 3 (keys documented in docs/cli.md): every op a finding names is
+    described in full where it is named. Version 4 (:mod:`.jsonv4`) lists each op once."""
+    d = json_head(r, 3)
     d.update(findings_json(r.findings, r.trace, r.root_cause_costs))
-    d["metrics"] = r.metrics.to_json_dict()
-    d["fix_cost"] = None if r.fix_cost is None else r.fix_cost.to_json_dict()
-    d["fix_cost_note"] = r.root_cause_cost_note or None  # costs a budget or a failed re-run left out
+    d.update(json_tail(r))
+    return d
+
+
+def json_head(r: Report, version: int) -> dict[str, Any]:
+    """The keys every JSON version opens with: the version, what was run, the summary line."""
+    return {"streamsim_json": version, "source": r.source, "model": r.model,
+            "variant": r.variant, "params": dict(r.params), "seed": r.seed,
+            "jitter": r.jitter, "summary": r.summary()}
+
+
+def json_tail(r: Report) -> dict[str, Any]:
+    """The keys every JSON version closes its findings with: metrics and what the fixes cost."""
+    d: dict[str, Any] = {"metrics": r.metrics.to_json_dict(),
+                         "fix_cost": None if r.fix_cost is None else r.fix_cost.to_json_dict(),
+                         # costs a budget or a failed re-run left out
+                         "fix_cost_note": r.root_cause_cost_note or None}
     if r.applied is not None:  # (only in an --apply-fixes report: other reports keep their keys)
         d["applied_fixes"] = r.applied.to_json_dict()
     return d
 
 
-def dumps_json(r: Report) -> str:
-    """The report's stable JSON form (:func:`report_json`) as text, one key a line: the text
-    ``json.dumps(..., indent=2)`` writes, from a C encoder (:mod:`.jsontext`)."""
+def dumps_json_v3(r: Report) -> str:
+    """The JSON form of version 3 (:func:`report_json`) as text, one key a line: the text
+    ``json.dumps(..., indent=2)`` writes, from a C encoder (:mod:`.jsontext`). Kept for one
+    release beside version 4 (``--json-version 3``)."""
     return dumps_indented(report_json(r)) + "\n"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from streamsim.cli.main import main
+from streamsim.report.jsonread import op_of
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM = str(ROOT / "models" / "vllm_pp.py")
@@ -83,7 +84,8 @@ def test_check_exit_codes_and_json(tmp_path, capsys):
     assert main(["check", str(log), "--format", "json"]) == 1
     out = json.loads(capsys.readouterr().out)
     (h,) = out["hazards"]
-    assert (h["kind"], h["buffer"], h["first"]["line"], h["second"]["line"]) == ("WAR", "hidden", 2, 3)
+    assert (h["kind"], h["buffer"], op_of(out, h["first"])["line"],
+            op_of(out, h["second"])["line"]) == ("WAR", "hidden", 2, 3)
     lines = RACE.splitlines(keepends=True)
     log.write_text("".join(lines[:2]) + '{"op":"wait","rank":0,"handle":"send_t"}\n'
                    + "".join(lines[2:]))

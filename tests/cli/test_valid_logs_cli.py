@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamsim.cli.main import main
+from streamsim.report.jsonread import op_of
 
 EXAMPLES = int(os.environ.get("STREAMSIM_VALID_LOGS", "60"))
 NBYTES = 64
@@ -218,7 +219,8 @@ def check(path, *options: str) -> tuple[int, dict]:
 def verdict(report: dict) -> tuple:
     """What must not depend on timing: the pairs (by kind, place and the two lines) and the
     deadlock (the ranks it blocks)."""
-    def end(op):
+    def end(op_id):
+        op = op_of(report, op_id)
         return (op["line"], op["kind"], op["agent"])
     pairs = sorted((h["kind"], h["rank"], h["buffer"], tuple(h["range"]), end(h["first"]),
                     end(h["second"])) for h in report["hazards"])

@@ -15,6 +15,7 @@ from streamsim.explore.runs import run_seeds
 from streamsim.oplog import load_oplog, simulate_oplog
 from streamsim.explore.shrink import ddmin, hazard_keys, shrink
 from streamsim.explore.sweep import plot_sweep, rows_csv, sweep
+from streamsim.report.jsonread import op_of
 
 # A producer on a side stream and a consumer on the compute stream, with no event between them:
 # a RAW hazard in every timing. The consumer nominally starts `margin` us after the producer ends,
@@ -66,7 +67,8 @@ def _replay_json(command: str, capsys) -> dict:
 def _has(report: dict, kind: str, buffer: str, first: str, second: str) -> list[bool]:
     """Manifest flags of the report's hazards matching a pattern."""
     return [h["manifest"] for h in report["hazards"] if h["kind"] == kind and h["buffer"] == buffer
-            and h["first"]["name"] == first and h["second"]["name"] == second]
+            and op_of(report, h["first"])["name"] == first
+            and op_of(report, h["second"])["name"] == second]
 
 
 def test_run_seeds_are_documented_and_prefix_stable():

@@ -198,11 +198,11 @@ def test_the_fixed_log_keeps_the_readers_lines(latent20, tmp_path, capsys):
 
 
 def test_json_lists_root_causes_indexing_the_hazards(latent20, capsys):
-    """Version 3: a site's fields are named as in Python (``Site.label``, ``Site.location``);
+    """Since version 3: a site's fields are named as in Python (``Site.label``, ``Site.location``);
     version 2 called the label ``op``."""
     assert main(["check", latent20, "--format", "json"]) == 1
     d = json.loads(capsys.readouterr().out)
-    assert d["streamsim_json"] == 3
+    assert d["streamsim_json"] == 4
     (rc,) = d["root_causes"]
     assert rc["first_site"] == {"label": "send", "location": None}
     assert rc["second_site"] == {"label": "forward", "location": None}

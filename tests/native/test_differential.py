@@ -1,5 +1,6 @@
 """The compiled core is held byte-identical to the pure-Python reference (issue 26), as CPython
-keeps ``_pickle`` equal to ``pickle.py``: ``streamsim check``'s text and JSON reports, with and
+keeps ``_pickle`` equal to ``pickle.py``: ``streamsim check``'s text and JSON reports (JSON
+versions 4 and 3), with and
 without fix costing, under seeds and jitter, are the same bytes on both paths, on generated op logs
 of 1-3 ranks and two host threads that use every op kind the compiled stages cover
 (``streamsim.native.COVERED_KINDS``), and on every op log written out in the tests.
@@ -25,7 +26,8 @@ import pytest
 from streamsim import native
 from streamsim.pipeline import check_oplog
 from streamsim.oplog import load_oplog
-from streamsim.report.report import dumps_json, render_text
+from streamsim.report.jsonout import dumps_json
+from streamsim.report.report import render_text
 from streamsim.sim.errors import InputError, ModelError
 
 if not native.built() and os.environ.get("CI"):  # CI builds it: a skip there would hide a break
@@ -204,14 +206,15 @@ def generated_log(seed: int) -> str:
     return "".join(json.dumps(x) + "\n" for x in out)
 
 
-def reports(path: Path, seed: int | None, jitter: float, fix_cost: bool) -> tuple[str, str]:
-    """The text and JSON reports of ``streamsim check`` on the path the environment selects."""
+def reports(path: Path, seed: int | None, jitter: float, fix_cost: bool) -> tuple[str, str, str]:
+    """The text and JSON reports (format versions 4 and 3) of ``streamsim check`` on the path
+    the environment selects."""
     r = check_oplog(load_oplog(path), seed=seed, jitter=jitter, fix_cost=fix_cost)
-    return render_text(r), dumps_json(r)
+    return render_text(r), dumps_json(r), dumps_json(r, version=3)
 
 
 def both_paths(monkeypatch, path: Path, seed: int | None, jitter: float,
-               fix_cost: bool) -> tuple[tuple[str, str], tuple[str, str]]:
+               fix_cost: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(pure-Python reports, compiled reports) of one check."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
     assert not native.available()
@@ -232,8 +235,8 @@ def first_difference(a: str, b: str) -> str:
 
 
 def assert_same(monkeypatch, path: Path, seed, jitter, fix_cost, what: str) -> None:
-    (pt, pj), (nt, nj) = both_paths(monkeypatch, path, seed, jitter, fix_cost)
-    for form, a, b in (("text", pt, nt), ("JSON", pj, nj)):
+    python, compiled = both_paths(monkeypatch, path, seed, jitter, fix_cost)
+    for form, a, b in zip(("text", "JSON", "JSON version 3"), python, compiled):
         diff = first_difference(a, b)
         assert not diff, (f"{what} (seed {seed}, jitter {jitter}, fix cost {fix_cost}): the "
                           f"{form} reports differ at {diff}\n{path.read_text()}")

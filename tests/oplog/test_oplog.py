@@ -18,6 +18,7 @@ from streamsim.trace import Trace
 
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.hb import analyse_hazards
+from streamsim.report.jsonread import op_of
 
 EXAMPLE = """\
 {"op":"launch","rank":0,"name":"forward[t]","writes":["hidden"],"dur":900}
@@ -522,7 +523,7 @@ def test_a_stall_that_drops_queued_ops_names_the_blocked_ops_by_their_trace_ids(
     path.write_text(text)
     assert main(["check", str(path), "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert [b["op"] and b["op"]["kind"] for b in report["deadlock"]["blocked"]] == \
+    assert [(op_of(report, b["op"]) or {}).get("kind") for b in report["deadlock"]["blocked"]] == \
         ["sync_stream", None, "irecv"]
     assert report["warnings"] == []
 

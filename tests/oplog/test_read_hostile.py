@@ -125,7 +125,7 @@ def test_cr_only_demo_log_reports_its_hazards(tmp_path, capsys):
     path = tmp_path / "demo_cr.jsonl"
     path.write_bytes(_demo_log().replace("\n", "\r").encode())
     assert main(["check", str(path), "--format", "json"]) == 1
-    assert '"kind": "WAR"' in capsys.readouterr().out
+    assert '"kind":"WAR"' in capsys.readouterr().out
 
 
 def test_shrink_reads_cr_only_logs_with_the_readers_line_numbers(tmp_path, capsys):

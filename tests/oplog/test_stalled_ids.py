@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from streamsim.analysis.checks import analyse
 from streamsim.cli.main import main
 from streamsim.oplog import parse_oplog, simulate_oplog
-from streamsim.report.report import Report, dumps_json
+from streamsim.report.jsonout import dumps_json
+from streamsim.report.report import Report
 from streamsim.analysis.metrics import compute_metrics
 from streamsim.trace import Op, Trace
+from streamsim.report.jsonread import op_of
 
 PATH = "g.jsonl"
 RANKS = 3
@@ -127,7 +129,8 @@ def test_the_deadlocked_log_of_the_issue_has_a_json_report(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["deadlock"] is not None
     sends = [w for w in report["warnings"] if w["kind"] == "unmatched-send"]
-    assert [(w["op"]["kind"], w["op"]["line"]) for w in sends] == [("isend", 3)]
+    assert [(op_of(report, w["op"])["kind"], op_of(report, w["op"])["line"]) for w in sends] == \
+        [("isend", 3)]
 
 
 def test_a_models_unmatched_send_names_the_send_not_the_launch_after_it(tmp_path):

@@ -1,4 +1,5 @@
-"""The fast JSON writer writes exactly what ``json.dumps(obj, indent=2)`` writes."""
+"""The fast JSON writer writes exactly what ``json.dumps(obj, indent=2)`` writes, and, compact, what
+``json.dumps(obj, separators=(",", ":"))`` writes (JSON version 4's table entries)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from streamsim.report.jsontext import dumps_indented
+from streamsim.report.jsontext import dumps_compact, dumps_indented, encode_compact, repaired
 
 _floats = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
                     st.floats(min_value=-1e-3, max_value=1e-3),  # around orjson's 1e-4 switch
@@ -30,6 +31,23 @@ def test_same_text_as_the_standard_library(obj):
     """Strings of any characters (escaped as ensure_ascii does), floats on both sides of 1e-4,
     integers beyond 64 bits, non-string keys: the text is json's, byte for byte."""
     assert dumps_indented(obj) == json.dumps(obj, indent=2)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_json)
+def test_compact_is_the_standard_librarys_compact_text(obj):
+    """The same objects, one line: json's compact text, byte for byte."""
+    assert dumps_compact(obj) == json.dumps(obj, separators=(",", ":"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_json, max_size=5))
+def test_entries_joined_then_repaired_are_each_entrys_text(objs):
+    """The version-4 writer encodes a table's entries one by one, joins the bytes and repairs the
+    whole once: the same as repairing each (a float below 1e-4 in one entry, a non-ASCII name
+    in another, an entry orjson refuses)."""
+    joined = repaired(b",\n".join(encode_compact(x) for x in objs))
+    assert joined == ",\n".join(json.dumps(x, separators=(",", ":")) for x in objs)
 
 
 def test_a_report_sized_object_takes_the_fast_path_and_stays_identical():

@@ -18,6 +18,7 @@ from streamsim.analysis.metrics import compute_metrics
 from streamsim.report.outputs import ALL_FILES, HB_FILES, render_outputs, write_outputs
 from streamsim.report.perfetto import chrome_trace
 from streamsim.report.report import Report
+from streamsim.report.jsonread import op_of
 from streamsim.analysis.slices import cap_nodes, hazard_graph, issue_order
 from streamsim.report.timeline import select_ops
 from streamsim.trace import HOST, STREAM, Access, Agent, View, trace_from_ops
@@ -116,7 +117,7 @@ def test_report_json_matches_the_findings(racy):
     assert len(d["hazards"]) == len(hs) > 0
     assert [h["kind"] for h in d["hazards"]] == [h.kind for h in hs]
     t = report.trace
-    assert [(h["first"]["name"], h["second"]["name"]) for h in d["hazards"]] == \
+    assert [(op_of(d, h["first"])["name"], op_of(d, h["second"])["name"]) for h in d["hazards"]] == \
         [(t.op(h.first).name, t.op(h.second).name) for h in hs]
     assert [h["manifest"] for h in d["hazards"]] == [h.manifest for h in hs]
     assert d["summary"] == report.summary()

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from streamsim import ModelError, dumps_json, render_text, run_model
+from streamsim.report.jsonread import op_of
 
 MODEL = '''"""Two micro-batches a step, one send buffer."""
 VARIANTS = {"racy": "no wait"}
@@ -65,7 +66,8 @@ def test_the_report_tells_the_micro_batches_of_one_step_apart(model):
     text = render_text(report)
     assert "on rank0/nccl:pp step 0 micro-batch 0 at" in text
     assert "other instances: step 0 micro-batch 1 -> step 1 micro-batch 0 on rank0" in text
-    first = json.loads(dumps_json(report))["hazards"][0]["first"]
+    d = json.loads(dumps_json(report))
+    first = op_of(d, d["hazards"][0]["first"])
     assert (first["step"], first["microbatch"]) == (0, 0)
 
 
@@ -85,4 +87,7 @@ def test_a_micro_batch_must_be_an_int(model):
 def test_runs_without_micro_batches_carry_no_label(pipeline_model):
     report = run_model(pipeline_model(), "racy", fix_cost=False)
     assert all("microbatch" not in op.attrs for op in report.trace.ops)
-    assert "micro-batch" not in render_text(report) and "microbatch" not in dumps_json(report)
+    assert "micro-batch" not in render_text(report)
+    assert "microbatch" not in dumps_json(report, version=3)  # (version 4: a column of nulls)
+    d = json.loads(dumps_json(report))
+    assert {op_of(d, int(i)).get("microbatch") for i in d["ops"]["rows"]} == {None}
