@@ -90,6 +90,9 @@ EDGE_KINDS = ("program", "enqueue", "event", "message", "handle", "host_sync", "
               "collective", "query", "record_stream")  # the HB graph's edges
 EDGE_KINDS += ("handoff",)  # (issue 25: a put before its get, between host threads)
 DRAWN_EDGE_KINDS = ("waits_for", "missing")  # a deadlock's wait-for edge; a fix's missing edge
+# Every HB edge kind in a few words, in EDGE_KINDS' order: what a report says nothing else orders
+# ("no chain of happens-before edges (program order, enqueue, ...) joins the two").
+HB_EDGE_WORDS = tuple(EDGE_TEXT[k].split(":")[0] for k in EDGE_KINDS)
 
 # -- fix kinds (docs/semantics.md, "Fixes") -------------------------------------------------------
 FIX_KINDS: dict[str, str] = {

@@ -19,6 +19,7 @@ from .blocks import (Block, Bullets, Heading, Image, Para, Pictures, Span, Table
 from .report import NO_STEPS, Report, memory_line
 from ..trace import Op, Trace
 from ..analysis.why import EDGE_TEXT, HORIZON, HBIndex, Link, Why, explain, free_verdict
+from ..kinds import HB_EDGE_WORDS
 
 MAX_OCCURRENCES = 5  # other instances listed per root cause
 MAX_EXPLAINED = 20  # root causes explained in full (each explanation walks part of the trace)
@@ -230,8 +231,8 @@ def _hazards(r: Report, pictures: Pictures | None) -> list[Block]:
             (_verdict(trace, h, why), ()),
         )))
         doc.append(Para(t(bold("Why nothing orders them."), " Happens-before comes only from "
-                          "program order, enqueue, events, handle waits, messages, NCCL enqueue "
-                          "and host syncs; simulated time orders nothing.")))
+                          f"{', '.join(HB_EDGE_WORDS[:-1])} and {HB_EDGE_WORDS[-1]} edges; "
+                          "simulated time orders nothing.")))
         doc.append(Bullets(tuple(_why_items(trace, h, why))))
         if len(hs) > 1:
             items = []

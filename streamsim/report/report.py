@@ -13,6 +13,7 @@ from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
 from ..analysis.metrics import Metrics, format_bytes
 from ..analysis.why import free_verdict
+from ..kinds import HB_EDGE_WORDS
 from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
@@ -156,9 +157,9 @@ def render_text(r: Report) -> str:
                    "latent: this timing happened to be safe")
         lines.append(f"      bytes [{h.range[0]}, {h.range[1]}) of rank{h.rank}:{h.buffer}; "
                      f"{verdict}")
-        lines.append("      nothing orders them: no chain of program-order, enqueue, event, "
-                     "handle-wait, message or host-sync edges joins the two (--out DIR shows each "
-                     "side's chain)")
+        lines.append("      nothing orders them: no chain of happens-before edges "
+                     f"({', '.join(HB_EDGE_WORDS)}) joins the two (--out DIR shows each side's "
+                     "chain)")
         others = [x for x in hs if x is not h]
         if others:
             briefs: dict[str, int] = {}  # (equal briefs, e.g. two byte ranges of one step: once)

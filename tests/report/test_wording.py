@@ -171,3 +171,21 @@ def test_the_parameter_tables_show_a_seed_only_when_the_run_drew_one(tmp_path):
     log = tmp_path / "early.jsonl"
     log.write_text(EARLY_WRITE)
     assert "## Parameters" not in render_markdown(check_oplog(str(log), fix_cost=False))
+
+
+def test_nothing_orders_them_names_every_kind_of_happens_before_edge(tmp_path):
+    """The text and Markdown reports say what would have ordered the two accesses: every HB edge
+    kind of the vocabulary, hand-offs between threads and record_stream included (the sentence
+    listed six of eleven before, so a reader of a thread race was not told a hand-off orders)."""
+    from streamsim.kinds import EDGE_KINDS, EDGE_TEXT
+    log = tmp_path / "race.jsonl"
+    log.write_text('{"op":"host","host":"loader","name":"fill","writes":["p"]}\n'
+                   '{"op":"host","name":"use","reads":["p"]}\n')
+    findings = check_oplog(log)
+    text, md = render_text(findings), render_markdown(findings)
+    line = next(x for x in text.splitlines() if "nothing orders them" in x)
+    para = next(x for x in md.splitlines() if "Why nothing orders them" in x)
+    for kind in EDGE_KINDS:
+        words = EDGE_TEXT[kind].split(":")[0]
+        assert words in line, (kind, line)
+        assert words in para, (kind, para)
