@@ -46,8 +46,9 @@ TESTS = Path(__file__).resolve().parents[1]
 
 
 def generated_log(seed: int, ranks: int | None = None) -> str:
-    """A valid op log of 1-3 ranks (or ``ranks``): kernels and host work on two threads, events and syncs, NCCL
-    p2p (batches, both stream layouts), every collective, gloo objects, handle waits and queries,
+    """A valid op log of 1-3 ranks (or ``ranks``): kernels and host work on two threads, events
+    and syncs, NCCL p2p (batches, both stream layouts), every collective, gloo objects, handle
+    waits and queries,
     allocations, frees and ``record_stream``, views with offsets, the rooted collectives and the
     barrier, put/get hand-offs between the two threads of a rank. One global sequence of steps
     projected on the ranks (no send waits for a receive issued later on its rank)."""
