@@ -7,7 +7,11 @@ comments are in streamsim/analysis/hb.py, which this file follows block by block
 only how the state is held: per-op fields read once into C arrays (index, issuer, previous op of
 its agent, free or not), the walk's flags in C byte arrays, and FastTrack's segments, marks and
 view states as C structs of extension types, so that the hot loop reads C fields instead of Python
-attributes and tuple items. Clocks stay Python dicts ({agent: epoch}): sparse, as in the reference.
+attributes and tuple items. Clocks are dense where the trace has few agents (at most
+``DENSE_MAX_AGENTS``): C vectors indexed by agent number, so that a copy is a memcpy and a join a
+loop of maxima over a C array (a model's trace has tens of agents and full clocks); with more
+agents they stay Python dicts ({agent: epoch}), sparse as in the reference. Both forms hold the
+same values (a dict's missing agent is a vector's zero) and take the same branches.
 
 ``hb_rows`` returns None, having changed nothing, when the reference must run instead: an op kind
 outside ``covered``, an op whose agent is not among ``trace.agents`` (the reference restarts
@@ -16,13 +20,34 @@ reference words. Tests: tests/native (byte-identical reports on both paths).
 """
 from bisect import bisect_right
 
-from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Realloc
+from libc.string cimport memcpy
 
 from streamsim.trace import HOST, READ, WRITE
 
 # A byte position: offsets and sizes are at most 2**63 - 1 (docs/oplog.md), so a view's end fits;
 # a position outside [0, 2**64) raises OverflowError, and the caller runs the reference instead.
 ctypedef unsigned long long pos_t
+
+# Traces with at most this many agents keep their clocks dense (C vectors indexed by agent
+# number); traces with more keep them as sparse dicts, as the reference does. A dense copy costs
+# 8 bytes an agent whatever the clock knows, so with 10,000 agents (benchmarks/agents.py) a copy
+# would be 80 KB where the dict holds a few entries; with tens of agents (a model's trace: 40,
+# clocks full) a copy is a memcpy and a join a loop over a C array instead of dict work.
+# A module global so that tests can force either form (tests/native/test_differential.py).
+DENSE_MAX_AGENTS = 256
+# Copies are carved from blocks of this many clocks (freed together when the pass ends).
+DEF BLOCK_CLOCKS = 1024
+
+
+cdef struct DHist:
+    # One agent's dense copies (the dict form's hist_e and hist_c): n copies, the epoch from
+    # which each holds (ascending), its tag (the agent's generation) and the copy itself.
+    long n
+    long cap
+    long *e
+    long *tag
+    long **c
 
 
 class NotCovered(Exception):
@@ -125,8 +150,24 @@ cdef class _Pass:
     cdef dict entries
     cdef set freed
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
+    # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
+    # copies it has seen at dseen[a * na + o] (the dict form's seen[a][o]; -1, never a tag: none),
+    # its copies in dh[a], each op's exact end clock (the dict form's end_of, its tag -2 - op) in
+    # dend (NULL: none), and the blocks the copies are carved from.
+    cdef bint dense
+    cdef long *dclk
+    cdef long *dseen
+    cdef DHist *dh
+    cdef long **dend
+    cdef long *zero
+    cdef long **blocks
+    cdef long nblocks
+    cdef long capblocks
+    cdef long *cur
+    cdef long left
 
     def __dealloc__(self):
+        cdef long k
         PyMem_Free(self.index)
         PyMem_Free(self.issuer)
         PyMem_Free(self.prev_on)
@@ -144,6 +185,19 @@ cdef class _Pass:
         PyMem_Free(self.ended)
         PyMem_Free(self.started)
         PyMem_Free(self.pending)
+        if self.dh:
+            for k in range(self.na):
+                PyMem_Free(self.dh[k].e)
+                PyMem_Free(self.dh[k].tag)
+                PyMem_Free(self.dh[k].c)
+        PyMem_Free(self.dh)
+        for k in range(self.nblocks):
+            PyMem_Free(self.blocks[k])
+        PyMem_Free(self.blocks)
+        PyMem_Free(self.dclk)
+        PyMem_Free(self.dseen)
+        PyMem_Free(self.dend)
+        PyMem_Free(self.zero)
 
     cdef int alloc(self, long n, long na) except -1:
         cdef long m = n if n > 0 else 1
@@ -170,6 +224,136 @@ cdef class _Pass:
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
                 and self.is_host and self.has_line and self.line and self.in_order):
             raise MemoryError()
+        return 0
+
+    cdef int dense_alloc(self) except -1:
+        """Set up the dense form: zero clocks, nothing seen, each agent's first copy the zero
+        clock with tag 0 from epoch 0 (as the dict form's [(0, {})])."""
+        cdef long na = self.na
+        cdef long m = na if na > 0 else 1
+        cdef long k
+        self.dense = True
+        self.dclk = <long *>PyMem_Calloc(m * m, sizeof(long))
+        self.dseen = <long *>PyMem_Calloc(m * m, sizeof(long))
+        self.dh = <DHist *>PyMem_Calloc(m, sizeof(DHist))
+        self.dend = <long **>PyMem_Calloc(self.n if self.n > 0 else 1, sizeof(long *))
+        self.zero = <long *>PyMem_Calloc(m, sizeof(long))
+        if not (self.dclk and self.dseen and self.dh and self.dend and self.zero):
+            raise MemoryError()
+        for k in range(m * m):
+            self.dseen[k] = -1
+        for k in range(na):
+            self.dh[k].cap = 4
+            self.dh[k].e = <long *>PyMem_Calloc(4, sizeof(long))
+            self.dh[k].tag = <long *>PyMem_Calloc(4, sizeof(long))
+            self.dh[k].c = <long **>PyMem_Calloc(4, sizeof(long *))
+            if not (self.dh[k].e and self.dh[k].tag and self.dh[k].c):
+                raise MemoryError()
+            self.dh[k].n = 1
+            self.dh[k].c[0] = self.zero
+        return 0
+
+    cdef long *dcopy(self, const long *src) except NULL:
+        """A copy of the dense clock src, carved from the current block."""
+        cdef long na = self.na
+        cdef long *p
+        if self.left < na:
+            if self.nblocks == self.capblocks:
+                self.capblocks = 2 * self.capblocks + 8
+                p = <long *>PyMem_Realloc(self.blocks, self.capblocks * sizeof(long *))
+                if not p:
+                    raise MemoryError()
+                self.blocks = <long **>p
+            self.cur = <long *>PyMem_Calloc(na * BLOCK_CLOCKS, sizeof(long))
+            if not self.cur:
+                raise MemoryError()
+            self.blocks[self.nblocks] = self.cur
+            self.nblocks += 1
+            self.left = na * BLOCK_CLOCKS
+        p = self.cur
+        self.cur += na
+        self.left -= na
+        memcpy(p, src, na * sizeof(long))
+        return p
+
+    cdef long *dstart(self, long r, long *tag):
+        """start_copy, dense: the copy standing for op r's start clock, its tag in tag[0]."""
+        cdef DHist *h = &self.dh[self.agent_of[r]]
+        cdef long e = self.index[r] + 1
+        cdef long k = h.n - 1
+        cdef long lo, hi, mid
+        if h.e[k] > e:  # bisect_right(h.e, e) - 1
+            lo = 0
+            hi = h.n
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if e < h.e[mid]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            k = lo - 1
+        tag[0] = h.tag[k]
+        return h.c[k]
+
+    cdef long *dend_copy(self, long r, long *tag):
+        """end_copy, dense."""
+        cdef long *p = self.dend[r]
+        if p == NULL:
+            return self.dstart(r, tag)
+        tag[0] = -2 - r
+        return p
+
+    cdef void djoin(self, long b, long *C, const long *S, long tag, long r):
+        """join, dense: agent b's clock C ⊔= op r's clock, whose copy is S (tagged tag)."""
+        cdef long pb = self.partner[b]
+        cdef long o = self.agent_of[r]
+        cdef long na = self.na
+        cdef bint changed = False
+        cdef long i, v, p
+        for i in range(na):
+            if S[i] > C[i]:
+                C[i] = S[i]
+                if i != b and i != pb:
+                    changed = True
+        v = self.index[r] + 1
+        if v > C[o]:
+            C[o] = v
+            if o != b and o != pb:
+                changed = True
+        p = self.partner[o]
+        if p != o:
+            v = self.partner_of[r]
+            if v > C[p]:
+                C[p] = v
+                if p != b and p != pb:
+                    changed = True
+        if changed:
+            self.gen[b] += 1
+        self.dseen[b * na + o] = tag
+
+    cdef int dnew_copy(self, long a, const long *C, long e) except -1:
+        """new_copy, dense."""
+        cdef DHist *h = &self.dh[a]
+        cdef void *p
+        if h.n == h.cap:
+            h.cap *= 2
+            p = PyMem_Realloc(h.e, h.cap * sizeof(long))
+            if not p:
+                raise MemoryError()
+            h.e = <long *>p
+            p = PyMem_Realloc(h.tag, h.cap * sizeof(long))
+            if not p:
+                raise MemoryError()
+            h.tag = <long *>p
+            p = PyMem_Realloc(h.c, h.cap * sizeof(long *))
+            if not p:
+                raise MemoryError()
+            h.c = <long **>p
+        h.c[h.n] = self.dcopy(C)
+        h.e[h.n] = e
+        h.tag[h.n] = self.gen[a]
+        h.n += 1
+        self.hist_g[a] = self.gen[a]
         return 0
 
     cdef tuple start_copy(self, long r):
@@ -293,7 +477,7 @@ cdef class _Pass:
         return ent
 
     cdef touch(self, dict touched, object op, long a, Mark rec, object acc, dict C,
-               ViewState ent):
+               const long *D, ViewState ent):
         cdef pos_t flo, fhi, lo, hi
         cdef long b
         cdef Mark r
@@ -303,7 +487,7 @@ cdef class _Pass:
                 b = bo
                 r = <Mark>(<tuple>pair)[0]
                 racc = (<tuple>pair)[1]
-                if b != a and <long>C.get(bo, 0) < r.epoch:
+                if b != a and _cget(C, D, b) < r.epoch:
                     v = racc.view
                     flo = max(lo, <pos_t>v.offset)
                     fhi = min(hi, <pos_t>(v.offset + v.nbytes))
@@ -338,6 +522,13 @@ cdef class _Pass:
         self.pending[x] |= bit
         stack.append(node)
         return 0
+
+
+cdef inline long _cget(dict C, const long *D, long x) except? -1:
+    """Component x of the walking agent's clock: D[x] in the dense form, else C.get(x, 0)."""
+    if D != NULL:
+        return D[x]
+    return <long>C.get(x, 0)
 
 
 cdef object _access_of(object op, object mode, object rank, object buf, pos_t lo, pos_t hi):
@@ -455,6 +646,9 @@ def hb_rows(trace, list keys, tuple names, covered):
     cdef pos_t lo, hi
     cdef dict C
     cdef tuple S
+    cdef long *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
+    cdef long *Sp
+    cdef long tag
     cdef Mark rec, w, rr
     cdef Seg s
     cdef ViewState ent
@@ -532,6 +726,9 @@ def hb_rows(trace, list keys, tuple names, covered):
         P.keys = keys
     order = sorted(range(n), key=keys.__getitem__)
 
+    if na <= DENSE_MAX_AGENTS:
+        P.dense_alloc()
+    cdef bint dense = P.dense
     P.clocks = [{} for _ in range(na)]
     P.seen = [{} for _ in range(na)]
     P.hist_e = [[0] for _ in range(na)]
@@ -583,13 +780,23 @@ def hb_rows(trace, list keys, tuple names, covered):
                 stack.pop()
                 P.pending[oid] &= ~2
                 a = P.agent_of[oid]
-                C = <dict>clocks[a]
                 g = P.gen[a]
-                for jo in <tuple>joins_l[oid]:
-                    P.join(a, C, P.start_copy(jo), jo)
-                P.end_of[oid] = (-2 - oid, dict(C))
-                if P.gen[a] != g:
-                    P.new_copy(a, C, P.index[oid] + 2)
+                if dense:
+                    D = P.dclk + a * na
+                    for jo in <tuple>joins_l[oid]:
+                        x = jo
+                        Sp = P.dstart(x, &tag)
+                        P.djoin(a, D, Sp, tag, x)
+                    P.dend[oid] = P.dcopy(D)
+                    if P.gen[a] != g:
+                        P.dnew_copy(a, D, P.index[oid] + 2)
+                else:
+                    C = <dict>clocks[a]
+                    for jo in <tuple>joins_l[oid]:
+                        P.join(a, C, P.start_copy(jo), jo)
+                    P.end_of[oid] = (-2 - oid, dict(C))
+                    if P.gen[a] != g:
+                        P.new_copy(a, C, P.index[oid] + 2)
                 P.ended[oid] = 1
                 continue
 
@@ -623,8 +830,35 @@ def hb_rows(trace, list keys, tuple names, covered):
                 P.ended[oid] = 1
                 continue
 
-            C = <dict>clocks[a]
-            if r >= 0:  # rule 2 (enqueue)
+            if dense:
+                C = None
+                D = P.dclk + a * na
+                if r >= 0:  # rule 2 (enqueue), as below
+                    o = P.agent_of[r]
+                    v = P.index[r] + 1
+                    Sp = P.dend_copy(r, &tag)
+                    if P.dseen[a * na + o] == tag:
+                        if v > D[o]:
+                            D[o] = v
+                            if o != P.partner[a]:
+                                P.gen[a] += 1
+                        q = P.partner[o]
+                        if q != o:
+                            v = P.partner_of[r]
+                            if v > D[q]:
+                                D[q] = v
+                                if q != P.partner[a] and q != a:
+                                    P.gen[a] += 1
+                    else:
+                        P.djoin(a, D, Sp, tag, r)
+                for xo in aft:
+                    x = xo
+                    Sp = P.dend_copy(x, &tag)
+                    P.djoin(a, D, Sp, tag, x)
+            else:
+                C = <dict>clocks[a]
+                D = NULL
+            if not dense and r >= 0:  # rule 2 (enqueue)
                 S_o = P.end_of[r]
                 o = P.agent_of[r]
                 v = P.index[r] + 1
@@ -650,16 +884,23 @@ def hb_rows(trace, list keys, tuple names, covered):
                                 P.gen[a] += 1
                 else:
                     P.join(a, C, S, r)
-            for xo in aft:
-                P.join(a, C, P.end_copy(xo), xo)
+            if not dense:
+                for xo in aft:
+                    P.join(a, C, P.end_copy(xo), xo)
             e = P.index[oid] + 1
-            if <long>C.get(a, 0) >= e:
+            if _cget(C, D, a) >= e:
                 return None  # out of program order: the reference raises
-            C[a] = e
+            if dense:
+                D[a] = e
+            else:
+                C[a] = e
             if P.partner[a] != a:
-                P.partner_of[oid] = C.get(P.partner[a], 0)
+                P.partner_of[oid] = _cget(C, D, P.partner[a])
             if P.gen[a] != P.hist_g[a]:
-                P.new_copy(a, C, e)
+                if dense:
+                    P.dnew_copy(a, D, e)
+                else:
+                    P.new_copy(a, C, e)
             if not joins_l[oid]:
                 P.ended[oid] = 1
 
@@ -673,14 +914,14 @@ def hb_rows(trace, list keys, tuple names, covered):
                 else:
                     ent = <ViewState>got
                 if ent.touched is not None:
-                    P.touch(<dict>ent.touched, op, a, rec, acc, C, ent)
+                    P.touch(<dict>ent.touched, op, a, rec, acc, C, D, ent)
                 s = ent.seg
                 mode = acc.mode
                 if mode is READ or mode == READ:
                     if s.live:
                         if s.write is not None:
                             w = <Mark>s.write
-                            if <long>C.get(w.agent, 0) < w.epoch:
+                            if _cget(C, D, w.agent) < w.epoch:
                                 P.report(w, WRITE, op, acc, P.RAW, ent.lo, ent.hi, ent.rank,
                                          ent.buffer)
                         if s.reads is None:
@@ -700,7 +941,7 @@ def hb_rows(trace, list keys, tuple names, covered):
                         s = <Seg>segs[k]
                         if s.write is not None:
                             w = <Mark>s.write
-                            if <long>C.get(w.agent, 0) < w.epoch:
+                            if _cget(C, D, w.agent) < w.epoch:
                                 P.report(w, WRITE, op, acc, P.RAW, s.lo, s.hi, ent.rank,
                                          ent.buffer)
                         if s.reads is None:
@@ -712,13 +953,13 @@ def hb_rows(trace, list keys, tuple names, covered):
                 if s.live:
                     if s.write is not None:
                         w = <Mark>s.write
-                        if <long>C.get(w.agent, 0) < w.epoch:
+                        if _cget(C, D, w.agent) < w.epoch:
                             P.report(w, WRITE, op, acc, P.WAW, ent.lo, ent.hi, ent.rank,
                                      ent.buffer)
                     if s.reads is not None:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
-                            if <long>C.get(rr.agent, 0) < rr.epoch:
+                            if _cget(C, D, rr.agent) < rr.epoch:
                                 P.report(rr, READ, op, acc, P.WAR, ent.lo, ent.hi, ent.rank,
                                          ent.buffer)
                         s.reads = None
@@ -734,12 +975,12 @@ def hb_rows(trace, list keys, tuple names, covered):
                     s = <Seg>segs[k]
                     if s.write is not None:
                         w = <Mark>s.write
-                        if <long>C.get(w.agent, 0) < w.epoch:
+                        if _cget(C, D, w.agent) < w.epoch:
                             P.report(w, WRITE, op, acc, P.WAW, s.lo, s.hi, ent.rank, ent.buffer)
                     if s.reads:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
-                            if <long>C.get(rr.agent, 0) < rr.epoch:
+                            if _cget(C, D, rr.agent) < rr.epoch:
                                 P.report(rr, READ, op, acc, P.WAR, s.lo, s.hi, ent.rank,
                                          ent.buffer)
                     s.live = False

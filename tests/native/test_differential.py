@@ -45,14 +45,16 @@ COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_t
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def generated_log(seed: int) -> str:
-    """A valid op log of 1-3 ranks: kernels and host work on two threads, events and syncs, NCCL
-    p2p (batches, both stream layouts), every collective, gloo objects, handle waits and queries,
+def generated_log(seed: int, ranks: int | None = None) -> str:
+    """A valid op log of 1-3 ranks (or ``ranks``): kernels and host work on two threads, events
+    and syncs, NCCL p2p (batches, both stream layouts), every collective, gloo objects, handle
+    waits and queries,
     allocations, frees and ``record_stream``, views with offsets, the rooted collectives and the
     barrier, put/get hand-offs between the two threads of a rank. One global sequence of steps
     projected on the ranks (no send waits for a receive issued later on its rank)."""
     R = random.Random(seed)
-    ranks = R.randint(1, 3)
+    drawn = R.randint(1, 3)
+    ranks = drawn if ranks is None else ranks
     lines: list[dict] = []
     if R.random() < 0.5:
         lines.append({"op": "config", "launch_overhead": R.choice((0, 2, 5))})
@@ -242,15 +244,57 @@ def assert_same(monkeypatch, path: Path, seed, jitter, fix_cost, what: str) -> N
                           f"{form} reports differ at {diff}\n{path.read_text()}")
 
 
+def dense_max(monkeypatch, dense: bool) -> None:
+    """Make the compiled pass keep its clocks dense (C vectors: traces of few agents, the default
+    for these logs) or as dicts (traces of many agents) whatever the trace's agents."""
+    from streamsim.native import _hb
+    if not dense:
+        monkeypatch.setattr(_hb, "DENSE_MAX_AGENTS", -1)
+    else:
+        monkeypatch.setattr(_hb, "DENSE_MAX_AGENTS", 1 << 30)
+
+
 @pytest.mark.parametrize("chunk", range((DIFFERENTIAL_LOGS + CHUNK - 1) // CHUNK))
 def test_generated_logs_give_byte_identical_reports_on_both_paths(monkeypatch, tmp_path, chunk):
     """Each generated log, under one of four timings (no seed; seeds with jitter), with fix
-    costing on for two logs in three (its re-runs go through the compiled pass too)."""
+    costing on for two logs in three (its re-runs go through the compiled pass too); one log in
+    five with the compiled pass's clocks as dicts, the others dense (5 is prime to 4 and 3: each
+    form meets every timing with and without fix costing)."""
     path = tmp_path / "gen.jsonl"
     for i in range(chunk * CHUNK, min((chunk + 1) * CHUNK, DIFFERENTIAL_LOGS)):
         path.write_text(generated_log(i))
         seed, jitter = TIMINGS[i % len(TIMINGS)]
-        assert_same(monkeypatch, path, seed, jitter, i % 3 != 0, f"generated log {i}")
+        dense_max(monkeypatch, i % 5 != 0)
+        assert_same(monkeypatch, path, seed, jitter, i % 3 != 0,
+                    f"generated log {i} ({'dense' if i % 5 else 'dict'} clocks)")
+
+
+def test_generated_logs_take_dense_clocks_by_default():
+    """Under the default threshold the generated logs' traces (at most 3 ranks) keep dense
+    clocks, so the comparison above covers the form a model's trace takes."""
+    from streamsim.native import _hb
+    from streamsim.oplog import simulate_oplog
+    most = max(len(simulate_oplog(load_oplog_text(generated_log(i))).agents) for i in range(200))
+    assert 3 < most <= _hb.DENSE_MAX_AGENTS
+
+
+MANY_RANKS = 150  # a trace of more agents than DENSE_MAX_AGENTS: dict clocks by default
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_a_log_of_many_agents_gives_byte_identical_reports(monkeypatch, tmp_path, i):
+    """A generated log of 150 ranks (over 256 agents: the compiled pass keeps its clocks as dicts
+    under the default threshold), then the same log with dense clocks forced."""
+    from streamsim.native import _hb
+    from streamsim.oplog import simulate_oplog
+    text = generated_log(10_000 + i, ranks=MANY_RANKS)
+    assert len(simulate_oplog(load_oplog_text(text)).agents) > _hb.DENSE_MAX_AGENTS
+    path = tmp_path / "many.jsonl"
+    path.write_text(text)
+    seed, jitter = TIMINGS[i % len(TIMINGS)]
+    assert_same(monkeypatch, path, seed, jitter, i % 2 == 0, f"many agents {i} (dict clocks)")
+    dense_max(monkeypatch, True)
+    assert_same(monkeypatch, path, seed, jitter, i % 2 == 0, f"many agents {i} (dense clocks)")
 
 
 def test_logs_use_every_covered_kind():
