@@ -17,9 +17,10 @@ capture stubbed out and as shipped. CSAN does not re-simulate anything, so the r
 ``--no-fix-cost``; the default ``check`` (fixes costed by re-simulation) is timed once beside them.
 Where the compiled core is built (docs/native.md), every streamsim figure is taken on both paths
 in the same run (``[native]``, and ``[python]`` with ``STREAMSIM_NATIVE=0``), interleaved.
-Targets (issue 18): streamsim >= 0.5x CSAN stubbed and >= 1.5x CSAN as shipped, start-up <= 0.25 s,
-<= 1.5 KB of peak RSS per line at 1M lines. Prints the figures; exits 0 whatever they are (a
-benchmark, not a test).
+Targets (issue 26, which replaced issue 18's 0.5x/1.5x): ``check --no-fix-cost`` >= 3x CSAN stubbed
+(JSON and text), the default ``check`` (fixes costed) >= 2x CSAN stubbed, a one-line log checked in
+<= 0.1 s whole process, <= 300 B of peak RSS per line at 1M lines (CSAN as shipped is shown, with
+no target). Prints the figures; exits 0 whatever they are (a benchmark, not a test).
 """
 from __future__ import annotations
 
@@ -39,9 +40,9 @@ sys.path.insert(0, HERE)
 from programs import write_random_program  # noqa: E402
 from timing import time_command  # noqa: E402
 
-TARGET_STUBBED, TARGET_SHIPPED = 0.5, 1.5
-TARGET_STARTUP_S = 0.25
-TARGET_KB_PER_LINE = 1.5
+TARGET_STUBBED, TARGET_DEFAULT = 3.0, 2.0  # x CSAN stubbed: --no-fix-cost, and fixes costed
+TARGET_STARTUP_S = 0.1
+TARGET_KB_PER_LINE = 0.3
 CSAN_VENV = os.path.join(HERE, ".csan-venv")
 
 
@@ -107,14 +108,14 @@ def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
         fmt, _, p = k.partition(" ")
         name = f"{label[fmt]}{f' [{p}]' if p else ''}"
         print(f"  {name:71} {n / best[k]:>9,.0f} ({n / med[k]:>7,.0f})  {best[k]:6.2f} s")
-    print(f"ratios, streamsim / CSAN ops/s, best runs (targets: >= {TARGET_STUBBED} stubbed, "
-          f">= {TARGET_SHIPPED} as shipped):")
+    print(f"ratios, streamsim / CSAN ops/s, best runs (target: >= {TARGET_STUBBED}x stubbed; as "
+          "shipped for reference):")
     for k in runs:
         if k in ("stubbed", "shipped"):
             continue
         a, b = best["stubbed"] / best[k], best["shipped"] / best[k]
         print(f"  {k:11}: {a:.2f}x stubbed ({'met' if a >= TARGET_STUBBED else 'MISSED'}), "
-              f"{b:.2f}x as shipped ({'met' if b >= TARGET_SHIPPED else 'MISSED'})")
+              f"{b:.2f}x as shipped")
     if len(envs) > 1:
         for fmt in ("text", "json"):
             print(f"  {fmt} native / python: {best[f'{fmt} python'] / best[f'{fmt} native']:.2f}x")
@@ -126,7 +127,8 @@ def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
             costed = sum(1 for line in f if "fix cost (re-simulated" in line)
         print(f"default check (fixes costed by re-simulation), text, once [{p}]: {t['wall']:.2f} s "
               f"({n / t['wall']:,.0f} ops/s; {costed} root causes costed one by one in the text; "
-              f"{best['stubbed'] / t['wall']:.2f}x CSAN stubbed)")
+              f"{best['stubbed'] / t['wall']:.2f}x CSAN stubbed, target >= {TARGET_DEFAULT}x: "
+              f"{'met' if best['stubbed'] / t['wall'] >= TARGET_DEFAULT else 'MISSED'})")
     if len(walls) > 1:
         print(f"  default check native / python: {walls['python'] / walls['native']:.2f}x")
 
