@@ -7,7 +7,10 @@ first access's handle, an event ``record`` after the line that issued the first 
 ``put`` after the first access's line with a ``get`` before the second's (a hand-off); each
 carries the ``step`` of the line it goes before (after, for a ``record``), when that line has one.
 A comment line says what each group fixes. Every other line is kept byte for byte, except that a line whose
-handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line>"``).
+handle a ``wait`` must name but which has none gets one (``"handle": "fix-L<line>"``), and that a
+later ``wait`` of a gloo send's handle that a fix now waits becomes a comment (``# streamsim fix
+N: moved before line L: ...``): a second ``wait()`` on a gloo ``isend``'s handle hangs, so the fix
+moves the program's wait rather than adding one.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import re
 from bisect import bisect_right
 from typing import Any, Sequence
 
+from ..kinds import OP_KINDS
 from ..trace import Trace
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -43,6 +47,7 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
     before: dict[int, list[str]] = {}  # line -> lines to insert before it
     after: dict[int, list[str]] = {}  # line -> lines to insert after it
     renamed: dict[int, str] = {}  # line -> the handle given to it
+    moved: dict[int, str] = {}  # line -> the comment it becomes (a gloo send's wait moved earlier)
     n_event = 0
 
     def fresh_event(rank: int) -> str:
@@ -82,6 +87,10 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
                     d["blocking"] = True
                 d["handle"] = handle
                 before.setdefault(b.line, []).extend([head, _dump(d)])
+                if x.agent.is_gloo and OP_KINDS[x.kind].direction == "send":
+                    for w in _later_waits(parsed, binds, handle, x.line, b.line, x.agent.rank):
+                        moved.setdefault(w, f"# streamsim fix {n}: moved before line {b.line}: "
+                                            f"{lines[w - 1].strip()}\n")
                 continue
             # the handle's name is rebound before the wait: an event on its stream says the same
             ev = fresh_event(at["rank"])
@@ -116,7 +125,8 @@ def fixed_oplog_text(text: str, trace: Trace, fixes: Sequence) -> str:
     out = []
     for i, raw in enumerate(lines, 1):
         out += before.get(i, ())
-        out.append(_dump({**parsed[i], "handle": renamed[i]}) if i in renamed else raw)
+        out.append(moved[i] if i in moved else
+                   _dump({**parsed[i], "handle": renamed[i]}) if i in renamed else raw)
         out += after.get(i, ())
     return "".join(out)
 
@@ -136,6 +146,17 @@ def _handle_of(parsed: dict[int, dict], binds: dict[tuple[int, str], list[int]],
     at = binds.get((rank, name), [line])
     nxt = bisect_right(at, line)
     return name if nxt == len(at) or at[nxt] >= wait_line else None
+
+
+def _later_waits(parsed: dict[int, dict], binds: dict[tuple[int, str], list[int]], name: str,
+                 line: int, after: int, rank: int) -> list[int]:
+    """The ``wait`` lines of ``rank`` after line ``after`` that wait the op of ``line`` by its
+    handle ``name`` (before another line binds that name again)."""
+    at = binds.get((rank, name), [line])
+    nxt = bisect_right(at, line)
+    end = at[nxt] if nxt < len(at) else float("inf")
+    return [i for i, obj in parsed.items() if after < i < end and obj["op"] == "wait"
+            and obj.get("rank", 0) == rank and obj.get("handle") == name]
 
 
 def _dump(d: dict) -> str:
