@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # (under CI a missing torch fails them).
 # (setup.py builds the optional compiled core, streamsim/native/_hb.pyx: rebuilt when it changes;
 # without a C compiler the install goes on in pure Python, docs/native.md)
-$(STAMP): setup.cfg pyproject.toml setup.py streamsim/native/_hb.pyx
+$(STAMP): setup.cfg pyproject.toml setup.py streamsim/native/_hb.pyx streamsim/native/_decode.pyx
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -1,4 +1,4 @@
-"""The optional compiled core (docs/native.md): streamsim/native/_hb.pyx, built when it can be.
+"""The optional compiled core (docs/native.md): streamsim/native/*.pyx, built when it can be.
 
 Everything else is in setup.cfg. Cython rather than C with the CPython API: the compiled HB pass
 is the pure-Python pass (streamsim/analysis/hb.py) with C types on its hot locals, so it reads
@@ -13,12 +13,16 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCE = "streamsim/native/_hb.pyx"
+# the compiled modules: the HB pass, and the op-log reader's per-line hot path
+SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
+           "streamsim.native._decode": "streamsim/native/_decode.pyx"}
 
 
-def _say(why: object) -> None:
-    print(f"streamsim: the compiled core (streamsim.native._hb) was not built ("
-          f"{str(why).rstrip('.')}); streamsim runs in pure Python", file=sys.stderr)
+def _say(why: object, module: str = "streamsim.native") -> None:
+    """Say on stderr that a compiled module (or all: ``streamsim.native``) was not built; the
+    stages it would run take their pure-Python reference (each module is optional on its own)."""
+    print(f"streamsim: the compiled core ({module}) was not built ({str(why).rstrip('.')}); "
+          f"streamsim runs in pure Python", file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):
@@ -40,7 +44,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as e:
             self.failed = True
-            _say(e)
+            _say(e, ext.name)
 
 
 def _extensions() -> list[Extension]:
@@ -50,8 +54,8 @@ def _extensions() -> list[Extension]:
         _say(e)
         return []
     try:
-        return cythonize([Extension("streamsim.native._hb", [SOURCE])], language_level=3,
-                         quiet=True)
+        return cythonize([Extension(name, [src]) for name, src in SOURCES.items()],
+                         language_level=3, quiet=True)
     except Exception as e:  # (Cython's CompileError: the .pyx does not translate)
         _say(e)
         return []

@@ -29,11 +29,20 @@ try:
     from . import _hb as _compiled  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler at install time): pure Python
     _compiled = None
+try:
+    from . import _decode as _decoder  # type: ignore[attr-defined]
+except ImportError:
+    _decoder = None
 
 
 def built() -> bool:
     """True when the compiled module was built and imports (whatever STREAMSIM_NATIVE says)."""
     return _compiled is not None
+
+
+def modules() -> list[str]:
+    """The compiled modules that were built and import (each is optional on its own)."""
+    return [name for name, m in (("_hb", _compiled), ("_decode", _decoder)) if m is not None]
 
 
 def available() -> bool:
@@ -45,6 +54,21 @@ def available() -> bool:
 def path() -> str:
     """``"native"`` or ``"python"``: the path the compiled stages take now (for ``--verbose``)."""
     return "native" if available() else "python"
+
+
+def decoder() -> Any:
+    """The compiled reader's per-line hot path (``fast_spec``, ``build``: see
+    streamsim/native/_decode.pyx), or None when the reader's own Python runs (not built, or
+    ``STREAMSIM_NATIVE=0``): asked once per op log parsed."""
+    return _decoder if _decoder is not None and available() else None
+
+
+def bind_decoder(line: type, ref: type, default_size: int, decoder: Any, event_ops: frozenset
+                 ) -> None:
+    """Hand the reader's objects to the compiled reader (which imports nothing above it): its
+    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder, its event ops."""
+    if _decoder is not None:
+        _decoder.bind(line, ref, default_size, decoder, event_ops)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]

@@ -63,9 +63,9 @@ class _SyncEvent(_Record, tag="sync_event"):
     pass
 
 
-_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record, _WaitEvent,
+FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record, _WaitEvent,
                                       _SyncEvent])
-_EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
+EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
 
 
 def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
@@ -73,7 +73,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
     if "\\" in s:
         return None
     try:
-        obj = _DECODER.decode(s)
+        obj = FAST_DECODER.decode(s)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeError):  # (lone surrogates)
         return None
     op = obj.__struct_config__.tag
@@ -106,7 +106,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         quotes += 2
     spec: dict[str, Any] = {"op": op, "rank": rank, "host": host, "stream": stream, "name": name,
                             "dur": dur, "step": step}
-    if op in _EVENT_OPS:
+    if op in EVENT_OPS:
         if not obj.event:  # missing (or empty: the checker words either)
             return None
         quotes += 4

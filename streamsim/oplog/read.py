@@ -17,6 +17,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..sim.errors import ModelError
@@ -30,9 +31,13 @@ from .schema import (ANY_SOURCE_NAME, COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAU
                      GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DUR,
                      MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
-from .fastpath import fast_spec
+from .fastpath import EVENT_OPS, FAST_DECODER, fast_spec
+from .. import native
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
+
+
+native.bind_decoder(Line, Ref, DEFAULT_SIZE, FAST_DECODER, EVENT_OPS)
 
 
 def load_oplog(path: str | os.PathLike) -> OpLog:
@@ -100,6 +105,11 @@ class _Parser:
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
         self.last_t: dict[tuple[int, str], tuple[float, int]] = {}  # thread -> its last t, line
+        # the per-line hot path: compiled (streamsim.native._decode) where it runs, else this
+        # module's own (fastpath.fast_spec, build): the same specs and Lines either way
+        self.compiled = compiled = native.decoder()
+        self.fast_spec = fast_spec if compiled is None else compiled.fast_spec
+        self.build_line = self.build if compiled is None else partial(compiled.build, self)
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -107,38 +117,19 @@ class _Parser:
     def parse(self, data: str | bytes) -> OpLog:
         raw: list[tuple[int, dict[str, Any]] | None] = []
         chunks = split_lines(data)
-        for i, chunk in enumerate(chunks, 1):
-            self.lineno = i
-            if isinstance(chunk, bytes):
-                try:
-                    text = chunk.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise self.fail(f"not valid UTF-8 (byte {e.start + 1})") from None
-            else:
-                text = chunk
-            if i == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            s = text.strip()
-            if not s:
-                continue
-            if s.startswith("#"):
-                if hides_ops(s):
-                    raise self.fail(hides_ops(s))
-                continue
-            self.lead = len(text) - len(text.lstrip())  # for JSON error columns
-            try:
-                spec = self.check(s)
-                if spec is not None:  # (None: a declaration, taken in by self.declare)
-                    raw.append((i, spec))
-            except _Bad as e:
-                raise self.fail(str(e)) from None
+        if self.compiled is not None:  # (the same loop, which hands this method what it does not
+            self.compiled.first_pass(self, chunks, raw)  # take itself: streamsim.native)
+        else:
+            for i, chunk in enumerate(chunks, 1):
+                self.take(i, chunk, raw)
         del chunks  # (the memory peak is pass 1's specs beside pass 2's Lines: let each go early)
         lines = []
+        build = self.build_line
         for k, (i, spec) in enumerate(raw):
             raw[k] = None
             self.lineno = i
             try:
-                lines.append(self.build(i, spec))
+                lines.append(build(i, spec))
             except _Bad as e:
                 raise self.fail(str(e)) from None
         groups = {}
@@ -165,8 +156,36 @@ class _Parser:
                      self.launch_overhead or 0.0)
 
     # -- pass 1 ------------------------------------------------------------------------------------
+    def take(self, i: int, chunk: str | bytes, raw: list) -> None:
+        """Pass 1 of line ``i`` (``chunk``, as split from the file): checked, its spec appended to
+        ``raw`` (blank lines, comments and declarations append nothing)."""
+        self.lineno = i
+        if isinstance(chunk, bytes):
+            try:
+                text = chunk.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise self.fail(f"not valid UTF-8 (byte {e.start + 1})") from None
+        else:
+            text = chunk
+        if i == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        s = text.strip()
+        if not s:
+            return
+        if s.startswith("#"):
+            if hides_ops(s):
+                raise self.fail(hides_ops(s))
+            return
+        self.lead = len(text) - len(text.lstrip())  # for JSON error columns
+        try:
+            spec = self.check(s)
+            if spec is not None:  # (None: a declaration, taken in by self.declare)
+                raw.append((i, spec))
+        except _Bad as e:
+            raise self.fail(str(e)) from None
+
     def check(self, s: str) -> dict[str, Any]:
-        spec = fast_spec(self, s)  # the common lines, typed in C; None: read on below
+        spec = self.fast_spec(self, s)  # the common lines, typed in C; None: read on below
         if spec is not None:
             self.batches.check(spec, self.lineno, _Bad)  # (such a line ends a thread's batch)
             return spec

@@ -35,9 +35,14 @@ def _line(draw) -> str:
     return text
 
 
-def _outcome(text: str, fast: bool):
+def _outcome(text: str, path: str):
+    """The parsed log, or the first error message, read by ``path``: ``compiled`` (the compiled
+    reader, streamsim/native/_decode.pyx, where built), ``fast`` (the Python fast path) or
+    ``checker`` (neither: every line through the checker)."""
     with pytest.MonkeyPatch.context() as m:
-        if not fast:
+        if path != "compiled":
+            m.setenv("STREAMSIM_NATIVE", "0")
+        if path == "checker":
             m.setattr(read, "fast_spec", lambda parser, s: None)
         try:
             return parse_oplog(text, "f.jsonl")
@@ -49,9 +54,12 @@ def _outcome(text: str, fast: bool):
 @given(st.lists(_line(), min_size=1, max_size=6))
 def test_fast_path_reads_every_line_as_the_checker(lines):
     """Right or wrong types, ranges, missing and repeated keys, ref objects, other ops: the parsed
-    log, or the first error message, is the same with and without the fast path."""
+    log, or the first error message, is the same with and without the fast path, compiled or
+    not."""
     text = "\n".join(lines) + "\n"
-    assert _outcome(text, True) == _outcome(text, False)
+    checker = _outcome(text, "checker")
+    assert _outcome(text, "fast") == checker
+    assert _outcome(text, "compiled") == checker
 
 
 @pytest.mark.parametrize("line", [
@@ -79,4 +87,4 @@ def test_a_lone_surrogate_in_text_is_left_to_the_checker():
     """Text handed to parse_oplog (not a file, which is decoded strictly) may hold a lone surrogate:
     msgspec raised UnicodeEncodeError, a traceback; the line goes to the checker instead."""
     text = '{"op": "launch", "name": "a\ud800b"}\n'
-    assert _outcome(text, True) == _outcome(text, False)
+    assert _outcome(text, "fast") == _outcome(text, "checker") == _outcome(text, "compiled")

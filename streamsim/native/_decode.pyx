@@ -1,0 +1,228 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The op-log reader's per-line hot path, compiled: :func:`fast_spec` and :func:`build`.
+
+The reference is streamsim/oplog/fastpath.py (``fast_spec``: a common line decoded and
+type-checked by msgspec, then turned into the checker's spec) and the pass-2 methods of
+streamsim/oplog/read.py's ``_Parser`` (``build`` and ``resolve``: each spec's names interned,
+its buffer refs resolved to interned views, its Line made). This file follows them statement for
+statement, with C types on the locals, and takes the same decisions: a line the reference's fast
+path hands to the checker (None) is handed over here too, so every error message stays the
+checker's, and a spec built here is the Line the reference builds, field for field. Two things
+differ in form only: a string buffer ref is kept between the passes as a plain tuple (rank,
+buffer) instead of a ``_RawRef`` (which :func:`build` resolves as the reference resolves a
+``_RawRef`` of offset 0, no explicit size, window (0, 1), no pattern), and the Line of a spec
+that holds only the fast path's fields is made by a positional call. Tests:
+tests/native/test_decode.py (equal OpLogs on both paths).
+"""
+from msgspec import UNSET, DecodeError, ValidationError
+
+from streamsim.trace import View
+
+# The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
+# and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
+# decoder and the event ops whose ``event`` it checks.
+cdef object Line = None
+cdef object Ref = None
+cdef object DEFAULT_SIZE = None
+cdef object _decode = None
+cdef object _EVENT_OPS = None
+
+
+def bind(line, ref, default_size, decoder, event_ops):
+    """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
+    global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS
+    Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS = line, ref, default_size, decoder.decode, event_ops
+
+cdef tuple _FULL = (0.0, 1.0)
+cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
+cdef frozenset _SIZED_OPS = frozenset({"alloc", "free", "record_stream"})
+# the keys of a fast path's spec: a spec with no other key makes its Line by a positional call
+cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "dur", "step",
+                                       "event", "reads", "writes"})
+
+
+def first_pass(parser, list chunks, list raw):
+    """The reader's pass 1 (streamsim.oplog.read._Parser.parse, its loop over
+    ``parser.take``): each line a common one, decoded and taken by :func:`fast_spec` here;
+    blank lines skipped; any other line (not UTF-8, a BOM, a comment, a line :func:`fast_spec`
+    hands over) taken by ``parser.take``, the reference, which also words every error."""
+    cdef Py_ssize_t i, n = len(chunks)
+    cdef str text, s
+    batches = parser.batches
+    cdef dict open_ = batches.open
+    take = parser.take
+    for i in range(n):
+        chunk = chunks[i]
+        if type(chunk) is bytes:
+            try:
+                text = (<bytes>chunk).decode("utf-8")
+            except UnicodeDecodeError:
+                take(i + 1, chunk, raw)
+                continue
+        else:
+            text = chunk
+        s = text.strip()
+        if not s:
+            continue  # (a blank line)
+        if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
+            take(i + 1, chunk, raw)
+            continue
+        spec = fast_spec(parser, s)
+        if spec is None:
+            take(i + 1, chunk, raw)
+            continue
+        if open_:  # (batches.check of a line with no batch: it ends its thread's open batch)
+            thread = (spec["rank"], spec["host"])
+            batch = open_.get(thread)
+            if batch is not None:
+                batches.closed.add((*thread, batch[0]))
+                open_[thread] = None
+        raw.append((i + 1, spec))
+    if n:
+        parser.lineno = n
+
+
+def fast_spec(parser, str s):
+    """streamsim.oplog.fastpath.fast_spec: the checker's spec of line ``s`` (stripped), or None
+    when the checker must read it. String refs are recorded as the reference's ``parser.ref``
+    records them (the thread, the buffer's implicit extent) and kept as (rank, buffer) tuples."""
+    cdef int quotes
+    cdef long rank
+    if "\\" in s:
+        return None
+    try:
+        obj = _decode(s)
+    except (ValidationError, DecodeError, UnicodeError):  # (lone surrogates)
+        return None
+    op = obj.__struct_config__.tag
+    quotes = 4  # "op": "<op>"
+    r, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
+    dur, step = obj.dur, obj.step
+    if r is UNSET:
+        r = 0
+    else:
+        quotes += 2
+    rank = r
+    if host is UNSET:
+        host = "main"
+    else:
+        quotes += 4
+    if stream is UNSET:
+        stream = "compute"
+    else:
+        quotes += 4
+    if name is UNSET:
+        name = op
+    else:
+        quotes += 4
+    if dur is UNSET:
+        dur = 1.0
+    else:
+        quotes += 2
+    if step is UNSET:
+        step = None
+    else:
+        quotes += 2
+    spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,
+            "step": step}
+    if op in _EVENT_OPS:
+        if not obj.event:  # missing (or empty: the checker words either)
+            return None
+        quotes += 4
+        spec["event"] = obj.event
+    reads = writes = None
+    if op == "launch" or op == "host":
+        reads, writes = obj.reads, obj.writes
+        if reads is UNSET:
+            reads = ()
+        else:
+            quotes += 2 + 2 * len(<list>reads)
+        if writes is UNSET:
+            writes = ()
+        else:
+            quotes += 2 + 2 * len(<list>writes)
+    if s.count('"') != quotes:  # a key given twice
+        return None
+    parser.threads.setdefault((r, host), None)
+    if reads is not None:
+        spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+        spec["writes"] = _refs(parser, writes, r, rank) if writes else []
+    return spec
+
+
+cdef list _refs(parser, names, r, long rank):
+    """``[parser.ref(x, key, rank) for x in names]`` for string refs (offset 0, no size: never an
+    error), as (rank, buffer) tuples: a buffer of the current life with a size keeps it (resolved
+    in pass 2), one without raises its implicit extent to at least 1."""
+    cdef dict lives = parser.lives
+    cdef dict implicit = parser.implicit
+    cdef list out = []
+    for buf in names:
+        k = (r, buf)
+        life = lives.get(k)
+        if life is None or life[0] is None:
+            if implicit.get(k, 0) < 1:
+                implicit[k] = 1
+            out.append(k)
+        else:  # (an explicit life: the reference's _RawRef, with its size)
+            out.append(parser.ref(buf, "", rank))
+    return out
+
+
+def build(parser, long lineno, dict spec):
+    """streamsim.oplog.read._Parser.build: the Line of pass 1's ``spec``."""
+    cdef dict strings = parser.strings
+    for k in _NAME_FIELDS:
+        v = spec.get(k)
+        if type(v) is str:
+            spec[k] = strings.setdefault(v, v)
+    reads = spec.get("reads")
+    if reads is not None:
+        spec["reads"] = _resolve(parser, reads)
+    writes = spec.get("writes")
+    if writes is not None:
+        spec["writes"] = _resolve(parser, writes)
+    op = spec["op"]
+    if op in _SIZED_OPS and spec["nbytes"] is None:
+        spec["nbytes"] = max(parser.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
+    location = f"{parser.path}:{lineno}"
+    if spec.keys() <= _FAST_KEYS:
+        return Line(lineno, op, location, spec["rank"], spec["host"], spec["stream"],
+                    spec["name"], spec["dur"], spec["step"], spec.get("reads", ()),
+                    spec.get("writes", ()), spec.get("event"))
+    return Line(lineno=lineno, location=location, **spec)
+
+
+cdef tuple _resolve(parser, list refs):
+    """_Parser.resolve: each ref as an interned Ref (equal refs: one object)."""
+    cdef dict interned = parser.interned
+    cdef dict implicit = parser.implicit
+    cdef list out = []
+    cdef object size, n
+    for r in refs:
+        if type(r) is tuple:  # a string ref of an implicit life (see fast_spec)
+            rank, buf = r
+            size = implicit.get(r, 0)
+            if size < DEFAULT_SIZE:
+                size = DEFAULT_SIZE
+            key = (rank, buf, 0, size, _FULL, None)
+            ref = interned.get(key)
+            if ref is None:
+                ref = interned[key] = Ref(View(rank, buf, 0, size, None), _FULL)
+            out.append(ref)
+            continue
+        if r.life is not None:
+            size = r.life
+        else:
+            size = implicit.get((r.rank, r.buffer), 0)
+            if size < DEFAULT_SIZE:
+                size = DEFAULT_SIZE
+        n = size - r.offset if r.nbytes is None else r.nbytes
+        if n < 0:
+            n = 0
+        key = (r.rank, r.buffer, r.offset, n, r.window, r.pattern)
+        ref = interned.get(key)
+        if ref is None:
+            ref = interned[key] = Ref(View(r.rank, r.buffer, r.offset, n, r.pattern), r.window)
+        out.append(ref)
+    return tuple(out)

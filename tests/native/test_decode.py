@@ -1,0 +1,150 @@
+"""The compiled reader (streamsim/native/_decode.pyx) reads every op log as the Python reader does:
+the same :class:`OpLog` (every line's fields, its interned views, the groups and threads), or the
+same one-line error, on every op log written out in the tests, on generated logs of every op kind,
+and on those logs with lines broken the ways a hostile or damaged file breaks them (a key given
+twice, escapes, a byte that is not UTF-8, a BOM, comments, CR line ends, wrong types).
+
+Skipped where the compiled module was not built (no compiler at install time; CI builds it, and
+fails instead of skipping).
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from streamsim import native
+from streamsim.oplog import read
+from streamsim.oplog.read import parse_oplog
+from streamsim.sim.errors import ModelError
+
+from .test_differential import generated_log, logs_in_tests
+
+BUILT = "_decode" in native.modules()
+if not BUILT and os.environ.get("CI"):  # CI builds it: a skip there would hide a break
+    raise RuntimeError("CI: the compiled reader (streamsim.native._decode) is not built: pip "
+                       "install -e . printed why; the differential tests must run in CI")
+pytestmark = pytest.mark.skipif(not BUILT, reason="the compiled reader is not built")
+
+
+def outcome(data: str | bytes, monkeypatch, compiled: bool):
+    """The parsed log and the identity structure of its views (which lines share one Ref
+    object), or the error message, read on one path."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1" if compiled else "0")
+    try:
+        log = parse_oplog(data, "d.jsonl")
+    except ModelError as e:
+        return str(e)
+    first: dict[int, int] = {}
+    shared = [first.setdefault(id(r), i) for i, ln in enumerate(log.lines)
+              for r in (*ln.reads, *ln.writes)]
+    return log, shared
+
+
+def assert_same(data: str | bytes, monkeypatch, where: str) -> None:
+    a = outcome(data, monkeypatch, True)
+    b = outcome(data, monkeypatch, False)
+    if a != b:
+        if isinstance(a, str) or isinstance(b, str):
+            raise AssertionError(f"{where}: compiled {a if isinstance(a, str) else 'read it'!r}, "
+                                 f"Python {b if isinstance(b, str) else 'read it'!r}")
+        for x, y in zip(a[0].lines, b[0].lines):
+            assert x == y, f"{where}: line {x.lineno} differs: {x} != {y}"
+        assert a[0] == b[0], f"{where}: the logs differ outside their lines"
+        raise AssertionError(f"{where}: the views are shared differently")
+
+
+def test_every_op_log_of_the_tests_reads_the_same(monkeypatch):
+    """The hand-written logs of every test, those that test an error included."""
+    found = logs_in_tests()
+    assert len(found) >= 40, len(found)
+    for where, text in found:
+        assert_same(text, monkeypatch, where)
+        assert_same(text.encode("utf-8", "surrogatepass"), monkeypatch, where + " (bytes)")
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_generated_logs_read_the_same(monkeypatch, chunk):
+    """Every op kind, 1-3 ranks, two threads, views with offsets, declarations."""
+    for seed in range(chunk * 100, chunk * 100 + 100):
+        text = generated_log(seed)
+        assert_same(text.encode(), monkeypatch, f"generated log {seed}")
+
+
+BREAKS = (
+    lambda s: s[:-1] + ', "name": "twice"}' if '"name"' in s else s[:-1] + ', "op": "launch"}',
+    lambda s: s.replace('"', '"\\u0061', 1) if s.count('"') > 4 else s,  # an escape
+    lambda s: s.replace("}", "", 1),  # malformed
+    lambda s: "\ufeff" + s,  # a BOM (line 1 only is allowed one)
+    lambda s: "# " + s,  # a comment
+    lambda s: "  " + s + "  ",
+    lambda s: s.replace('"dur": ', '"dur": "', 1).replace(", ", '", ', 1) if '"dur"' in s else s,
+    lambda s: s.replace("[", '[7, ', 1),  # a ref that is a number
+    lambda s: s.replace('"rank": ', '"rank": -', 1),
+    lambda s: s.replace('"launch"', '"lunch"', 1),
+    lambda s: "",
+)
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
+    """A generated log with one to three of its lines broken (as text, and as bytes with a line
+    ending in CR or a byte that is not UTF-8): the same log or the same first error."""
+    R = random.Random(chunk)
+    for k in range(150):
+        lines = generated_log(chunk * 1000 + k).splitlines()
+        for _ in range(R.randint(1, 3)):
+            i = R.randrange(len(lines))
+            lines[i] = R.choice(BREAKS)(lines[i])
+        text = "\n".join(lines) + "\n"
+        assert_same(text, monkeypatch, f"broken log {chunk}/{k}")
+        data = text.encode()
+        if R.random() < 0.3:
+            data = data.replace(b"\n", b"\r", R.randint(1, 5))
+        if R.random() < 0.3:
+            at = R.randrange(len(data))
+            data = data[:at] + b"\xff" + data[at:]
+        assert_same(data, monkeypatch, f"broken log {chunk}/{k} (bytes)")
+
+
+def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
+    """It decodes kernels, host work, events and syncs itself, and hands the reference only
+    what it does not take (here: the declarations and a line with a ref object): so the
+    equality above is between two readers, not the reference and itself."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    taken: list[int] = []
+    take = read._Parser.take
+    monkeypatch.setattr(read._Parser, "take",
+                        lambda self, i, chunk, raw: (taken.append(i), take(self, i, chunk, raw)))
+    text = ('{"op": "group", "group": "pp", "backend": "nccl", "ranks": [0]}\n'
+            '{"op": "launch", "stream": "s0", "reads": ["a"], "writes": ["b"], "dur": 2}\n'
+            '{"op": "host", "writes": ["a"], "step": 3}\n'
+            '{"op": "record", "stream": "s0", "event": "e"}\n'
+            '{"op": "wait_event", "event": "e"}\n'
+            '{"op": "launch", "reads": [{"buffer": "b", "offset": 1}]}\n'
+            '{"op": "sync_stream", "stream": "s0"}\n{"op": "sync_device"}\n'
+            '{"op": "sync_event", "event": "e"}\n')
+    log = parse_oplog(text, "c.jsonl")
+    assert taken == [1, 6], taken
+    assert len(log.lines) == 8
+
+
+def test_the_comparison_catches_a_difference(monkeypatch):
+    """The test can fail: a compiled reader whose Lines differ in one field is caught."""
+    compiled = native._decoder
+    build = compiled.build
+
+    class Off:
+        first_pass = compiled.first_pass
+        fast_spec = compiled.fast_spec
+
+        @staticmethod
+        def build(parser, lineno, spec):
+            line = build(parser, lineno, spec)
+            if lineno == 2:
+                line.dur += 1
+            return line
+    monkeypatch.setattr(native, "_decoder", Off)
+    with pytest.raises(AssertionError, match="line 2 differs"):
+        assert_same(generated_log(1), monkeypatch, "generated log 1")
