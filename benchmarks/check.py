@@ -6,6 +6,7 @@ memory, and where the time goes.
     python benchmarks/check.py --startup            # check of a one-line log
     python benchmarks/check.py --memory 1000000     # peak RSS per op-log line
     python benchmarks/check.py --stages 200000      # CPU per stage, and the Python-object floor
+    python benchmarks/check.py --reader 200000      # the op-log reader: lines the Python one read
 
 The op log is the random stream program of ``benchmarks/programs.py``. ``--vs-csan`` times, in
 interleaved rounds (best of ``--repeat``, median beside it), each a fresh process: ``streamsim
@@ -37,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from programs import write_random_program  # noqa: E402
+from programs import write_random_program, write_recorded_program  # noqa: E402
 from timing import time_command  # noqa: E402
 
 TARGET_STUBBED, TARGET_DEFAULT = 3.0, 2.0  # x CSAN stubbed: --no-fix-cost, and fixes costed
@@ -233,17 +234,69 @@ def stages(n: int, tmp: str) -> None:
           f"before any logic runs)")
 
 
+def reader(n: int, repeat: int, tmp: str) -> None:
+    """Parse CPU of op logs on both paths, and how many of their lines the compiled reader
+    handed to the Python reader (issue 26: a recorded log should never drop to the slow path)."""
+    sys.path.insert(0, ROOT)
+    from streamsim import native
+    from streamsim.gcpause import gc_paused
+    from streamsim.oplog import read
+    random_log, recorded_log = (os.path.join(tmp, f"{k}{n}.jsonl") for k in ("random", "rec"))
+    write_random_program(random_log, n)
+    with open(random_log) as f, open(random_log + ".site", "w") as g:
+        for i, text in enumerate(f):  # the same program, every line with a recorder's site and t
+            g.write(text[:-2] + f', "site": "/src/prog.py:{i % 97} fn", "t": {i * 1.5}}}\n')
+    write_recorded_program(recorded_log, n)
+    logs = {"random program": random_log, "random program, recorder's site and t":
+            random_log + ".site", "recorded-like pipeline (alloc, host, isend/irecv, wait, free)":
+            recorded_log}
+    take = read._Parser.take
+    handed = [0]
+
+    def counted(self, i, chunk, raw):
+        handed[0] += 1
+        return take(self, i, chunk, raw)
+    print(f"op-log reader, parse CPU best of {repeat} alternating (median), gc paused:")
+    for label, log in logs.items():
+        times: dict[str, list[float]] = {"native": [], "python": []}
+        for _ in range(repeat):
+            for p in times:
+                os.environ["STREAMSIM_NATIVE"] = "1" if p == "native" else "0"
+                handed[0] = 0
+                read._Parser.take = counted
+                try:
+                    with gc_paused():
+                        t0 = time.process_time()
+                        log_ = read.load_oplog(log)
+                        times[p].append(time.process_time() - t0)
+                finally:
+                    read._Parser.take = take
+                if p == "native":
+                    by_python = handed[0]
+        os.environ.pop("STREAMSIM_NATIVE", None)
+        lines = len(log_.lines)
+        best = {p: min(v) for p, v in times.items() if v}
+        med = {p: statistics.median(v) for p, v in times.items() if v}
+        print(f"  {label}: {lines:,} lines; the compiled reader handed {by_python:,} lines "
+              f"({by_python / max(lines, 1):.0%}) to the Python reader"
+              + (f"; native {best['native']:.2f} s ({med['native']:.2f}), python "
+                 f"{best['python']:.2f} s ({med['python']:.2f}): "
+                 f"{best['python'] / best['native']:.2f}x" if native.decoder() is not None or
+                 "_decode" in native.modules() else " (not built)"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vs-csan", type=int, metavar="N", help="ops of the random program")
     ap.add_argument("--startup", action="store_true")
+    ap.add_argument("--reader", type=int, metavar="N", help="lines of the reader's logs")
     ap.add_argument("--memory", type=int, metavar="N", help="lines of the random program")
     ap.add_argument("--stages", type=int, metavar="N", help="lines of the random program")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--csan-python", help="a Python with torch==2.13.0 (default: "
                     "benchmarks/.csan-venv, made when missing)")
     args = ap.parse_args()
-    everything = not (args.vs_csan or args.startup or args.memory or args.stages)
+    everything = not (args.vs_csan or args.startup or args.memory or args.stages or args.reader)
     with tempfile.TemporaryDirectory() as tmp:
         if args.vs_csan or everything:
             vs_csan(args.vs_csan or 200_000, args.repeat, csan_python(args.csan_python), tmp)
@@ -253,6 +306,8 @@ def main() -> None:
             memory(args.memory or 1_000_000, tmp)
         if args.stages or everything:
             stages(args.stages or 200_000, tmp)
+        if args.reader or everything:
+            reader(args.reader or 200_000, args.repeat, tmp)
 
 
 if __name__ == "__main__":

@@ -40,3 +40,42 @@ def write_random_program(path: str, n_ops: int, *, streams: int = 8, events: int
                                "reads": [f"b{b}" for b in reads], "writes": [f"b{buffer(s)}"],
                                "dur": round(rnd.uniform(1.0, 5.0), 3)}) + "\n")
     return n_ops
+
+
+def write_recorded_program(path: str, n_lines: int, *, ranks: int = 2, seed: int = 0) -> int:
+    """Write an op log shaped like ``streamsim record``'s (a 2-stage pipeline: each step
+    allocates an activation, host work fills it, stage 0 sends it, stage 1 receives it, the
+    handle is waited, the activation freed; every line with the recorder's ``site`` and ``t``)
+    of about ``n_lines`` lines to ``path``; return the lines written."""
+    rnd = random.Random(seed)
+    dumps = json.dumps
+    clock = [0.0] * ranks
+    written = 1
+
+    def line(rank: int, obj: dict, site: str) -> str:
+        clock[rank] += round(rnd.uniform(0.5, 40.0), 1)
+        obj.update(rank=rank, t=clock[rank], site=f"/src/pipeline.py:{site}")
+        return dumps(obj) + "\n"
+    with open(path, "w") as f:
+        f.write(dumps({"op": "group", "group": "world", "backend": "gloo",
+                       "ranks": list(range(ranks))}) + "\n")
+        step = 0
+        while written < n_lines:
+            act = f"act{step}@pipeline.py:63"
+            for rank in range(ranks):
+                peer = rank ^ 1
+                out = [line(rank, {"op": "alloc", "buffer": act, "nbytes": 1 << 20}, "63 forward")]
+                for name in ("fill_", "add_", "mul_"):
+                    out.append(line(rank, {"op": "host", "name": name, "reads": [act],
+                                           "writes": [act], "dur": round(rnd.uniform(5, 900), 1)},
+                                    f"{27 + len(out)} forward"))
+                kind = "isend" if rank % 2 == 0 else "irecv"
+                out.append(line(rank, {"op": kind, "group": "world", "tensors": [act],
+                                       "peer": peer, "nbytes": 1 << 20, "handle": f"h{step}"},
+                                "39 stage"))
+                out.append(line(rank, {"op": "wait", "handle": f"h{step}"}, "41 stage"))
+                out.append(line(rank, {"op": "free", "buffer": act}, "44 stage"))
+                f.writelines(out)
+                written += len(out)
+            step += 1
+    return written

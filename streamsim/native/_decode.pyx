@@ -38,7 +38,7 @@ cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle",
 cdef frozenset _SIZED_OPS = frozenset({"alloc", "free", "record_stream"})
 # the keys of a fast path's spec: a spec with no other key makes its Line by a positional call
 cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "dur", "step",
-                                       "event", "reads", "writes"})
+                                       "event", "reads", "writes", "site", "t"})
 
 
 def first_pass(parser, list chunks, list raw):
@@ -67,6 +67,7 @@ def first_pass(parser, list chunks, list raw):
         if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
             take(i + 1, chunk, raw)
             continue
+        parser.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
         spec = fast_spec(parser, s)
         if spec is None:
             take(i + 1, chunk, raw)
@@ -141,8 +142,20 @@ def fast_spec(parser, str s):
             writes = ()
         else:
             quotes += 2 + 2 * len(<list>writes)
+    site, t = obj.site, obj.t
+    if site is not UNSET:
+        quotes += 4
+        spec["site"] = site
+    if t is not UNSET:
+        quotes += 2
     if s.count('"') != quotes:  # a key given twice
         return None
+    if t is not UNSET:  # (each thread's t in time order: else the checker words it)
+        last = parser.last_t.get((r, host))
+        if last is not None and t < last[0]:
+            return None
+        parser.last_t[(r, host)] = (t, parser.lineno)
+        spec["t"] = t
     parser.threads.setdefault((r, host), None)
     if reads is not None:
         spec["reads"] = _refs(parser, reads, r, rank) if reads else []
@@ -189,7 +202,8 @@ def build(parser, long lineno, dict spec):
     if spec.keys() <= _FAST_KEYS:
         return Line(lineno, op, location, spec["rank"], spec["host"], spec["stream"],
                     spec["name"], spec["dur"], spec["step"], spec.get("reads", ()),
-                    spec.get("writes", ()), spec.get("event"))
+                    spec.get("writes", ()), spec.get("event"), site=spec.get("site"),
+                    t=spec.get("t"))
     return Line(lineno=lineno, location=location, **spec)
 
 

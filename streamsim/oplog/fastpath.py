@@ -1,7 +1,7 @@
 """The reader's fast path: the common lines of a large op log decoded and type-checked in C.
 
-Kernels, host work, event records and waits and syncs, with buffers named by string, are most of
-a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
+Kernels, host work, event records and waits and syncs, with buffers named by string (and the
+``site`` and ``t`` a recorder gives every line), are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
 field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
 the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
@@ -36,6 +36,8 @@ class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fi
     name: Union[str, UnsetType] = UNSET
     dur: _Dur = UNSET
     step: _Step = UNSET
+    site: _Name = UNSET  # a recorder's: every recorded line has a site and a t
+    t: _Dur = UNSET
 
 
 class _SyncDevice(_Sync, tag="sync_device"):
@@ -122,8 +124,20 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             writes = ()
         else:
             quotes += 2 + 2 * len(writes)
+    site, t = obj.site, obj.t
+    if site is not UNSET:
+        quotes += 4
+        spec["site"] = site
+    if t is not UNSET:
+        quotes += 2
     if s.count('"') != quotes:  # a key given twice
         return None
+    if t is not UNSET:  # (each thread's t in time order: else the checker words it)
+        last = parser.last_t.get((rank, host))
+        if last is not None and t < last[0]:
+            return None
+        parser.last_t[(rank, host)] = (t, parser.lineno)
+        spec["t"] = t
     parser.threads.setdefault((rank, host), None)
     if reads is not None:
         ref = parser.ref

@@ -9,6 +9,7 @@ fails instead of skipping).
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -70,6 +71,36 @@ def test_generated_logs_read_the_same(monkeypatch, chunk):
     for seed in range(chunk * 100, chunk * 100 + 100):
         text = generated_log(seed)
         assert_same(text.encode(), monkeypatch, f"generated log {seed}")
+
+
+def recorded_like(text: str, R: random.Random, back: float) -> str:
+    """``text`` with a recorder's ``site`` and ``t`` on every op line (each thread's t in time
+    order, but one line in ``1 / back`` of them going back in time: an error, on a fast line or
+    a line the checker reads)."""
+    clock: dict[tuple, float] = {}
+    out = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        if obj["op"] not in ("group", "config"):
+            thread = (obj.get("rank", 0), obj.get("host", "main"))
+            t = clock.get(thread, 0.0) + R.choice((0, 0.5, 3, 17.25))
+            if R.random() < back:
+                t -= 20
+            clock[thread] = t = max(t, 0.0) if R.random() < 0.9 else t
+            obj["t"] = t if R.random() < 0.8 else int(t) if t == int(t) else t
+            obj["site"] = f"/src/prog.py:{R.randint(1, 99)} fn"
+        out.append(json.dumps(obj))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_recorded_like_logs_read_the_same(monkeypatch, chunk):
+    """Every line with a site and a t, as a recorder writes them (the common lines take the
+    compiled path then too); t going back on a thread is the same error on both paths."""
+    R = random.Random(chunk)
+    for k in range(150):
+        text = recorded_like(generated_log(5000 + chunk * 1000 + k), R, (0.0, 0.01, 0.1)[k % 3])
+        assert_same(text, monkeypatch, f"recorded-like log {chunk}/{k}")
 
 
 BREAKS = (

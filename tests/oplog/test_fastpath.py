@@ -18,7 +18,8 @@ _refs = st.one_of(st.lists(_names, max_size=3), st.lists(st.one_of(
                                                                 "nbytes": st.integers(0, 4)})),
     max_size=2), _values)
 _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values, "dur": _values,
-           "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values}
+           "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values,
+           "site": _values, "t": st.one_of(_values, st.sampled_from([0, 1, 1.5, 7, 7.0, 1e15]))}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                         "sync_device", "alloc", "nonsense", 3])
 
