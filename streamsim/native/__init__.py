@@ -63,12 +63,12 @@ def decoder() -> Any:
     return _decoder if _decoder is not None and available() else None
 
 
-def bind_decoder(line: type, ref: type, default_size: int, decoder: Any, event_ops: frozenset
-                 ) -> None:
+def bind_decoder(**objects: Any) -> None:
     """Hand the reader's objects to the compiled reader (which imports nothing above it): its
-    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder, its event ops."""
+    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder and op sets, a wait's
+    inferred values and name (streamsim/native/_decode.pyx, ``bind``)."""
     if _decoder is not None:
-        _decoder.bind(line, ref, default_size, decoder, event_ops)
+        _decoder.bind(**objects)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]

@@ -20,18 +20,23 @@ from streamsim.trace import View
 
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
-# decoder and the event ops whose ``event`` it checks.
+# decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
 cdef object _decode = None
 cdef object _EVENT_OPS = None
+cdef object _BUFFER_OPS = None
+cdef object _INFERRED_BY = None
+cdef object _INFERRED_NAME = None
 
 
-def bind(line, ref, default_size, decoder, event_ops):
+def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
-    global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS
-    Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS = line, ref, default_size, decoder.decode, event_ops
+    global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
+    Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
+    _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
+                                                             inferred_name)
 
 cdef tuple _FULL = (0.0, 1.0)
 cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
@@ -132,7 +137,43 @@ def fast_spec(parser, str s):
         quotes += 4
         spec["event"] = obj.event
     reads = writes = None
-    if op == "launch" or op == "host":
+    buffer = target = None
+    if op in _BUFFER_OPS:
+        buffer = obj.buffer
+        if not buffer:  # missing (or empty)
+            return None
+        quotes += 4
+        if op == "alloc":
+            if obj.nbytes is not UNSET:
+                quotes += 2
+            if obj.label is not UNSET:
+                quotes += 4
+                spec["label"] = obj.label
+    elif op == "wait":
+        handle = obj.handle
+        if not handle:
+            return None
+        target = parser.handles.get((r, handle))
+        if target is None:  # (the checker words it)
+            return None
+        quotes += 4
+        spec["handle"] = handle
+        spec["target"] = target
+        blocking = obj.blocking
+        if blocking is UNSET:
+            blocking = False
+        else:
+            quotes += 2
+        spec["blocking"] = blocking
+        inferred = obj.inferred
+        if inferred is not UNSET:
+            if inferred not in _INFERRED_BY:
+                return None
+            quotes += 4
+            spec["inferred"] = inferred
+            if obj.name is UNSET:
+                spec["name"] = _INFERRED_NAME
+    elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
             reads = ()
@@ -157,6 +198,25 @@ def fast_spec(parser, str s):
         parser.last_t[(r, host)] = (t, parser.lineno)
         spec["t"] = t
     parser.threads.setdefault((r, host), None)
+    if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
+        key = (r, buffer)
+        spec["buffer"] = buffer
+        if op == "alloc":
+            size = None if obj.nbytes is UNSET else obj.nbytes
+            spec["nbytes"] = size
+            parser.lives[key] = (size, parser.lineno, stream)
+            if size is None:
+                parser.implicit.setdefault(key, 0)
+        else:
+            life = parser.lives.get(key)
+            if life is None:  # alive from the start
+                parser.implicit.setdefault(key, 0)
+                size, stream_of = None, "compute"
+            else:
+                size, _, stream_of = life
+            spec["nbytes"] = size  # None: the implicit size, known after pass 1
+            if op == "free":
+                spec["stream"] = stream_of  # a free goes to the allocation stream
     if reads is not None:
         spec["reads"] = _refs(parser, reads, r, rank) if reads else []
         spec["writes"] = _refs(parser, writes, r, rank) if writes else []

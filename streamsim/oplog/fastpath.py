@@ -1,7 +1,8 @@
 """The reader's fast path: the common lines of a large op log decoded and type-checked in C.
 
-Kernels, host work, event records and waits and syncs, with buffers named by string (and the
-``site`` and ``t`` a recorder gives every line), are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
+Kernels, host work, event records and waits and syncs, with buffers named by string, the
+allocations and frees of buffers, and handle waits (each with the ``site`` and ``t`` a recorder
+gives every line) are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
 field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
 the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
@@ -20,7 +21,7 @@ from typing import Annotated, Any, Union
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .schema import LIMITS, MAX_DUR
+from .schema import INFERRED_BY, INFERRED_NAME, LIMITS, MAX_DUR
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -65,9 +66,30 @@ class _SyncEvent(_Record, tag="sync_event"):
     pass
 
 
-FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record, _WaitEvent,
-                                      _SyncEvent])
+class _Free(_Sync, tag="free"):
+    buffer: Annotated[str, Meta(min_length=1)] = ""  # required: checked below
+
+
+class _RecordStream(_Free, tag="record_stream"):
+    pass
+
+
+class _Alloc(_Free, tag="alloc"):
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+    label: _Name = UNSET
+
+
+class _Wait(_Sync, tag="wait"):
+    handle: Annotated[str, Meta(min_length=1)] = ""  # required: checked below
+    blocking: Union[bool, UnsetType] = UNSET
+    inferred: Union[str, UnsetType] = UNSET  # one of INFERRED_BY: checked below
+
+
+FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record,
+                                          _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
+                                          _Wait])
 EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
+BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
 
 
 def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
@@ -114,7 +136,42 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         quotes += 4
         spec["event"] = obj.event
     reads = writes = None
-    if op == "launch" or op == "host":
+    buffer = target = None
+    if op in BUFFER_OPS:
+        buffer = obj.buffer
+        if not buffer:  # missing (or empty)
+            return None
+        quotes += 4
+        if op == "alloc":
+            if obj.nbytes is not UNSET:
+                quotes += 2
+            if obj.label is not UNSET:
+                quotes += 4
+                spec["label"] = obj.label
+    elif op == "wait":
+        handle = obj.handle
+        if not handle:
+            return None
+        target = parser.handles.get((rank, handle))
+        if target is None:  # (the checker words it)
+            return None
+        quotes += 4
+        spec["handle"], spec["target"] = handle, target
+        blocking = obj.blocking
+        if blocking is UNSET:
+            blocking = False
+        else:
+            quotes += 2
+        spec["blocking"] = blocking
+        inferred = obj.inferred
+        if inferred is not UNSET:
+            if inferred not in INFERRED_BY:
+                return None
+            quotes += 4
+            spec["inferred"] = inferred
+            if obj.name is UNSET:
+                spec["name"] = INFERRED_NAME
+    elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
             reads = ()
@@ -139,6 +196,25 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         parser.last_t[(rank, host)] = (t, parser.lineno)
         spec["t"] = t
     parser.threads.setdefault((rank, host), None)
+    if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
+        key = (rank, buffer)
+        spec["buffer"] = buffer
+        if op == "alloc":
+            size = None if obj.nbytes is UNSET else obj.nbytes
+            spec["nbytes"] = size
+            parser.lives[key] = (size, parser.lineno, stream)
+            if size is None:
+                parser.implicit.setdefault(key, 0)
+        else:
+            life = parser.lives.get(key)
+            if life is None:  # alive from the start
+                parser.implicit.setdefault(key, 0)
+                size, stream_of = None, "compute"
+            else:
+                size, _, stream_of = life
+            spec["nbytes"] = size  # None: the implicit size, known after pass 1
+            if op == "free":
+                spec["stream"] = stream_of  # a free goes to the allocation stream
     if reads is not None:
         ref = parser.ref
         spec["reads"] = [ref(x, "reads", rank) for x in reads]

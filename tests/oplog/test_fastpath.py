@@ -19,9 +19,13 @@ _refs = st.one_of(st.lists(_names, max_size=3), st.lists(st.one_of(
     max_size=2), _values)
 _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values, "dur": _values,
            "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values,
-           "site": _values, "t": st.one_of(_values, st.sampled_from([0, 1, 1.5, 7, 7.0, 1e15]))}
+           "site": _values, "t": st.one_of(_values, st.sampled_from([0, 1, 1.5, 7, 7.0, 1e15])),
+           "buffer": _values, "nbytes": _values, "label": _values, "blocking": _values,
+           "inferred": st.one_of(_values, st.just("completion"))}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
-                        "sync_device", "alloc", "nonsense", 3])
+                        "sync_device", "alloc", "free", "record_stream", "wait", "nonsense", 3])
+# a line that issues handle "b" (a wait on it is then valid): drawn before some lines
+_ISSUE = '{"op": "isend", "tensors": ["a"], "peer": 1, "handle": "b"}' 
 
 
 @st.composite
@@ -58,6 +62,8 @@ def test_fast_path_reads_every_line_as_the_checker(lines):
     log, or the first error message, is the same with and without the fast path, compiled or
     not."""
     text = "\n".join(lines) + "\n"
+    if any('"wait"' in x for x in lines):
+        text = _ISSUE + "\n" + text
     checker = _outcome(text, "checker")
     assert _outcome(text, "fast") == checker
     assert _outcome(text, "compiled") == checker
