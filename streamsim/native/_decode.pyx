@@ -197,6 +197,7 @@ def fast_spec(parser, str s):
             return None
         parser.last_t[(r, host)] = (t, parser.lineno)
         spec["t"] = t
+    parser.ops_seen = True  # (a config declaration after this line is an error)
     parser.threads.setdefault((r, host), None)
     if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
         key = (r, buffer)

@@ -195,6 +195,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             return None
         parser.last_t[(rank, host)] = (t, parser.lineno)
         spec["t"] = t
+    parser.ops_seen = True  # (a config declaration after this line is an error)
     parser.threads.setdefault((rank, host), None)
     if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
         key = (rank, buffer)

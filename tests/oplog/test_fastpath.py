@@ -90,6 +90,18 @@ def test_the_fast_path_takes_the_common_lines():
         assert fast_spec(parser, line) is not None, line
 
 
+@pytest.mark.parametrize("first", ['{"op": "launch", "writes": ["x"]}', '{"op": "sync_device"}',
+                                   '{"op": "alloc", "buffer": "x"}',
+                                   '{"op": "record", "event": "e", "t": 1, "site": "a.py:1 f"}'])
+def test_a_config_after_a_fast_line_is_an_error(first):
+    """A ``config`` declaration comes before the first op: after a line the fast path took, it
+    was accepted and its launch overhead applied to the ops before it (the fast paths did not
+    note that an op had been seen)."""
+    text = first + '\n{"op": "config", "launch_overhead": 5}\n'
+    want = "f.jsonl:2: a 'config' declaration comes once, before the first op"
+    assert _outcome(text, "checker") == _outcome(text, "fast") == _outcome(text, "compiled") == want
+
+
 def test_a_lone_surrogate_in_text_is_left_to_the_checker():
     """Text handed to parse_oplog (not a file, which is decoded strictly) may hold a lone surrogate:
     msgspec raised UnicodeEncodeError, a traceback; the line goes to the checker instead."""
