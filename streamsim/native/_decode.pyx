@@ -20,7 +20,8 @@ from streamsim.trace import View
 
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
-# decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name.
+# decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
+# each comm op's default group.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
@@ -29,14 +30,18 @@ cdef object _EVENT_OPS = None
 cdef object _BUFFER_OPS = None
 cdef object _INFERRED_BY = None
 cdef object _INFERRED_NAME = None
+cdef object _DEFAULT_GROUP = None
 
 
-def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name):
+def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
+         default_group):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
+    global _DEFAULT_GROUP
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
+    _DEFAULT_GROUP = default_group
 
 cdef tuple _FULL = (0.0, 1.0)
 cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
@@ -173,6 +178,27 @@ def fast_spec(parser, str s):
             spec["inferred"] = inferred
             if obj.name is UNSET:
                 spec["name"] = _INFERRED_NAME
+    elif op == "isend" or op == "irecv":  # (without a batch, p2p_streams or any_source)
+        tensors, peer = obj.tensors, obj.peer
+        if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
+            return None
+        quotes += 4 + 2 * len(<list>tensors)
+        group = obj.group
+        if group is UNSET:
+            group = _DEFAULT_GROUP[op]
+        else:
+            quotes += 4
+        g = parser.groups.get(group)
+        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        if obj.handle is not UNSET:
+            quotes += 4
+        if obj.nbytes is not UNSET:
+            quotes += 2
+        if op == "isend":
+            reads, writes = tensors, None
+        else:
+            reads, writes = None, tensors
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -218,7 +244,28 @@ def fast_spec(parser, str s):
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream_of  # a free goes to the allocation stream
-    if reads is not None:
+    if op == "isend" or op == "irecv":  # (the checker's check_comm)
+        if g is None:
+            g = parser.groups[group] = {"backend": "nccl", "line": parser.lineno, "ranks": set(),
+                                        "lists": []}
+        ranks = g["ranks"]
+        ranks.add(r)
+        spec["group"] = group
+        spec["nbytes"] = None if obj.nbytes is UNSET else obj.nbytes
+        if "cost" in g and obj.dur is UNSET:  # a declared group: its cost model times the op
+            spec["dur"] = None
+        spec["peer"] = peer
+        ranks.add(peer)
+        if reads is not None:
+            spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+        else:
+            spec["writes"] = _refs(parser, writes, r, rank) if writes else []
+        spec["batch"] = None
+        handle = None if obj.handle is UNSET else obj.handle
+        spec["handle"] = handle
+        if handle is not None:
+            parser.handles[(r, handle)] = parser.lineno
+    elif reads is not None:
         spec["reads"] = _refs(parser, reads, r, rank) if reads else []
         spec["writes"] = _refs(parser, writes, r, rank) if writes else []
     return spec

@@ -1,8 +1,8 @@
 """The reader's fast path: the common lines of a large op log decoded and type-checked in C.
 
 Kernels, host work, event records and waits and syncs, with buffers named by string, the
-allocations and frees of buffers, and handle waits (each with the ``site`` and ``t`` a recorder
-gives every line) are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
+allocations and frees of buffers, point-to-point sends and receives, and handle waits (each with
+the ``site`` and ``t`` a recorder gives every line) are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
 field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
 the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Union
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .schema import INFERRED_BY, INFERRED_NAME, LIMITS, MAX_DUR
+from .schema import DEFAULT_GROUP, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_DUR
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -85,9 +85,21 @@ class _Wait(_Sync, tag="wait"):
     inferred: Union[str, UnsetType] = UNSET  # one of INFERRED_BY: checked below
 
 
+class _Isend(_Sync, tag="isend"):
+    tensors: _Refs = UNSET  # required, as peer: checked below
+    peer: Union[Annotated[int, Meta(ge=0, le=LIMITS["peer"])], UnsetType] = UNSET
+    group: _Name = UNSET
+    handle: _Name = UNSET
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+
+
+class _Irecv(_Isend, tag="irecv"):
+    pass
+
+
 FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record,
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
-                                          _Wait])
+                                          _Wait, _Isend, _Irecv])
 EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
 BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
 
@@ -171,6 +183,27 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["inferred"] = inferred
             if obj.name is UNSET:
                 spec["name"] = INFERRED_NAME
+    elif op == "isend" or op == "irecv":  # (without a batch, p2p_streams or any_source)
+        tensors, peer = obj.tensors, obj.peer
+        if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
+            return None
+        quotes += 4 + 2 * len(tensors)
+        group = obj.group
+        if group is UNSET:
+            group = DEFAULT_GROUP[op]
+        else:
+            quotes += 4
+        g = parser.groups.get(group)
+        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        if obj.handle is not UNSET:
+            quotes += 4
+        if obj.nbytes is not UNSET:
+            quotes += 2
+        if op == "isend":
+            reads, writes = tensors, None
+        else:
+            reads, writes = None, tensors
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -216,7 +249,28 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream_of  # a free goes to the allocation stream
-    if reads is not None:
+    if op == "isend" or op == "irecv":  # (the checker's check_comm)
+        if g is None:
+            g = parser.groups[group] = {"backend": "nccl", "line": parser.lineno, "ranks": set(),
+                                        "lists": []}
+        g["ranks"].add(rank)
+        spec["group"] = group
+        spec["nbytes"] = None if obj.nbytes is UNSET else obj.nbytes
+        if "cost" in g and obj.dur is UNSET:  # a declared group: its cost model times the op
+            spec["dur"] = None
+        spec["peer"] = peer
+        g["ranks"].add(peer)
+        ref = parser.ref
+        if reads is not None:
+            spec["reads"] = [ref(x, "tensors", rank) for x in reads]
+        else:
+            spec["writes"] = [ref(x, "tensors", rank) for x in writes]
+        spec["batch"] = None
+        handle = None if obj.handle is UNSET else obj.handle
+        spec["handle"] = handle
+        if handle is not None:
+            parser.handles[(rank, handle)] = parser.lineno
+    elif reads is not None:
         ref = parser.ref
         spec["reads"] = [ref(x, "reads", rank) for x in reads]
         spec["writes"] = [ref(x, "writes", rank) for x in writes]

@@ -39,7 +39,7 @@ from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name 
 
 native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
                     event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
-                    inferred_name=INFERRED_NAME)
+                    inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP)
 
 
 def load_oplog(path: str | os.PathLike) -> OpLog:

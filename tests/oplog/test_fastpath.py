@@ -21,9 +21,11 @@ _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values,
            "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values,
            "site": _values, "t": st.one_of(_values, st.sampled_from([0, 1, 1.5, 7, 7.0, 1e15])),
            "buffer": _values, "nbytes": _values, "label": _values, "blocking": _values,
-           "inferred": st.one_of(_values, st.just("completion"))}
+           "inferred": st.one_of(_values, st.just("completion")), "tensors": _refs,
+           "peer": _values, "group": st.one_of(_values, st.sampled_from(["pp", "cpu"]))}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
-                        "sync_device", "alloc", "free", "record_stream", "wait", "nonsense", 3])
+                        "sync_device", "alloc", "free", "record_stream", "wait", "isend", "irecv",
+                        "send_object", "nonsense", 3])
 # a line that issues handle "b" (a wait on it is then valid): drawn before some lines
 _ISSUE = '{"op": "isend", "tensors": ["a"], "peer": 1, "handle": "b"}' 
 
