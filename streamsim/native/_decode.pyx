@@ -21,7 +21,7 @@ from streamsim.trace import View
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
 # decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
-# each comm op's default group.
+# each comm op's default group, the collectives it reads.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
@@ -31,17 +31,18 @@ cdef object _BUFFER_OPS = None
 cdef object _INFERRED_BY = None
 cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
+cdef object _COLLECTIVE_OPS = None
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group):
+         default_group, collective_ops):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP
+    global _DEFAULT_GROUP, _COLLECTIVE_OPS
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
-    _DEFAULT_GROUP = default_group
+    _DEFAULT_GROUP, _COLLECTIVE_OPS = default_group, collective_ops
 
 cdef tuple _FULL = (0.0, 1.0)
 cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
@@ -199,6 +200,30 @@ def fast_spec(parser, str s):
             reads, writes = tensors, None
         else:
             reads, writes = None, tensors
+    elif op in _COLLECTIVE_OPS:
+        tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
+        if tensors is not UNSET:
+            if inputs is not UNSET or outputs is not UNSET:
+                return None  # (both ways: the checker words it)
+            quotes += 2 + 2 * len(<list>tensors)
+            reads = writes = tensors
+        elif inputs is not UNSET and outputs is not UNSET:
+            quotes += 4 + 2 * (len(<list>inputs) + len(<list>outputs))
+            reads, writes = inputs, outputs
+        else:
+            return None  # (neither: the checker words it)
+        group = obj.group
+        if group is UNSET:
+            group = _DEFAULT_GROUP[op]
+        else:
+            quotes += 4
+        g = parser.groups.get(group)
+        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        if obj.handle is not UNSET:
+            quotes += 4
+        if obj.nbytes is not UNSET:
+            quotes += 2
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -244,7 +269,7 @@ def fast_spec(parser, str s):
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream_of  # a free goes to the allocation stream
-    if op == "isend" or op == "irecv":  # (the checker's check_comm)
+    if op == "isend" or op == "irecv" or op in _COLLECTIVE_OPS:  # (the checker's check_comm)
         if g is None:
             g = parser.groups[group] = {"backend": "nccl", "line": parser.lineno, "ranks": set(),
                                         "lists": []}
@@ -254,13 +279,20 @@ def fast_spec(parser, str s):
         spec["nbytes"] = None if obj.nbytes is UNSET else obj.nbytes
         if "cost" in g and obj.dur is UNSET:  # a declared group: its cost model times the op
             spec["dur"] = None
-        spec["peer"] = peer
-        ranks.add(peer)
-        if reads is not None:
-            spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+        if op in _COLLECTIVE_OPS:
+            if reads is writes:  # (in place)
+                spec["reads"] = spec["writes"] = _refs(parser, reads, r, rank) if reads else []
+            else:
+                spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+                spec["writes"] = _refs(parser, writes, r, rank) if writes else []
         else:
-            spec["writes"] = _refs(parser, writes, r, rank) if writes else []
-        spec["batch"] = None
+            spec["peer"] = peer
+            ranks.add(peer)
+            if reads is not None:
+                spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+            else:
+                spec["writes"] = _refs(parser, writes, r, rank) if writes else []
+            spec["batch"] = None
         handle = None if obj.handle is UNSET else obj.handle
         spec["handle"] = handle
         if handle is not None:

@@ -1,8 +1,9 @@
 """The reader's fast path: the common lines of a large op log decoded and type-checked in C.
 
 Kernels, host work, event records and waits and syncs, with buffers named by string, the
-allocations and frees of buffers, point-to-point sends and receives, and handle waits (each with
-the ``site`` and ``t`` a recorder gives every line) are most of a recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
+allocations and frees of buffers, point-to-point sends and receives, the collectives without a
+root, and handle waits (each with the ``site`` and ``t`` a recorder gives every line) are most of a
+recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
 field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
 the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
@@ -97,9 +98,37 @@ class _Irecv(_Isend, tag="irecv"):
     pass
 
 
+class _AllReduce(_Sync, tag="all_reduce"):  # (and the other collectives without a root)
+    tensors: _Refs = UNSET  # in place, or inputs and outputs: checked below
+    inputs: _Refs = UNSET
+    outputs: _Refs = UNSET
+    group: _Name = UNSET
+    handle: _Name = UNSET
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+
+
+class _AllGather(_AllReduce, tag="all_gather"):
+    pass
+
+
+class _ReduceScatter(_AllReduce, tag="reduce_scatter"):
+    pass
+
+
+class _AllToAll(_AllReduce, tag="all_to_all"):
+    pass
+
+
+class _Broadcast(_AllReduce, tag="broadcast"):
+    pass
+
+
 FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record,
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
-                                          _Wait, _Isend, _Irecv])
+                                          _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
+                                          _ReduceScatter, _AllToAll, _Broadcast])
+COLLECTIVE_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                            "broadcast"})  # (the fast path's: no root, no ranks list)
 EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
 BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
 
@@ -204,6 +233,30 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             reads, writes = tensors, None
         else:
             reads, writes = None, tensors
+    elif op in COLLECTIVE_OPS:
+        tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
+        if tensors is not UNSET:
+            if inputs is not UNSET or outputs is not UNSET:
+                return None  # (both ways: the checker words it)
+            quotes += 2 + 2 * len(tensors)
+            reads = writes = tensors
+        elif inputs is not UNSET and outputs is not UNSET:
+            quotes += 4 + 2 * (len(inputs) + len(outputs))
+            reads, writes = inputs, outputs
+        else:
+            return None  # (neither: the checker words it)
+        group = obj.group
+        if group is UNSET:
+            group = DEFAULT_GROUP[op]
+        else:
+            quotes += 4
+        g = parser.groups.get(group)
+        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        if obj.handle is not UNSET:
+            quotes += 4
+        if obj.nbytes is not UNSET:
+            quotes += 2
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -249,7 +302,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream_of  # a free goes to the allocation stream
-    if op == "isend" or op == "irecv":  # (the checker's check_comm)
+    if op == "isend" or op == "irecv" or op in COLLECTIVE_OPS:  # (the checker's check_comm)
         if g is None:
             g = parser.groups[group] = {"backend": "nccl", "line": parser.lineno, "ranks": set(),
                                         "lists": []}
@@ -258,14 +311,21 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         spec["nbytes"] = None if obj.nbytes is UNSET else obj.nbytes
         if "cost" in g and obj.dur is UNSET:  # a declared group: its cost model times the op
             spec["dur"] = None
-        spec["peer"] = peer
-        g["ranks"].add(peer)
         ref = parser.ref
-        if reads is not None:
-            spec["reads"] = [ref(x, "tensors", rank) for x in reads]
+        if op in COLLECTIVE_OPS:
+            if reads is writes:  # (in place)
+                spec["reads"] = spec["writes"] = [ref(x, "tensors", rank) for x in reads]
+            else:
+                spec["reads"] = [ref(x, "inputs", rank) for x in reads]
+                spec["writes"] = [ref(x, "outputs", rank) for x in writes]
         else:
-            spec["writes"] = [ref(x, "tensors", rank) for x in writes]
-        spec["batch"] = None
+            spec["peer"] = peer
+            g["ranks"].add(peer)
+            if reads is not None:
+                spec["reads"] = [ref(x, "tensors", rank) for x in reads]
+            else:
+                spec["writes"] = [ref(x, "tensors", rank) for x in writes]
+            spec["batch"] = None
         handle = None if obj.handle is UNSET else obj.handle
         spec["handle"] = handle
         if handle is not None:

@@ -1,6 +1,7 @@
-"""The compiled reader (streamsim/native/_decode.pyx) reads every op log as the Python reader does:
-the same :class:`OpLog` (every line's fields, its interned views, the groups and threads), or the
-same one-line error, on every op log written out in the tests, on generated logs of every op kind,
+"""The compiled reader (streamsim/native/_decode.pyx) and the Python fast path read every op log as
+the Python checker alone (every line through it) does: the same :class:`OpLog` (every line's
+fields, its interned views, the groups and threads), or the same one-line error, on every op log
+written out in the tests, on generated logs of every op kind (also with a recorder's site and t),
 and on those logs with lines broken the ways a hostile or damaged file breaks them (a key given
 twice, escapes, a byte that is not UTF-8, a BOM, comments, CR line ends, wrong types).
 
@@ -29,12 +30,16 @@ if not BUILT and os.environ.get("CI"):  # CI builds it: a skip there would hide 
 pytestmark = pytest.mark.skipif(not BUILT, reason="the compiled reader is not built")
 
 
-def outcome(data: str | bytes, monkeypatch, compiled: bool):
+def outcome(data: str | bytes, monkeypatch, path: str):
     """The parsed log and the identity structure of its views (which lines share one Ref
-    object), or the error message, read on one path."""
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1" if compiled else "0")
+    object), or the error message, read by one reader: ``compiled``, ``fast`` (the Python fast
+    path) or ``checker`` (the Python checker alone, every line: the reference of both)."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1" if path == "compiled" else "0")
     try:
-        log = parse_oplog(data, "d.jsonl")
+        with monkeypatch.context() as m:
+            if path == "checker":
+                m.setattr(read, "fast_spec", lambda parser, s: None)
+            log = parse_oplog(data, "d.jsonl")
     except ModelError as e:
         return str(e)
     first: dict[int, int] = {}
@@ -44,16 +49,23 @@ def outcome(data: str | bytes, monkeypatch, compiled: bool):
 
 
 def assert_same(data: str | bytes, monkeypatch, where: str) -> None:
-    a = outcome(data, monkeypatch, True)
-    b = outcome(data, monkeypatch, False)
-    if a != b:
-        if isinstance(a, str) or isinstance(b, str):
-            raise AssertionError(f"{where}: compiled {a if isinstance(a, str) else 'read it'!r}, "
-                                 f"Python {b if isinstance(b, str) else 'read it'!r}")
-        for x, y in zip(a[0].lines, b[0].lines):
-            assert x == y, f"{where}: line {x.lineno} differs: {x} != {y}"
-        assert a[0] == b[0], f"{where}: the logs differ outside their lines"
-        raise AssertionError(f"{where}: the views are shared differently")
+    """The compiled reader and the Python fast path each read ``data`` as the checker does."""
+    b = outcome(data, monkeypatch, "checker")
+    for path in ("compiled", "fast"):
+        a = outcome(data, monkeypatch, path)
+        if a != b:
+            _differ(a, b, f"{where}, {path}")
+
+
+def _differ(a, b, where: str) -> None:
+    """Fail naming what differs between two outcomes (:func:`outcome`)."""
+    if isinstance(a, str) or isinstance(b, str):
+        raise AssertionError(f"{where}: {a if isinstance(a, str) else 'read it'!r}, "
+                             f"the checker {b if isinstance(b, str) else 'read it'!r}")
+    for x, y in zip(a[0].lines, b[0].lines):
+        assert x == y, f"{where}: line {x.lineno} differs: {x} != {y}"
+    assert a[0] == b[0], f"{where}: the logs differ outside their lines"
+    raise AssertionError(f"{where}: the views are shared differently")
 
 
 def test_every_op_log_of_the_tests_reads_the_same(monkeypatch):
@@ -73,14 +85,22 @@ def test_generated_logs_read_the_same(monkeypatch, chunk):
         assert_same(text.encode(), monkeypatch, f"generated log {seed}")
 
 
+IN_ALL_RANKS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
 def recorded_like(text: str, R: random.Random, back: float) -> str:
     """``text`` with a recorder's ``site`` and ``t`` on every op line (each thread's t in time
     order, but one line in ``1 / back`` of them going back in time: an error, on a fast line or
-    a line the checker reads)."""
+    a line the checker reads), and most collectives in which every rank takes part without their
+    ``ranks`` list (as a recorder writes those of the default group)."""
     clock: dict[tuple, float] = {}
     out = []
-    for line in text.splitlines():
-        obj = json.loads(line)
+    objs = [json.loads(line) for line in text.splitlines()]
+    every = list(range(1 + max(o.get("rank", 0) for o in objs)))
+    for obj in objs:
+        if obj["op"] in IN_ALL_RANKS and sorted(obj.get("ranks", ())) == every and \
+                R.random() < 0.7:
+            del obj["ranks"]  # (the same collective: every rank of the log takes part)
         if obj["op"] not in ("group", "config"):
             thread = (obj.get("rank", 0), obj.get("host", "main"))
             t = clock.get(thread, 0.0) + R.choice((0, 0.5, 3, 17.25))

@@ -22,10 +22,12 @@ _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values,
            "site": _values, "t": st.one_of(_values, st.sampled_from([0, 1, 1.5, 7, 7.0, 1e15])),
            "buffer": _values, "nbytes": _values, "label": _values, "blocking": _values,
            "inferred": st.one_of(_values, st.just("completion")), "tensors": _refs,
-           "peer": _values, "group": st.one_of(_values, st.sampled_from(["pp", "cpu"]))}
+           "peer": _values, "group": st.one_of(_values, st.sampled_from(["pp", "cpu"])),
+           "inputs": _refs, "outputs": _refs}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                         "sync_device", "alloc", "free", "record_stream", "wait", "isend", "irecv",
-                        "send_object", "nonsense", 3])
+                        "send_object", "all_reduce", "all_gather", "broadcast", "reduce",
+                        "nonsense", 3])
 # a line that issues handle "b" (a wait on it is then valid): drawn before some lines
 _ISSUE = '{"op": "isend", "tensors": ["a"], "peer": 1, "handle": "b"}' 
 
