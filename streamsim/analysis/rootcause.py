@@ -136,6 +136,7 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
             key, seen = merged[key], seen + 1
         groups.setdefault(key, []).append(i)
     out = []
+    waits: dict[int, Op] | None = None  # waited op id -> the program's first wait of it (lazily)
     for (kind, buffer, first, second), idx in groups.items():
         members = [hazards[i] for i in idx]
         if isinstance(buffer, tuple):
@@ -147,7 +148,14 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
             why = no_fix_reason(trace, members[0])
         else:
             example = next(h for h in members if h.fix is not None and h.fix.kind == fix_kind)
-            text = code_fix(trace, example, first, second, _step_gap(trace, members))
+            later = None
+            sent = trace.op(example.first)
+            if fix_kind == "wait_handle" and sent.agent.is_gloo and sent.kind == "isend":
+                if waits is None:
+                    waits = _first_waits(trace)
+                w = waits.get(example.first)
+                later = site_of(w) if w is not None else None
+            text = code_fix(trace, example, first, second, _step_gap(trace, members), later)
             others = len(members) - sum(f.kind == fix_kind for f in fixes)
             if others:
                 text += (f" ({others} instance{'s' * (others != 1)} need{'s' * (others == 1)} "
@@ -234,8 +242,21 @@ class _Lives:
         return f"tensor made at {made[0]}"
 
 
-def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None) -> str:
-    """The fix of ``h`` said at the level of the code: the sync to add and at which site."""
+def _first_waits(trace: Trace) -> dict[int, Op]:
+    """Each waited op's first ``wait`` (a handle's wait: the op is in its ``after``)."""
+    out: dict[int, Op] = {}
+    for op in trace.ops:
+        if op.kind == "wait":
+            for x in op.after:
+                out.setdefault(x, op)
+    return out
+
+
+def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int | None,
+             later_wait: Site | None = None) -> str:
+    """The fix of ``h`` said at the level of the code: the sync to add and at which site.
+    ``later_wait``: where the program itself waits the handle of a gloo send that the fix waits
+    earlier (a gloo send's handle waited twice hangs: that wait moves, it is not added to)."""
     fix: Fix = h.fix  # type: ignore[assignment]
     a, b = trace.op(h.first), trace.op(h.second)
     whose = {0: "this step's ", 1: "the previous step's "}.get(step_gap, "") if step_gap is not None \
@@ -243,8 +264,12 @@ def code_fix(trace: Trace, h: Hazard, first: Site, second: Site, step_gap: int |
     if fix.kind == "wait_handle":
         how = ("" if fix.wait_stream is not None or a.agent.is_gloo
                else " (a blocking wait: the host itself must not go on)")
-        return (f"before {_quote(second)}, wait{how} the handle returned by {whose}"
+        text = (f"before {_quote(second)}, wait{how} the handle returned by {whose}"
                 f"{_quote(first)}")
+        if later_wait is not None:
+            text += (f"; move the program's own wait of it there from {_quote(later_wait)} "
+                     "(a gloo send's handle waited twice hangs)")
+        return text
     if fix.kind == "record_stream":
         return (f"call {h.buffer}.record_stream({a.agent.name}) before {_quote(second)}, so "
                 f"that the allocator waits for {_quote(first)}")
