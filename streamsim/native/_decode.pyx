@@ -83,7 +83,9 @@ def first_pass(parser, list chunks, list raw):
         if spec is None:
             take(i + 1, chunk, raw)
             continue
-        if open_:  # (batches.check of a line with no batch: it ends its thread's open batch)
+        if spec.get("batch") is not None:  # (batches.check: fast_spec made sure it passes)
+            batches.check(spec, i + 1, AssertionError)
+        elif open_:  # (batches.check of a line with no batch: it ends its thread's open batch)
             thread = (spec["rank"], spec["host"])
             batch = open_.get(thread)
             if batch is not None:
@@ -179,7 +181,7 @@ def fast_spec(parser, str s):
             spec["inferred"] = inferred
             if obj.name is UNSET:
                 spec["name"] = _INFERRED_NAME
-    elif op == "isend" or op == "irecv":  # (without a batch, p2p_streams or any_source)
+    elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
@@ -196,6 +198,15 @@ def fast_spec(parser, str s):
             quotes += 4
         if obj.nbytes is not UNSET:
             quotes += 2
+        batch = obj.batch
+        if batch is UNSET:
+            batch = None
+        else:
+            quotes += 2
+            if g is not None and "cost" in g and g["backend"] == "gloo":
+                return None  # (a batch on a group declared gloo: the checker words it)
+            if parser.batches.refuses((r, host), batch, group, stream):
+                return None  # (the batch rule: the checker words it)
         if op == "isend":
             reads, writes = tensors, None
         else:
@@ -292,7 +303,7 @@ def fast_spec(parser, str s):
                 spec["reads"] = _refs(parser, reads, r, rank) if reads else []
             else:
                 spec["writes"] = _refs(parser, writes, r, rank) if writes else []
-            spec["batch"] = None
+            spec["batch"] = batch
         handle = None if obj.handle is UNSET else obj.handle
         spec["handle"] = handle
         if handle is not None:

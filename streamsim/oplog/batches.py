@@ -36,6 +36,17 @@ class BatchRule:
                         f"{open_[3]}: every line of a batch names the same group and stream")
 
 
+    def refuses(self, thread: tuple[int, str], batch: int, group: str, stream: str) -> bool:
+        """Whether :meth:`check` would refuse a line of ``thread`` in ``batch`` on ``group`` and
+        ``stream``; changes nothing (the reader's fast paths ask before they take a line)."""
+        open_ = self.open.get(thread)
+        if open_ is not None and batch != open_[0]:
+            open_ = None  # (check closes it first: the batch it closes is not this one)
+        if open_ is None:
+            return (*thread, batch) in self.closed
+        return (group, stream) != open_[1:3]
+
+
 def batches(lines: list[Line]) -> dict[int, list[Line] | tuple]:
     """For one thread's lines: index of a batch's first line -> the batch's lines; index of each
     of its other lines -> ``()`` (issued with the first)."""

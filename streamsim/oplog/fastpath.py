@@ -92,6 +92,7 @@ class _Isend(_Sync, tag="isend"):
     group: _Name = UNSET
     handle: _Name = UNSET
     nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+    batch: Union[Annotated[int, Meta(ge=0, le=LIMITS["batch"])], UnsetType] = UNSET
 
 
 class _Irecv(_Isend, tag="irecv"):
@@ -212,7 +213,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["inferred"] = inferred
             if obj.name is UNSET:
                 spec["name"] = INFERRED_NAME
-    elif op == "isend" or op == "irecv":  # (without a batch, p2p_streams or any_source)
+    elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
@@ -229,6 +230,15 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             quotes += 4
         if obj.nbytes is not UNSET:
             quotes += 2
+        batch = obj.batch
+        if batch is UNSET:
+            batch = None
+        else:
+            quotes += 2
+            if g is not None and "cost" in g and g["backend"] == "gloo":
+                return None  # (a batch on a group declared gloo: the checker words it)
+            if parser.batches.refuses((rank, host), batch, group, stream):
+                return None  # (the batch rule: the checker words it)
         if op == "isend":
             reads, writes = tensors, None
         else:
@@ -325,7 +335,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
                 spec["reads"] = [ref(x, "tensors", rank) for x in reads]
             else:
                 spec["writes"] = [ref(x, "tensors", rank) for x in writes]
-            spec["batch"] = None
+            spec["batch"] = batch
         handle = None if obj.handle is UNSET else obj.handle
         spec["handle"] = handle
         if handle is not None:

@@ -23,7 +23,7 @@ _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values,
            "buffer": _values, "nbytes": _values, "label": _values, "blocking": _values,
            "inferred": st.one_of(_values, st.just("completion")), "tensors": _refs,
            "peer": _values, "group": st.one_of(_values, st.sampled_from(["pp", "cpu"])),
-           "inputs": _refs, "outputs": _refs}
+           "inputs": _refs, "outputs": _refs, "batch": st.one_of(_values, st.sampled_from([0, 1]))}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                         "sync_device", "alloc", "free", "record_stream", "wait", "isend", "irecv",
                         "send_object", "all_reduce", "all_gather", "broadcast", "reduce",
@@ -104,6 +104,29 @@ def test_a_config_after_a_fast_line_is_an_error(first):
     text = first + '\n{"op": "config", "launch_overhead": 5}\n'
     want = "f.jsonl:2: a 'config' declaration comes once, before the first op"
     assert _outcome(text, "checker") == _outcome(text, "fast") == _outcome(text, "compiled") == want
+
+
+_SEND = '{"op": "isend", "tensors": ["a"], "peer": 1, "batch": 0%s}'
+
+
+@pytest.mark.parametrize("lines, error", [
+    ([_SEND % "", '{"op": "launch"}', _SEND % ""], "was ended by an earlier line"),
+    ([_SEND % "", _SEND % ', "group": "qq"'], "every line of a batch names the same group"),
+    ([_SEND % "", _SEND % ', "stream": "s1"'], "every line of a batch names the same group"),
+    ([_SEND % "", _SEND % "", '{"op": "irecv", "tensors": ["b"], "peer": 1, "batch": 1}'], None),
+    (['{"op": "group", "group": "g", "backend": "gloo"}', _SEND % ', "group": "g"'],
+     "is for NCCL groups"),
+])
+def test_the_batch_rule_reads_the_same(lines, error):
+    """A batch's lines are consecutive lines of one thread on one group and stream: a fast path
+    takes a batched send only when the rule holds, so the checker words each breach."""
+    text = "\n".join(lines) + "\n"
+    got = [_outcome(text, path) for path in ("checker", "fast", "compiled")]
+    assert got[0] == got[1] == got[2]
+    if error is None:
+        assert not isinstance(got[0], str), got[0]
+    else:
+        assert error in got[0], got[0]
 
 
 def test_a_lone_surrogate_in_text_is_left_to_the_checker():
