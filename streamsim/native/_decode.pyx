@@ -21,7 +21,7 @@ from streamsim.trace import View
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
 # decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
-# each comm op's default group, the collectives it reads.
+# each comm op's default group, the collectives it reads, a ref object as the checker's dict.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
@@ -32,17 +32,18 @@ cdef object _INFERRED_BY = None
 cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
+cdef object _REF_OBJECT = None
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops):
+         default_group, collective_ops, ref_object):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP, _COLLECTIVE_OPS
+    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
-    _DEFAULT_GROUP, _COLLECTIVE_OPS = default_group, collective_ops
+    _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
 
 cdef tuple _FULL = (0.0, 1.0)
 cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
@@ -185,7 +186,7 @@ def fast_spec(parser, str s):
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
-        quotes += 4 + 2 * len(<list>tensors)
+        quotes += 4  # ("tensors", "peer": the refs are counted below)
         group = obj.group
         if group is UNSET:
             group = _DEFAULT_GROUP[op]
@@ -216,10 +217,10 @@ def fast_spec(parser, str s):
         if tensors is not UNSET:
             if inputs is not UNSET or outputs is not UNSET:
                 return None  # (both ways: the checker words it)
-            quotes += 2 + 2 * len(<list>tensors)
+            quotes += 2
             reads = writes = tensors
         elif inputs is not UNSET and outputs is not UNSET:
-            quotes += 4 + 2 * (len(<list>inputs) + len(<list>outputs))
+            quotes += 4
             reads, writes = inputs, outputs
         else:
             return None  # (neither: the checker words it)
@@ -240,11 +241,17 @@ def fast_spec(parser, str s):
         if reads is UNSET:
             reads = ()
         else:
-            quotes += 2 + 2 * len(<list>reads)
+            quotes += 2
         if writes is UNSET:
             writes = ()
         else:
-            quotes += 2 + 2 * len(<list>writes)
+            quotes += 2
+    for items in ((reads, writes) if reads is not writes else (reads,)):
+        if items:
+            q = _ref_quotes(parser, items, r)
+            if q < 0:
+                return None
+            quotes += q
     site, t = obj.site, obj.t
     if site is not UNSET:
         quotes += 4
@@ -314,14 +321,52 @@ def fast_spec(parser, str s):
     return spec
 
 
+cdef long _ref_quotes(parser, list items, r):
+    """fastpath._ref_quotes: the quotes of a list of refs, or -1 when a ref object would be
+    refused by the checker's ``ref`` (which then words it)."""
+    cdef long q = 0
+    for x in items:
+        if type(x) is str:
+            q += 2
+            continue
+        buf = x.buffer
+        if buf is UNSET:
+            return -1
+        q += 4
+        offset, nbytes = x.offset, x.nbytes
+        if offset is UNSET:
+            offset = 0
+        else:
+            q += 2
+        if nbytes is UNSET:
+            nbytes = None
+        else:
+            q += 2
+        if x.window is not UNSET:
+            q += 2
+            w0, w1 = x.window
+            if not 0.0 <= w0 <= w1 <= 1.0:
+                return -1
+        life = parser.lives.get((r, buf))
+        size = life[0] if life else None
+        if size is not None and ((offset + nbytes > size) if nbytes is not None else
+                                 (offset > size or offset == size > 0)):
+            return -1
+    return q
+
+
 cdef list _refs(parser, names, r, long rank):
-    """``[parser.ref(x, key, rank) for x in names]`` for string refs (offset 0, no size: never an
-    error), as (rank, buffer) tuples: a buffer of the current life with a size keeps it (resolved
-    in pass 2), one without raises its implicit extent to at least 1."""
+    """``[parser.ref(x, key, rank) for x in names]``: string refs (offset 0, no size: never an
+    error) as (rank, buffer) tuples: a buffer of the current life with a size keeps it (resolved
+    in pass 2), one without raises its implicit extent to at least 1; a ref object (checked by
+    :func:`_ref_quotes`) by the reference's ``ref``, a ``_RawRef``."""
     cdef dict lives = parser.lives
     cdef dict implicit = parser.implicit
     cdef list out = []
     for buf in names:
+        if type(buf) is not str:
+            out.append(parser.ref(_REF_OBJECT(buf), "", rank))
+            continue
         k = (r, buf)
         life = lives.get(k)
         if life is None or life[0] is None:

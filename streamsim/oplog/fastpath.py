@@ -28,7 +28,17 @@ _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
 _Name = Union[Annotated[str, Meta(min_length=1)], UnsetType]
 _Dur = Union[Annotated[float, Meta(ge=0, le=MAX_DUR)], UnsetType]
-_Refs = Union[list[Annotated[str, Meta(min_length=1)]], UnsetType]
+
+
+class _RefObj(msgspec.Struct, forbid_unknown_fields=True):
+    """A buffer ref object without strides (a strided one goes to the checker)."""
+    buffer: _Name = UNSET  # required: checked below
+    offset: Union[Annotated[int, Meta(ge=0, le=LIMITS["offset"])], UnsetType] = UNSET
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+    window: Union[tuple[float, float], UnsetType] = UNSET
+
+
+_Refs = Union[list[Union[Annotated[str, Meta(min_length=1)], _RefObj]], UnsetType]
 
 
 class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fields=True):
@@ -217,7 +227,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
-        quotes += 4 + 2 * len(tensors)
+        quotes += 4  # ("tensors", "peer": the refs are counted below)
         group = obj.group
         if group is UNSET:
             group = DEFAULT_GROUP[op]
@@ -248,10 +258,10 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         if tensors is not UNSET:
             if inputs is not UNSET or outputs is not UNSET:
                 return None  # (both ways: the checker words it)
-            quotes += 2 + 2 * len(tensors)
+            quotes += 2
             reads = writes = tensors
         elif inputs is not UNSET and outputs is not UNSET:
-            quotes += 4 + 2 * (len(inputs) + len(outputs))
+            quotes += 4
             reads, writes = inputs, outputs
         else:
             return None  # (neither: the checker words it)
@@ -272,11 +282,17 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         if reads is UNSET:
             reads = ()
         else:
-            quotes += 2 + 2 * len(reads)
+            quotes += 2
         if writes is UNSET:
             writes = ()
         else:
-            quotes += 2 + 2 * len(writes)
+            quotes += 2
+    for items in (reads, writes) if reads is not writes else (reads,):
+        if items:
+            q = _ref_quotes(parser, items, rank)
+            if q is None:
+                return None
+            quotes += q
     site, t = obj.site, obj.t
     if site is not UNSET:
         quotes += 4
@@ -324,17 +340,17 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         ref = parser.ref
         if op in COLLECTIVE_OPS:
             if reads is writes:  # (in place)
-                spec["reads"] = spec["writes"] = [ref(x, "tensors", rank) for x in reads]
+                spec["reads"] = spec["writes"] = [ref(_item(x), "tensors", rank) for x in reads]
             else:
-                spec["reads"] = [ref(x, "inputs", rank) for x in reads]
-                spec["writes"] = [ref(x, "outputs", rank) for x in writes]
+                spec["reads"] = [ref(_item(x), "inputs", rank) for x in reads]
+                spec["writes"] = [ref(_item(x), "outputs", rank) for x in writes]
         else:
             spec["peer"] = peer
             g["ranks"].add(peer)
             if reads is not None:
-                spec["reads"] = [ref(x, "tensors", rank) for x in reads]
+                spec["reads"] = [ref(_item(x), "tensors", rank) for x in reads]
             else:
-                spec["writes"] = [ref(x, "tensors", rank) for x in writes]
+                spec["writes"] = [ref(_item(x), "tensors", rank) for x in writes]
             spec["batch"] = batch
         handle = None if obj.handle is UNSET else obj.handle
         spec["handle"] = handle
@@ -342,6 +358,57 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             parser.handles[(rank, handle)] = parser.lineno
     elif reads is not None:
         ref = parser.ref
-        spec["reads"] = [ref(x, "reads", rank) for x in reads]
-        spec["writes"] = [ref(x, "writes", rank) for x in writes]
+        spec["reads"] = [ref(_item(x), "reads", rank) for x in reads]
+        spec["writes"] = [ref(_item(x), "writes", rank) for x in writes]
     return spec
+
+
+def ref_object(x: _RefObj) -> dict[str, Any]:
+    """A ref object as the checker's ``ref`` reads it (its JSON object)."""
+    d: dict[str, Any] = {"buffer": x.buffer}
+    if x.offset is not UNSET:
+        d["offset"] = x.offset
+    if x.nbytes is not UNSET:
+        d["nbytes"] = x.nbytes
+    if x.window is not UNSET:
+        d["window"] = list(x.window)
+    return d
+
+
+def _item(x: Any) -> Any:
+    return x if x.__class__ is str else ref_object(x)
+
+
+def _ref_quotes(parser: Any, items: list, rank: int) -> int | None:
+    """The quotes of a list of refs (a name: 2; an object: its keys' and name's), or None when a
+    ref object would be refused by the checker's ``ref`` (no buffer, a window outside
+    0 <= start <= end <= 1, a view outside its buffer's stated size): the checker words it."""
+    q = 0
+    for x in items:
+        if x.__class__ is str:
+            q += 2
+            continue
+        buf = x.buffer
+        if buf is UNSET:
+            return None
+        q += 4
+        offset, nbytes = x.offset, x.nbytes
+        if offset is UNSET:
+            offset = 0
+        else:
+            q += 2
+        if nbytes is UNSET:
+            nbytes = None
+        else:
+            q += 2
+        if x.window is not UNSET:
+            q += 2
+            w0, w1 = x.window
+            if not 0.0 <= w0 <= w1 <= 1.0:
+                return None
+        life = parser.lives.get((rank, buf))
+        size = life[0] if life else None
+        if size is not None and ((offset + nbytes > size) if nbytes is not None else
+                                 (offset > size or offset == size > 0)):
+            return None
+    return q

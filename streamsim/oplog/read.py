@@ -31,7 +31,8 @@ from .schema import (ANY_SOURCE_NAME, COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAU
                      GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DUR,
                      MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
                      shown_window)
-from .fastpath import BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, fast_spec
+from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, fast_spec,
+                       ref_object)
 from .. import native
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -40,7 +41,7 @@ from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name 
 native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
                     event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
                     inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
-                    collective_ops=COLLECTIVE_OPS)
+                    collective_ops=COLLECTIVE_OPS, ref_object=ref_object)
 
 
 def load_oplog(path: str | os.PathLike) -> OpLog:

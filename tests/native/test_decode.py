@@ -161,7 +161,7 @@ def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
 
 def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     """It decodes kernels, host work, events and syncs itself, and hands the reference only
-    what it does not take (here: the declarations and a line with a ref object): so the
+    what it does not take (here: the declaration and a line with a strided ref): so the
     equality above is between two readers, not the reference and itself."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     taken: list[int] = []
@@ -173,12 +173,13 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
             '{"op": "host", "writes": ["a"], "step": 3}\n'
             '{"op": "record", "stream": "s0", "event": "e"}\n'
             '{"op": "wait_event", "event": "e"}\n'
-            '{"op": "launch", "reads": [{"buffer": "b", "offset": 1}]}\n'
+            '{"op": "launch", "reads": [{"buffer": "b", "offset": 1, "window": [0, 0.5]}]}\n'
+            '{"op": "launch", "reads": [{"buffer": "b", "sizes": [2], "strides": [2]}]}\n'
             '{"op": "sync_stream", "stream": "s0"}\n{"op": "sync_device"}\n'
             '{"op": "sync_event", "event": "e"}\n')
     log = parse_oplog(text, "c.jsonl")
-    assert taken == [1, 6], taken
-    assert len(log.lines) == 8
+    assert taken == [1, 7], taken
+    assert len(log.lines) == 9
 
 
 def test_the_comparison_catches_a_difference(monkeypatch):

@@ -14,8 +14,9 @@ _names = st.sampled_from(["a", "b", "s1", "", "x y", "é"])
 _values = st.one_of(st.integers(-2, 3), st.sampled_from([2**31, 2**63, 1e15, 1e16, -0.0, 2.5, True,
                                                          None, "1", [], {}]), _names)
 _refs = st.one_of(st.lists(_names, max_size=3), st.lists(st.one_of(
-    _names, st.fixed_dictionaries({"buffer": _names}, optional={"offset": st.integers(0, 4),
-                                                                "nbytes": st.integers(0, 4)})),
+    _names, st.fixed_dictionaries({"buffer": _names}, optional={
+        "offset": st.integers(0, 4), "nbytes": st.integers(0, 4), "window": st.sampled_from(
+            [[0, 1], [0.25, 0.75], [0.5, 0.25], [0, 2], [True, 1], "x", [0], [1e400, 1]])})),
     max_size=2), _values)
 _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values, "dur": _values,
            "step": _values, "event": _values, "reads": _refs, "writes": _refs, "handle": _values,
