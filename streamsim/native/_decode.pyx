@@ -1,18 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The op-log reader's per-line hot path, compiled: :func:`fast_spec` and :func:`build`.
+"""The op-log reader's per-line hot path, compiled: :func:`first_pass`, :func:`fast_spec` and
+:func:`build`.
 
-The reference is streamsim/oplog/fastpath.py (``fast_spec``: a common line decoded and
-type-checked by msgspec, then turned into the checker's spec) and the pass-2 methods of
-streamsim/oplog/read.py's ``_Parser`` (``build`` and ``resolve``: each spec's names interned,
-its buffer refs resolved to interned views, its Line made). This file follows them statement for
-statement, with C types on the locals, and takes the same decisions: a line the reference's fast
-path hands to the checker (None) is handed over here too, so every error message stays the
-checker's, and a spec built here is the Line the reference builds, field for field. Two things
-differ in form only: a string buffer ref is kept between the passes as a plain tuple (rank,
-buffer) instead of a ``_RawRef`` (which :func:`build` resolves as the reference resolves a
-``_RawRef`` of offset 0, no explicit size, window (0, 1), no pattern), and the Line of a spec
-that holds only the fast path's fields is made by a positional call. Tests:
-tests/native/test_decode.py (equal OpLogs on both paths).
+The reference is streamsim/oplog/read.py's ``_Parser`` (pass 1, its loop over ``take``; pass 2,
+``build`` and ``resolve``: each spec's names interned, its buffer refs resolved to interned views,
+its Line made) and streamsim/oplog/fastpath.py (``fast_spec``: a common line decoded and
+type-checked by msgspec, then turned into the checker's spec, with the checker's effects on the
+parser's state). This file follows them statement for statement, with C types on the locals, and
+takes the same decisions: a line the reference's fast path hands to the checker (None) is handed
+over here too, so every error message stays the checker's, and a spec built here is the Line the
+checker builds, field for field. Two things differ in form only: a buffer ref by name is kept
+between the passes as a plain tuple (rank, buffer) instead of a ``_RawRef`` (which :func:`build`
+resolves as the reference resolves a ``_RawRef`` of offset 0, no explicit size, window (0, 1), no
+pattern), and the Line of a spec that holds only the common fields is made by a positional call.
+Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fast paths).
 """
 from msgspec import UNSET, DecodeError, ValidationError
 
@@ -21,7 +22,8 @@ from streamsim.trace import View
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
 # decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
-# each comm op's default group, the collectives it reads, a ref object as the checker's dict.
+# each comm op's default group, the collectives it reads, a ref object as the checker's dict,
+# the fields whose strings pass 2 interns.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
@@ -33,21 +35,22 @@ cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
 cdef object _REF_OBJECT = None
+cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, ref_object):
+         default_group, collective_ops, ref_object, name_fields):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT
+    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _NAME_FIELDS
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
+    _NAME_FIELDS = name_fields
+
 
 cdef tuple _FULL = (0.0, 1.0)
-cdef tuple _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
-cdef frozenset _SIZED_OPS = frozenset({"alloc", "free", "record_stream"})
 # the keys of a fast path's spec: a spec with no other key makes its Line by a positional call
 cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "dur", "step",
                                        "event", "reads", "writes", "site", "t"})
@@ -392,7 +395,7 @@ def build(parser, long lineno, dict spec):
     if writes is not None:
         spec["writes"] = _resolve(parser, writes)
     op = spec["op"]
-    if op in _SIZED_OPS and spec["nbytes"] is None:
+    if op in _BUFFER_OPS and spec["nbytes"] is None:
         spec["nbytes"] = max(parser.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
     location = f"{parser.path}:{lineno}"
     if spec.keys() <= _FAST_KEYS:

@@ -38,12 +38,6 @@ from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
 
 
-native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
-                    event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
-                    inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
-                    collective_ops=COLLECTIVE_OPS, ref_object=ref_object)
-
-
 def load_oplog(path: str | os.PathLike) -> OpLog:
     """Read and validate the op log at ``path``; any mistake is a ``ModelError`` ``FILE:LINE: ...``."""
     path = os.fspath(path)
@@ -68,6 +62,12 @@ _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
 _REF_FIELDS = ("buffer", "offset", "nbytes", "window", "sizes", "strides", "itemsize")
 MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
+# what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
+native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
+                    event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
+                    inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
+                    collective_ops=COLLECTIVE_OPS, ref_object=ref_object,
+                    name_fields=_NAME_FIELDS)
 
 
 def _shown(v: Any) -> str:
@@ -623,7 +623,7 @@ class _Parser:
         for k in ("reads", "writes"):
             if k in spec:
                 spec[k] = self.resolve(spec[k])
-        if spec["op"] in ("alloc", "free", "record_stream") and spec["nbytes"] is None:
+        if spec["op"] in BUFFER_OPS and spec["nbytes"] is None:
             spec["nbytes"] = max(self.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
         return Line(lineno=lineno, location=f"{self.path}:{lineno}", **spec)
 
