@@ -163,13 +163,13 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_jobs_option(p: argparse.ArgumentParser) -> None:
-    """``--jobs`` of the commands that cost fixes (run, check, compare): worker processes for the
+    """``--jobs`` of the commands that cost fixes (run, check, compare): processes for the
     fix-costing re-runs (``streamsim.pipeline.workers``)."""
     p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
-                   help="worker processes that re-simulate the run with the proposed fixes to "
-                   "cost them, side by side; the report is the same for every N (default: the "
-                   "CPUs this process may use, at most 4 and at most one per re-run; 1: one after "
-                   "the other in this process)")
+                   help="processes that re-simulate the run with the proposed fixes side by "
+                   "side to cost them (this one and N-1 forked workers); the report is the same "
+                   "for every N (default: the CPUs this process may use, at most 4 and at most "
+                   "one per re-run; 1: one re-run after the other in this process)")
 
 
 def _version() -> str:

@@ -53,9 +53,10 @@ def run_model(model: Model | str, variant: str | None = None,
               progress: Progress | None = None, jobs: int | None = 1) -> Report:
     """Simulate one variant of ``model`` and analyse it; with ``fix_cost``, re-simulate with every
     proposed fix applied to measure what they cost (``streamsim run``). ``progress`` is called with
-    the name of each phase as it starts. ``jobs``: worker processes for the fix-costing re-runs
-    (1, the default: in this process; None: :func:`~streamsim.pipeline.workers.default_jobs`); the
-    report is the same for every value. With ``apply_fixes`` (``run --apply-fixes``), the report
+    the name of each phase as it starts. ``jobs``: processes that run the fix-costing re-runs
+    side by side, this one and ``jobs - 1`` forked workers (1, the default: all in this process;
+    None: :func:`~streamsim.pipeline.workers.default_jobs`); the report is the same for every
+    value. With ``apply_fixes`` (``run --apply-fixes``), the report
     is the fixed run's: the run re-simulated with every proposed fix, analysed, its
     ``Report.applied`` saying what the fixes cost against the run (no fix proposed: the run's own
     report); ``fix_cost`` is then not measured.
@@ -94,7 +95,7 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
 def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
               progress: Progress, jobs: int | None = 1) -> Report:
     """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
-    fixes (``rerun(keyed_fixes) -> Trace``; ``jobs`` worker processes), report (``info``: the
+    fixes (``rerun(keyed_fixes) -> Trace``; in ``jobs`` processes), report (``info``: the
     report's fields that name the input)."""
     progress("analyse")
     findings = analyse(trace)
@@ -155,7 +156,7 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     """Report fields: the cost of all fixes at once and of each root cause's fix alone
     (``metrics``: the run's own, measured once for all of them). The re-runs are decided first
     (which root causes are costed does not depend on any re-run), so that with ``jobs`` > 1 they
-    run in worker processes (:func:`_costs_in_workers`), with the same report."""
+    run in several processes (:func:`_costs_in_workers`), with the same report."""
     if not wanted or not findings.hazards:
         return {}
     progress("cost fixes")
@@ -165,10 +166,10 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     groups = [findings.hazards] + [[findings.hazards[i] for i in rc.instances]
                                    for rc in findings.root_causes[:k]]
     reruns = sum(1 for g in groups if keyed.of(g))  # (a group with no fix is not re-run)
-    workers = default_jobs(reruns) if jobs is None else min(jobs, reruns)
+    procs = default_jobs(reruns) if jobs is None else min(jobs, reruns)
     failed: list[str] = []  # why a re-run failed inside streamsim (its costs: not measured)
-    if workers > 1:
-        got = _costs_in_workers(trace, groups, rerun, metrics, keyed, workers, failed)
+    if procs > 1:
+        got = _costs_in_workers(trace, groups, rerun, metrics, keyed, procs, failed)
         total, each = got[0], (*got[1:], *(None,) * (len(findings.root_causes) - k))
     else:  # in this process, one re-run after the other
         def guarded(fixes):
@@ -188,10 +189,10 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
 
 
 def _costs_in_workers(trace: Trace, groups: list, rerun, metrics: Metrics, keyed: Keying,
-                      workers: int, failed: list[str]) -> list:
+                      procs: int, failed: list[str]) -> list:
     """The cost of fixing each group of hazards (``groups[0]``: all of them), each re-run in one
-    of ``workers`` forked processes; in group order, as one process computes them, and ``failed``
-    extended in that order. A worker sends back the small ``FixCost`` (and why its re-run failed
+    of ``procs`` processes (this one and forked workers: :func:`~.workers.run_indexed`); in group
+    order, as one process computes them, and ``failed`` extended in that order. A worker sends back the small ``FixCost`` (and why its re-run failed
     inside streamsim, if it did), never a trace."""
     def task(i: int) -> tuple:
         mine: list[str] = []
@@ -204,7 +205,7 @@ def _costs_in_workers(trace: Trace, groups: list, rerun, metrics: Metrics, keyed
                 raise
         return cost_of(trace, groups[i], guarded, metrics, keyed), mine
     out = []
-    for cost, mine in run_indexed(task, len(groups), workers, "costing the fixes"):
+    for cost, mine in run_indexed(task, len(groups), procs, "costing the fixes"):
         failed.extend(mine)
         out.append(cost if cost is None else replace(cost, before=metrics))  # (the same
         # object as in one process, not an equal copy unpickled once per cost)

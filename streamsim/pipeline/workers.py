@@ -94,7 +94,7 @@ class Failed:
         return e
 
 
-_TASK: dict[str, Callable[[int], object] | None] = {"run": None}  # inherited by forked workers
+_TASK: dict[str, object] = {"run": None, "claimed": None}  # set before the fork: inherited
 
 
 def _worker_start() -> None:
@@ -111,21 +111,45 @@ def _worker_start() -> None:
 
 
 def _in_worker(index: int) -> tuple[bool, object]:
-    """Run task ``index`` (the function the parent set before forking); ``(True, result)``, or
-    ``(False, Failed)`` for an input error."""
+    """Run task ``index`` (the function the parent set before forking) unless the parent took it;
+    ``(True, result)`` (``_TAKEN`` if the parent took it), or ``(False, Failed)`` for an input
+    error."""
     run = _TASK["run"]
-    assert run is not None, "no task set before the workers were forked"
+    assert callable(run), "no task set before the workers were forked"
+    if not _claim(_TASK["claimed"], index):
+        return True, _TAKEN  # (the parent runs it)
     try:
         return True, run(index)
     except InputError as e:
         return False, Failed.of(e)
 
 
+_TAKEN = "taken by another process"
+
+
+def _claim(claimed, index: int) -> bool:
+    """Take task ``index`` for this process, unless another took it first (``claimed``: a shared
+    array of flags, one per task, made before the fork)."""
+    with claimed.get_lock():
+        if claimed[index]:
+            return False
+        claimed[index] = 1
+        return True
+
+
 def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "running tasks"
                 ) -> list[T]:
-    """``[task(0), ..., task(n - 1)]``, computed by up to ``jobs`` forked workers; the list is in
-    index order whatever order the tasks end in, so that what is made of it does not depend on
-    ``jobs``. ``jobs`` 1 (or one task, or no fork here) runs the tasks in this process, in order.
+    """``[task(0), ..., task(n - 1)]``, computed by ``jobs`` processes side by side: this one and
+    ``jobs - 1`` forked workers; the list is in index order whatever order the tasks end in, so
+    that what is made of it does not depend on ``jobs``. ``jobs`` 1 (or one task, or no fork
+    here) runs the tasks in this process, in order.
+
+    The workers take the tasks from the first on (the first, always a worker's, is the largest
+    re-run: every fix at once); this process takes them from the last on, each that no worker has
+    taken (a flag per task in shared memory, set under its lock by whoever takes it first), until
+    none is left, then collects the workers' results in index order. So ``jobs`` processes
+    compute, and only ``jobs - 1`` copies of the run are forked. (Not ``Future.cancel``: on a
+    broken pool, Python 3.11's executor then fails on the cancelled futures in its own thread.)
 
     An :class:`InputError` of a task is raised here (the first in index order, once every earlier
     task has its result, as one job would raise it); a worker that dies raises
@@ -136,15 +160,24 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
         return [task(i) for i in range(n)]
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    previous, _TASK["run"] = _TASK["run"], task
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context(),
+    previous = dict(_TASK)
+    claimed = mp_context().Array("b", n)  # (zeros: no task taken yet)
+    _TASK.update(run=task, claimed=claimed)
+    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=mp_context(),
                                initializer=_worker_start)
     done = False
     try:
         futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
+        mine: dict[int, tuple[bool, object]] = {}
+        for i in reversed(range(1, n)):  # this process's share: tasks no worker has taken
+            if _claim(claimed, i):
+                mine[i] = _here(task, i)
+                if not mine[i][0]:
+                    break  # (an error: it is raised below once the earlier tasks are in)
         out: list[T] = []
-        for fut in futures:  # index order: never as_completed
-            ok, got = fut.result()
+        for i, fut in enumerate(futures):  # index order: never in the order they end
+            ok, got = mine[i] if i in mine else fut.result()
+            assert i in mine or got != _TAKEN
             if not ok:
                 assert isinstance(got, Failed)
                 raise got.exception()
@@ -152,12 +185,20 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
         done = True
         return out
     except BrokenProcessPool as e:
-        raise InternalError(f"{what} in {jobs} worker processes, one of which died", e) from e
+        raise InternalError(f"{what} in {jobs} processes, when a worker process died", e) from e
     finally:
-        _TASK["run"] = previous
+        _TASK.update(previous)
         if not done:
             _kill(pool)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _here(task: Callable[[int], T], index: int) -> tuple[bool, object]:
+    """Task ``index`` run in this process, its outcome as a worker sends it back."""
+    try:
+        return True, task(index)
+    except InputError as e:
+        return False, Failed.of(e)
 
 
 def _kill(pool) -> None:

@@ -104,7 +104,7 @@ def _cleanup(proc: subprocess.Popen) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers fork")
 def test_ctrl_c_while_workers_cost_fixes_exits_130_and_leaves_no_process(big_log):
-    proc = _start(["check", big_log, "--jobs", "2"])
+    proc = _start(["check", big_log, "--jobs", "3"])  # (2 workers and the command itself)
     try:
         _workers(proc, 2)
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends its foreground group
@@ -118,7 +118,7 @@ def test_ctrl_c_while_workers_cost_fixes_exits_130_and_leaves_no_process(big_log
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers fork")
 def test_a_worker_killed_from_outside_is_an_internal_error_exit_3_not_a_hang(big_log):
-    proc = _start(["check", big_log, "--jobs", "2"])
+    proc = _start(["check", big_log, "--jobs", "3"])  # (2 workers and the command itself)
     try:
         worker = _workers(proc, 2)[0]
         os.kill(worker, signal.SIGKILL)  # (the OOM killer's way)
@@ -126,8 +126,8 @@ def test_a_worker_killed_from_outside_is_an_internal_error_exit_3_not_a_hang(big
         assert code == 3, err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
-            "streamsim: internal error in streamsim while costing the fixes in 2 worker "
-            "processes, one of which died (BrokenProcessPool"), err
+            "streamsim: internal error in streamsim while costing the fixes in 3 processes, "
+            "when a worker process died (BrokenProcessPool"), err
         assert "please report it; traceback in " in lines[0]
         os.remove(lines[0].rsplit("traceback in ", 1)[1])
         assert _session(proc.pid) == []
@@ -138,7 +138,8 @@ def test_a_worker_killed_from_outside_is_an_internal_error_exit_3_not_a_hang(big
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers fork")
 def test_a_worker_that_crashes_in_its_rerun_is_exit_3_with_one_line(tmp_path):
     """A worker's re-run that dies by a signal of its own (a segfault in compiled code, say): the
-    same one line and exit 3 (the re-run is made to kill its own process, in the workers only)."""
+    same one line and exit 3 (the re-run is made to kill its own process, in the workers only:
+    the first re-run, every fix at once, always runs in a worker)."""
     log = tmp_path / "kinds.jsonl"
     log.write_text(EVERY_KIND_LOG)
     script = textwrap.dedent(f"""
@@ -160,7 +161,7 @@ def test_a_worker_that_crashes_in_its_rerun_is_exit_3_with_one_line(tmp_path):
         lines = err.decode().strip().splitlines()
         assert proc.returncode == 3 and out == b"", err
         assert len(lines) == 1 and "internal error in streamsim while costing the fixes in 2 " \
-            "worker processes, one of which died" in lines[0], err
+            "processes, when a worker process died" in lines[0], err
         os.remove(lines[0].rsplit("traceback in ", 1)[1])
         assert _session(proc.pid) == []
     finally:
