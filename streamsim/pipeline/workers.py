@@ -99,8 +99,10 @@ _TASK: dict[str, object] = {"run": None, "claimed": None}  # set before the fork
 
 def _worker_start() -> None:
     """In each worker, first: die with the parent (no orphan keeps computing if the parent is
-    killed), and leave Ctrl-C to the parent, which stops every worker itself."""
+    killed), leave Ctrl-C to the parent, which stops every worker itself, and write through
+    stream objects of its own (:func:`_fresh_streams`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _fresh_streams()
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -108,6 +110,23 @@ def _worker_start() -> None:
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
+
+
+def _fresh_streams() -> None:
+    """Give the worker new ``sys.stdout``/``sys.stderr`` objects on the same files: a fork copies
+    only the forking thread, so a lock of the parent's stream held at that instant by another
+    thread (the progress line redrawing on a terminal) would stay held in the worker forever, and a
+    model's ``print()`` in a re-run (sent to stderr) would hang there. The old objects stay
+    referenced (``sys.__stderr__``...), so none is finalized, and the parent flushed them before
+    forking (multiprocessing does)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            fd = os.dup(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # (no real file: a test's capture)
+            continue
+        setattr(sys, name, open(fd, "w", encoding=stream.encoding, errors=stream.errors,
+                                buffering=1))  # (line-buffered, as a terminal's stderr)
 
 
 def _in_worker(index: int) -> tuple[bool, object]:

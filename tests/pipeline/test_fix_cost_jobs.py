@@ -201,3 +201,18 @@ def test_a_bad_jobs_value_is_an_input_error_naming_it(tmp_path, capsys):
         main(["check", str(log), "--jobs", "0"])
     assert exit_.value.code == 2
     assert "--jobs: expected an integer > 0, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", JOBS)
+def test_the_first_input_error_in_task_order_is_raised_as_with_one_job(jobs):
+    """Tasks 1 and 3 fail (task 3, in this process, first in time): the error raised is task 1's,
+    of its own class and arguments, as one process running them in order would raise it."""
+    from streamsim.sim.errors import OpsBoundExceeded
+
+    def task(i: int) -> int:
+        if i in (1, 3):
+            raise OpsBoundExceeded(f"task {i} passed max_ops", arguments=("max_ops",))
+        return i
+    with pytest.raises(OpsBoundExceeded, match="^task 1 passed max_ops$") as e:
+        workers.run_indexed(task, 4, jobs)
+    assert e.value.arguments == ("max_ops",) and e.value.bound == "max_ops"
