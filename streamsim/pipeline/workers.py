@@ -94,7 +94,8 @@ class Failed:
         return e
 
 
-_TASK: dict[str, object] = {"run": None, "claimed": None}  # set before the fork: inherited
+_TASK: dict[str, object] = {"run": None, "claimed": None, "parent": None}  # set before the
+# fork, inherited by the workers
 
 
 def _worker_start() -> None:
@@ -110,6 +111,8 @@ def _worker_start() -> None:
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
+    if os.getppid() != _TASK["parent"]:  # the parent died before the line above: no one to serve
+        os._exit(1)
 
 
 def _fresh_streams() -> None:
@@ -181,7 +184,7 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
     from concurrent.futures.process import BrokenProcessPool
     previous = dict(_TASK)
     claimed = mp_context().Array("b", n)  # (zeros: no task taken yet)
-    _TASK.update(run=task, claimed=claimed)
+    _TASK.update(run=task, claimed=claimed, parent=os.getpid())
     pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=mp_context(),
                                initializer=_worker_start)
     done = False
