@@ -7,6 +7,7 @@ memory, and where the time goes.
     python benchmarks/check.py --memory 1000000     # peak RSS per op-log line
     python benchmarks/check.py --stages 200000      # CPU per stage, and the Python-object floor
     python benchmarks/check.py --reader 200000      # the op-log reader: lines the Python one read
+    python benchmarks/check.py --jobs-ab 100000 200000 model  # default check/run, --jobs 1 vs 2
 
 The op log is the random stream program of ``benchmarks/programs.py``. ``--vs-csan`` times, in
 interleaved rounds (best of ``--repeat``, median beside it), each a fresh process: ``streamsim
@@ -15,7 +16,11 @@ replay, analysis, report), and CSAN's ``EventHandler`` driven in-process over th
 (``csan_driver.py``, CPU PyTorch 2.13.0 in a venv of its own: ``--csan-python``, else
 ``benchmarks/.csan-venv``, made on first use; never a dependency of streamsim) with its stack
 capture stubbed out and as shipped. CSAN does not re-simulate anything, so the ratios compare
-``--no-fix-cost``; the default ``check`` (fixes costed by re-simulation) is timed once beside them.
+``--no-fix-cost``; the default ``check`` (fixes costed by re-simulation, its re-runs in ``--jobs``
+processes: by default one per CPU, at most 4) is timed once beside them, and once with ``--jobs 1``
+(one core, as CSAN runs: the like-for-like figure). ``--jobs-ab`` times the default check with
+``--jobs 1`` and ``--jobs 2`` in alternating rounds: wall, CPU (the workers' included) and the peak
+RSS and PSS of the process and its workers together.
 Where the compiled core is built (docs/native.md), every streamsim figure is taken on both paths
 in the same run (``[native]``, and ``[python]`` with ``STREAMSIM_NATIVE=0``), interleaved.
 Targets (issue 26, which replaced issue 18's 0.5x/1.5x): ``check --no-fix-cost`` >= 3x CSAN stubbed
@@ -121,17 +126,67 @@ def vs_csan(n: int, repeat: int, python: str, tmp: str) -> None:
         for fmt in ("text", "json"):
             print(f"  {fmt} native / python: {best[f'{fmt} python'] / best[f'{fmt} native']:.2f}x")
     walls = {}
+    jobs = default_jobs()
     for p, env in envs.items():  # (alternating, once each: a default check takes minutes)
+        one = time_command(["check", log, "--jobs", "1"], report, env=env)
         t = time_command(["check", log], report, env=env)
         walls[p] = t["wall"]
         with open(report) as f:
             costed = sum(1 for line in f if "fix cost (re-simulated" in line)
-        print(f"default check (fixes costed by re-simulation), text, once [{p}]: {t['wall']:.2f} s "
+        print(f"default check (fixes costed by re-simulation), text, once [{p}], default --jobs "
+              f"(here {jobs} processes; CSAN uses one core): {t['wall']:.2f} s "
               f"({n / t['wall']:,.0f} ops/s; {costed} root causes costed one by one in the text; "
               f"{best['stubbed'] / t['wall']:.2f}x CSAN stubbed, target >= {TARGET_DEFAULT}x: "
-              f"{'met' if best['stubbed'] / t['wall'] >= TARGET_DEFAULT else 'MISSED'})")
+              f"{'met' if best['stubbed'] / t['wall'] >= TARGET_DEFAULT else 'MISSED'}); "
+              f"--jobs 1 (one core, like for like): {one['wall']:.2f} s, "
+              f"{best['stubbed'] / one['wall']:.2f}x CSAN stubbed")
     if len(walls) > 1:
         print(f"  default check native / python: {walls['python'] / walls['native']:.2f}x")
+
+
+def default_jobs() -> int:
+    """The processes a default ``check`` costs fixes in here, when it has that many re-runs
+    (``streamsim.pipeline.workers.default_jobs``)."""
+    sys.path.insert(0, ROOT)
+    from streamsim.pipeline.workers import MAX_DEFAULT_JOBS, cpus
+    return min(cpus(), MAX_DEFAULT_JOBS)
+
+
+# benchmarks/split.py's model run (its stage timers run in one process: it times --jobs 1 only)
+MODEL_RUN = ["run", "models/vllm_pp.py", "--variant", "regressed_49274", "--set", "requests=32",
+             "--set", "decode_steps=256", "--set", "tp=2"]
+
+
+def jobs_ab(sizes: list, repeat: int, tmp: str) -> None:
+    """The default check (fixes costed) with ``--jobs 1`` and ``--jobs 2``, alternating rounds:
+    wall, CPU (workers included) and the peak RSS/PSS of the process tree; best and median.
+    ``sizes``: lines of random programs, or ``"model"`` for split.py's model run."""
+    for n in sizes:
+        if n == "model":
+            argv, what = MODEL_RUN, "default `" + " ".join(["streamsim", *MODEL_RUN]) + "`"
+        else:
+            log = os.path.join(tmp, f"random{n}.jsonl")
+            write_random_program(log, n)
+            argv, what = ["check", log], f"default check of the {n:,}-line random program"
+        runs: dict[int, list[dict]] = {1: [], 2: []}
+        for _ in range(repeat):
+            for jobs in runs:
+                runs[jobs].append(time_command([*argv, "--jobs", str(jobs)],
+                                               os.path.join(tmp, f"report{jobs}"), tree=True))
+        same = open(os.path.join(tmp, "report1"), "rb").read() == \
+            open(os.path.join(tmp, "report2"), "rb").read()
+        print(f"{what}, --jobs 1 vs 2, best (median) of {repeat} alternating rounds; reports "
+              f"{'identical' if same else 'DIFFER'}:")
+        for jobs, got in runs.items():
+            def fig(key: str, scale: float = 1.0) -> str:
+                vals = [r[key] * scale for r in got]
+                return f"{min(vals):6.2f} ({statistics.median(vals):6.2f})"
+            mb = 1 / 1024
+            print(f"  --jobs {jobs}: wall {fig('wall')} s, CPU {fig('cpu')} s, peak RSS of the "
+                  f"process tree {fig('tree_rss_kb', mb)} MB, PSS {fig('tree_pss_kb', mb)} MB")
+        w1 = min(r["wall"] for r in runs[1])
+        w2 = min(r["wall"] for r in runs[2])
+        print(f"  best wall --jobs 1 / --jobs 2: {w1 / w2:.2f}x")
 
 
 def startup(repeat: int, tmp: str) -> None:
@@ -292,11 +347,15 @@ def main() -> None:
     ap.add_argument("--reader", type=int, metavar="N", help="lines of the reader's logs")
     ap.add_argument("--memory", type=int, metavar="N", help="lines of the random program")
     ap.add_argument("--stages", type=int, metavar="N", help="lines of the random program")
+    ap.add_argument("--jobs-ab", nargs="+", metavar="N", type=lambda x: x if x == "model"
+                    else int(x), help="lines of the random programs to check by default with "
+                    "--jobs 1 and --jobs 2 (\"model\": split.py's model run)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--csan-python", help="a Python with torch==2.13.0 (default: "
                     "benchmarks/.csan-venv, made when missing)")
     args = ap.parse_args()
-    everything = not (args.vs_csan or args.startup or args.memory or args.stages or args.reader)
+    everything = not (args.vs_csan or args.startup or args.memory or args.stages or args.reader
+                      or args.jobs_ab)
     with tempfile.TemporaryDirectory() as tmp:
         if args.vs_csan or everything:
             vs_csan(args.vs_csan or 200_000, args.repeat, csan_python(args.csan_python), tmp)
@@ -308,6 +367,8 @@ def main() -> None:
             stages(args.stages or 200_000, tmp)
         if args.reader or everything:
             reader(args.reader or 200_000, args.repeat, tmp)
+        if args.jobs_ab or everything:
+            jobs_ab(args.jobs_ab or [100_000, 200_000], args.repeat, tmp)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,9 +21,15 @@ ROOT = os.path.dirname(HERE)
 
 
 def time_command(args: list[str], stdout_path: str = os.devnull, *,
-                 python: str = sys.executable, env: dict[str, str] | None = None) -> dict:
+                 python: str = sys.executable, env: dict[str, str] | None = None,
+                 tree: bool = False) -> dict:
     """Run ``streamsim ARGS`` in a fresh process (``env``: variables set for it, e.g.
-    ``STREAMSIM_NATIVE``); return wall, cpu, main (seconds), peak RSS (KB), exit code."""
+    ``STREAMSIM_NATIVE``); return wall, cpu, main (seconds), peak RSS (KB), exit code. ``cpu``
+    counts the worker processes it started and reaped (``--jobs``: ``wait4``'s usage includes
+    them); ``rss_kb`` is the largest single process's peak. With ``tree``, also ``tree_rss_kb``
+    and ``tree_pss_kb``: the peak of the sum over the process and its workers, sampled every
+    100 ms from /proc (PSS shares a page the fork left shared among the processes holding it;
+    RSS counts it in each)."""
     r, w = os.pipe()
     with open(stdout_path, "wb") as out:
         t0 = time.perf_counter()
@@ -30,7 +37,15 @@ def time_command(args: list[str], stdout_path: str = os.devnull, *,
                                  pass_fds=(w,), env={**os.environ, **(env or {}), "TIMING_FD": str(w)},
                                  cwd=ROOT)
         os.close(w)
+        peaks = {"rss": 0, "pss": 0}
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_tree, args=(child.pid, peaks, stop), daemon=True)
+        if tree:
+            sampler.start()
         err = child.stderr.read()
+        stop.set()
+        if tree:
+            sampler.join()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - t0
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -39,8 +54,42 @@ def time_command(args: list[str], stdout_path: str = os.devnull, *,
     if child.returncode not in (0, 1):
         raise RuntimeError(f"streamsim {' '.join(args)} failed ({child.returncode}): "
                            f"{err.decode()[-2000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "main": float(inner),
-            "rss_kb": usage.ru_maxrss, "code": child.returncode}
+    got = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "main": float(inner),
+           "rss_kb": usage.ru_maxrss, "code": child.returncode}
+    if tree:
+        got.update(tree_rss_kb=peaks["rss"], tree_pss_kb=peaks["pss"])
+    return got
+
+
+def _sample_tree(root: int, peaks: dict, stop: threading.Event) -> None:
+    """Until ``stop``: the peak summed RSS and PSS (KB) of ``root`` and its descendants."""
+    while not stop.wait(0.1):  # (a scan of /proc takes CPU from what is timed: not faster)
+        parents = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        stat = f.read()
+                    parents[int(name)] = int(stat[stat.rfind(b")") + 2:].split()[1])
+                except (OSError, ValueError, IndexError):
+                    pass
+        found, grew = {root}, True
+        while grew:
+            new = {p for p, pp in parents.items() if pp in found and p not in found}
+            found |= new
+            grew = bool(new)
+        rss = pss = 0
+        for pid in found:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Rss:"):
+                            rss += int(line.split()[1])
+                        elif line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+        peaks["rss"], peaks["pss"] = max(peaks["rss"], rss), max(peaks["pss"], pss)
 
 
 def _child() -> None:

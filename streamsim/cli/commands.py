@@ -24,7 +24,8 @@ def _model_report(model: Model, variant: str | None, sets, args, *, fix_cost: bo
                      strategy=getattr(args, "strategy", strategies.DEFAULT),
                      depth=getattr(args, "depth", 2),
                      max_ops=args.max_ops, max_time=args.max_time, fix_cost=fix_cost,
-                     apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
+                     apply_fixes=getattr(args, "apply_fixes", False), progress=progress,
+                     jobs=getattr(args, "jobs", 1))
 
 
 def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> Report:
@@ -32,7 +33,8 @@ def oplog_report(path: str, args, *, fix_cost: bool = False, progress=None) -> R
         raise ModelError("--strategy applies to a model input (.py), not an op log")
     return check_oplog(path, seed=args.seed, jitter=args.jitter, max_ops=args.max_ops,
                        max_time=args.max_time, fix_cost=fix_cost,
-                       apply_fixes=getattr(args, "apply_fixes", False), progress=progress)
+                       apply_fixes=getattr(args, "apply_fixes", False), progress=progress,
+                       jobs=getattr(args, "jobs", 1))
 
 
 def _phases(*first: str, fix_cost: bool):

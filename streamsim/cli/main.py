@@ -162,6 +162,16 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
                    "into DIR")
 
 
+def _add_jobs_option(p: argparse.ArgumentParser) -> None:
+    """``--jobs`` of the commands that cost fixes (run, check, compare): processes for the
+    fix-costing re-runs (``streamsim.pipeline.workers``)."""
+    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                   help="processes that re-simulate the run with the proposed fixes side by "
+                   "side to cost them (this one and N-1 forked workers); the report is the same "
+                   "for every N (default: the CPUs this process may use, at most 4 and at most "
+                   "one per re-run; 1: one re-run after the other in this process)")
+
+
 def _version() -> str:
     """The installed package's version (setup.cfg's), as pip knows it."""
     from importlib.metadata import PackageNotFoundError, version
@@ -198,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate with the proposed fixes to measure their cost")
+    _add_jobs_option(p)
     p.add_argument("--apply-fixes", action="store_true",
                    help="report the fixed run instead: the run re-simulated with every proposed "
                    "fix inserted (with --out, its files), and what the fixes cost")
@@ -213,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(p)
     p.add_argument("--no-fix-cost", action="store_true",
                    help="do not re-simulate the log with the proposed fixes to measure their cost")
+    _add_jobs_option(p)
     p.add_argument("--apply-fixes", action="store_true",
                    help="report the fixed run instead: the log replayed with every proposed fix "
                    "inserted (with --out, its files), and what the fixes cost")
@@ -231,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "the first variant)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="a text table (default), JSON, or a Markdown table")
+    _add_jobs_option(p)
 
     for name, what, formats in (
             ("graph", "Draw the happens-before slice of the featured hazard (the first manifest "

@@ -39,7 +39,8 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
                      baseline: str | None = None) -> list[CompareRow]:
     """Simulate and analyse each variant with the same parameters, seed and perturbation
     (``args``: an object with ``seed``, ``jitter``, ``max_ops``, ``max_time``, ``strategy``,
-    ``depth``, as the CLI gives; defaults otherwise), each run as ``streamsim run`` would."""
+    ``depth``, ``jobs``, as the CLI gives; defaults otherwise), each run as ``streamsim run``
+    would: the baseline's fixes costed, with ``jobs`` worker processes for its re-runs."""
     params = model.resolve(sets)
     seed, jitter = getattr(args, "seed", None), getattr(args, "jitter", 0.0)
     bounds = {k: getattr(args, k) for k in ("max_ops", "max_time") if hasattr(args, k)}
@@ -49,7 +50,8 @@ def compare_variants(model: Model, variants: list[str], sets=(), args=None, *,
     for v in variants:
         rows.append(CompareRow(v, run_model(model, v, params, seed=seed, jitter=jitter,
                                             strategy=strategy, depth=depth,
-                                            fix_cost=v == base, **bounds)))
+                                            fix_cost=v == base, jobs=getattr(args, "jobs", 1),
+                                            **bounds)))
     return rows
 
 

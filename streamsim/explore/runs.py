@@ -20,6 +20,7 @@ from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME
 from ..gcpause import pipeline_entry
 from ..pipeline import strategies
 from ..pipeline.pct import OpsEstimate
+from ..pipeline.workers import Failed, mp_context
 
 SEED_STRIDE = 1_000_003
 
@@ -164,21 +165,7 @@ def run_one(spec: RunSpec, seed: int | None) -> RunResult:
                      ops=len(trace.ops), metrics=compute_metrics(trace), params=dict(spec.params))
 
 
-@dataclass(frozen=True)
-class _Failed:
-    """A chunk's first failing run, sent back as plain data: an exception object does not always
-    survive pickling back from a worker (once Dask is imported, a forked worker failed to pickle
-    a ModelError and died, and the caller got a BrokenProcessPool instead of the message)."""
-
-    error: type
-    message: str
-    arguments: tuple[str, ...] = ()
-    named_after: int = 0
-
-    def exception(self) -> Exception:
-        e = self.error(self.message, arguments=self.arguments)
-        e.named_after = self.named_after
-        return e
+_Failed = Failed  # a chunk's first failing run, sent back as plain data (pipeline.workers)
 
 
 def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult] | _Failed:
@@ -187,7 +174,7 @@ def run_tasks(tasks: Sequence[tuple[RunSpec, int | None]]) -> list[RunResult] | 
     try:
         return [run_one(spec, seed) for spec, seed in tasks]
     except ModelError as e:
-        return _Failed(type(e), str(e), e.arguments, e.named_after)
+        return _Failed.of(e)
 
 
 # --- executors ------------------------------------------------------------------------------------
@@ -204,9 +191,7 @@ def _progress(total: int, enabled: bool, desc: str):
                 disable=not (enabled and sys.stderr.isatty()))
 
 
-def _mp_context():
-    import multiprocessing as mp
-    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+_mp_context = mp_context  # one context helper for every local worker (pipeline.workers)
 
 
 def _dask_client(scheduler):

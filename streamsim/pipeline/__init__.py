@@ -10,6 +10,7 @@ pictures) renders. What the simulate stage perturbs is a strategy (``strategies`
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ..analysis.checks import analyse
@@ -22,10 +23,11 @@ from ..sim.errors import InternalError, ModelError
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes,
-                      cost_root_causes)
+from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes, cost_of,
+                      cost_root_causes, costed_root_causes)
 from . import strategies
 from .strategies import perturb_for
+from .workers import check_jobs, default_jobs, run_indexed
 
 Progress = Callable[[str], None]  # called with each phase's name as it starts
 
@@ -48,10 +50,13 @@ def run_model(model: Model | str, variant: str | None = None,
               jitter: float = 0.0, strategy: str = strategies.DEFAULT, depth: int = 2,
               max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
               fix_cost: bool = True, apply_fixes: bool = False,
-              progress: Progress | None = None) -> Report:
+              progress: Progress | None = None, jobs: int | None = 1) -> Report:
     """Simulate one variant of ``model`` and analyse it; with ``fix_cost``, re-simulate with every
     proposed fix applied to measure what they cost (``streamsim run``). ``progress`` is called with
-    the name of each phase as it starts. With ``apply_fixes`` (``run --apply-fixes``), the report
+    the name of each phase as it starts. ``jobs``: processes that run the fix-costing re-runs
+    side by side, this one and ``jobs - 1`` forked workers (1, the default: all in this process;
+    None: :func:`~streamsim.pipeline.workers.default_jobs`); the report is the same for every
+    value. With ``apply_fixes`` (``run --apply-fixes``), the report
     is the fixed run's: the run re-simulated with every proposed fix, analysed, its
     ``Report.applied`` saying what the fixes cost against the run (no fix proposed: the run's own
     report); ``fix_cost`` is then not measured.
@@ -60,14 +65,15 @@ def run_model(model: Model | str, variant: str | None = None,
     :mod:`streamsim.pipeline.pct`). Under PCT no fix cost is measured: a fix's extra ops would move
     PCT's change points onto other ops, so the fixed run would not be the same schedule.
     """
+    check_jobs(jobs)
     if isinstance(model, str):
         model = load_model(model)
     return _run_model(model, variant, params, seed, jitter, strategy, depth, max_ops,
-                      max_time, fix_cost, apply_fixes, progress or _quiet)
+                      max_time, fix_cost, apply_fixes, progress or _quiet, jobs)
 
 
 def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max_ops, max_time,
-               fix_cost, apply_fixes, progress: Progress) -> Report:
+               fix_cost, apply_fixes, progress: Progress, jobs: int | None) -> Report:
     variant = model.check_variant(variant)
     values = model.resolve(params)
     seed = seed_used(seed, jitter, strategy)
@@ -82,20 +88,21 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
     if apply_fixes and no_fix_cost:
         raise ModelError(f"apply_fixes: not under strategy {strategy} ({no_fix_cost})",
                          arguments=("apply_fixes", "strategy"))
-    return _analysed(trace, rerun, info, fix_cost and not no_fix_cost, apply_fixes, progress)
+    return _analysed(trace, rerun, info, fix_cost and not no_fix_cost, apply_fixes, progress,
+                     jobs)
 
 
 def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
-              progress: Progress) -> Report:
+              progress: Progress, jobs: int | None = 1) -> Report:
     """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
-    fixes (``rerun(keyed_fixes) -> Trace``), report (``info``: the report's fields that name the
-    input)."""
+    fixes (``rerun(keyed_fixes) -> Trace``; in ``jobs`` processes), report (``info``: the
+    report's fields that name the input)."""
     progress("analyse")
     findings = analyse(trace)
     metrics = compute_metrics(trace)
     if apply_fixes:
         return _applied(trace, findings, metrics, rerun, info, progress)
-    costs = _costs(trace, findings, metrics, rerun, fix_cost, progress)
+    costs = _costs(trace, findings, metrics, rerun, fix_cost, progress, jobs)
     return Report(trace=trace, findings=findings, metrics=metrics, **info, **costs)
 
 
@@ -114,17 +121,18 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
                 fix_cost: bool = True, apply_fixes: bool = False,
-                progress: Progress | None = None) -> Report:
+                progress: Progress | None = None, jobs: int | None = 1) -> Report:
     """Replay a recorded op log (a path, or an :class:`~streamsim.oplog.OpLog` already parsed)
     through the engine and analyse it (``streamsim check``); with ``fix_cost``, re-simulate the log
-    with the proposed fixes inserted, as for a model. ``apply_fixes``, ``progress``: as for
-    :func:`run_model`."""
+    with the proposed fixes inserted, as for a model. ``apply_fixes``, ``progress``, ``jobs``: as
+    for :func:`run_model`."""
+    check_jobs(jobs)
     return _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
-                        progress or _quiet)
+                        progress or _quiet, jobs)
 
 
 def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
-                 progress: Progress) -> Report:
+                 progress: Progress, jobs: int | None) -> Report:
     progress("parse")
     log = oplog if isinstance(oplog, OpLog) else load_oplog(oplog)
     seed = seed_used(seed, jitter)
@@ -140,32 +148,68 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
     return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,
-                     apply_fixes, progress)
+                     apply_fixes, progress, jobs)
 
 
 def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,
-           progress: Progress) -> dict:
+           progress: Progress, jobs: int | None = 1) -> dict:
     """Report fields: the cost of all fixes at once and of each root cause's fix alone
-    (``metrics``: the run's own, measured once for all of them)."""
+    (``metrics``: the run's own, measured once for all of them). The re-runs are decided first
+    (which root causes are costed does not depend on any re-run), so that with ``jobs`` > 1 they
+    run in several processes (:func:`_costs_in_workers`), with the same report."""
     if not wanted or not findings.hazards:
         return {}
     progress("cost fixes")
-    failed: list[str] = []  # why a re-run failed inside streamsim (its costs: not measured)
-
-    def guarded(fixes):
-        try:
-            return rerun(fixes)
-        except InternalError as e:
-            failed.append(str(e))
-            raise
     keyed = Keying(trace, findings)  # (once for the total and every root cause)
-    total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
-    if len(findings.root_causes) == 1:  # its fixes are all the fixes: no second re-run
+    single = len(findings.root_causes) == 1  # its fixes are all the fixes: no second re-run
+    k = 0 if single else costed_root_causes(trace, findings)
+    groups = [findings.hazards] + [[findings.hazards[i] for i in rc.instances]
+                                   for rc in findings.root_causes[:k]]
+    reruns = sum(1 for g in groups if keyed.of(g))  # (a group with no fix is not re-run)
+    procs = default_jobs(reruns) if jobs is None else min(jobs, reruns)
+    failed: list[str] = []  # why a re-run failed inside streamsim (its costs: not measured)
+    if procs > 1:
+        got = _costs_in_workers(trace, groups, rerun, metrics, keyed, procs, failed)
+        total, each = got[0], (*got[1:], *(None,) * (len(findings.root_causes) - k))
+    else:  # in this process, one re-run after the other
+        def guarded(fixes):
+            try:
+                return rerun(fixes)
+            except InternalError as e:
+                failed.append(str(e))
+                raise
+        total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
+        each = (total,) if single else \
+            cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
+    if single:
         return {"fix_cost": total, "root_cause_costs": (total,),
                 "root_cause_cost_note": _failure_note(failed)}
-    each = cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
     note = " ".join(x for x in (budget_note(trace, findings), _failure_note(failed)) if x)
     return {"fix_cost": total, "root_cause_costs": each, "root_cause_cost_note": note}
+
+
+def _costs_in_workers(trace: Trace, groups: list, rerun, metrics: Metrics, keyed: Keying,
+                      procs: int, failed: list[str]) -> list:
+    """The cost of fixing each group of hazards (``groups[0]``: all of them), each re-run in one
+    of ``procs`` processes (this one and forked workers: :func:`~.workers.run_indexed`); in group
+    order, as one process computes them, and ``failed`` extended in that order. A worker sends back the small ``FixCost`` (and why its re-run failed
+    inside streamsim, if it did), never a trace."""
+    def task(i: int) -> tuple:
+        mine: list[str] = []
+
+        def guarded(fixes):
+            try:
+                return rerun(fixes)
+            except InternalError as e:
+                mine.append(str(e))
+                raise
+        return cost_of(trace, groups[i], guarded, metrics, keyed), mine
+    out = []
+    for cost, mine in run_indexed(task, len(groups), procs, "costing the fixes"):
+        failed.extend(mine)
+        out.append(cost if cost is None else replace(cost, before=metrics))  # (the same
+        # object as in one process, not an equal copy unpickled once per cost)
+    return out
 
 
 def _failure_note(failed: list[str]) -> str:

@@ -33,7 +33,7 @@ def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
     """Re-simulate with every distinct fix applied (``rerun(keyed_fixes) -> Trace``) and measure
     it; None when no hazard has a fix. ``before``: the run's metrics, if the caller has them;
     ``keyed``: the fixes of ``findings`` keyed once (:class:`Keying`), if the caller has them."""
-    return _cost(trace, findings.hazards, rerun, before or compute_metrics(trace),
+    return cost_of(trace, findings.hazards, rerun, before or compute_metrics(trace),
                  keyed or Keying(trace, findings))
 
 
@@ -80,7 +80,7 @@ def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
         before = compute_metrics(trace)
     if k and keyed is None:
         keyed = Keying(trace, findings)
-    return tuple(_cost(trace, [findings.hazards[i] for i in rc.instances], rerun, before, keyed)
+    return tuple(cost_of(trace, [findings.hazards[i] for i in rc.instances], rerun, before, keyed)
                  if n < k else None for n, rc in enumerate(findings.root_causes))
 
 
@@ -98,8 +98,12 @@ def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> 
             f"most {budget:,} ops are re-simulated for them.")
 
 
-def _cost(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
-          before: Metrics, keying: Keying) -> FixCost | None:
+def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
+            before: Metrics, keying: Keying) -> FixCost | None:
+    """The cost of fixing ``hazards`` alone (their distinct fixes keyed by ``keying``): one
+    re-run, measured; None when they have no fix or the re-run failed inside streamsim
+    (:class:`InternalError`: the caller says so). What :func:`cost_fixes` and
+    :func:`cost_root_causes` compute for each of their groups of hazards."""
     keyed = keying.of(hazards)
     if not keyed:
         return None

@@ -1,0 +1,240 @@
+"""Independent tasks of one command in forked worker processes, results in task order.
+
+Costing the proposed fixes re-simulates the run several times (every fix at once, then each root
+cause's fix alone); the re-runs are independent and decided before any of them runs, so they can
+run side by side (``--jobs``). What must not change with the number of workers is the report: so a
+task is named by its index, its result is collected by that index (never in completion order),
+and a worker sends back only a small picklable result (a ``FixCost``), never a trace.
+
+Workers are forked: a task is a closure over the run's trace, findings and re-run function, which
+a fork inherits as it is (nothing is pickled on the way in, and the parent's pages are shared until
+written). Where ``fork`` is not the start method (:func:`mp_context`), tasks run in this process,
+one after another, as with one job.
+
+Errors keep their meaning (docs/cli.md, exit codes): an :class:`~streamsim.sim.errors.InputError`
+raised by a task (a model re-run past ``--max-wall``, say) is sent back as plain data and raised
+here, the first one in task order, as with one job; a worker that dies (killed, a segfault) is
+streamsim's fault, an :class:`~streamsim.sim.errors.InternalError` (exit 3). On any way out (an
+error, Ctrl-C) the workers still running are killed and reaped before this returns, and a worker
+whose parent dies is killed by the kernel (``PR_SET_PDEATHSIG`` on Linux): none is left behind.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from ..sim.errors import InputError, InternalError
+
+T = TypeVar("T")
+
+# Workers a default --jobs starts at most, whatever the CPUs: each holds one re-run's trace at a
+# time (about the run's own size again: docs/cli.md gives peak RSS for 1 and 2 jobs), so memory
+# grows with the workers; past 4 the re-runs left (at most 21, usually a handful) gain little.
+MAX_DEFAULT_JOBS = 4
+
+
+def mp_context():
+    """The multiprocessing context of streamsim's local workers (``explore``/``sweep`` runs, fix
+    costing): fork on Linux (a worker inherits the loaded model and the run's state), spawn
+    elsewhere (macOS's fork is unsafe with system frameworks)."""
+    import multiprocessing as mp
+    return mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+def can_fork() -> bool:
+    """Whether tasks that are closures can run in workers here (the context forks)."""
+    return mp_context().get_start_method() == "fork"
+
+
+def cpus() -> int:
+    """CPUs this process may run on (its affinity mask, as ``taskset`` or a container's cpuset
+    limits it), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_jobs(tasks: int) -> int:
+    """Workers for ``tasks`` independent tasks when ``--jobs`` is not given: the CPUs available,
+    at most :data:`MAX_DEFAULT_JOBS` (memory: one trace per worker), at most one per task."""
+    return max(1, min(cpus(), MAX_DEFAULT_JOBS, tasks))
+
+
+def check_jobs(jobs: int | None) -> None:
+    """Refuse a ``jobs`` below 1 (None: the default, :func:`default_jobs`)."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"jobs must be an integer >= 1, got {jobs!r}", arguments=("jobs",))
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A task's :class:`InputError`, sent back as plain data and raised again in the parent: an
+    exception object does not always survive pickling back from a worker (once Dask was imported,
+    a forked ``explore`` worker failed to pickle a ModelError and died, and the caller got a
+    BrokenProcessPool instead of the message)."""
+
+    error: type
+    message: str
+    arguments: tuple[str, ...] = ()
+    named_after: int = 0
+
+    @classmethod
+    def of(cls, e: InputError) -> "Failed":
+        """``e`` as plain data (its class, message, arguments; a bound's flag is its class's)."""
+        return cls(type(e), str(e), e.arguments, e.named_after)
+
+    def exception(self) -> InputError:
+        """The error again, as the task raised it."""
+        e = self.error(self.message, arguments=self.arguments)
+        e.named_after = self.named_after
+        return e
+
+
+_TASK: dict[str, object] = {"run": None, "claimed": None, "parent": None}  # set before the
+# fork, inherited by the workers
+
+
+def _worker_start() -> None:
+    """In each worker, first: die with the parent (no orphan keeps computing if the parent is
+    killed), leave Ctrl-C to the parent, which stops every worker itself, and write through
+    stream objects of its own (:func:`_fresh_streams`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _fresh_streams()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != _TASK["parent"]:  # the parent died before the line above: no one to serve
+        os._exit(1)
+
+
+def _fresh_streams() -> None:
+    """Give the worker new ``sys.stdout``/``sys.stderr`` objects on the same files: a fork copies
+    only the forking thread, so a lock of the parent's stream held at that instant by another
+    thread (the progress line redrawing on a terminal) would stay held in the worker forever, and a
+    model's ``print()`` in a re-run (sent to stderr) would hang there. The old objects stay
+    referenced (``sys.__stderr__``...), so none is finalized, and the parent flushed them before
+    forking (multiprocessing does)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            fd = os.dup(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # (no real file: a test's capture)
+            continue
+        setattr(sys, name, open(fd, "w", encoding=stream.encoding, errors=stream.errors,
+                                buffering=1))  # (line-buffered, as a terminal's stderr)
+
+
+def _in_worker(index: int) -> tuple[bool, object]:
+    """Run task ``index`` (the function the parent set before forking) unless the parent took it;
+    ``(True, result)`` (``_TAKEN`` if the parent took it), or ``(False, Failed)`` for an input
+    error."""
+    run = _TASK["run"]
+    assert callable(run), "no task set before the workers were forked"
+    if not _claim(_TASK["claimed"], index):
+        return True, _TAKEN  # (the parent runs it)
+    try:
+        return True, run(index)
+    except InputError as e:
+        return False, Failed.of(e)
+
+
+_TAKEN = "taken by another process"
+
+
+def _claim(claimed, index: int) -> bool:
+    """Take task ``index`` for this process, unless another took it first (``claimed``: a shared
+    array of flags, one per task, made before the fork)."""
+    with claimed.get_lock():
+        if claimed[index]:
+            return False
+        claimed[index] = 1
+        return True
+
+
+def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "running tasks"
+                ) -> list[T]:
+    """``[task(0), ..., task(n - 1)]``, computed by ``jobs`` processes side by side: this one and
+    ``jobs - 1`` forked workers; the list is in index order whatever order the tasks end in, so
+    that what is made of it does not depend on ``jobs``. ``jobs`` 1 (or one task, or no fork
+    here) runs the tasks in this process, in order.
+
+    The workers take the tasks from the first on (the first, always a worker's, is the largest
+    re-run: every fix at once); this process takes them from the last on, each that no worker has
+    taken (a flag per task in shared memory, set under its lock by whoever takes it first), until
+    none is left, then collects the workers' results in index order. So ``jobs`` processes
+    compute, and only ``jobs - 1`` copies of the run are forked. (Not ``Future.cancel``: on a
+    broken pool, Python 3.11's executor then fails on the cancelled futures in its own thread.)
+
+    An :class:`InputError` of a task is raised here (the first in index order, once every earlier
+    task has its result, as one job would raise it); a worker that dies raises
+    :class:`InternalError` whose message says it was ``what`` (``"costing the fixes"``).
+    ``task`` must return something small and picklable."""
+    jobs = min(jobs, n)
+    if jobs <= 1 or not can_fork():
+        return [task(i) for i in range(n)]
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    previous = dict(_TASK)
+    claimed = mp_context().Array("b", n)  # (zeros: no task taken yet)
+    _TASK.update(run=task, claimed=claimed, parent=os.getpid())
+    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=mp_context(),
+                               initializer=_worker_start)
+    done = False
+    try:
+        futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
+        mine: dict[int, tuple[bool, object]] = {}
+        for i in reversed(range(1, n)):  # this process's share: tasks no worker has taken
+            if _claim(claimed, i):
+                mine[i] = _here(task, i)
+                if not mine[i][0]:
+                    break  # (an error: it is raised below once the earlier tasks are in)
+        out: list[T] = []
+        for i, fut in enumerate(futures):  # index order: never in the order they end
+            ok, got = mine[i] if i in mine else fut.result()
+            assert i in mine or got != _TAKEN
+            if not ok:
+                assert isinstance(got, Failed)
+                raise got.exception()
+            out.append(got)  # type: ignore[arg-type]
+        done = True
+        return out
+    except BrokenProcessPool as e:
+        raise InternalError(f"{what} in {jobs} processes, when a worker process died", e) from e
+    finally:
+        _TASK.update(previous)
+        if not done:
+            _kill(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _here(task: Callable[[int], T], index: int) -> tuple[bool, object]:
+    """Task ``index`` run in this process, its outcome as a worker sends it back."""
+    try:
+        return True, task(index)
+    except InputError as e:
+        return False, Failed.of(e)
+
+
+def _kill(pool) -> None:
+    """Kill ``pool``'s workers and reap them (an error or Ctrl-C left tasks running whose results
+    nobody will read). ``_processes`` is the executor's own table (Python 3.11 has no public way
+    to stop its workers; ``terminate_workers`` came in 3.14)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        try:
+            proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for proc in procs:
+        try:
+            proc.join()
+        except (OSError, ValueError, AttributeError, AssertionError):
+            pass
