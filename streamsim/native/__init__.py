@@ -118,3 +118,21 @@ def memory(trace: Any) -> tuple[dict, dict, dict, set, int] | None:
     if _compiled_metrics is None or not _on():
         return None
     return _compiled_metrics.memory(trace)
+
+
+def keyed_host_ops(trace: Any, wanted: set) -> dict | None:
+    """Compiled :func:`streamsim.pipeline.fixcost._keyed_host_ops`: host op id -> its injection
+    key, for the keys in ``wanted``; None when the reference must run instead
+    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a 4-tuple, an op not an ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.keyed_host_ops(trace, wanted)
+
+
+def delayed_ops(trace: Any, host: dict) -> dict | None:
+    """Compiled second scan of :func:`streamsim.pipeline.fixcost._delayed_ops` (``host``: host
+    op id -> injection key): key -> the op a sync before that host action delays; None when the
+    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.delayed_ops(trace, host)

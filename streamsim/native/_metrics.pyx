@@ -16,6 +16,10 @@ Each function returns None, having changed nothing, when the reference must run 
 that is not a Python float (a hand-built trace with int times: the reference's arithmetic would
 keep ints), a NaN (Python's sort of NaNs is not a total order), or, for :func:`memory`, op ids
 that are not positions (a trace cut to some of its ops). Tests: tests/native/test_metrics.py.
+
+Two scans of fix costing (streamsim/pipeline/fixcost.py), after the run and after each re-run,
+read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_ops``) and
+:func:`delayed_ops` (the second scan of ``_delayed_ops``). Tests: tests/native/test_fixscan.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -26,7 +30,7 @@ from libc.stdlib cimport qsort
 
 from types import MemberDescriptorType
 
-from streamsim.trace import STREAM, TRANSFER_START, Op
+from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
 cdef extern from "Python.h":
     int PY_VERSION_HEX
@@ -56,6 +60,8 @@ cdef Py_ssize_t OFF_KIND = _offset("kind")
 cdef Py_ssize_t OFF_START = _offset("start")
 cdef Py_ssize_t OFF_END = _offset("end")
 cdef Py_ssize_t OFF_STEP = _offset("step")
+cdef Py_ssize_t OFF_ISSUER = _offset("issuer")
+cdef Py_ssize_t OFF_LOCATION = _offset("location")
 
 
 cdef PyObject *ALLOC = <PyObject *>"alloc"
@@ -631,3 +637,134 @@ cdef object _op_at(object ops, Py_ssize_t nops, object op_id):
     if 0 <= op_id < nops:
         return ops[op_id]
     return None
+
+
+
+def keyed_host_ops(trace, wanted):
+    """The reference's ``fixcost._keyed_host_ops(trace, wanted)``: host op id -> its injection key
+    ``(agent, kind, location, n)``, for the keys in ``wanted``, in op order; None when the
+    reference must run (a key that is not a 4-tuple, an op of another type than ``Op``).
+
+    The same loop, but the test ``key in wanted`` (a hash of the Agent dataclass per candidate
+    op, in Python: most of the reference's time) is made on ``wanted`` grouped by agent once:
+    ``(kind, location, n)`` in the group of the op's agent, found by equality once per agent
+    object, which holds exactly when the 4-tuple is in ``wanted``."""
+    cdef dict want = {}
+    for k in wanted:
+        if type(k) is not tuple or len(<tuple>k) != 4:
+            return None
+        group = want.get(k[0])
+        if group is None:
+            group = want[k[0]] = set()
+        group.add((k[1], k[2], k[3]))
+    cdef set lines = {k[2] for k in wanted}
+    cdef set kinds = {k[1] for k in wanted}
+    cdef dict sites = {}  # (thread, kind, location) -> actions seen
+    cdef PtrMap thread = PtrMap()  # agent address -> its number + 1 (equal agents: one number),
+    # or 0 for an agent that is not a host thread
+    cdef dict numbers = {}
+    cdef list groups = []  # thread number -> its agent's wanted (kind, location, n), or None
+    cdef dict host = {}
+    cdef PyObject *p
+    cdef PyObject *loc
+    cdef PyObject *kind
+    cdef PyObject *ag
+    cdef Py_ssize_t t
+    for op in trace.ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        loc, kind, ag = _slot(p, OFF_LOCATION), _slot(p, OFF_KIND), _slot(p, OFF_AGENT)
+        if loc == NULL or kind == NULL or ag == NULL or _slot(p, OFF_ID) == NULL:
+            return None
+        if not (<object>loc in lines and <object>kind in kinds):
+            continue
+        t = thread.get(<uintptr_t>ag)
+        if t < 0:  # (first op of this agent object)
+            if (<object>ag).kind != HOST:
+                t = 0
+            else:
+                t = 1 + numbers.setdefault(<object>ag, len(numbers))
+                while len(groups) < t:
+                    groups.append(None)
+                groups[t - 1] = want.get(<object>ag)
+            thread.put(<uintptr_t>ag, t)
+        if t == 0 or op.attrs.get("injected"):
+            continue
+        site = (t - 1, <object>kind, <object>loc)
+        n = sites.get(site, 0)
+        sites[site] = n + 1
+        group = groups[t - 1]
+        if group is not None and (<object>kind, <object>loc, n) in group:
+            host[<object>_slot(p, OFF_ID)] = (<object>ag, <object>kind, <object>loc, n)
+    return host
+
+
+def delayed_ops(trace, dict host):
+    """The reference's second scan in ``fixcost._delayed_ops``: injection key -> the first stream
+    op the keyed host action (``host``: host op id -> key) enqueued, else that action itself; the
+    keys in the order the reference first assigns them. None when the reference must run (an op
+    of another type than ``Op``, a host op id that is not an int).
+
+    The reference's ``out`` is keyed by the injection key (a hash of the Agent dataclass per
+    lookup); a host action's key is its own (two actions never share one), so this holds the
+    same state per host op id instead: the op chosen and whether it is a stream op."""
+    cdef Py_ssize_t nops = len(trace.ops), hid, iss
+    cdef Block b_mark = Block((nops + 1) * sizeof(char))
+    cdef char *mark = <char *>b_mark.p  # op id -> 1 keyed host action (ids outside: none)
+    cdef Py_ssize_t i
+    for i in range(nops):
+        mark[i] = 0
+    for h in host:
+        if not PyLong_CheckExact(h):
+            return None
+        hid = PyLong_AsSsize_t(h)
+        if 0 <= hid < nops:
+            mark[hid] = 1
+    cdef dict chosen = {}  # host op id -> [op, from a stream]
+    cdef list order = []  # host op ids in the order their keys are first assigned
+    cdef PyObject *p
+    cdef PyObject *ag
+    cdef PyObject *pid
+    cdef PyObject *last = NULL
+    cdef bint last_host = False
+    cdef PtrMap is_host = PtrMap()  # agent address -> 1 host, 0 not (its kind read once)
+    cdef Py_ssize_t known
+    cdef list cur
+    for op in trace.ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        ag = _slot(p, OFF_AGENT)
+        if ag == NULL:
+            return None
+        if ag != last:
+            known = is_host.get(<uintptr_t>ag)
+            if known < 0:
+                known = 1 if (<object>ag).kind == HOST else 0
+                is_host.put(<uintptr_t>ag, known)
+            last, last_host = ag, known == 1
+        pid = _slot(p, OFF_ID) if last_host else _slot(p, OFF_ISSUER)
+        if pid == NULL:
+            return None
+        if pid == <PyObject *>None:
+            continue
+        if PyLong_CheckExact(<object>pid):
+            hid = PyLong_AsSsize_t(<object>pid)
+            if not (0 <= hid < nops and mark[hid]):
+                continue
+        elif <object>pid not in host:  # (an id of another type: as the reference asks)
+            continue
+        key = <object>pid
+        if last_host:  # k = host.get(op.id); if k not in out: out[k] = op
+            if key not in chosen:
+                chosen[key] = [op, False]
+                order.append(key)
+        else:  # if out.get(k) is None or out[k].agent.kind == HOST: out[k] = op
+            cur = chosen.get(key)
+            if cur is None:
+                chosen[key] = [op, True]
+                order.append(key)
+            elif not cur[1]:
+                cur[0], cur[1] = op, True
+    return {host[h]: chosen[h][0] for h in order}
