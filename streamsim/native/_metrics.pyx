@@ -376,17 +376,16 @@ def timing(trace):
             return None
         if f & 2 and _slot(p, OFF_STEP) != NULL and _slot(p, OFF_STEP) != <PyObject *>None:
             step = <object>_slot(p, OFF_STEP)
-            if True:
-                got = step_at.get(step)
-                if got is None:
-                    step_at[step] = spans.n
-                    spans.push(start, end, 0)
-                else:
-                    k = got
-                    if start < spans.s[k]:
-                        spans.s[k] = start
-                    if end > spans.e[k]:
-                        spans.e[k] = end
+            got = step_at.get(step)
+            if got is None:
+                step_at[step] = spans.n
+                spans.push(start, end, 0)
+            else:  # (min and max, as the reference: the first unless strictly past it)
+                k = got
+                if start < spans.s[k]:
+                    spans.s[k] = start
+                if end > spans.e[k]:
+                    spans.e[k] = end
         if end > start:
             ivs.push(start, end, slot)
             if f & 4:
