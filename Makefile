@@ -9,9 +9,11 @@ STAMP := $(VENV)/.installed
 # torch is pinned first, by itself: resolving the `record` extra's range alone could pick a
 # multi-GB CUDA build; with 2.13.0 already installed pip keeps it. The recorder's tests need it
 # (under CI a missing torch fails them).
-# (setup.py builds the optional compiled core, streamsim/native/_hb.pyx: rebuilt when it changes;
-# without a C compiler the install goes on in pure Python, docs/native.md)
-$(STAMP): setup.cfg pyproject.toml setup.py streamsim/native/_hb.pyx streamsim/native/_decode.pyx
+# (setup.py builds the optional compiled core, streamsim/native/*.pyx, each module on its own:
+# rebuilt when one changes; without a C compiler the install goes on in pure Python,
+# docs/native.md; `make clean` removes every built module and its C file)
+$(STAMP): setup.cfg pyproject.toml setup.py streamsim/native/_hb.pyx streamsim/native/_decode.pyx \
+		streamsim/native/_metrics.pyx
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

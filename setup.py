@@ -1,4 +1,5 @@
-"""The optional compiled core (docs/native.md): streamsim/native/*.pyx, built when it can be.
+"""The optional compiled core (docs/native.md): streamsim/native/*.pyx (the HB pass, the op-log
+reader's hot path, the run metrics), each built when it can be, each on its own.
 
 Everything else is in setup.cfg. Cython rather than C with the CPython API: the compiled HB pass
 is the pure-Python pass (streamsim/analysis/hb.py) with C types on its hot locals, so it reads
@@ -13,9 +14,10 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-# the compiled modules: the HB pass, and the op-log reader's per-line hot path
+# the compiled modules: the HB pass, the op-log reader's per-line hot path, the run metrics
 SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
-           "streamsim.native._decode": "streamsim/native/_decode.pyx"}
+           "streamsim.native._decode": "streamsim/native/_decode.pyx",
+           "streamsim.native._metrics": "streamsim/native/_metrics.pyx"}
 
 
 def _say(why: object, module: str = "streamsim.native") -> None:
@@ -53,12 +55,13 @@ def _extensions() -> list[Extension]:
     except ImportError as e:  # (a build without the [build-system] requirements)
         _say(e)
         return []
-    try:
-        return cythonize([Extension(name, [src]) for name, src in SOURCES.items()],
-                         language_level=3, quiet=True)
-    except Exception as e:  # (Cython's CompileError: the .pyx does not translate)
-        _say(e)
-        return []
+    out: list[Extension] = []
+    for name, src in SOURCES.items():  # (one at a time: a .pyx that does not translate loses
+        try:  # its own module only, not the others)
+            out += cythonize([Extension(name, [src])], language_level=3, quiet=True)
+        except Exception as e:  # (Cython's CompileError: the .pyx does not translate)
+            _say(e, name)
+    return out
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -10,8 +10,9 @@ are the default; the model's default variant, ``pre_49274``, has none) through t
 text rendering) with a timer wrapped around each stage function that path calls, and prints, in
 CPU and wall seconds, each stage's own time (a stage nested in another is taken out of it):
 
-The ``path`` column: ``native`` or ``python`` for the HB pass, as it ran; every other stage has only
-a pure-Python path (``python``; the simulations: ``simpy``).
+The ``path`` column: ``native`` or ``python`` for the HB pass and the metrics, as they ran; every
+other stage is reported ``python`` (the simulations: ``simpy``), fix costing's keying and shift
+included, whose per-op scans run compiled where built (docs/native.md).
 
 * ``simulate``: the simulation of the model (simpy);
 * after the simulation: the HB pass (and which path it took: ``native`` = the compiled pass,
@@ -129,6 +130,15 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
                                set()).add("python" if got is None else "native")
         return got
     native.hb_rows = traced_rows
+    if hasattr(native, "metrics"):  # (the compiled metrics: a checkout from before has none)
+        metrics_of = native.metrics
+
+        def traced_metrics(*a, **k):
+            got = metrics_of(*a, **k)
+            clock.paths.setdefault("fix cost: metrics of re-runs" if costing[0] else "metrics",
+                                   set()).add("python" if got is None else "native")
+            return got
+        native.metrics = traced_metrics
 
     w0, c0 = time.perf_counter(), time.process_time()
     report = pipeline.run_model(os.path.join(root, MODEL), variant, sets, fix_cost=fix_cost)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from .. import native
 from ..trace import STREAM, TRANSFER_START, Op, Trace
 
 COMPUTE_KINDS = frozenset({"launch"})
@@ -125,7 +126,33 @@ def _get(ops, op_id):
 
 def memory_use(trace: Trace) -> MemoryUse:
     """Every rank's live bytes of ``trace`` (see :class:`MemoryUse`); linear in its ops (and a
-    sort of its allocations and frees)."""
+    sort of its allocations and frees). The scan and the walk run compiled where
+    :mod:`streamsim.native` is built (bit for bit these functions' results, tests/native)."""
+    walked = native.memory(trace)
+    if walked is None:
+        walked = _memory_walk(_memory_events(trace))
+    series, peak, peak_at, freeing, unknown = walked
+    notes = []
+    never = sorted(r for r in series if r not in freeing)
+    if never:
+        notes.append(f"rank{'s' * (len(never) > 1)} {', '.join(map(str, never))} free"
+                     f"{'s' * (len(never) == 1)} nothing: every buffer stays live to the end, "
+                     "so the peak is all that was allocated")
+    if unknown:
+        notes.append(f"{unknown:,} free{'s' * (unknown != 1)} of buffers with no allocation "
+                     "(a buffer an op log uses before any alloc line) not counted")
+    if not series:
+        notes.append("no allocation recorded (no host.buffer, no alloc line): no memory figures")
+    order = sorted(series)
+    return MemoryUse(series={r: tuple(series[r]) for r in order},
+                     peak={r: peak[r] for r in order}, peak_at={r: peak_at[r] for r in order},
+                     note="; ".join(notes))
+
+
+def _memory_events(trace: Trace) -> list[tuple]:
+    """The allocations and frees of ``trace`` as ``(time, issue position, 0 free / 1 alloc, rank,
+    buffer, nbytes)``, sorted by time, then issue position (stable: equal keys in the order
+    below, the model's allocations first, then the ops in id order)."""
     # (time, issue position, 0 free / 1 alloc, rank, buffer, nbytes): a model's allocation goes
     # between the ops issued before and after it (2 * issued - 1), an op at 2 * its id (a free at
     # the host action that issued it)
@@ -149,6 +176,13 @@ def memory_use(trace: Trace) -> MemoryUse:
         events[at] = (free_time(trace, op, ops), 2 * (op.id if op.issuer is None else op.issuer),
                       0, op.agent.rank, op.attrs.get("buffer"), 0)
     events.sort(key=lambda e: e[:2])
+    return events
+
+
+def _memory_walk(events: list[tuple]) -> tuple[dict, dict, dict, set, int]:
+    """The walk over sorted ``events`` (:func:`_memory_events`): ``(series, peak, peak_at,
+    freeing, unknown)``, per rank its list of ``(time, live bytes)`` changes, its peak and when
+    first reached, the ranks that freed something, and how many frees had no allocation."""
     live: dict[tuple[int, str], int] = {}
     now: dict[int, int] = {}
     series: dict[int, list] = {}
@@ -176,21 +210,7 @@ def memory_use(trace: Trace) -> MemoryUse:
         # one instant draw as a spike, the most the allocator held at once)
         if total > peak.get(rank, -1):
             peak[rank], peak_at[rank] = total, time
-    notes = []
-    never = sorted(r for r in series if r not in freeing)
-    if never:
-        notes.append(f"rank{'s' * (len(never) > 1)} {', '.join(map(str, never))} free"
-                     f"{'s' * (len(never) == 1)} nothing: every buffer stays live to the end, "
-                     "so the peak is all that was allocated")
-    if unknown:
-        notes.append(f"{unknown:,} free{'s' * (unknown != 1)} of buffers with no allocation "
-                     "(a buffer an op log uses before any alloc line) not counted")
-    if not series:
-        notes.append("no allocation recorded (no host.buffer, no alloc line): no memory figures")
-    order = sorted(series)
-    return MemoryUse(series={r: tuple(series[r]) for r in order},
-                     peak={r: peak[r] for r in order}, peak_at={r: peak_at[r] for r in order},
-                     note="; ".join(notes))
+    return series, peak, peak_at, freeing, unknown
 
 
 def _round(x: float) -> float:
@@ -237,7 +257,30 @@ def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) ->
 
 
 def compute_metrics(trace: Trace) -> Metrics:
-    """Metrics of ``trace`` (times in simulated microseconds)."""
+    """Metrics of ``trace`` (times in simulated microseconds). Its per-op scans (:func:`_timing`,
+    :func:`memory_use`) run compiled where :mod:`streamsim.native` is built: the same figures,
+    floats bit for bit (tests/native/test_metrics.py); these functions stay the reference."""
+    parts = native.metrics(trace)
+    latencies, idle, overlap_num, overlap_den, busy_us = \
+        _timing(trace) if parts is None else parts
+    mem = memory_use(trace)
+    return Metrics(
+        makespan_us=trace.end_time,
+        steps=len(latencies),
+        mean_step_us=sum(latencies) / len(latencies) if latencies else 0.0,
+        p99_step_us=_percentile(latencies, 99),
+        bubble_share=sum(idle) / len(idle) if idle else 0.0,
+        comm_overlap_share=overlap_num / overlap_den if overlap_den else 0.0,
+        busy_us=busy_us, peak_bytes=mem.peak, memory_note=mem.note,
+    )
+
+
+def _timing(trace: Trace) -> tuple[list[float], list[float], float, float, dict[str, float]]:
+    """The per-op part of :func:`compute_metrics`: ``(latencies, idle, overlap_num, overlap_den,
+    busy_us)``: each step's latency (in the order steps first appear), each rank's idle share of
+    the makespan (ranks in order; none when the makespan is 0), the comm transfer time overlapped
+    by compute and all of it, summed over ranks in order, and the busy time of each stream agent
+    (sorted by agent)."""
     makespan = trace.end_time
     step_span: dict[int, list[float]] = {}
     # Per agent object (looked up by identity: hashing the Agent dataclass per op is most of the
@@ -297,14 +340,5 @@ def compute_metrics(trace: Trace) -> Metrics:
         overlap_num += _intersection(c, m)
         overlap_den += _total(m)
     latencies = [e - s for s, e in step_span.values()]
-    mem = memory_use(trace)
-    return Metrics(
-        makespan_us=makespan,
-        steps=len(latencies),
-        mean_step_us=sum(latencies) / len(latencies) if latencies else 0.0,
-        p99_step_us=_percentile(latencies, 99),
-        bubble_share=sum(idle) / len(idle) if idle else 0.0,
-        comm_overlap_share=overlap_num / overlap_den if overlap_den else 0.0,
-        busy_us={str(a): _total(iv) for a, iv in sorted(busy.items())},
-        peak_bytes=mem.peak, memory_note=mem.note,
-    )
+    return (latencies, idle, overlap_num, overlap_den,
+            {str(a): _total(iv) for a, iv in sorted(busy.items())})

@@ -33,6 +33,10 @@ try:
     from . import _decode as _decoder  # type: ignore[attr-defined]
 except ImportError:
     _decoder = None
+try:  # (its own extension: built, or not, independently of the others)
+    from . import _metrics as _compiled_metrics  # type: ignore[attr-defined]
+except ImportError:
+    _compiled_metrics = None
 
 
 def built() -> bool:
@@ -42,7 +46,8 @@ def built() -> bool:
 
 def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
-    return [name for name, m in (("_hb", _compiled), ("_decode", _decoder)) if m is not None]
+    return [name for name, m in (("_hb", _compiled), ("_decode", _decoder),
+                                 ("_metrics", _compiled_metrics)) if m is not None]
 
 
 def available() -> bool:
@@ -86,3 +91,48 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
         return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
     except _compiled.NotCovered:  # a strided view (streamsim.strided): the reference's alone
         return None
+
+
+def _on() -> bool:
+    """STREAMSIM_NATIVE is not 0 (read at each call, so a test can switch paths)."""
+    return os.environ.get("STREAMSIM_NATIVE", "1") != "0"
+
+
+def metrics(trace: Any) -> tuple[list[float], list[float], float, float, dict[str, float]] | None:
+    """The compiled per-op part of :func:`streamsim.analysis.metrics.compute_metrics` (its
+    reference: ``metrics._timing``): ``(latencies, idle, overlap_num, overlap_den, busy_us)``,
+    floats bit for bit the reference's; None when the pure-Python reference must run instead
+    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a time that is not a float or is a NaN, an
+    op of another type than ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.timing(trace)
+
+
+def memory(trace: Any) -> tuple[dict, dict, dict, set, int] | None:
+    """The compiled scan and walk of :func:`streamsim.analysis.metrics.memory_use` (its
+    reference: ``metrics._memory_walk(metrics._memory_events(trace))``): ``(series, peak, peak_at,
+    freeing, unknown)``; None when the reference must run instead (``STREAMSIM_NATIVE=0`` or
+    ``_metrics`` not built, a time that is not a float or is a NaN, op ids that are not positions,
+    an op of another type than ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.memory(trace)
+
+
+def keyed_host_ops(trace: Any, wanted: set) -> dict | None:
+    """Compiled :func:`streamsim.pipeline.fixcost._keyed_host_ops`: host op id -> its injection
+    key, for the keys in ``wanted``; None when the reference must run instead
+    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a 4-tuple, an op not an ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.keyed_host_ops(trace, wanted)
+
+
+def delayed_ops(trace: Any, host: dict) -> dict | None:
+    """Compiled second scan of :func:`streamsim.pipeline.fixcost._delayed_ops` (``host``: host
+    op id -> injection key): key -> the op a sync before that host action delays; None when the
+    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.delayed_ops(trace, host)

@@ -161,6 +161,10 @@ def _delayed_ops(trace: Trace, wanted: set) -> dict:
     the action enqueued, else the action itself (each key's op does not depend on the others
     ``wanted`` names)."""
     host = _keyed_host_ops(trace, wanted)
+    from .. import native  # (local: the optional compiled scans; tests/native/test_fixscan.py)
+    compiled = native.delayed_ops(trace, host)  # (this loop, compiled: tests/native)
+    if compiled is not None:
+        return compiled
     out: dict = {}
     for op in trace.ops:
         if op.agent.kind == HOST:
@@ -179,6 +183,10 @@ def _keyed_host_ops(trace: Trace, wanted: set) -> dict:
     restricted to them, counting only the actions at the wanted keys' model lines (each key's n
     counts the actions of its thread, kind and line: all of them are at that line), so the scan
     of every other action is one string lookup."""
+    from .. import native  # (as in _delayed_ops)
+    compiled = native.keyed_host_ops(trace, wanted)  # (this function, compiled: tests/native)
+    if compiled is not None:
+        return compiled
     lines = {k[2] for k in wanted}
     kinds = {k[1] for k in wanted}
     sites: dict[tuple, int] = {}  # (thread, kind, location) -> actions seen

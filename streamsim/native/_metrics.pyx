@@ -1,0 +1,769 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The compiled run metrics: the per-op scans of :func:`streamsim.analysis.metrics.compute_metrics`
+(:func:`timing`) and :func:`~streamsim.analysis.metrics.memory_use` (:func:`memory`), in Cython.
+
+The reference and its comments are in streamsim/analysis/metrics.py (``_timing``,
+``_memory_events`` and ``_memory_walk``), which this file follows step for step: the same
+intervals gathered in the same order, the same stable sorts on the same keys (a C ``qsort`` with
+the original position as the last key is Python's stable sort), the same merges, and float sums
+in the same order (no reassociation; setup.py compiles with -ffp-contract=off), so every figure is
+bit for bit the reference's. What differs is only where the state is held: per-op start and end in
+C arrays of doubles instead of tuples, agents found by their address (the reference's
+``id(agent)``) in a C hash table, and the groupings (per agent, per rank) as stable counting
+sorts over those arrays instead of lists extended in a dict.
+
+Each function returns None, having changed nothing, when the reference must run instead: a time
+that is not a Python float (a hand-built trace with int times: the reference's arithmetic would
+keep ints), a NaN (Python's sort of NaNs is not a total order), or, for :func:`memory`, op ids
+that are not positions (a trace cut to some of its ops). Tests: tests/native/test_metrics.py.
+
+Two scans of fix costing (streamsim/pipeline/fixcost.py), after the run and after each re-run,
+read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_ops``) and
+:func:`delayed_ops` (the second scan of ``_delayed_ops``). Tests: tests/native/test_fixscan.py.
+"""
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
+from cpython.ref cimport PyObject
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdlib cimport qsort
+
+from types import MemberDescriptorType
+
+from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
+
+cdef extern from "Python.h":
+    int PY_VERSION_HEX
+    ctypedef struct PyTypeObject
+    PyTypeObject *Py_TYPE(PyObject *o)
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+
+# Op is a slots dataclass: each field a member descriptor at a fixed offset in the object. The
+# scans read those slots directly (a load instead of a getattr: the reads of every op were most
+# of the compiled scans' time); an op of another type (a subclass) takes the reference.
+cdef Py_ssize_t _offset(str name) except -1:
+    descr = Op.__dict__[name]
+    if type(descr) is not MemberDescriptorType:
+        raise TypeError(f"Op.{name} is not a slot")
+    return (<PyMemberDescrObject *>descr).d_member.offset
+
+
+cdef PyTypeObject *OP_TYPE = <PyTypeObject *>Op
+cdef Py_ssize_t OFF_ID = _offset("id")
+cdef Py_ssize_t OFF_AGENT = _offset("agent")
+cdef Py_ssize_t OFF_KIND = _offset("kind")
+cdef Py_ssize_t OFF_START = _offset("start")
+cdef Py_ssize_t OFF_END = _offset("end")
+cdef Py_ssize_t OFF_STEP = _offset("step")
+cdef Py_ssize_t OFF_ISSUER = _offset("issuer")
+cdef Py_ssize_t OFF_LOCATION = _offset("location")
+
+
+cdef PyObject *ALLOC = <PyObject *>"alloc"
+cdef PyObject *FREE = <PyObject *>"free"
+
+
+cdef inline PyObject *_slot(PyObject *op, Py_ssize_t offset) noexcept:
+    """The (borrowed) value of one of ``op``'s slots: NULL when unset."""
+    return (<PyObject **>((<char *>op) + offset))[0]
+
+
+cdef struct Iv:
+    # An interval and its position in the list the reference sorts (the stable sort's last key).
+    double s
+    double e
+    Py_ssize_t i
+
+
+cdef struct Ev:
+    # A memory event's sort key, (time, issue position), and its index in the events list.
+    double t
+    long long p
+    Py_ssize_t i
+
+
+cdef int _cmp_iv(const void *a, const void *b) noexcept nogil:
+    """sorted() of (start, end) tuples, stable: by start, then end, then original position."""
+    cdef const Iv *x = <const Iv *>a
+    cdef const Iv *y = <const Iv *>b
+    if x.s < y.s:
+        return -1
+    if x.s > y.s:
+        return 1
+    if x.e < y.e:
+        return -1
+    if x.e > y.e:
+        return 1
+    return (x.i > y.i) - (x.i < y.i)
+
+
+cdef int _cmp_ev(const void *a, const void *b) noexcept nogil:
+    """list.sort(key=lambda e: e[:2]), stable: by time, then issue position, then index."""
+    cdef const Ev *x = <const Ev *>a
+    cdef const Ev *y = <const Ev *>b
+    if x.t < y.t:
+        return -1
+    if x.t > y.t:
+        return 1
+    if x.p < y.p:
+        return -1
+    if x.p > y.p:
+        return 1
+    return (x.i > y.i) - (x.i < y.i)
+
+
+cdef class Pairs:
+    """A growable list of (start, end, tag) in C arrays (tag: the agent slot of an interval)."""
+    cdef double *s
+    cdef double *e
+    cdef Py_ssize_t *tag
+    cdef Py_ssize_t n, cap
+
+    def __dealloc__(self):
+        PyMem_Free(self.s)
+        PyMem_Free(self.e)
+        PyMem_Free(self.tag)
+
+    cdef int push(self, double s, double e, Py_ssize_t tag) except -1:
+        cdef Py_ssize_t cap
+        cdef void *p
+        if self.n == self.cap:
+            cap = self.cap * 2 if self.cap else 4096
+            p = PyMem_Realloc(self.s, cap * sizeof(double))
+            if p == NULL:
+                raise MemoryError()
+            self.s = <double *>p
+            p = PyMem_Realloc(self.e, cap * sizeof(double))
+            if p == NULL:
+                raise MemoryError()
+            self.e = <double *>p
+            p = PyMem_Realloc(self.tag, cap * sizeof(Py_ssize_t))
+            if p == NULL:
+                raise MemoryError()
+            self.tag = <Py_ssize_t *>p
+            self.cap = cap
+        self.s[self.n] = s
+        self.e[self.n] = e
+        self.tag[self.n] = tag
+        self.n += 1
+        return 0
+
+
+cdef class Block:
+    """A C array freed with its owner (scratch space of one call)."""
+    cdef void *p
+
+    def __cinit__(self, Py_ssize_t nbytes):
+        self.p = PyMem_Malloc(nbytes if nbytes > 0 else 1)
+        if self.p == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self.p)
+
+
+cdef class PtrMap:
+    """Agent address -> slot (the reference's ``seen`` dict keyed by ``id(agent)``): open
+    addressing over a power-of-two table, grown at half full."""
+    cdef uintptr_t *keys
+    cdef Py_ssize_t *vals
+    cdef Py_ssize_t cap, n
+
+    def __cinit__(self):
+        self.cap = 64
+        self.keys = <uintptr_t *>PyMem_Malloc(self.cap * sizeof(uintptr_t))
+        self.vals = <Py_ssize_t *>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
+        if self.keys == NULL or self.vals == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t i
+        for i in range(self.cap):
+            self.keys[i] = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.keys)
+        PyMem_Free(self.vals)
+
+    cdef inline Py_ssize_t _home(self, uintptr_t k):
+        return <Py_ssize_t>((<uint64_t>(k >> 4) * <uint64_t>11400714819323198485ULL) >> 20) & (
+            self.cap - 1)
+
+    cdef Py_ssize_t get(self, uintptr_t k):
+        cdef Py_ssize_t h = self._home(k)
+        while self.keys[h]:
+            if self.keys[h] == k:
+                return self.vals[h]
+            h = (h + 1) & (self.cap - 1)
+        return -1
+
+    cdef int put(self, uintptr_t k, Py_ssize_t v) except -1:
+        cdef Py_ssize_t h, i, old_cap
+        cdef uintptr_t *old_keys
+        cdef Py_ssize_t *old_vals
+        if 2 * (self.n + 1) > self.cap:
+            old_cap, old_keys, old_vals = self.cap, self.keys, self.vals
+            self.cap = old_cap * 2
+            self.keys = <uintptr_t *>PyMem_Malloc(self.cap * sizeof(uintptr_t))
+            self.vals = <Py_ssize_t *>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
+            if self.keys == NULL or self.vals == NULL:
+                PyMem_Free(old_keys)
+                PyMem_Free(old_vals)
+                raise MemoryError()
+            for i in range(self.cap):
+                self.keys[i] = 0
+            self.n = 0
+            for i in range(old_cap):
+                if old_keys[i]:
+                    self._insert(old_keys[i], old_vals[i])
+            PyMem_Free(old_keys)
+            PyMem_Free(old_vals)
+        self._insert(k, v)
+        return 0
+
+    cdef void _insert(self, uintptr_t k, Py_ssize_t v):
+        cdef Py_ssize_t h = self._home(k)
+        while self.keys[h]:
+            h = (h + 1) & (self.cap - 1)
+        self.keys[h] = k
+        self.vals[h] = v
+        self.n += 1
+
+
+cdef Py_ssize_t _merge(Iv *buf, Py_ssize_t n, double *out_s, double *out_e) noexcept:
+    """The reference's ``_merge`` of the ``n`` intervals in ``buf`` (sorted here, in place) into
+    ``out_s``/``out_e``; returns how many merged intervals."""
+    cdef Py_ssize_t k, m = 0
+    cdef double s, e
+    qsort(buf, n, sizeof(Iv), _cmp_iv)
+    for k in range(n):
+        s = buf[k].s
+        e = buf[k].e
+        if e <= s:
+            continue
+        if m and s <= out_e[m - 1]:
+            if e > out_e[m - 1]:  # max(out[-1][1], e): the first unless e is greater
+                out_e[m - 1] = e
+        else:
+            out_s[m] = s
+            out_e[m] = e
+            m += 1
+    return m
+
+
+cdef double _total(double *s, double *e, Py_ssize_t n) except? -1.0:
+    """The reference's ``_total``: ``sum(e - s for s, e in intervals)`` as the builtin sum adds
+    floats: left to right from 0 before Python 3.12; from 3.12 the builtin compensates its float
+    sums (Neumaier), so the differences are handed to it as a list."""
+    cdef Py_ssize_t k
+    cdef double t = 0.0
+    if PY_VERSION_HEX < 0x030C0000:
+        for k in range(n):
+            t += e[k] - s[k]
+        return t
+    return float(sum([e[k] - s[k] for k in range(n)]))
+
+
+cdef double _intersection(double *as_, double *ae, Py_ssize_t na, double *bs, double *be,
+                          Py_ssize_t nb) noexcept:
+    """The reference's ``_intersection`` of two merged lists."""
+    cdef Py_ssize_t i = 0, j = 0
+    cdef double total = 0.0, lo, hi
+    while i < na and j < nb:
+        if bs[j] > as_[i]:  # max(a, b): a unless b is greater
+            lo = bs[j]
+        else:
+            lo = as_[i]
+        if be[j] < ae[i]:  # min(a, b): a unless b is smaller
+            hi = be[j]
+        else:
+            hi = ae[i]
+        if hi > lo:
+            total += hi - lo
+        if ae[i] < be[j]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+cdef Py_ssize_t *_order(Py_ssize_t n, Py_ssize_t *elems, Py_ssize_t *key, Py_ssize_t nkeys,
+                        Py_ssize_t *start, list keep) except NULL:
+    """Stable counting sort: the elements ``elems[0:n]`` (or 0..n-1 when NULL), in that order,
+    grouped by ``key[element]`` (0..nkeys-1; -1: dropped). Returns the grouped elements (owned by a
+    Block appended to ``keep``); ``start[k]:start[k + 1]`` is group k's range."""
+    cdef Py_ssize_t i, x, k
+    cdef Block out = Block(n * sizeof(Py_ssize_t))
+    keep.append(out)
+    cdef Py_ssize_t *res = <Py_ssize_t *>out.p
+    for k in range(nkeys + 1):
+        start[k] = 0
+    for i in range(n):
+        x = elems[i] if elems != NULL else i
+        k = key[x]
+        if k >= 0:
+            start[k + 1] += 1
+    for k in range(nkeys):
+        start[k + 1] += start[k]
+    cdef Block fill = Block(nkeys * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *at = <Py_ssize_t *>fill.p
+    for k in range(nkeys):
+        at[k] = start[k]
+    for i in range(n):
+        x = elems[i] if elems != NULL else i
+        k = key[x]
+        if k >= 0:
+            res[at[k]] = x
+            at[k] += 1
+    return res
+
+
+cdef inline bint _float(object x, double *out):
+    """Store ``x`` in ``out`` if it is a Python float and not a NaN (else the reference runs)."""
+    if not PyFloat_CheckExact(x):
+        return False
+    out[0] = PyFloat_AS_DOUBLE(x)
+    return out[0] == out[0]
+
+
+def timing(trace):
+    """The reference's ``_timing(trace)``: ``(latencies, idle, overlap_num, overlap_den,
+    busy_us)``, or None when the reference must run (see the module's docstring)."""
+    cdef double makespan, start, end, ts
+    if not _float(trace.end_time, &makespan):
+        return None
+    cdef list keep = []
+    cdef PtrMap slot_of = PtrMap()
+    cdef list slot_agents = []  # slot -> its agent object (the reference's agent_at)
+    cdef bytearray flags = bytearray()  # slot -> 1 stream, 2 counts for steps, 4 comm stream
+    cdef Pairs ivs = Pairs()  # every busy interval, in op order, tagged with its slot
+    cdef Pairs moving = Pairs()  # every comm-stream transfer interval, the same
+    cdef Pairs spans = Pairs()  # step -> [first start, last end] (tag unused)
+    cdef dict step_at = {}  # step label -> its row in spans (insertion order kept)
+    cdef Py_ssize_t slot = -1, nslots = 0, k
+    cdef PyObject *last = NULL
+    cdef unsigned char f
+    cdef object ag, step, got
+    cdef PyObject *p
+    cdef PyObject *ps
+    cdef PyObject *pe
+    for op in trace.ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE or _slot(p, OFF_AGENT) == NULL:
+            return None
+        ag = <object>_slot(p, OFF_AGENT)
+        if <PyObject *>ag != last:
+            slot = slot_of.get(<uintptr_t><PyObject *>ag)
+            if slot < 0:
+                slot = nslots
+                nslots += 1
+                slot_of.put(<uintptr_t><PyObject *>ag, slot)
+                slot_agents.append(ag)
+                stream = ag.kind == STREAM
+                # (a pending gloo object send is host-side bookkeeping, not device work)
+                flags.append((1 if stream else 0) | (2 if stream and not ag.is_gloo else 0) |
+                             (4 if ag.is_comm else 0))
+            last = <PyObject *>ag
+        f = flags[slot]
+        if not (f & 1):
+            continue
+        ps, pe = _slot(p, OFF_START), _slot(p, OFF_END)
+        if ps == NULL or pe == NULL or not _float(<object>ps, &start) or \
+                not _float(<object>pe, &end):
+            return None
+        if f & 2 and _slot(p, OFF_STEP) != NULL and _slot(p, OFF_STEP) != <PyObject *>None:
+            step = <object>_slot(p, OFF_STEP)
+            got = step_at.get(step)
+            if got is None:
+                step_at[step] = spans.n
+                spans.push(start, end, 0)
+            else:  # (min and max, as the reference: the first unless strictly past it)
+                k = got
+                if start < spans.s[k]:
+                    spans.s[k] = start
+                if end > spans.e[k]:
+                    spans.e[k] = end
+        if end > start:
+            ivs.push(start, end, slot)
+            if f & 4:
+                if not _float(op.attrs.get(TRANSFER_START, op.start), &ts):
+                    return None
+                moving.push(ts, end, slot)
+
+    # raw: the busy intervals per Agent (equal Agent objects share one entry), in the order the
+    # slots were first seen, each slot's intervals in op order
+    cdef Block b_start = Block((nslots + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *by_slot_start = <Py_ssize_t *>b_start.p
+    cdef Py_ssize_t *by_slot = _order(ivs.n, NULL, ivs.tag, nslots, by_slot_start, keep)
+    cdef Block b_group_of = Block(nslots * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *group_of = <Py_ssize_t *>b_group_of.p
+    cdef dict group_at = {}
+    cdef list group_agents = []
+    for k in range(nslots):
+        if by_slot_start[k + 1] > by_slot_start[k]:
+            ag = slot_agents[k]
+            got = group_at.get(ag)
+            if got is None:
+                got = group_at[ag] = len(group_agents)
+                group_agents.append(ag)
+            group_of[k] = got
+        else:
+            group_of[k] = -1
+    cdef Py_ssize_t ngroups = len(group_agents)
+    cdef Block b_key = Block(ivs.n * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *key = <Py_ssize_t *>b_key.p
+    for k in range(ivs.n):
+        key[k] = group_of[ivs.tag[k]]
+    cdef Block b_gstart = Block((ngroups + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *gstart = <Py_ssize_t *>b_gstart.p
+    cdef Py_ssize_t *by_group = _order(ivs.n, by_slot, key, ngroups, gstart, keep)
+
+    # busy: each group's intervals merged, stored one group after another
+    cdef Py_ssize_t most = ivs.n if ivs.n > moving.n else moving.n
+    cdef Block b_iv = Block(most * sizeof(Iv))
+    cdef Iv *buf = <Iv *>b_iv.p
+    cdef Block b_bs = Block(ivs.n * sizeof(double))
+    cdef Block b_be = Block(ivs.n * sizeof(double))
+    cdef double *busy_s = <double *>b_bs.p
+    cdef double *busy_e = <double *>b_be.p
+    cdef Block b_boff = Block((ngroups + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *boff = <Py_ssize_t *>b_boff.p
+    cdef Block b_btot = Block(ngroups * sizeof(double))
+    cdef double *btot = <double *>b_btot.p
+    cdef Py_ssize_t g, j, x, n, m
+    boff[0] = 0
+    for g in range(ngroups):
+        n = 0
+        for j in range(gstart[g], gstart[g + 1]):
+            x = by_group[j]
+            buf[n].s = ivs.s[x]
+            buf[n].e = ivs.e[x]
+            buf[n].i = n
+            n += 1
+        m = _merge(buf, n, busy_s + boff[g], busy_e + boff[g])
+        boff[g + 1] = boff[g] + m
+        btot[g] = _total(busy_s + boff[g], busy_e + boff[g], m)
+
+    ranks = sorted({a.rank for a in trace.agents})
+    cdef dict rank_at = {r: i for i, r in enumerate(ranks)}
+    cdef Py_ssize_t nranks = len(ranks)
+    # compute: per rank, the merged busy intervals of its compute streams, in busy's order
+    cdef Py_ssize_t nbusy = boff[ngroups]
+    cdef Block b_ckey = Block(nbusy * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *ckey = <Py_ssize_t *>b_ckey.p
+    cdef Py_ssize_t r
+    for g in range(ngroups):
+        ag = group_agents[g]
+        r = -1 if ag.is_comm else rank_at.get(ag.rank, -1)
+        for j in range(boff[g], boff[g + 1]):
+            ckey[j] = r
+    cdef Block b_cstart = Block((nranks + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *cstart = <Py_ssize_t *>b_cstart.p
+    cdef Py_ssize_t *by_crank = _order(nbusy, NULL, ckey, nranks, cstart, keep)
+    # transfers: per rank, its comm streams' transfer intervals, slot by slot in op order
+    cdef Block b_mstart = Block((nslots + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *mslot_start = <Py_ssize_t *>b_mstart.p
+    cdef Py_ssize_t *m_by_slot = _order(moving.n, NULL, moving.tag, nslots, mslot_start, keep)
+    cdef Block b_srank = Block(nslots * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *slot_rank = <Py_ssize_t *>b_srank.p
+    for k in range(nslots):
+        slot_rank[k] = rank_at.get(slot_agents[k].rank, -1) if \
+            mslot_start[k + 1] > mslot_start[k] else -1
+    cdef Block b_mkey = Block(moving.n * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *mkey = <Py_ssize_t *>b_mkey.p
+    for k in range(moving.n):
+        mkey[k] = slot_rank[moving.tag[k]]
+    cdef Block b_trstart = Block((nranks + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *trstart = <Py_ssize_t *>b_trstart.p
+    cdef Py_ssize_t *by_trank = _order(moving.n, m_by_slot, mkey, nranks, trstart, keep)
+
+    cdef Block b_cs = Block(nbusy * sizeof(double))
+    cdef Block b_ce = Block(nbusy * sizeof(double))
+    cdef Block b_ms = Block(moving.n * sizeof(double))
+    cdef Block b_me = Block(moving.n * sizeof(double))
+    cdef double *cs = <double *>b_cs.p
+    cdef double *ce = <double *>b_ce.p
+    cdef double *ms = <double *>b_ms.p
+    cdef double *me = <double *>b_me.p
+    cdef list idle = []
+    cdef double overlap_num = 0.0, overlap_den = 0.0
+    cdef Py_ssize_t nc, nm
+    for r in range(nranks):
+        n = 0
+        for j in range(cstart[r], cstart[r + 1]):
+            x = by_crank[j]
+            buf[n].s = busy_s[x]
+            buf[n].e = busy_e[x]
+            buf[n].i = n
+            n += 1
+        nc = _merge(buf, n, cs, ce)
+        n = 0
+        for j in range(trstart[r], trstart[r + 1]):
+            x = by_trank[j]
+            buf[n].s = moving.s[x]
+            buf[n].e = moving.e[x]
+            buf[n].i = n
+            n += 1
+        nm = _merge(buf, n, ms, me)
+        if makespan > 0:
+            idle.append(1.0 - _total(cs, ce, nc) / makespan)
+        overlap_num += _intersection(cs, ce, nc, ms, me, nm)
+        overlap_den += _total(ms, me, nm)
+    cdef list latencies = [spans.e[k] - spans.s[k] for k in range(spans.n)]
+    cdef dict busy_us = {}
+    for ag, g in sorted(zip(group_agents, range(ngroups)), key=_first):
+        busy_us[str(ag)] = btot[g]
+    return latencies, idle, overlap_num, overlap_den, busy_us
+
+
+def _first(pair):
+    return pair[0]
+
+
+def memory(trace):
+    """The reference's ``_memory_walk(_memory_events(trace))``: ``(series, peak, peak_at,
+    freeing, unknown)``, or None when the reference must run (see the module's docstring)."""
+    cdef list ranks = [], bufs = [], nbytes = []
+    cdef bytearray kinds = bytearray()
+    cdef Pairs times = Pairs()  # (time, unused, position) per event: the sort keys
+    cdef list frees = []  # (event index, free op)
+    cdef double t, best, x
+    cdef Py_ssize_t i
+    for a in trace.allocations:
+        if not _float(a.time, &t):
+            return None
+        times.push(t, 0.0, 2 * a.issued - 1)
+        kinds.append(1)
+        ranks.append(a.rank)
+        bufs.append(a.buffer)
+        nbytes.append(a.nbytes)
+    ops = trace.ops
+    cdef Py_ssize_t nops = len(ops)
+    i = 0
+    cdef PyObject *p
+    cdef PyObject *pid
+    cdef PyObject *pk
+    for op in ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        pid, pk = _slot(p, OFF_ID), _slot(p, OFF_KIND)
+        if pid == NULL or pk == NULL or not PyLong_CheckExact(<object>pid):
+            return None
+        if PyLong_AsSsize_t(<object>pid) != i:  # a trace cut to some of its ops: the reference
+            return None  # looks ops up by id
+        i += 1
+        if pk != ALLOC and pk != FREE:  # (the kinds are interned names: most ops are neither)
+            k = <object>pk
+            if k != "alloc" and k != "free":
+                continue
+        k = <object>pk
+        if k == "alloc":
+            if not _float(op.start, &t):
+                return None
+            attrs = op.attrs
+            times.push(t, 0.0, 2 * op.id)
+            kinds.append(1)
+            ranks.append(op.agent.rank)
+            bufs.append(attrs.get("buffer"))
+            nbytes.append(int(attrs.get("nbytes") or 0))
+        elif k == "free" and op.agent.kind == STREAM:  # (not the host action that issued it)
+            frees.append((times.n, op))
+            times.push(0.0, 0.0, 0)  # (filled in below)
+            kinds.append(0)
+            ranks.append(op.agent.rank)
+            bufs.append(op.attrs.get("buffer"))
+            nbytes.append(0)
+    cdef Py_ssize_t at
+    for at, op in frees:  # free_time(trace, op, trace.ops)
+        issuer = op.issuer
+        other = _op_at(ops, nops, issuer)
+        if not _float(op.start if other is None else other.start, &best):
+            return None
+        for a in op.after:
+            other = _op_at(ops, nops, a)
+            if other is not None:
+                if not _float(other.end, &x):
+                    return None
+                if x > best:  # max(): the first of equal values
+                    best = x
+        times.s[at] = best
+        times.tag[at] = 2 * (op.id if issuer is None else issuer)
+    cdef Py_ssize_t n = times.n
+    cdef Block b_ev = Block(n * sizeof(Ev))
+    cdef Ev *ev = <Ev *>b_ev.p
+    for i in range(n):
+        ev[i].t = times.s[i]
+        ev[i].p = times.tag[i]
+        ev[i].i = i
+    qsort(ev, n, sizeof(Ev), _cmp_ev)
+    # the reference's walk, line for line, on Python objects (sizes are Python ints)
+    cdef dict live = {}, now = {}, series = {}, peak = {}, peak_at = {}
+    cdef set freeing = set()
+    cdef Py_ssize_t unknown = 0, e
+    for e in range(n):
+        i = ev[e].i
+        time = ev[e].t
+        rank = ranks[i]
+        key = (rank, bufs[i])
+        old = live.pop(key, 0)
+        if kinds[i]:
+            live[key] = nbytes[i]
+            total = now.get(rank, 0) + nbytes[i]
+            if total > peak.get(rank, -1):
+                peak[rank], peak_at[rank] = total, time
+            total -= old
+        elif old:
+            freeing.add(rank)
+            total = now.get(rank, 0) - old
+        else:
+            unknown += 1
+            continue
+        now[rank] = total
+        series.setdefault(rank, [(0.0, 0)]).append((time, total))
+        if total > peak.get(rank, -1):
+            peak[rank], peak_at[rank] = total, time
+    return series, peak, peak_at, freeing, unknown
+
+
+cdef object _op_at(object ops, Py_ssize_t nops, object op_id):
+    """The reference's ``_get(trace.ops, op_id)`` where op ids are positions."""
+    if op_id is None:
+        return None
+    if 0 <= op_id < nops:
+        return ops[op_id]
+    return None
+
+
+
+def keyed_host_ops(trace, wanted):
+    """The reference's ``fixcost._keyed_host_ops(trace, wanted)``: host op id -> its injection key
+    ``(agent, kind, location, n)``, for the keys in ``wanted``, in op order; None when the
+    reference must run (a key that is not a 4-tuple, an op of another type than ``Op``).
+
+    The same loop, but the test ``key in wanted`` (a hash of the Agent dataclass per candidate
+    op, in Python: most of the reference's time) is made on ``wanted`` grouped by agent once:
+    ``(kind, location, n)`` in the group of the op's agent, found by equality once per agent
+    object, which holds exactly when the 4-tuple is in ``wanted``."""
+    cdef dict want = {}
+    for k in wanted:
+        if type(k) is not tuple or len(<tuple>k) != 4:
+            return None
+        group = want.get(k[0])
+        if group is None:
+            group = want[k[0]] = set()
+        group.add((k[1], k[2], k[3]))
+    cdef set lines = {k[2] for k in wanted}
+    cdef set kinds = {k[1] for k in wanted}
+    cdef dict sites = {}  # (thread, kind, location) -> actions seen
+    cdef PtrMap thread = PtrMap()  # agent address -> its number + 1 (equal agents: one number),
+    # or 0 for an agent that is not a host thread
+    cdef dict numbers = {}
+    cdef list groups = []  # thread number -> its agent's wanted (kind, location, n), or None
+    cdef dict host = {}
+    cdef PyObject *p
+    cdef PyObject *loc
+    cdef PyObject *kind
+    cdef PyObject *ag
+    cdef Py_ssize_t t
+    for op in trace.ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        loc, kind, ag = _slot(p, OFF_LOCATION), _slot(p, OFF_KIND), _slot(p, OFF_AGENT)
+        if loc == NULL or kind == NULL or ag == NULL or _slot(p, OFF_ID) == NULL:
+            return None
+        if not (<object>loc in lines and <object>kind in kinds):
+            continue
+        t = thread.get(<uintptr_t>ag)
+        if t < 0:  # (first op of this agent object)
+            if (<object>ag).kind != HOST:
+                t = 0
+            else:
+                t = 1 + numbers.setdefault(<object>ag, len(numbers))
+                while len(groups) < t:
+                    groups.append(None)
+                groups[t - 1] = want.get(<object>ag)
+            thread.put(<uintptr_t>ag, t)
+        if t == 0 or op.attrs.get("injected"):
+            continue
+        site = (t - 1, <object>kind, <object>loc)
+        n = sites.get(site, 0)
+        sites[site] = n + 1
+        group = groups[t - 1]
+        if group is not None and (<object>kind, <object>loc, n) in group:
+            host[<object>_slot(p, OFF_ID)] = (<object>ag, <object>kind, <object>loc, n)
+    return host
+
+
+def delayed_ops(trace, dict host):
+    """The reference's second scan in ``fixcost._delayed_ops``: injection key -> the first stream
+    op the keyed host action (``host``: host op id -> key) enqueued, else that action itself; the
+    keys in the order the reference first assigns them. None when the reference must run (an op
+    of another type than ``Op``, a host op id that is not an int).
+
+    The reference's ``out`` is keyed by the injection key (a hash of the Agent dataclass per
+    lookup); a host action's key is its own (two actions never share one), so this holds the
+    same state per host op id instead: the op chosen and whether it is a stream op."""
+    cdef Py_ssize_t nops = len(trace.ops), hid, iss
+    cdef Block b_mark = Block((nops + 1) * sizeof(char))
+    cdef char *mark = <char *>b_mark.p  # op id -> 1 keyed host action (ids outside: none)
+    cdef Py_ssize_t i
+    for i in range(nops):
+        mark[i] = 0
+    for h in host:
+        if not PyLong_CheckExact(h):
+            return None
+        hid = PyLong_AsSsize_t(h)
+        if 0 <= hid < nops:
+            mark[hid] = 1
+    cdef dict chosen = {}  # host op id -> [op, from a stream]
+    cdef list order = []  # host op ids in the order their keys are first assigned
+    cdef PyObject *p
+    cdef PyObject *ag
+    cdef PyObject *pid
+    cdef PyObject *last = NULL
+    cdef bint last_host = False
+    cdef PtrMap is_host = PtrMap()  # agent address -> 1 host, 0 not (its kind read once)
+    cdef Py_ssize_t known
+    cdef list cur
+    for op in trace.ops:
+        p = <PyObject *>op
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        ag = _slot(p, OFF_AGENT)
+        if ag == NULL:
+            return None
+        if ag != last:
+            known = is_host.get(<uintptr_t>ag)
+            if known < 0:
+                known = 1 if (<object>ag).kind == HOST else 0
+                is_host.put(<uintptr_t>ag, known)
+            last, last_host = ag, known == 1
+        pid = _slot(p, OFF_ID) if last_host else _slot(p, OFF_ISSUER)
+        if pid == NULL:
+            return None
+        if pid == <PyObject *>None:
+            continue
+        if PyLong_CheckExact(<object>pid):
+            hid = PyLong_AsSsize_t(<object>pid)
+            if not (0 <= hid < nops and mark[hid]):
+                continue
+        elif <object>pid not in host:  # (an id of another type: as the reference asks)
+            continue
+        key = <object>pid
+        if last_host:  # k = host.get(op.id); if k not in out: out[k] = op
+            if key not in chosen:
+                chosen[key] = [op, False]
+                order.append(key)
+        else:  # if out.get(k) is None or out[k].agent.kind == HOST: out[k] = op
+            cur = chosen.get(key)
+            if cur is None:
+                chosen[key] = [op, True]
+                order.append(key)
+            elif not cur[1]:
+                cur[0], cur[1] = op, True
+    return {host[h]: chosen[h][0] for h in order}

@@ -1,0 +1,137 @@
+"""The compiled scans of fix costing (streamsim/native/_metrics.pyx: ``keyed_host_ops``,
+``delayed_ops``) give what the pure-Python reference in streamsim/pipeline/fixcost.py gives: the
+same dict, keys in the same order, each value equal and each op the very op object, for the fixes
+of every model variant with hazards and of generated op logs, both on the run the fixes were found
+in (``Keying``) and on the run re-simulated with them (``fix_shift``: its agents are other, equal,
+objects). Each comparison asserts that the compiled path ran. (The reports' fix costs, which these
+scans feed, are compared byte for byte on both paths by test_differential.py.)"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from streamsim import native
+from streamsim.analysis.checks import analyse, distinct_fixes
+from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.pipeline import fixcost
+from streamsim.sim.inject import key_fixes
+from streamsim.sim.model import load_model
+from streamsim.sim.runner import simulate
+
+pytestmark = pytest.mark.skipif("_metrics" not in native.modules(),
+                                reason="the compiled metrics are not built")
+
+MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
+LOGS = 300
+
+
+def wanted_of(trace) -> set:
+    """The injection keys fix costing asks about for ``trace``'s fixes (as ``Keying`` does)."""
+    fixes = distinct_fixes(analyse(trace).hazards)
+    return {kf.before for kf in key_fixes(trace, fixes, dedupe=False)}
+
+
+def assert_same(monkeypatch, trace, wanted: set, what: str) -> None:
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    assert native.keyed_host_ops(trace, wanted) is not None, what
+    compiled_host = fixcost._keyed_host_ops(trace, wanted)
+    assert native.delayed_ops(trace, compiled_host) is not None, what
+    compiled = fixcost._delayed_ops(trace, wanted)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    host = fixcost._keyed_host_ops(trace, wanted)
+    reference = fixcost._delayed_ops(trace, wanted)
+    assert list(compiled_host.items()) == list(host.items()), f"{what}: keyed host ops differ"
+    assert list(compiled) == list(reference), f"{what}: delayed ops' keys differ (or order)"
+    assert all(compiled[k] is reference[k] for k in reference), f"{what}: another op chosen"
+
+
+def fixed_runs():
+    """(model path, variant) of every model variant whose run has fixes to cost."""
+    out = []
+    for p in MODELS:
+        model = load_model(str(p))
+        for v in model.variants:
+            if analyse(simulate(model, v, model.resolve(()))).hazards:
+                out.append((p, v))
+    return out
+
+
+@pytest.mark.parametrize("path,variant", fixed_runs(),
+                         ids=lambda x: x.stem if isinstance(x, Path) else x)
+def test_model_fix_scans_match_the_reference(monkeypatch, path, variant):
+    """A model variant's fixes: on its run, and on its run re-simulated with them."""
+    model = load_model(str(path))
+    values = model.resolve(())
+    trace = simulate(model, variant, values)
+    fixes = distinct_fixes(analyse(trace).hazards)
+    keyed = key_fixes(trace, fixes)
+    wanted = {kf.before for kf in key_fixes(trace, fixes, dedupe=False)}
+    assert_same(monkeypatch, trace, wanted, f"{path.name} {variant}")
+    fixed = simulate(model, variant, values, fixes=keyed)
+    assert_same(monkeypatch, fixed, wanted, f"{path.name} {variant} re-run with its fixes")
+
+
+def test_generated_log_fix_scans_match_the_reference(monkeypatch, tmp_path):
+    """Generated op logs (tests/native/test_differential.py's generator) with hazards: on the
+    replay and on the replay with its fixes injected."""
+    spec = importlib.util.spec_from_file_location(
+        "_differential_logs", Path(__file__).with_name("test_differential.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    path = tmp_path / "gen.jsonl"
+    compared = 0
+    for i in range(LOGS):
+        path.write_text(gen.generated_log(i))
+        log = load_oplog(path)
+        trace = simulate_oplog(log)
+        fixes = distinct_fixes(analyse(trace).hazards)
+        if not fixes:
+            continue
+        wanted = {kf.before for kf in key_fixes(trace, fixes, dedupe=False)}
+        assert_same(monkeypatch, trace, wanted, f"generated log {i}")
+        fixed = simulate_oplog(log, fixes=key_fixes(trace, fixes))
+        assert_same(monkeypatch, fixed, wanted, f"generated log {i} with its fixes")
+        compared += 1
+    assert compared >= LOGS // 4, compared
+
+
+def test_a_key_of_another_shape_takes_the_reference(monkeypatch):
+    """The compiled keyed_host_ops groups keys as (agent, kind, location, n): any other key
+    makes it decline rather than guess."""
+    model = load_model(str(MODELS[0]))
+    trace = simulate(model, next(iter(model.variants)), model.resolve(()))
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    assert native.keyed_host_ops(trace, {("a", "b", "c")}) is None
+
+
+def _op(i: int, agent, kind: str, location: str = "", **kw):
+    from streamsim.trace import Op
+    return Op(id=i, agent=agent, index=i, kind=kind, name=f"op{i}", enqueued=float(i),
+              start=float(i), end=float(i) + 1.0, start_seq=2 * i, end_seq=2 * i + 1,
+              location=location, **kw)
+
+
+def test_hand_built_corners_match_the_reference(monkeypatch):
+    """A keyed host action that enqueued two stream ops (the first is the one delayed), a stream
+    op listed before the action that issued it, a host op whose issuer is keyed (not a stream op:
+    ignored), an injected action (not counted), two equal host agents that are distinct objects
+    (one thread: its count goes on), a wanted line's action at an n not wanted."""
+    from streamsim.trace import HOST, STREAM, Agent, Trace
+    main, main_again = Agent(0, HOST, "main"), Agent(0, HOST, "main")
+    compute = Agent(0, STREAM, "compute")
+    ops = [_op(0, compute, "launch", issuer=2),  # (before its issuer)
+           _op(1, main, "launch", "m.py:1"),  # n 0
+           _op(2, main_again, "launch", "m.py:1"),  # n 1 (the same thread)
+           _op(3, compute, "launch", issuer=1), _op(4, compute, "launch", issuer=1),
+           _op(5, main, "launch", "m.py:1", attrs={"injected": True}),  # not counted
+           _op(6, main, "launch", "m.py:1"),  # n 2
+           _op(7, main, "host", issuer=6),  # a host op: not a stream op of action 6
+           _op(8, main, "launch", "m.py:1")]  # n 3: not wanted
+    trace = Trace(ops=tuple(ops), agents=(main, compute), end_time=9.0)
+    wanted = {(main, "launch", "m.py:1", 0), (main, "launch", "m.py:1", 1),
+              (main, "launch", "m.py:1", 2)}
+    assert_same(monkeypatch, trace, wanted, "hand-built")
+    delayed = fixcost._delayed_ops(trace, wanted)
+    assert [op.id for op in delayed.values()] == [0, 3, 6]  # (as the reference: tested above)
