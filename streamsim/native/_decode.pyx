@@ -190,18 +190,11 @@ def fast_spec(parser, str s):
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
         quotes += 4  # ("tensors", "peer": the refs are counted below)
-        group = obj.group
-        if group is UNSET:
-            group = _DEFAULT_GROUP[op]
-        else:
-            quotes += 4
-        g = parser.groups.get(group)
-        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        comm = _comm(parser, obj, op)
+        if comm is None:
             return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        if obj.handle is not UNSET:
-            quotes += 4
-        if obj.nbytes is not UNSET:
-            quotes += 2
+        group, g, q = comm
+        quotes += q
         batch = obj.batch
         if batch is UNSET:
             batch = None
@@ -227,18 +220,11 @@ def fast_spec(parser, str s):
             reads, writes = inputs, outputs
         else:
             return None  # (neither: the checker words it)
-        group = obj.group
-        if group is UNSET:
-            group = _DEFAULT_GROUP[op]
-        else:
-            quotes += 4
-        g = parser.groups.get(group)
-        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        comm = _comm(parser, obj, op)
+        if comm is None:
             return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        if obj.handle is not UNSET:
-            quotes += 4
-        if obj.nbytes is not UNSET:
-            quotes += 2
+        group, g, q = comm
+        quotes += q
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -322,6 +308,25 @@ def fast_spec(parser, str s):
         spec["reads"] = _refs(parser, reads, r, rank) if reads else []
         spec["writes"] = _refs(parser, writes, r, rank) if writes else []
     return spec
+
+
+cdef tuple _comm(parser, obj, op):
+    """fastpath._comm: a comm op's group, its entry in the parser's groups (or None) and the
+    quotes of its group, handle and nbytes fields; None when the group is one of gloo ops."""
+    cdef long q = 0
+    group = obj.group
+    if group is UNSET:
+        group = _DEFAULT_GROUP[op]
+    else:
+        q += 4
+    g = parser.groups.get(group)
+    if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        return None
+    if obj.handle is not UNSET:
+        q += 4
+    if obj.nbytes is not UNSET:
+        q += 2
+    return group, g, q
 
 
 cdef long _ref_quotes(parser, list items, r):

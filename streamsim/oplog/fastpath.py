@@ -228,18 +228,11 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
         quotes += 4  # ("tensors", "peer": the refs are counted below)
-        group = obj.group
-        if group is UNSET:
-            group = DEFAULT_GROUP[op]
-        else:
-            quotes += 4
-        g = parser.groups.get(group)
-        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        comm = _comm(parser, obj, op)
+        if comm is None:
             return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        if obj.handle is not UNSET:
-            quotes += 4
-        if obj.nbytes is not UNSET:
-            quotes += 2
+        group, g, q = comm
+        quotes += q
         batch = obj.batch
         if batch is UNSET:
             batch = None
@@ -265,18 +258,11 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             reads, writes = inputs, outputs
         else:
             return None  # (neither: the checker words it)
-        group = obj.group
-        if group is UNSET:
-            group = DEFAULT_GROUP[op]
-        else:
-            quotes += 4
-        g = parser.groups.get(group)
-        if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        comm = _comm(parser, obj, op)
+        if comm is None:
             return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        if obj.handle is not UNSET:
-            quotes += 4
-        if obj.nbytes is not UNSET:
-            quotes += 2
+        group, g, q = comm
+        quotes += q
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -361,6 +347,25 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         spec["reads"] = [ref(_item(x), "reads", rank) for x in reads]
         spec["writes"] = [ref(_item(x), "writes", rank) for x in writes]
     return spec
+
+
+def _comm(parser: Any, obj: Any, op: str) -> tuple[str, dict | None, int] | None:
+    """A comm op's group (its name, and its entry in the parser's groups if it has one yet) and
+    the quotes of its ``group``, ``handle`` and ``nbytes`` fields; None when the group is one of
+    gloo ops (not declared gloo, whose tensor ops take gloo's semantics): the checker words it."""
+    group, q = obj.group, 0
+    if group is UNSET:
+        group = DEFAULT_GROUP[op]
+    else:
+        q += 4
+    g = parser.groups.get(group)
+    if g is not None and g["backend"] != "nccl" and "cost" not in g:
+        return None
+    if obj.handle is not UNSET:
+        q += 4
+    if obj.nbytes is not UNSET:
+        q += 2
+    return group, g, q
 
 
 def ref_object(x: _RefObj) -> dict[str, Any]:

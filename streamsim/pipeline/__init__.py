@@ -172,12 +172,7 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
         got = _costs_in_workers(trace, groups, rerun, metrics, keyed, procs, failed)
         total, each = got[0], (*got[1:], *(None,) * (len(findings.root_causes) - k))
     else:  # in this process, one re-run after the other
-        def guarded(fixes):
-            try:
-                return rerun(fixes)
-            except InternalError as e:
-                failed.append(str(e))
-                raise
+        guarded = _guarded(rerun, failed)
         total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
         each = (total,) if single else \
             cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
@@ -188,22 +183,28 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     return {"fix_cost": total, "root_cause_costs": each, "root_cause_cost_note": note}
 
 
+def _guarded(rerun, failed: list[str]):
+    """``rerun``, noting in ``failed`` why a re-run failed inside streamsim (its cost: not
+    measured) before the error goes on."""
+    def guarded(fixes):
+        try:
+            return rerun(fixes)
+        except InternalError as e:
+            failed.append(str(e))
+            raise
+    return guarded
+
+
 def _costs_in_workers(trace: Trace, groups: list, rerun, metrics: Metrics, keyed: Keying,
                       procs: int, failed: list[str]) -> list:
     """The cost of fixing each group of hazards (``groups[0]``: all of them), each re-run in one
     of ``procs`` processes (this one and forked workers: :func:`~.workers.run_indexed`); in group
-    order, as one process computes them, and ``failed`` extended in that order. A worker sends back the small ``FixCost`` (and why its re-run failed
-    inside streamsim, if it did), never a trace."""
+    order, as one process computes them, and ``failed`` extended in that order. A worker sends
+    back the small ``FixCost`` (and why its re-run failed inside streamsim, if it did), never a
+    trace."""
     def task(i: int) -> tuple:
         mine: list[str] = []
-
-        def guarded(fixes):
-            try:
-                return rerun(fixes)
-            except InternalError as e:
-                mine.append(str(e))
-                raise
-        return cost_of(trace, groups[i], guarded, metrics, keyed), mine
+        return cost_of(trace, groups[i], _guarded(rerun, mine), metrics, keyed), mine
     out = []
     for cost, mine in run_indexed(task, len(groups), procs, "costing the fixes"):
         failed.extend(mine)
