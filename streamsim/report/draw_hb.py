@@ -48,6 +48,7 @@ _RED_FILL = "#ffd2d2"
 
 COL_W = 1.45  # inches per column: a box holds 16 characters of 9-point text a line
 LANE_H = 1.2  # inches per lane: a box holds a tag, three name lines and the step line
+LEGEND_MAX_COLUMNS = 4  # entries a legend row: a row of 4 is about 900 px at the page's scale
 NODE_PT = 9  # node text: 12 px when the SVG is shown at its natural size (HTML report)
 NAME_CHARS = 16  # characters a line of a node's name
 NAME_LINES = 3
@@ -240,7 +241,9 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
                       label=EDGE_STYLE[k][3]) for k in kinds if k in EDGE_STYLE]
     if any(r in ("first", "second", "blocked") for _, r in g.nodes(data="role", default="")):
         handles.append(Patch(fc=_RED_FILL, ec="#d00000", lw=2, label="conflicting / blocked op"))
-    ncol = max(1, min(len(handles), int((width - 0.3) / 3.2)))  # an entry takes about 3 inches
+    # an entry takes about 3 inches; at most 4 a row, so that the legend, which report.html
+    # pins below the box that scrolls, fits the page's width at its natural size
+    ncol = max(1, min(len(handles), LEGEND_MAX_COLUMNS, int((width - 0.3) / 3.2)))
     legend_rows = -(-len(handles) // ncol)
     height = len(lane_list) * LANE_H + 1.0 + 0.28 * (legend_rows + len(notes))
     fig = new_figure(width, height)
@@ -325,12 +328,15 @@ def draw_hb(graph: nx.DiGraph, trace: Trace, *, title: str = "",
                         bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="#d00000", lw=1),
                         arrowprops=dict(arrowstyle="-", color="#d00000", lw=0.8, ls=":"))
 
-    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=9,
-               frameon=False, bbox_to_anchor=(0.5, (0.28 * len(notes) + 0.05) / height))
+    # (report.html pins the title, the legend and the notes outside the box that scrolls, in the
+    # order of their ids' numbers)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, (0.28 * len(notes) + 0.05) / height)).set_gid("pinned-below-0")
     if title:
         fig.suptitle("\n".join(textwrap.wrap(title, int(width * 7.5))), x=0.01,
-                     y=1 - 0.12 / height, ha="left", va="top", fontsize=13, fontweight="bold")
+                     y=1 - 0.12 / height, ha="left", va="top", fontsize=13, fontweight="bold",
+                     gid="pinned-above")
     for i, n in enumerate(notes):
         fig.text(0.01, (0.28 * (len(notes) - 1 - i) + 0.08) / height, n, fontsize=9.5,
-                 color="#8a4b00", ha="left", va="bottom", style="italic")
+                 color="#8a4b00", ha="left", va="bottom", style="italic", gid=f"pinned-below-{i + 1}")
     return fig

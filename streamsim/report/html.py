@@ -30,6 +30,7 @@ figure svg { max-width: 100%; height: auto; border: 1px solid #e3e3e8; }
 .wide { overflow-x: auto; } .wide svg { max-width: none; }
 .wide-row { display: flex; align-items: flex-start; } .wide-row .wide { flex: 1; min-width: 0; }
 .lane-labels { flex: none; border-right: 1px solid #ddd; }
+svg.pinned { display: block; max-width: 100%; border: none; }
 .summary { font-size: 1.1em; padding: .5em .8em; background: #fff4f4; border-left: 4px solid #c00; }
 .clean { background: #f2fbf2; border-left-color: #2a2; }
 """
@@ -58,6 +59,26 @@ document.querySelectorAll(".wide").forEach(function (box) {
   box.parentNode.insertBefore(row, box);
   row.appendChild(column);
   row.appendChild(box);
+  // the title above, the legend and the notes below (pinned-below-N, in N's order), out of the
+  // box, which opens scrolled sideways
+  var below = row;
+  Array.from(svg.querySelectorAll('[id*="pinned-"]')).sort(function (a, b) {
+    return (parseInt(a.id.split("-").pop(), 10) || 0) - (parseInt(b.id.split("-").pop(), 10) || 0);
+  }).forEach(function (e) {
+    var b = e.getBBox(), pin = document.createElementNS(ns, "svg");
+    pin.setAttribute("width", Math.ceil(b.width * scale) + "px");
+    pin.setAttribute("height", Math.ceil(b.height * scale) + "px");
+    pin.setAttribute("viewBox", b.x + " " + b.y + " " + b.width + " " + b.height);
+    pin.setAttribute("class", "pinned");
+    pin.appendChild(e.cloneNode(true));
+    e.style.visibility = "hidden";
+    if (e.id.indexOf("pinned-above") >= 0) {
+      row.parentNode.insertBefore(pin, row);
+    } else {
+      row.parentNode.insertBefore(pin, below.nextSibling);
+      below = pin;
+    }
+  });
 });
 document.querySelectorAll(".wide").forEach(function (box) {
   var red = box.querySelectorAll('[id*="focus-"]');

@@ -111,6 +111,18 @@ def test_every_lane_label_of_the_wide_slice_can_be_kept_in_view(demo_page):
     assert "lane-labels" in demo_page and 'querySelectorAll(\'[id*="lane-label-"]\')' in demo_page
 
 
+def test_the_wide_slice_title_and_notes_are_pinned_outside_the_scrolling_box(demo_page):
+    """Opened scrolled to the conflicting ops, the slice's title and note (drawn at the picture's
+    left edge) and its legend (centred) were cut: each carries a ``pinned-`` id that the page's
+    script copies above or below the scrolling box."""
+    hb = re.search(r'aria-label="happens-before slice"><div class="wide">(<svg.*?</svg>)',
+                   demo_page, flags=re.S).group(1)
+    assert re.search(r'<g id="hb-pinned-above">', hb)
+    assert re.search(r'<g id="hb-pinned-below-0">', hb)  # the legend
+    assert re.search(r'<g id="hb-pinned-below-1">', hb)  # the note
+    assert 'querySelectorAll(\'[id*="pinned-"]\')' in demo_page
+
+
 def test_the_missing_edge_bends_around_the_boxes_between_its_ops():
     """The red missing edge crossed a node of the demo's slice; it now takes the least bent
     arc that clears every other box, and is drawn above them."""
