@@ -308,9 +308,9 @@ def reader(n: int, repeat: int, tmp: str) -> None:
     take = read._Parser.take
     handed = [0]
 
-    def counted(self, i, chunk, raw):
+    def counted(self, *args):
         handed[0] += 1
-        return take(self, i, chunk, raw)
+        return take(self, *args)
     print(f"op-log reader, parse CPU best of {repeat} alternating (median), gc paused:")
     for label, log in logs.items():
         times: dict[str, list[float]] = {"native": [], "python": []}

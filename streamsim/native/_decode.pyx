@@ -85,7 +85,7 @@ def first_pass(parser, list chunks, list raw):
         parser.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
         spec = fast_spec(parser, s)
         if spec is None:
-            take(i + 1, chunk, raw)
+            take(i + 1, chunk, raw, False)  # (its fast path would refuse it again)
             continue
         if spec.get("batch") is not None:  # (batches.check: fast_spec made sure it passes)
             batches.check(spec, i + 1, AssertionError)

@@ -160,9 +160,10 @@ class _Parser:
                      self.launch_overhead or 0.0)
 
     # -- pass 1 ------------------------------------------------------------------------------------
-    def take(self, i: int, chunk: str | bytes, raw: list) -> None:
+    def take(self, i: int, chunk: str | bytes, raw: list, fast: bool = True) -> None:
         """Pass 1 of line ``i`` (``chunk``, as split from the file): checked, its spec appended to
-        ``raw`` (blank lines, comments and declarations append nothing)."""
+        ``raw`` (blank lines, comments and declarations append nothing). ``fast``: try the fast
+        path first (False: the caller's fast path has just refused the line)."""
         self.lineno = i
         if isinstance(chunk, bytes):
             try:
@@ -182,14 +183,14 @@ class _Parser:
             return
         self.lead = len(text) - len(text.lstrip())  # for JSON error columns
         try:
-            spec = self.check(s)
+            spec = self.check(s, fast)
             if spec is not None:  # (None: a declaration, taken in by self.declare)
                 raw.append((i, spec))
         except _Bad as e:
             raise self.fail(str(e)) from None
 
-    def check(self, s: str) -> dict[str, Any]:
-        spec = self.fast_spec(self, s)  # the common lines, typed in C; None: read on below
+    def check(self, s: str, fast: bool = True) -> dict[str, Any]:
+        spec = self.fast_spec(self, s) if fast else None  # the common lines; None: read on below
         if spec is not None:
             self.batches.check(spec, self.lineno, _Bad)  # (such a line ends a thread's batch)
             return spec

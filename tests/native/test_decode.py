@@ -167,7 +167,7 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     taken: list[int] = []
     take = read._Parser.take
     monkeypatch.setattr(read._Parser, "take",
-                        lambda self, i, chunk, raw: (taken.append(i), take(self, i, chunk, raw)))
+                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
     text = ('{"op": "group", "group": "pp", "backend": "nccl", "ranks": [0]}\n'
             '{"op": "launch", "stream": "s0", "reads": ["a"], "writes": ["b"], "dur": 2}\n'
             '{"op": "host", "writes": ["a"], "step": 3}\n'
