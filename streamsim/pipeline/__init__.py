@@ -23,8 +23,7 @@ from ..sim.errors import InternalError, ModelError
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import (Keying, apply_fixes as fixed_run, budget_note, cost_fixes, cost_of,
-                      cost_root_causes, costed_root_causes)
+from .fixcost import Keying, apply_fixes as fixed_run, budget_note, cost_of, costed_root_causes
 from . import strategies
 from .strategies import perturb_for
 from .workers import check_jobs, default_jobs, run_indexed
@@ -156,7 +155,7 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     """Report fields: the cost of all fixes at once and of each root cause's fix alone
     (``metrics``: the run's own, measured once for all of them). The re-runs are decided first
     (which root causes are costed does not depend on any re-run), so that with ``jobs`` > 1 they
-    run in several processes (:func:`_costs_in_workers`), with the same report."""
+    run in several processes (:func:`_costs_of_groups`), with the same report."""
     if not wanted or not findings.hazards:
         return {}
     progress("cost fixes")
@@ -168,14 +167,8 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     reruns = sum(1 for g in groups if keyed.of(g))  # (a group with no fix is not re-run)
     procs = default_jobs(reruns) if jobs is None else min(jobs, reruns)
     failed: list[str] = []  # why a re-run failed inside streamsim (its costs: not measured)
-    if procs > 1:
-        got = _costs_in_workers(trace, groups, rerun, metrics, keyed, procs, failed)
-        total, each = got[0], (*got[1:], *(None,) * (len(findings.root_causes) - k))
-    else:  # in this process, one re-run after the other
-        guarded = _guarded(rerun, failed)
-        total = cost_fixes(trace, findings, guarded, before=metrics, keyed=keyed)
-        each = (total,) if single else \
-            cost_root_causes(trace, findings, guarded, before=metrics, keyed=keyed)
+    got = _costs_of_groups(trace, groups, rerun, metrics, keyed, procs, failed)
+    total, each = got[0], (*got[1:], *(None,) * (len(findings.root_causes) - k))
     if single:
         return {"fix_cost": total, "root_cause_costs": (total,),
                 "root_cause_cost_note": _failure_note(failed)}
@@ -183,33 +176,29 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     return {"fix_cost": total, "root_cause_costs": each, "root_cause_cost_note": note}
 
 
-def _guarded(rerun, failed: list[str]):
-    """``rerun``, noting in ``failed`` why a re-run failed inside streamsim (its cost: not
-    measured) before the error goes on."""
-    def guarded(fixes):
-        try:
-            return rerun(fixes)
-        except InternalError as e:
-            failed.append(str(e))
-            raise
-    return guarded
-
-
-def _costs_in_workers(trace: Trace, groups: list, rerun, metrics: Metrics, keyed: Keying,
-                      procs: int, failed: list[str]) -> list:
+def _costs_of_groups(trace: Trace, groups: list, rerun, metrics: Metrics, keyed: Keying,
+                     procs: int, failed: list[str]) -> list:
     """The cost of fixing each group of hazards (``groups[0]``: all of them), each re-run in one
-    of ``procs`` processes (this one and forked workers: :func:`~.workers.run_indexed`); in group
-    order, as one process computes them, and ``failed`` extended in that order. A worker sends
-    back the small ``FixCost`` (and why its re-run failed inside streamsim, if it did), never a
-    trace."""
+    of ``procs`` processes (this one and forked workers: :func:`~.workers.run_indexed`; with one,
+    all in this one, in order); in group order, and ``failed`` extended in that order with why a
+    re-run failed inside streamsim. A worker sends back the small ``FixCost`` (and that why),
+    never a trace."""
     def task(i: int) -> tuple:
         mine: list[str] = []
-        return cost_of(trace, groups[i], _guarded(rerun, mine), metrics, keyed), mine
+
+        def guarded(fixes):
+            try:
+                return rerun(fixes)
+            except InternalError as e:
+                mine.append(str(e))
+                raise
+        return cost_of(trace, groups[i], guarded, metrics, keyed), mine
     out = []
     for cost, mine in run_indexed(task, len(groups), procs, "costing the fixes"):
         failed.extend(mine)
-        out.append(cost if cost is None else replace(cost, before=metrics))  # (the same
-        # object as in one process, not an equal copy unpickled once per cost)
+        out.append(cost if cost is None or cost.before is metrics else
+                   replace(cost, before=metrics))  # (a worker's: the same object as in one
+        # process, not an equal copy unpickled once per cost)
     return out
 
 

@@ -1,7 +1,7 @@
 """What the proposed fixes cost: re-simulate the run with them applied, and measure.
 
 It needs the simulator (to re-run) and the analysis (to find the fixes and check the re-run), so it
-sits in explore, above both. Fixes close in one pass (the analysis reports, in issue order, a pair
+sits in pipeline, above both. Fixes close in one pass (the analysis reports, in issue order, a pair
 for every race that the others do not order transitively), so one re-run is enough: what the fixed
 run still reports is shown as it is, not patched over with further rounds. Each root cause's fix
 alone is costed too (a re-run each), for the first root causes only: at most 20, and no more than
@@ -68,22 +68,6 @@ def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED
     return min(len(findings.root_causes), limit, budget // max(len(trace.ops), 1))
 
 
-def cost_root_causes(trace: Trace, findings: Findings, rerun: Rerun,
-                     limit: int = MAX_COSTED_ROOT_CAUSES, budget: int | None = None,
-                     before: Metrics | None = None,
-                     keyed: Keying | None = None) -> tuple[FixCost | None, ...]:
-    """For each root cause, the cost of its fix alone, applied at every instance; None for a root
-    cause with no fix or beyond :func:`costed_root_causes`. ``before``, ``keyed``: as for
-    :func:`cost_fixes`."""
-    k = costed_root_causes(trace, findings, limit, budget)
-    if k and before is None:
-        before = compute_metrics(trace)
-    if k and keyed is None:
-        keyed = Keying(trace, findings)
-    return tuple(cost_of(trace, [findings.hazards[i] for i in rc.instances], rerun, before, keyed)
-                 if n < k else None for n, rc in enumerate(findings.root_causes))
-
-
 def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> str:
     """The sentence a report adds when the budget, not the limit, left root causes uncosted ('' if
     none)."""
@@ -102,8 +86,9 @@ def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
             before: Metrics, keying: Keying) -> FixCost | None:
     """The cost of fixing ``hazards`` alone (their distinct fixes keyed by ``keying``): one
     re-run, measured; None when they have no fix or the re-run failed inside streamsim
-    (:class:`InternalError`: the caller says so). What :func:`cost_fixes` and
-    :func:`cost_root_causes` compute for each of their groups of hazards."""
+    (:class:`InternalError`: the caller says so). What :func:`cost_fixes` computes for all of a
+    run's hazards, and ``check``/``run`` for each costed root cause's too
+    (``streamsim.pipeline._costs``)."""
     keyed = keying.of(hazards)
     if not keyed:
         return None
