@@ -37,6 +37,10 @@ try:  # (its own extension: built, or not, independently of the others)
     from . import _metrics as _compiled_metrics  # type: ignore[attr-defined]
 except ImportError:
     _compiled_metrics = None
+try:
+    from . import _replay as _replayer  # type: ignore[attr-defined]
+except ImportError:
+    _replayer = None
 
 
 def built() -> bool:
@@ -47,7 +51,8 @@ def built() -> bool:
 def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _decoder),
-                                 ("_metrics", _compiled_metrics)) if m is not None]
+                                 ("_metrics", _compiled_metrics), ("_replay", _replayer))
+            if m is not None]
 
 
 def available() -> bool:
@@ -74,6 +79,20 @@ def bind_decoder(**objects: Any) -> None:
     inferred values and name (streamsim/native/_decode.pyx, ``bind``)."""
     if _decoder is not None:
         _decoder.bind(**objects)
+
+
+def replayer() -> Any:
+    """The compiled replay of an op log (``replay``, ``KINDS``: see
+    streamsim/native/_replay.pyx), or None when the simpy replay runs (not built, or
+    ``STREAMSIM_NATIVE=0``): asked once per replay."""
+    return _replayer if _replayer is not None and _on() else None
+
+
+def bind_replayer(**objects: Any) -> None:
+    """Hand the engine's objects to the compiled replay (which imports nothing above it): its
+    record class, the trace's classes, ``Ref`` and ``build_trace`` (``_replay.bind``)."""
+    if _replayer is not None:
+        _replayer.bind(**objects)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]

@@ -24,16 +24,22 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 from typing import Any, Callable, Sequence
 
-from ..kinds import HANDLE_KINDS, OP_KINDS, OpKind
+from .. import native
+from ..kinds import COMM_ROLES, HANDLE_KINDS, OP_KINDS, OpKind, stream_role
 from ..sim.api import Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work
+from ..sim.engine import cost_model
 from ..sim.errors import InternalError, ModelError
+from ..sim.finish import build_trace
+from ..sim.memory import Ref
+from ..sim.records import Rec
 from .batches import batches as group_batches
 from .issueorder import issue_gates
 from .read import Line, OpLog, load_oplog
-from ..trace import Agent, Trace
+from ..trace import Access, Agent, Note, Trace, View
 
 
 def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
@@ -47,6 +53,10 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     """
     if not isinstance(oplog, OpLog):
         oplog = load_oplog(oplog)
+    if not fixes and perturb is None:
+        trace = _replayed_natively(oplog, seed, jitter, max_ops, max_time)
+        if trace is not None:
+            return trace
     replay = _Replay(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
                      launch_overhead=oplog.launch_overhead, replay=True)
@@ -73,6 +83,34 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     except Exception as e:  # nothing of the user's runs in a replay: any other failure is ours
         raise InternalError(f"replaying {oplog.path}", e) from e
 
+
+def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: int,
+                       max_time: float) -> Trace | None:
+    """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
+    module's through the engine gives; None when it is not built or off, or does not cover the
+    log (a process group, a rank with several host threads, a kind outside ``_replay.KINDS``,
+    or anything the engine would refuse or bound): the engine then runs, and words any error."""
+    compiled = native.replayer()
+    if compiled is None or oplog.groups or not 0 <= jitter < float("inf") or \
+            len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
+        return None
+    try:
+        got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
+                              max_ops, max_time, random.Random(0 if seed is None else seed))
+        if got is None:
+            return None
+        recs, notes, seq, seq_holes, agents = got
+        meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
+                "cost_model": cost_model(oplog.launch_overhead, ())}
+        return build_trace(recs, None, {}, seq=seq, lent={}, seq_holes=seq_holes, notes=notes,
+                           agents=agents, source=oplog.path, meta=meta)
+    except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
+        raise InternalError(f"replaying {oplog.path}", e) from e
+
+
+native.bind_replayer(Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
+                     build_trace=build_trace,
+                     is_comm=lambda name: stream_role(name) in COMM_ROLES)
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start
 _TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",

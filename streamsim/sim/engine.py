@@ -503,8 +503,14 @@ class Engine(CommMixin):
     def cost_model(self) -> dict:
         """What the run's timing read besides each op's own duration (op log v2's declarations,
         written by ``dump_oplog``): the launch overhead and each group's settings."""
-        return {"launch_overhead": self.launch_overhead,
-                "groups": [dict(name=g.name, backend=g.backend, ranks=list(g.ranks),
-                                latency=g.latency, bandwidth=g.bandwidth,
-                                eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait,
-                                p2p_streams=g.p2p_streams) for g in self.groups.values()]}
+        return cost_model(self.launch_overhead, self.groups.values())
+
+
+def cost_model(launch_overhead: float, groups: Iterable[GroupConfig]) -> dict:
+    """The trace's ``meta["cost_model"]``: the launch overhead, and each group's settings in the
+    order the groups were declared (:meth:`Engine.cost_model`; the compiled replay's too)."""
+    return {"launch_overhead": launch_overhead,
+            "groups": [dict(name=g.name, backend=g.backend, ranks=list(g.ranks),
+                            latency=g.latency, bandwidth=g.bandwidth,
+                            eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait,
+                            p2p_streams=g.p2p_streams) for g in groups]}

@@ -23,6 +23,7 @@ def _one_line(err: str) -> str:
 
 def test_an_exception_inside_the_replay_is_an_internal_error_exit_3(tmp_path, capsys, monkeypatch):
     from streamsim.oplog import replay
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")  # (the simpy replay's: the compiled one's below)
     monkeypatch.setitem(replay._RUNS, "launch", lambda self, host, ln: {}["x"])  # (a launch line's)
     path = tmp_path / "log.jsonl"
     path.write_text(LOG)
@@ -32,6 +33,23 @@ def test_an_exception_inside_the_replay_is_an_internal_error_exit_3(tmp_path, ca
     assert "please report it" in err
     saved = re.search(r"traceback in (\S+)$", err.strip()).group(1)
     assert "Traceback" in open(saved).read()
+
+
+def test_an_exception_inside_the_compiled_replay_is_an_internal_error_exit_3(
+        tmp_path, capsys, monkeypatch):
+    from streamsim import native
+
+    class Broken:
+        @staticmethod
+        def replay(*args):
+            raise IndexError("compiled replay broke")
+    monkeypatch.setattr(native, "replayer", lambda: Broken)
+    path = tmp_path / "log.jsonl"
+    path.write_text(LOG)
+    assert main(["check", str(path)]) == 3
+    err = _one_line(capsys.readouterr().err)
+    assert f"internal error in streamsim while replaying {path} (IndexError: compiled " \
+        "replay broke)" in err
 
 
 def test_a_failed_fix_rerun_is_reported_as_not_costed_and_the_check_goes_on(

@@ -1,0 +1,784 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The compiled replay of an op log: the simpy engine's schedule, event for event, in C.
+
+The reference is the simpy replay (streamsim/oplog/replay.py driving streamsim/sim/engine.py and
+host.py through the modelling API). This module replays the op logs whose every line the
+reference replays with a few calls only: one host thread per rank, no process group, and the
+kinds of :data:`KINDS` (kernels, host work, events, host syncs, allocations, frees,
+``record_stream``). For those, it runs the same discrete-event schedule as simpy does for the
+engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
+thread or a stream's loop) at the point it yielded, with the same entries pushed in the same
+order (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters:
+normal), so that ties at equal times break the same way and every op gets the same id, times,
+sequence positions, edges, attrs and notes as the reference gives it. It makes the engine's own
+records (``Rec``, handed over by :func:`bind`) and leaves the trace to the engine's own
+``build_trace``, so the two traces are built by one function.
+
+What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
+queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
+(tuples it hands to the records), the notes, the seeded ``random.Random`` whose draws scale the
+durations (drawn in the reference's order: each op as it is made).
+
+:func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
+something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the
+reference refuses or that jitter overflows, a ref that is not a plain ``Ref``. The caller then
+runs the reference, which words the error. Held equal to the reference op by op by
+tests/native/test_replay.py.
+"""
+from libc.stdlib cimport malloc, realloc, free
+from libc.math cimport exp, isfinite
+
+KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
+                   "sync_device", "alloc", "free", "record_stream"})
+
+cdef object Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
+cdef object build_trace = None, is_comm = None
+
+
+def bind(**objects):
+    """The engine's classes and its trace builder (this module imports nothing above it)."""
+    global Rec, Agent, Access, View, Note, Ref, build_trace, is_comm
+    Rec, Agent, Access = objects["Rec"], objects["Agent"], objects["Access"]
+    View, Note, Ref = objects["View"], objects["Note"], objects["Ref"]
+    build_trace, is_comm = objects["build_trace"], objects["is_comm"]
+
+
+class _Fallback(Exception):
+    """The reference must run instead (see the module's docstring)."""
+
+
+cdef enum:
+    URGENT = 0
+    NORMAL = 1
+
+# a stream loop's states (streamsim/sim/engine.py, Engine._stream_loop)
+cdef enum:
+    S_TOP = 0      # at the top of its loop (its start; woken after an enqueue)
+    S_ENQUEUED = 1  # waited until the op's enqueue time
+    S_DEP = 2      # waited for the end of after[cur][dep]
+    S_RUNNING = 3  # waited for the op's duration
+
+# a host thread's states (oplog/replay.py's program; host.py's blocking calls)
+cdef enum:
+    H_LINE = 0     # before its next line
+    H_CLOCKED = 1  # a blocking line: waited for simulated time to reach its clock (sync_clock)
+    H_DEPS = 2     # a blocking line: next dependency to wait for (wait_recs)
+    H_WOKEN = 3    # a blocking line: a dependency it waited for ended
+
+cdef enum:
+    K_LAUNCH = 0
+    K_HOST = 1
+    K_RECORD = 2
+    K_WAIT_EVENT = 3
+    K_SYNC_EVENT = 4
+    K_SYNC_STREAM = 5
+    K_SYNC_DEVICE = 6
+    K_ALLOC = 7
+    K_FREE = 8
+    K_RECORD_STREAM = 9
+
+cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
+                        "wait_event": K_WAIT_EVENT, "sync_event": K_SYNC_EVENT,
+                        "sync_stream": K_SYNC_STREAM, "sync_device": K_SYNC_DEVICE,
+                        "alloc": K_ALLOC, "free": K_FREE, "record_stream": K_RECORD_STREAM}
+
+
+cdef struct Entry:
+    double t
+    int prio
+    long long eid
+    int proc
+
+
+cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
+    if a.t != b.t:
+        return a.t < b.t
+    if a.prio != b.prio:
+        return a.prio < b.prio
+    return a.eid < b.eid
+
+
+cdef class _Run:
+    """One replay: the heap, the processes, the ops (see the module's docstring)."""
+
+    # heap
+    cdef Entry* heap
+    cdef int nheap, capheap
+    cdef long long eid
+    cdef double now
+    # ops
+    cdef int nops, capops, max_ops
+    cdef double* enq
+    cdef double* start
+    cdef double* end  # an op's scaled duration until it ends (the reference's Rec.end slot)
+    cdef long long* sseq
+    cdef long long* eseq
+    cdef int* agent
+    cdef int* index
+    cdef int* issuer
+    cdef int* lineof
+    cdef list kinds, attrs, accesses, after
+    # waiters: per op a FIFO list of processes (nodes in a pool)
+    cdef int* whead
+    cdef int* wtail
+    cdef int* wproc
+    cdef int* wnext
+    cdef int nw, capw
+    # processes and agents: one index for both (hosts first, then streams as made)
+    cdef int nag, capag
+    cdef char* is_host
+    cdef int* count
+    cdef int* state
+    cdef int* cur
+    cdef int* pos  # host: next line; stream: queue head
+    cdef int* depj
+    cdef char* lend
+    cdef char* wake  # stream: a wake-up is due when an op is enqueued (Engine: s.wake)
+    cdef int* last  # stream: its last op enqueued, -1: none
+    cdef double* clock
+    cdef int** queue
+    cdef int* qlen
+    cdef int* qcap
+    cdef list agent_obj, agent_rank, agent_name, host_lines, host_deps, host_after
+    cdef dict stream_at, events, freed, recorded
+    cdef list notes
+    cdef long long seq
+    cdef bint seq_holes
+    cdef object rng, rng_random
+    cdef double jitter, launch_overhead, max_time
+    cdef dict access_cache
+    cdef dict lines  # line number -> Line
+
+    def __cinit__(self):
+        self.heap = NULL
+        self.enq = self.start = self.end = NULL
+        self.sseq = self.eseq = NULL
+        self.agent = self.index = self.issuer = self.lineof = NULL
+        self.whead = self.wtail = self.wproc = self.wnext = NULL
+        self.is_host = self.lend = self.wake = NULL
+        self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
+        self.clock = NULL
+        self.queue = NULL
+        self.qlen = self.qcap = NULL
+        self.nag = 0
+
+    def __dealloc__(self):
+        cdef int i
+        if self.queue != NULL:
+            for i in range(self.nag):
+                free(self.queue[i])
+        free(self.heap); free(self.enq); free(self.start); free(self.end)
+        free(self.sseq); free(self.eseq); free(self.agent); free(self.index)
+        free(self.issuer); free(self.lineof); free(self.whead); free(self.wtail)
+        free(self.wproc); free(self.wnext); free(self.is_host); free(self.lend)
+        free(self.wake); free(self.count); free(self.state); free(self.cur)
+        free(self.pos); free(self.depj); free(self.last); free(self.clock)
+        free(self.queue); free(self.qlen); free(self.qcap)
+
+    # -- set-up ----------------------------------------------------------------------------------
+    cdef void _ops(self, int cap) except *:
+        self.capops = cap
+        self.enq = <double*>malloc(cap * sizeof(double))
+        self.start = <double*>malloc(cap * sizeof(double))
+        self.end = <double*>malloc(cap * sizeof(double))
+        self.sseq = <long long*>malloc(cap * sizeof(long long))
+        self.eseq = <long long*>malloc(cap * sizeof(long long))
+        self.agent = <int*>malloc(cap * sizeof(int))
+        self.index = <int*>malloc(cap * sizeof(int))
+        self.issuer = <int*>malloc(cap * sizeof(int))
+        self.lineof = <int*>malloc(cap * sizeof(int))
+        self.whead = <int*>malloc(cap * sizeof(int))
+        self.wtail = <int*>malloc(cap * sizeof(int))
+        if (self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
+                self.eseq == NULL or self.agent == NULL or self.index == NULL or
+                self.issuer == NULL or self.lineof == NULL or self.whead == NULL or
+                self.wtail == NULL):
+            raise MemoryError()
+        self.kinds, self.attrs, self.accesses, self.after = [], [], [], []
+        self.nops = 0
+
+    cdef int _new_agent(self, int rank, str name, bint host) except -1:
+        cdef int a = self.nag
+        cdef int cap
+        if a == self.capag:
+            cap = 8 if self.capag == 0 else 2 * self.capag
+            self.is_host = <char*>realloc(self.is_host, cap)
+            self.lend = <char*>realloc(self.lend, cap)
+            self.wake = <char*>realloc(self.wake, cap)
+            self.count = <int*>realloc(self.count, cap * sizeof(int))
+            self.state = <int*>realloc(self.state, cap * sizeof(int))
+            self.cur = <int*>realloc(self.cur, cap * sizeof(int))
+            self.pos = <int*>realloc(self.pos, cap * sizeof(int))
+            self.depj = <int*>realloc(self.depj, cap * sizeof(int))
+            self.last = <int*>realloc(self.last, cap * sizeof(int))
+            self.clock = <double*>realloc(self.clock, cap * sizeof(double))
+            self.queue = <int**>realloc(self.queue, cap * sizeof(int*))
+            self.qlen = <int*>realloc(self.qlen, cap * sizeof(int))
+            self.qcap = <int*>realloc(self.qcap, cap * sizeof(int))
+            if (self.is_host == NULL or self.lend == NULL or self.wake == NULL or
+                    self.count == NULL or self.state == NULL or self.cur == NULL or
+                    self.pos == NULL or self.depj == NULL or self.last == NULL or
+                    self.clock == NULL or self.queue == NULL or self.qlen == NULL or
+                    self.qcap == NULL):
+                raise MemoryError()
+            self.capag = cap
+        self.nag = a + 1
+        self.is_host[a] = host
+        self.lend[a] = 0
+        self.wake[a] = 0
+        self.count[a] = 0
+        self.state[a] = H_LINE if host else S_TOP
+        self.cur[a] = -1
+        self.pos[a] = 0
+        self.depj[a] = 0
+        self.last[a] = -1
+        self.clock[a] = 0.0
+        self.queue[a] = NULL
+        self.qlen[a] = 0
+        self.qcap[a] = 0
+        self.agent_obj.append(Agent(rank, "host" if host else "stream", name))
+        self.agent_rank.append(rank)
+        self.agent_name.append(name)
+        self.host_lines.append(None)
+        self.host_deps.append(None)
+        self.host_after.append(None)
+        return a
+
+    cdef int stream(self, int rank, str name) except -1:
+        """The stream ``name`` of ``rank``, made (and its loop started) on first use."""
+        key = (rank, name)
+        s = self.stream_at.get(key)
+        if s is not None:
+            return <int>s
+        if is_comm(name):
+            raise _Fallback()  # (no group: the reference's ModelError names the stream)
+        cdef int a = self._new_agent(rank, name, False)
+        self.stream_at[key] = a
+        self.push(0.0, URGENT, a)  # env.process(_stream_loop(s)): its Initialize
+        return a
+
+    # -- the heap (simpy's Environment.schedule / step) ----------------------------------------
+    cdef void push(self, double delay, int prio, int proc) except *:
+        cdef int i, parent
+        cdef Entry e
+        if self.nheap == self.capheap:
+            self.capheap = 64 if self.capheap == 0 else 2 * self.capheap
+            self.heap = <Entry*>realloc(self.heap, self.capheap * sizeof(Entry))
+            if self.heap == NULL:
+                raise MemoryError()
+        e.t = self.now + delay
+        e.prio = prio
+        e.eid = self.eid
+        e.proc = proc
+        self.eid += 1
+        i = self.nheap
+        self.nheap += 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            if _before(&e, &self.heap[parent]):
+                self.heap[i] = self.heap[parent]
+                i = parent
+            else:
+                break
+        self.heap[i] = e
+
+    cdef Entry pop(self) noexcept:
+        cdef Entry top = self.heap[0]
+        cdef Entry x
+        cdef int i = 0, c, n
+        self.nheap -= 1
+        n = self.nheap
+        if n > 0:
+            x = self.heap[n]
+            while True:
+                c = 2 * i + 1
+                if c >= n:
+                    break
+                if c + 1 < n and _before(&self.heap[c + 1], &self.heap[c]):
+                    c += 1
+                if _before(&self.heap[c], &x):
+                    self.heap[i] = self.heap[c]
+                    i = c
+                else:
+                    break
+            self.heap[i] = x
+        return top
+
+    # -- ops (Engine.new_rec, scaled, mark_end) -------------------------------------------------
+    cdef int new_op(self, int a, int kind, double dur, double enqueued, int line, dict attrs,
+                    object accesses) except -1:
+        cdef int n = self.nops
+        if n >= self.max_ops or n >= self.capops:
+            raise _Fallback()
+        self.nops = n + 1
+        self.agent[n] = a
+        self.index[n] = self.count[a]
+        self.count[a] += 1
+        self.enq[n] = enqueued
+        self.start[n] = 0.0
+        self.end[n] = self.scaled(dur) if dur != 0.0 else 0.0
+        self.sseq[n] = -1
+        self.eseq[n] = -1
+        self.issuer[n] = -1
+        self.lineof[n] = line
+        self.whead[n] = -1
+        self.wtail[n] = -1
+        self.kinds.append(kind)
+        self.attrs.append(attrs)
+        self.accesses.append(accesses)
+        self.after.append(())
+        return n
+
+    cdef double scaled(self, double dur) except? -1.0:
+        cdef double x, f
+        if not (0.0 <= dur and isfinite(dur)):
+            raise _Fallback()  # (the reference's ModelError)
+        if self.jitter != 0.0 and dur > 0.0:
+            x = self.jitter * (2.0 * <double>self.rng_random() - 1.0)
+            f = exp(x)
+            if not isfinite(f):
+                raise _Fallback()  # (the reference's OverflowError message)
+            dur *= f
+            if not isfinite(dur):
+                raise _Fallback()
+        return dur
+
+    cdef void wait_for(self, int op, int proc) except *:
+        """Engine.done_event: ``proc`` resumes when ``op`` ends."""
+        cdef int w = self.nw
+        if w == self.capw:
+            self.capw = 64 if self.capw == 0 else 2 * self.capw
+            self.wproc = <int*>realloc(self.wproc, self.capw * sizeof(int))
+            self.wnext = <int*>realloc(self.wnext, self.capw * sizeof(int))
+            if self.wproc == NULL or self.wnext == NULL:
+                raise MemoryError()
+        self.nw = w + 1
+        self.wproc[w] = proc
+        self.wnext[w] = -1
+        if self.whead[op] < 0:
+            self.whead[op] = w
+        else:
+            self.wnext[self.wtail[op]] = w
+        self.wtail[op] = w
+
+    cdef void ended(self, int op) except *:
+        """Engine._wake_waiters: each waiter of ``op`` resumes, in the order they began waiting."""
+        cdef int w = self.whead[op]
+        while w >= 0:
+            self.push(0.0, NORMAL, self.wproc[w])
+            w = self.wnext[w]
+        self.whead[op] = -1
+
+    # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
+    cdef dict host_attrs(self, object ln):
+        cdef dict d = {}
+        if ln.site is not None:
+            d["site"] = ln.site
+        if ln.t is not None:
+            d["t"] = ln.t
+        return d
+
+    cdef dict op_attrs(self, object ln):
+        cdef dict d = {"current_stream": "compute"}
+        if ln.site is not None:
+            d["site"] = ln.site
+        return d
+
+    cdef tuple access_list(self, tuple reads, tuple writes):
+        """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
+        if not reads and not writes:
+            return ()
+        out = []
+        for t in reads:
+            out.append(self.access(t, "read"))
+        for t in writes:
+            out.append(self.access(t, "write"))
+        return tuple(out)
+
+    cdef object access(self, object t, str mode):
+        if type(t) is not Ref:
+            raise _Fallback()
+        key = (id(t), mode)
+        acc = self.access_cache.get(key)
+        if acc is None:
+            acc = self.access_cache[key] = Access(t.view, mode, t.window)
+        return acc
+
+    cdef void note_freed_use(self, int op, str name, str location) except *:
+        """Engine.note_freed_use: each buffer ``op`` touches after a free (no alloc since)."""
+        named = {}
+        for acc in self.accesses[op]:
+            view = acc.view
+            key = (view.rank, view.buffer)
+            f = self.freed.get(key)
+            if f is not None and key not in named:
+                named[key] = None
+                fl = self.lines[self.lineof[<int>f]]
+                self.notes.append(Note("use-after-free", f"{name} at {location} uses "
+                                       f"{view.buffer!r} on rank{key[0]} after {fl.name} at "
+                                       f"{fl.location} freed it (no alloc since)", op))
+        if named:
+            self.attrs[op]["after_free"] = tuple([k[1] for k in named])
+
+    # -- the host thread (Engine.host_op, enqueue; Host's calls) --------------------------------
+    cdef int host_op(self, int h, int kind, double dur, int line, object ln, object accesses) except -1:
+        """Engine.host_op: a host action of ``dur``, made ended."""
+        cdef int op = self.new_op(h, kind, dur, self.clock[h], line, self.host_attrs(ln),
+                                  accesses)
+        self.start[op] = self.enq[op]
+        self.sseq[op] = self.seq
+        self.clock[h] += self.end[op]
+        if self.clock[h] > self.max_time:
+            raise _Fallback()
+        self.end[op] = self.clock[h]
+        self.eseq[op] = self.seq + 1
+        if accesses and self.freed:
+            self.note_freed_use(op, ln.name, ln.location)
+        self.seq += 2
+        return op
+
+    cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
+                     object accesses, tuple after) except -1:
+        """Engine.enqueue: the issuing host action, then the stream op."""
+        cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, ())
+        cdef int rank = self.agent_rank[h]
+        if kind == K_FREE:  # (its recorded streams: read after the issue, made if new)
+            after = self.recorded_work(rank, ln.buffer)
+        cdef int s = self.stream(rank, stream)
+        cdef int op = self.new_op(s, kind, dur, self.clock[h], line, self.op_attrs(ln), accesses)
+        self.issuer[op] = issue
+        if after:
+            self.after[op] = after
+        if accesses and self.freed:
+            self.note_freed_use(op, ln.name, ln.location)
+        self.last[s] = op
+        self.enqueue_op(s, op)
+        if self.wake[s]:
+            self.wake[s] = 0
+            self.push(0.0, NORMAL, s)
+        return op
+
+    cdef void enqueue_op(self, int s, int op) except *:
+        cdef int n = self.qlen[s]
+        if n == self.qcap[s]:
+            self.qcap[s] = 16 if self.qcap[s] == 0 else 2 * self.qcap[s]
+            self.queue[s] = <int*>realloc(self.queue[s], self.qcap[s] * sizeof(int))
+            if self.queue[s] == NULL:
+                raise MemoryError()
+        self.queue[s][n] = op
+        self.qlen[s] = n + 1
+
+    cdef tuple recorded_work(self, int rank, object buffer):
+        """Host.free's recorded_work: the last op of each stream record_stream named."""
+        got = self.recorded.pop((rank, buffer), ())
+        out = []
+        for name in got:
+            s = self.stream(rank, name)
+            if self.last[s] >= 0:
+                out.append(self.last[s])
+        return tuple(out)
+
+    cdef int host_go(self, int h) except -1:
+        """Run host ``h``'s program until it blocks (an entry for it is then on the heap, or it
+        waits for an op's end) or ends."""
+        cdef list lines = self.host_lines[h]
+        cdef int nlines = len(lines)
+        cdef int op, kind, j, s, rank = self.agent_rank[h]
+        cdef double t
+        cdef tuple deps
+        cdef int st
+        while True:
+            st = self.state[h]
+            if st == H_LINE:
+                if self.pos[h] >= nlines:
+                    return 1
+                j = self.pos[h]
+                ln = lines[j]
+                line = self.lineof_line(ln)
+                if ln.t is not None:
+                    t = ln.t
+                    if t > self.clock[h]:
+                        self.clock[h] = t
+                code = _KIND_CODE.get(ln.op)
+                if code is None:
+                    raise _Fallback()
+                kind = code
+                if kind == K_LAUNCH:
+                    self.enqueue(h, ln.stream, kind, ln.dur, line, ln,
+                                 self.access_list(ln.reads, ln.writes), ())
+                elif kind == K_HOST:
+                    self.host_op(h, kind, ln.dur, line, ln,
+                                 self.access_list(ln.reads, ln.writes))
+                elif kind == K_RECORD:
+                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), ())
+                    self.attrs[op]["event"] = ln.event
+                    self.events[(rank, ln.event)] = op
+                elif kind == K_WAIT_EVENT:
+                    rec = self.events.get((rank, ln.event))
+                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
+                                      () if rec is None else (rec,))
+                    self.attrs[op]["event"] = ln.event
+                    if rec is None:
+                        self.note_unrecorded(op, ln)
+                elif kind == K_ALLOC:
+                    op = self.host_op(h, kind, 0.0, line, ln, ())
+                    a = self.attrs[op]
+                    a["buffer"] = ln.buffer
+                    a["nbytes"] = ln.nbytes
+                    a["stream"] = ln.stream
+                    if ln.label is not None:
+                        a["label"] = ln.label
+                    self.freed.pop((rank, ln.buffer), None)
+                elif kind == K_FREE:
+                    if ln.nbytes is None:
+                        raise _Fallback()
+                    key = (rank, ln.buffer)
+                    earlier = self.freed.pop(key, None)
+                    view = View(rank, ln.buffer, 0, int(ln.nbytes))
+                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln,
+                                      (Access(view, "write"),), ())
+                    self.attrs[op]["buffer"] = ln.buffer
+                    if earlier is not None:
+                        self.attrs[op]["after_free"] = (ln.buffer,)
+                        el = self.lines[self.lineof[<int>earlier]]
+                        self.notes.append(Note(
+                            "double-free", f"{ln.name} at {ln.location} frees {ln.buffer!r} on "
+                            f"rank{rank} again: {el.name} at {el.location} already freed it (no "
+                            "alloc since)", op))
+                    self.freed[key] = op
+                elif kind == K_RECORD_STREAM:
+                    if ln.nbytes is None or is_comm(ln.stream):
+                        raise _Fallback()
+                    op = self.host_op(h, kind, 0.0, line, ln, ())
+                    a = self.attrs[op]
+                    a["buffer"] = ln.buffer
+                    a["stream"] = ln.stream
+                    self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
+                else:  # a host sync (Engine.blocking_op, then sync_clock)
+                    op = self.new_op(h, kind, 0.0, self.clock[h], line, self.host_attrs(ln), ())
+                    self.cur[h] = op
+                    self.state[h] = H_CLOCKED
+                    if self.clock[h] > self.now:
+                        if self.clock[h] > self.max_time:
+                            raise _Fallback()
+                        self.push(self.clock[h] - self.now, NORMAL, h)
+                        return 0
+                    continue
+                self.pos[h] += 1
+            elif st == H_CLOCKED:  # Engine.mark_start; the sync's own call
+                op = self.cur[h]
+                self.start[op] = self.clock[h]
+                self.sseq[op] = self.seq
+                self.seq += 1
+                ln = lines[self.pos[h]]
+                kind = self.kinds[op]
+                if kind == K_SYNC_EVENT:
+                    self.attrs[op]["event"] = ln.event
+                    rec = self.events.get((rank, ln.event))
+                    if rec is None:
+                        self.note_unrecorded(op, ln)
+                        deps = None  # (wait_recs is not called: after stays ())
+                    else:
+                        deps = (rec,)
+                elif kind == K_SYNC_STREAM:
+                    self.attrs[op]["stream"] = ln.stream
+                    s = self.stream(rank, ln.stream)
+                    deps = (self.last[s],) if self.last[s] >= 0 else ()
+                else:  # sync_device: every stream of the rank, by name (no gloo channel here)
+                    deps = tuple([self.last[s] for s in self.rank_streams(rank)
+                                  if self.last[s] >= 0])
+                self.host_deps[h] = deps
+                self.host_after[h] = [] if deps is not None else None
+                self.depj[h] = 0
+                self.state[h] = H_DEPS
+            elif st == H_DEPS:  # Engine.wait_recs
+                op = self.cur[h]
+                deps = self.host_deps[h]
+                if deps is not None:
+                    j = self.depj[h]
+                    while j < len(deps):
+                        d = <int>deps[j]
+                        self.host_after[h].append(d)
+                        if self.eseq[d] < 0:
+                            self.lend[h] = self.sseq[op] == self.seq - 1
+                            if self.lend[h]:
+                                self.seq -= 1
+                            self.depj[h] = j
+                            self.wait_for(d, h)
+                            self.state[h] = H_WOKEN
+                            return 0
+                        j += 1
+                    self.after[op] = tuple(self.host_after[h])
+                # Engine.end_blocking
+                if self.now > self.clock[h]:
+                    self.clock[h] = self.now
+                self.end[op] = self.clock[h]
+                self.eseq[op] = self.seq
+                self.seq += 1
+                self.ended(op)
+                self.state[h] = H_LINE
+                self.pos[h] += 1
+            else:  # H_WOKEN: back in wait_recs after a dependency ended
+                op = self.cur[h]
+                if not self.lend[h]:
+                    self.seq_holes = True
+                self.sseq[op] = self.seq
+                self.seq += 1
+                self.depj[h] += 1
+                self.state[h] = H_DEPS
+
+    cdef int lineof_line(self, object ln) except -1:
+        return <int>ln.lineno
+
+    cdef list rank_streams(self, int rank):
+        """The rank's streams in the order of their agents (Engine: sorted(e.streams))."""
+        got = sorted([(self.agent_name[s], s) for s in self.stream_at.values()
+                      if self.agent_rank[s] == rank])
+        return [s for _, s in got]
+
+    cdef void note_unrecorded(self, int op, object ln) except *:
+        self.notes.append(Note("event-never-recorded", f"{ln.name} at {ln.location}: event "
+                               f"{ln.event!r} was never recorded, so the wait orders nothing", op))
+
+    # -- a stream's loop (Engine._stream_loop) --------------------------------------------------
+    cdef void stream_go(self, int s) except *:
+        cdef int op, j, d
+        cdef double dur
+        cdef tuple deps
+        cdef int st
+        while True:
+            st = self.state[s]
+            if st == S_TOP:
+                if self.pos[s] >= self.qlen[s]:
+                    self.wake[s] = 1
+                    return
+                op = self.queue[s][self.pos[s]]
+                self.pos[s] += 1
+                self.cur[s] = op
+                self.depj[s] = 0
+                self.state[s] = S_ENQUEUED
+                if self.enq[op] > self.now:
+                    self.push(self.enq[op] - self.now, NORMAL, s)
+                    return
+            elif st == S_ENQUEUED or st == S_DEP:
+                op = self.cur[s]
+                deps = self.after[op]
+                j = self.depj[s]
+                if st == S_DEP:
+                    j += 1
+                while j < len(deps):
+                    d = <int>deps[j]
+                    if self.eseq[d] < 0:
+                        self.depj[s] = j
+                        self.state[s] = S_DEP
+                        self.wait_for(d, s)
+                        return
+                    j += 1
+                dur = self.end[op]
+                self.start[op] = self.now
+                self.sseq[op] = self.seq
+                self.seq += 1
+                if dur > 0:
+                    self.state[s] = S_RUNNING
+                    self.push(dur, NORMAL, s)
+                    return
+                self.end[op] = self.start[op]
+                self.finish(s, op)
+            else:  # S_RUNNING
+                op = self.cur[s]
+                self.end[op] = self.start[op] + self.end[op]
+                self.finish(s, op)
+
+    cdef void finish(self, int s, int op) except *:
+        self.eseq[op] = self.seq
+        self.seq += 1
+        self.ended(op)
+        self.state[s] = S_TOP
+        if self.pos[s] > 4096 and 2 * self.pos[s] > self.qlen[s]:  # (drop what ran)
+            self.compact(s)
+
+    cdef void compact(self, int s) except *:
+        cdef int k, n = self.qlen[s] - self.pos[s]
+        cdef int* q = self.queue[s]
+        for k in range(n):
+            q[k] = q[self.pos[s] + k]
+        self.qlen[s] = n
+        self.pos[s] = 0
+
+    # -- the run (Engine._run) ------------------------------------------------------------------
+    cdef run(self):
+        cdef Entry e
+        while self.nheap > 0:
+            if self.heap[0].t > self.max_time:
+                raise _Fallback()  # (the reference's TimeBoundExceeded)
+            e = self.pop()
+            self.now = e.t
+            if self.is_host[e.proc]:
+                if self.state[e.proc] != H_LINE and self.now > self.clock[e.proc]:
+                    self.clock[e.proc] = self.now  # (Engine.block, after the switch back)
+                if self.host_go(e.proc):
+                    self.state[e.proc] = -1  # finished
+            else:
+                self.stream_go(e.proc)
+        for a in range(self.nag):
+            if self.is_host[a] and self.state[a] != -1:
+                raise _Fallback()  # (a host still blocked: the reference's stall)
+            if not self.is_host[a] and self.state[a] != S_TOP:
+                raise _Fallback()
+
+    cdef list records(self):
+        """The engine's records of the run (``Rec``), as the reference leaves them."""
+        cdef int i, iss
+        out = []
+        lines = self.lines
+        for i in range(self.nops):
+            ln = lines[self.lineof[i]]
+            r = Rec(i, self.agent_obj[self.agent[i]], self.index[i], ln.op, ln.name,
+                    self.enq[i], ln.step, ln.location, self.accesses[i], self.attrs[i])
+            r.start = self.start[i]
+            r.end = self.end[i]
+            r.start_seq = self.sseq[i]
+            r.end_seq = self.eseq[i]
+            iss = self.issuer[i]
+            if iss >= 0:
+                r.issuer = iss
+            r.after = self.after[i]
+            r.line = ln.lineno
+            out.append(r)
+        return out
+
+
+def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
+           double max_time, rng):
+    """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`, one thread a rank: the caller
+    checks) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
+    ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
+    ``random.Random`` the reference would make."""
+    cdef _Run r = _Run()
+    cdef int h
+    by_lineno = {}
+    r.lines = by_lineno
+    r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
+    r.launch_overhead = launch_overhead
+    r.rng, r.rng_random = rng, rng.random
+    r.agent_obj, r.agent_rank, r.agent_name = [], [], []
+    r.host_lines, r.host_deps, r.host_after = [], [], []
+    r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
+    r.notes, r.access_cache = [], {}
+    r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
+    r._ops(2 * len(lines) + 1)
+    per_thread = {t: [] for t in threads}
+    for ln in lines:
+        per_thread[(ln.rank, ln.host)].append(ln)
+        by_lineno[ln.lineno] = ln
+    try:
+        for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
+            h = r._new_agent(rank, host, True)
+            r.host_lines[h] = mine
+            r.stream(rank, "compute")
+            r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
+        r.run()
+    except _Fallback:
+        return None
+    agents = set(r.agent_obj)
+    return r.records(), r.notes, r.seq, r.seq_holes, agents

@@ -1,0 +1,216 @@
+"""The compiled replay of an op log (streamsim/native/_replay.pyx) gives the trace the simpy replay
+gives, op by op: the same ids, agents, indices, times (bit for bit, and of the same type),
+sequence positions, edges, attrs (in the same order), accesses, notes, agents and meta, on
+generated logs of the kinds it covers (1-3 ranks of one host thread: kernels and host work on
+several streams, events recorded, waited and never recorded, host syncs, allocations, frees,
+double frees, uses after a free, ``record_stream``, recorded clocks ``t``, sites, steps, a launch
+overhead, seeds and jitter) and on every op log of the tests it covers. A log it does not cover
+(a process group, two host threads on a rank, ...) is left to the simpy replay, whole.
+
+Skipped where the compiled module was not built; under CI a missing module fails instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from streamsim import native
+from streamsim.oplog import load_oplog
+from streamsim.oplog import replay as replay_mod
+from streamsim.oplog.replay import simulate_oplog
+
+from .test_differential import load_oplog_text, logs_in_tests
+
+if native.replayer() is None and os.environ.get("CI") and os.environ.get("STREAMSIM_NATIVE") != "0":
+    raise RuntimeError("CI: the compiled replay (streamsim.native._replay) is not built: pip "
+                       "install -e . printed why; its tests must run in CI")
+pytestmark = pytest.mark.skipif(native._replayer is None, reason="the compiled replay is not built")
+
+GENERATED = int(os.environ.get("STREAMSIM_REPLAY_LOGS", "600"))
+CHUNK = 100
+TIMINGS = ((None, 0.0), (7, 0.3))
+BUFFERS = ("a", "b", "c", "d")
+STREAMS = ("compute", "side", "copy", "s3")
+
+
+def covered_log(seed: int) -> str:
+    """A valid op log the compiled replay covers: 1-3 ranks, one host thread each, every kind of
+    ``_replay.KINDS``, with the corners the engine words notes for."""
+    R = random.Random(seed)
+    ranks = R.randint(1, 3)
+    lines: list[dict] = []
+    if R.random() < 0.5:
+        lines.append({"op": "config", "launch_overhead": R.choice((0, 0.5, 2, 5))})
+    clock = {r: 0.0 for r in range(ranks)}
+    live = {r: set() for r in range(ranks)}
+    recorded_any = R.random() < 0.8
+
+    def ref(r: int):
+        buf = R.choice(BUFFERS)
+        if R.random() < 0.5:
+            return buf
+        off = R.randint(0, 63)
+        view = {"buffer": buf, "offset": off, "nbytes": R.randint(1, 64 - off)}
+        if R.random() < 0.2:
+            view["window"] = sorted((R.choice((0.0, 0.25, 0.5)), R.choice((0.5, 0.75, 1.0))))
+        return view
+
+    def refs(r: int) -> list:
+        return [ref(r) for _ in range(R.randint(0, 2))]
+
+    with_site = R.random() < 0.5
+    with_t = R.random() < 0.5
+    for r in range(ranks):
+        for b in BUFFERS[:2]:
+            live[r].add(b)
+            lines.append({"op": "alloc", "rank": r, "buffer": b, "nbytes": 64,
+                          "stream": R.choice(("compute", "side"))})
+    for _ in range(R.randint(1, 60)):
+        r = R.randint(0, ranks - 1)
+        what = R.choice(("launch",) * 5 + ("host", "host", "record", "record", "wait_event",
+                                            "wait_event", "sync_event", "sync_stream",
+                                            "sync_device", "alloc", "free", "record_stream"))
+        x: dict = {"op": what, "rank": r}
+        if what == "launch":
+            x.update(stream=R.choice(STREAMS), reads=refs(r), writes=refs(r),
+                     dur=R.choice((0.5, 1.0, 5.0, 20.0, 0.1)))
+        elif what == "host":
+            x.update(reads=refs(r), writes=refs(r), dur=R.choice((0.0, 1.0, 3.0, 40.0)))
+        elif what == "record":
+            if not recorded_any:
+                continue
+            x.update(stream=R.choice(STREAMS), event=R.choice(("e0", "e1", "e2")))
+        elif what in ("wait_event", "sync_event"):
+            x["event"] = R.choice(("e0", "e1", "e2"))
+            if what == "wait_event":
+                x["stream"] = R.choice(STREAMS)
+        elif what == "sync_stream":
+            x["stream"] = R.choice(STREAMS + ("fresh",))
+        elif what == "alloc":
+            b = R.choice(BUFFERS)
+            live[r].add(b)
+            x.update(buffer=b, nbytes=64, stream=R.choice(("compute", "side")))
+            if R.random() < 0.3:
+                x["label"] = "t_" + b
+        elif what == "free":
+            b = R.choice(BUFFERS)  # (sometimes a second free of it, or one never allocated)
+            live[r].discard(b)
+            x.update(buffer=b)
+        elif what == "record_stream":
+            x.update(buffer=R.choice(BUFFERS), stream=R.choice(STREAMS))
+        if R.random() < 0.4:
+            x["step"] = R.randint(0, 3)
+        if with_site:
+            x["site"] = f"train.py:{R.randint(1, 90)} fwd"
+        if with_t and R.random() < 0.7:
+            clock[r] += R.choice((0.0, 0.25, 3.0, 50.0))
+            x["t"] = clock[r]
+        lines.append(x)
+    return "".join(json.dumps(x) + "\n" for x in lines)
+
+
+def difference(a, b) -> str | None:
+    """The first difference between two traces (None: the same), every field of every op
+    compared by value and by type, attrs by order too."""
+    if b is None:
+        return "the compiled replay did not run"
+    if len(a.ops) != len(b.ops):
+        return f"{len(a.ops)} ops against {len(b.ops)}"
+    for x, y in zip(a.ops, b.ops):
+        for f in x.__slots__:
+            u, v = getattr(x, f), getattr(y, f)
+            if u != v or type(u) is not type(v):
+                return f"op {x.id}, {f}: {u!r} against {v!r}"
+        if list(x.attrs.items()) != list(y.attrs.items()):
+            return f"op {x.id}, attrs: {x.attrs!r} against {y.attrs!r}"
+    for f in ("agents", "stall", "notes", "end_time", "source", "meta", "allocations"):
+        if getattr(a, f) != getattr(b, f):
+            return f"the trace's {f}: {getattr(a, f)!r} against {getattr(b, f)!r}"
+    return None
+
+
+def both(log, monkeypatch, seed=None, jitter=0.0):
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    reference = simulate_oplog(log, seed=seed, jitter=jitter)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compiled = replay_mod._replayed_natively(log, seed, jitter, 5_000_000, 1e12)
+    return reference, compiled
+
+
+@pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
+def test_generated_logs_replay_to_the_same_trace(monkeypatch, chunk):
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        log = load_oplog_text(covered_log(seed))
+        for s, j in TIMINGS:
+            diff = difference(*both(log, monkeypatch, s, j))
+            assert diff is None, f"log seed {seed}, seed {s} jitter {j}: {diff}\n" + \
+                covered_log(seed)
+
+
+def test_the_generated_logs_reach_every_kind_and_note():
+    kinds, notes = set(), set()
+    for seed in range(200):
+        log = load_oplog_text(covered_log(seed))
+        kinds |= {ln.op for ln in log.lines}
+        notes |= {n.kind for n in simulate_oplog(log).notes}
+    assert kinds == set(native._replayer.KINDS)
+    assert {"event-never-recorded", "use-after-free", "double-free"} <= notes
+
+
+def test_every_op_log_of_the_tests_it_covers_replays_to_the_same_trace(monkeypatch):
+    taken = 0
+    for where, text in logs_in_tests():
+        try:
+            log = load_oplog_text(text)
+        except Exception:  # (logs of error tests: not op logs to replay)
+            continue
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        if replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None:
+            continue
+        taken += 1
+        for s, j in TIMINGS:
+            try:
+                pair = both(log, monkeypatch, s, j)
+            except Exception as e:  # (the reference refuses it: so must the caller's path)
+                pytest.fail(f"{where}: the compiled replay ran a log the reference refuses: {e}")
+            diff = difference(*pair)
+            assert diff is None, f"{where} (seed {s}, jitter {j}): {diff}"
+    assert taken >= 5, f"only {taken} op logs of the tests are covered"
+
+
+def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    group = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
+                            '{"op": "all_reduce", "tensors": ["a"], "ranks": [0]}\n')
+    threads = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
+                              '{"op": "host", "host": "aux", "reads": ["a"]}\n')
+    comm = load_oplog_text('{"op": "launch", "stream": "nccl:pp", "writes": ["a"]}\n')
+    for log in (group, threads, comm):
+        assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
+    assert len(simulate_oplog(threads).ops) == 3  # (the reference ran it)
+
+
+def test_bounds_are_left_to_the_reference_which_words_them(monkeypatch):
+    """A bound passed: the compiled replay gives up, and the engine's own error is raised."""
+    from streamsim.sim.errors import BoundExceeded
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    log = load_oplog_text("".join('{"op": "launch", "stream": "s", "dur": 5}\n' for _ in range(9)))
+    assert replay_mod._replayed_natively(log, None, 0.0, 10, 1e12) is None
+    assert replay_mod._replayed_natively(log, None, 0.0, 100, 20.0) is None
+    with pytest.raises(BoundExceeded, match="max_ops"):
+        simulate_oplog(log, max_ops=10)
+    with pytest.raises(BoundExceeded, match="max_time"):
+        simulate_oplog(log, max_time=20.0)
+
+
+def test_the_comparison_catches_a_difference(monkeypatch):
+    log = load_oplog_text(covered_log(3))
+    reference, compiled = both(log, monkeypatch)
+    assert difference(reference, compiled) is None
+    import dataclasses
+    moved = dataclasses.replace(compiled, ops=compiled.ops[:-1] + (
+        dataclasses.replace(compiled.ops[-1], end_seq=compiled.ops[-1].end_seq + 1),))
+    assert "end_seq" in difference(reference, moved)
