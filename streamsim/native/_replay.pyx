@@ -25,14 +25,29 @@ reference refuses or that jitter overflows, a ref that is not a plain ``Ref``. T
 runs the reference, which words the error. Held equal to the reference op by op by
 tests/native/test_replay.py.
 """
+from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream"})
 
 cdef object Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
 cdef object build_trace = None, is_comm = None
+cdef object _new_object = object.__new__
+
+# the record's slots in Rec.__slots__ order (trace.Op's fields), by their offsets in the object
+cdef enum:
+    F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START, F_END, F_START_SEQ, F_END_SEQ,
+    F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP, F_LINE, F_HANDLE, F_ATTRS, N_FIELDS
+cdef Py_ssize_t _offset[<int>N_FIELDS]
 
 
 def bind(**objects):
@@ -41,6 +56,23 @@ def bind(**objects):
     Rec, Agent, Access = objects["Rec"], objects["Agent"], objects["Access"]
     View, Note, Ref = objects["View"], objects["Note"], objects["Ref"]
     build_trace, is_comm = objects["build_trace"], objects["is_comm"]
+    slots = Rec.__slots__
+    if len(slots) != N_FIELDS or slots[0] != "id" or slots[N_FIELDS - 1] != "attrs":
+        raise AssertionError(f"Rec's slots changed: {slots}")
+    member = type(Rec.id)
+    for i, name in enumerate(slots):
+        descr = Rec.__dict__[name]
+        if type(descr) is not member:
+            raise AssertionError(f"Rec.{name} is no slot")
+        _offset[i] = (<PyMemberDescrObject*><PyObject*>descr).d_member.offset
+
+
+cdef inline void _put(object obj, int field, object value) noexcept:
+    """Set slot ``field`` of a record just made (empty: nothing to release): the Python class's
+    own slot, written where its member descriptor reads it, without a call per field."""
+    cdef PyObject** at = <PyObject**>((<char*><PyObject*>obj) + _offset[field])
+    Py_INCREF(value)
+    at[0] = <PyObject*>value
 
 
 class _Fallback(Exception):
@@ -733,17 +765,27 @@ cdef class _Run:
         lines = self.lines
         for i in range(self.nops):
             ln = lines[self.lineof[i]]
-            r = Rec(i, self.agent_obj[self.agent[i]], self.index[i], ln.op, ln.name,
-                    self.enq[i], ln.step, ln.location, self.accesses[i], self.attrs[i])
-            r.start = self.start[i]
-            r.end = self.end[i]
-            r.start_seq = self.sseq[i]
-            r.end_seq = self.eseq[i]
+            r = _new_object(Rec)  # (every slot is set below, in order)
+            _put(r, F_ID, i)
+            _put(r, F_AGENT, self.agent_obj[self.agent[i]])
+            _put(r, F_INDEX, self.index[i])
+            _put(r, F_KIND, ln.op)
+            _put(r, F_NAME, ln.name)
+            _put(r, F_ENQUEUED, self.enq[i])
+            _put(r, F_START, self.start[i])
+            _put(r, F_END, self.end[i])
+            _put(r, F_START_SEQ, self.sseq[i])
+            _put(r, F_END_SEQ, self.eseq[i])
+            _put(r, F_ACCESSES, self.accesses[i])
             iss = self.issuer[i]
-            if iss >= 0:
-                r.issuer = iss
-            r.after = self.after[i]
-            r.line = ln.lineno
+            _put(r, F_ISSUER, iss if iss >= 0 else None)
+            _put(r, F_AFTER, self.after[i])
+            _put(r, F_JOINS, ())
+            _put(r, F_LOCATION, ln.location)
+            _put(r, F_STEP, ln.step)
+            _put(r, F_LINE, ln.lineno)
+            _put(r, F_HANDLE, None)
+            _put(r, F_ATTRS, self.attrs[i])
             out.append(r)
         return out
 
