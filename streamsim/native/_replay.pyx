@@ -96,6 +96,16 @@ cdef enum:
     H_CLOCKED = 1  # a blocking line: waited for simulated time to reach its clock (sync_clock)
     H_DEPS = 2     # a blocking line: next dependency to wait for (wait_recs)
     H_WOKEN = 3    # a blocking line: a dependency it waited for ended
+    H_INJECT = 4   # running a fix's syncs before a line's action (or after the last line)
+    H_ACTION = 5   # the line's own action, its fixes' syncs done
+    H_DONE = -1    # its program ended
+
+# a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream), as the caller
+# names them in ``pre``/``post`` (see :func:`replay`)
+cpdef enum:
+    R_RECORD = 0
+    R_WAIT = 1
+    R_RECORD_STREAM = 2
 
 cdef enum:
     K_LAUNCH = 0
@@ -180,6 +190,12 @@ cdef class _Run:
     cdef double jitter, launch_overhead, max_time
     cdef dict access_cache
     cdef dict lines  # line number -> Line
+    # fix injection (a fix costing re-run): per host, line index -> its syncs before it, and
+    # the syncs after its last line; the sync being run; each injected op's (kind, name)
+    cdef list inj_before, inj_end, host_specs
+    cdef int* injk  # the sync being run, of host_specs[h]
+    cdef dict special, fix_events
+    cdef bint injecting
 
     def __cinit__(self):
         self.heap = NULL
@@ -190,6 +206,7 @@ cdef class _Run:
         self.is_host = self.lend = self.wake = NULL
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
         self.clock = NULL
+        self.injk = NULL
         self.queue = NULL
         self.qlen = self.qcap = NULL
         self.nag = 0
@@ -205,7 +222,7 @@ cdef class _Run:
         free(self.wproc); free(self.wnext); free(self.is_host); free(self.lend)
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
-        free(self.queue); free(self.qlen); free(self.qcap)
+        free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -247,11 +264,12 @@ cdef class _Run:
             self.queue = <int**>realloc(self.queue, cap * sizeof(int*))
             self.qlen = <int*>realloc(self.qlen, cap * sizeof(int))
             self.qcap = <int*>realloc(self.qcap, cap * sizeof(int))
+            self.injk = <int*>realloc(self.injk, cap * sizeof(int))
             if (self.is_host == NULL or self.lend == NULL or self.wake == NULL or
                     self.count == NULL or self.state == NULL or self.cur == NULL or
                     self.pos == NULL or self.depj == NULL or self.last == NULL or
                     self.clock == NULL or self.queue == NULL or self.qlen == NULL or
-                    self.qcap == NULL):
+                    self.qcap == NULL or self.injk == NULL):
                 raise MemoryError()
             self.capag = cap
         self.nag = a + 1
@@ -268,12 +286,16 @@ cdef class _Run:
         self.queue[a] = NULL
         self.qlen[a] = 0
         self.qcap[a] = 0
+        self.injk[a] = -1
         self.agent_obj.append(Agent(rank, "host" if host else "stream", name))
         self.agent_rank.append(rank)
         self.agent_name.append(name)
         self.host_lines.append(None)
         self.host_deps.append(None)
         self.host_after.append(None)
+        self.inj_before.append(None)
+        self.inj_end.append(None)
+        self.host_specs.append(None)
         return a
 
     cdef int stream(self, int rank, str name) except -1:
@@ -453,10 +475,12 @@ cdef class _Run:
             self.attrs[op]["after_free"] = tuple([k[1] for k in named])
 
     # -- the host thread (Engine.host_op, enqueue; Host's calls) --------------------------------
-    cdef int host_op(self, int h, int kind, double dur, int line, object ln, object accesses) except -1:
-        """Engine.host_op: a host action of ``dur``, made ended."""
-        cdef int op = self.new_op(h, kind, dur, self.clock[h], line, self.host_attrs(ln),
-                                  accesses)
+    cdef int host_op(self, int h, int kind, double dur, int line, object ln, object accesses,
+                     bint injected=False) except -1:
+        """Engine.host_op: a host action of ``dur``, made ended (``injected``: a fix's, which
+        takes no label of the line's and is marked, as Engine._note_issue marks it)."""
+        cdef int op = self.new_op(h, kind, dur, self.clock[h], line,
+                                  {} if injected else self.host_attrs(ln), accesses)
         self.start[op] = self.enq[op]
         self.sseq[op] = self.seq
         self.clock[h] += self.end[op]
@@ -467,17 +491,21 @@ cdef class _Run:
         if accesses and self.freed:
             self.note_freed_use(op, ln.name, ln.location)
         self.seq += 2
+        if injected:
+            self.attrs[op]["injected"] = True
         return op
 
     cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
-                     object accesses, tuple after) except -1:
+                     object accesses, tuple after, bint injected=False) except -1:
         """Engine.enqueue: the issuing host action, then the stream op."""
-        cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, ())
+        cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, (), injected)
         cdef int rank = self.agent_rank[h]
         if kind == K_FREE:  # (its recorded streams: read after the issue, made if new)
             after = self.recorded_work(rank, ln.buffer)
         cdef int s = self.stream(rank, stream)
-        cdef int op = self.new_op(s, kind, dur, self.clock[h], line, self.op_attrs(ln), accesses)
+        cdef int op = self.new_op(s, kind, dur, self.clock[h], line,
+                                  {"current_stream": "compute"} if injected else
+                                  self.op_attrs(ln), accesses)
         self.issuer[op] = issue
         if after:
             self.after[op] = after
@@ -512,107 +540,82 @@ cdef class _Run:
 
     cdef int host_go(self, int h) except -1:
         """Run host ``h``'s program until it blocks (an entry for it is then on the heap, or it
-        waits for an op's end) or ends."""
+        waits for an op's end) or ends (returns 1)."""
         cdef list lines = self.host_lines[h]
         cdef int nlines = len(lines)
-        cdef int op, kind, j, s, rank = self.agent_rank[h]
+        cdef int op, kind, j, s, k, rank = self.agent_rank[h]
         cdef double t
         cdef tuple deps
         cdef int st
         while True:
             st = self.state[h]
-            if st == H_LINE:
-                if self.pos[h] >= nlines:
-                    return 1
+            if st == H_LINE:  # a line begins: its labels and clock (replay._Replay.program)
                 j = self.pos[h]
+                if j >= nlines:
+                    end = self.inj_end[h] if self.injecting else None
+                    if end:  # (the driver runs the fixes' syncs after the last action)
+                        self.inj_end[h] = None
+                        self.host_specs[h] = end
+                        self.injk[h] = 0
+                        self.state[h] = H_INJECT
+                        continue
+                    return 1
                 ln = lines[j]
-                line = self.lineof_line(ln)
                 if ln.t is not None:
                     t = ln.t
                     if t > self.clock[h]:
                         self.clock[h] = t
-                code = _KIND_CODE.get(ln.op)
-                if code is None:
-                    raise _Fallback()
-                kind = code
-                if kind == K_LAUNCH:
-                    self.enqueue(h, ln.stream, kind, ln.dur, line, ln,
-                                 self.access_list(ln.reads, ln.writes), ())
-                elif kind == K_HOST:
-                    self.host_op(h, kind, ln.dur, line, ln,
-                                 self.access_list(ln.reads, ln.writes))
-                elif kind == K_RECORD:
-                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), ())
-                    self.attrs[op]["event"] = ln.event
-                    self.events[(rank, ln.event)] = op
-                elif kind == K_WAIT_EVENT:
-                    rec = self.events.get((rank, ln.event))
-                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
-                                      () if rec is None else (rec,))
-                    self.attrs[op]["event"] = ln.event
-                    if rec is None:
-                        self.note_unrecorded(op, ln)
-                elif kind == K_ALLOC:
-                    op = self.host_op(h, kind, 0.0, line, ln, ())
-                    a = self.attrs[op]
-                    a["buffer"] = ln.buffer
-                    a["nbytes"] = ln.nbytes
-                    a["stream"] = ln.stream
-                    if ln.label is not None:
-                        a["label"] = ln.label
-                    self.freed.pop((rank, ln.buffer), None)
-                elif kind == K_FREE:
-                    if ln.nbytes is None:
-                        raise _Fallback()
-                    key = (rank, ln.buffer)
-                    earlier = self.freed.pop(key, None)
-                    view = View(rank, ln.buffer, 0, int(ln.nbytes))
-                    op = self.enqueue(h, ln.stream, kind, 0.0, line, ln,
-                                      (Access(view, "write"),), ())
-                    self.attrs[op]["buffer"] = ln.buffer
-                    if earlier is not None:
-                        self.attrs[op]["after_free"] = (ln.buffer,)
-                        el = self.lines[self.lineof[<int>earlier]]
-                        self.notes.append(Note(
-                            "double-free", f"{ln.name} at {ln.location} frees {ln.buffer!r} on "
-                            f"rank{rank} again: {el.name} at {el.location} already freed it (no "
-                            "alloc since)", op))
-                    self.freed[key] = op
-                elif kind == K_RECORD_STREAM:
-                    if ln.nbytes is None or is_comm(ln.stream):
-                        raise _Fallback()
-                    op = self.host_op(h, kind, 0.0, line, ln, ())
-                    a = self.attrs[op]
-                    a["buffer"] = ln.buffer
-                    a["stream"] = ln.stream
-                    self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
-                else:  # a host sync (Engine.blocking_op, then sync_clock)
-                    op = self.new_op(h, kind, 0.0, self.clock[h], line, self.host_attrs(ln), ())
-                    self.cur[h] = op
-                    self.state[h] = H_CLOCKED
-                    if self.clock[h] > self.now:
-                        if self.clock[h] > self.max_time:
-                            raise _Fallback()
-                        self.push(self.clock[h] - self.now, NORMAL, h)
-                        return 0
+                specs = self.inj_before[h].get(j) if self.injecting else None
+                if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
+                    self.host_specs[h] = specs
+                    self.injk[h] = 0
+                    self.state[h] = H_INJECT
+                else:
+                    self.state[h] = H_ACTION
+            elif st == H_INJECT:
+                specs = self.host_specs[h]
+                k = self.injk[h]
+                if k >= len(specs):
+                    self.injk[h] = -1
+                    self.state[h] = H_ACTION if self.pos[h] < nlines else H_LINE
                     continue
-                self.pos[h] += 1
+                ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+                if self.inject(h, specs[k], ln):
+                    return 0  # (a sync that blocks: it goes on in H_CLOCKED)
+                if self.state[h] == H_INJECT:
+                    self.injk[h] = k + 1
+            elif st == H_ACTION:
+                ln = lines[self.pos[h]]
+                if self.action(h, ln):
+                    return 0
             elif st == H_CLOCKED:  # Engine.mark_start; the sync's own call
                 op = self.cur[h]
                 self.start[op] = self.clock[h]
                 self.sseq[op] = self.seq
                 self.seq += 1
-                ln = lines[self.pos[h]]
                 kind = self.kinds[op]
-                if kind == K_SYNC_EVENT:
+                if self.injk[h] >= 0:  # a fix's event.synchronize()
+                    name = self.host_specs[h][self.injk[h]][1]
+                    ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+                    self.attrs[op]["injected"] = True
+                    self.attrs[op]["event"] = name
+                    rec = self.fix_events.get((rank, name))
+                    if rec is None:
+                        self.note_unrecorded(op, f"{name}.synchronize()", ln.location, name)
+                        deps = None
+                    else:
+                        deps = (rec,)
+                elif kind == K_SYNC_EVENT:
+                    ln = lines[self.pos[h]]
                     self.attrs[op]["event"] = ln.event
                     rec = self.events.get((rank, ln.event))
                     if rec is None:
-                        self.note_unrecorded(op, ln)
+                        self.note_unrecorded(op, ln.name, ln.location, ln.event)
                         deps = None  # (wait_recs is not called: after stays ())
                     else:
                         deps = (rec,)
                 elif kind == K_SYNC_STREAM:
+                    ln = lines[self.pos[h]]
                     self.attrs[op]["stream"] = ln.stream
                     s = self.stream(rank, ln.stream)
                     deps = (self.last[s],) if self.last[s] >= 0 else ()
@@ -632,6 +635,8 @@ cdef class _Run:
                         d = <int>deps[j]
                         self.host_after[h].append(d)
                         if self.eseq[d] < 0:
+                            # (with one thread a rank nothing runs between its start and this
+                            # wait: its start is always the latest position, handed back)
                             self.lend[h] = self.sseq[op] == self.seq - 1
                             if self.lend[h]:
                                 self.seq -= 1
@@ -648,8 +653,12 @@ cdef class _Run:
                 self.eseq[op] = self.seq
                 self.seq += 1
                 self.ended(op)
-                self.state[h] = H_LINE
-                self.pos[h] += 1
+                if self.injk[h] >= 0:  # (a fix's sync: the next one, or the line's action)
+                    self.injk[h] += 1
+                    self.state[h] = H_INJECT
+                else:
+                    self.state[h] = H_LINE
+                    self.pos[h] += 1
             else:  # H_WOKEN: back in wait_recs after a dependency ended
                 op = self.cur[h]
                 if not self.lend[h]:
@@ -658,6 +667,118 @@ cdef class _Run:
                 self.seq += 1
                 self.depj[h] += 1
                 self.state[h] = H_DEPS
+
+    cdef bint block_sync(self, int h, int kind, int line, dict attrs) except -1:
+        """Engine.blocking_op up to its sync_clock: the sync's host op is made; True when the
+        host then waits for simulated time to reach its clock (it goes on in H_CLOCKED)."""
+        cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
+        self.cur[h] = op
+        self.state[h] = H_CLOCKED
+        if self.clock[h] > self.now:
+            if self.clock[h] > self.max_time:
+                raise _Fallback()
+            self.push(self.clock[h] - self.now, NORMAL, h)
+            return True
+        return False
+
+    cdef bint action(self, int h, object ln) except -1:
+        """The line's own call (its kind's ``OpKind.replay``); True when it blocks."""
+        cdef int op, kind, rank = self.agent_rank[h]
+        cdef int line = ln.lineno
+        code = _KIND_CODE.get(ln.op)
+        if code is None:
+            raise _Fallback()
+        kind = code
+        if kind == K_LAUNCH:
+            self.enqueue(h, ln.stream, kind, ln.dur, line, ln,
+                         self.access_list(ln.reads, ln.writes), ())
+        elif kind == K_HOST:
+            self.host_op(h, kind, ln.dur, line, ln, self.access_list(ln.reads, ln.writes))
+        elif kind == K_RECORD:
+            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), ())
+            self.attrs[op]["event"] = ln.event
+            self.events[(rank, ln.event)] = op
+        elif kind == K_WAIT_EVENT:
+            rec = self.events.get((rank, ln.event))
+            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
+                              () if rec is None else (rec,))
+            self.attrs[op]["event"] = ln.event
+            if rec is None:
+                self.note_unrecorded(op, ln.name, ln.location, ln.event)
+        elif kind == K_ALLOC:
+            op = self.host_op(h, kind, 0.0, line, ln, ())
+            a = self.attrs[op]
+            a["buffer"] = ln.buffer
+            a["nbytes"] = ln.nbytes
+            a["stream"] = ln.stream
+            if ln.label is not None:
+                a["label"] = ln.label
+            self.freed.pop((rank, ln.buffer), None)
+        elif kind == K_FREE:
+            if ln.nbytes is None:
+                raise _Fallback()
+            key = (rank, ln.buffer)
+            earlier = self.freed.pop(key, None)
+            view = View(rank, ln.buffer, 0, int(ln.nbytes))
+            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (Access(view, "write"),), ())
+            self.attrs[op]["buffer"] = ln.buffer
+            if earlier is not None:
+                self.attrs[op]["after_free"] = (ln.buffer,)
+                el = self.lines[self.lineof[<int>earlier]]
+                self.notes.append(Note(
+                    "double-free", f"{ln.name} at {ln.location} frees {ln.buffer!r} on "
+                    f"rank{rank} again: {el.name} at {el.location} already freed it (no "
+                    "alloc since)", op))
+            self.freed[key] = op
+        elif kind == K_RECORD_STREAM:
+            if ln.nbytes is None or is_comm(ln.stream):
+                raise _Fallback()
+            op = self.host_op(h, kind, 0.0, line, ln, ())
+            a = self.attrs[op]
+            a["buffer"] = ln.buffer
+            a["stream"] = ln.stream
+            self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
+        else:  # a host sync
+            return self.block_sync(h, kind, line, self.host_attrs(ln))
+        self.state[h] = H_LINE
+        self.pos[h] += 1
+        return False
+
+    cdef bint inject(self, int h, tuple spec, object ln) except -1:
+        """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
+        location, step and clock; no label of its own); True when it blocks."""
+        cdef int op, code = spec[0], rank = self.agent_rank[h]
+        cdef int line = ln.lineno
+        name, stream = spec[1], spec[2]
+        if code == R_RECORD:  # ev.record(host.stream(stream))
+            self.stream(rank, stream)
+            op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True)
+            self.special[op - 1] = self.special[op] = ("record", f"record({name})")
+            self.attrs[op]["event"] = name
+            self.fix_events[(rank, name)] = op
+        elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
+            self.stream(rank, stream)
+            rec = self.fix_events.get((rank, name))
+            op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
+                              () if rec is None else (rec,), True)
+            self.special[op - 1] = self.special[op] = ("wait_event", f"wait_event({name})")
+            self.attrs[op]["event"] = name
+            if rec is None:
+                self.note_unrecorded(op, f"wait_event({name})", ln.location, name)
+        elif code == R_WAIT:  # ev.synchronize()
+            blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
+            self.special[self.cur[h]] = ("sync_event", f"{name}.synchronize()")
+            return blocked
+        else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
+            if is_comm(stream):
+                raise _Fallback()
+            op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, (), True)
+            self.special[op] = ("record_stream", f"record_stream({name}, {stream})")
+            a = self.attrs[op]
+            a["buffer"] = name
+            a["stream"] = stream
+            self.recorded.setdefault((rank, name), []).append(stream)
+        return False
 
     cdef int lineof_line(self, object ln) except -1:
         return <int>ln.lineno
@@ -668,9 +789,9 @@ cdef class _Run:
                       if self.agent_rank[s] == rank])
         return [s for _, s in got]
 
-    cdef void note_unrecorded(self, int op, object ln) except *:
-        self.notes.append(Note("event-never-recorded", f"{ln.name} at {ln.location}: event "
-                               f"{ln.event!r} was never recorded, so the wait orders nothing", op))
+    cdef void note_unrecorded(self, int op, str name, str location, str event) except *:
+        self.notes.append(Note("event-never-recorded", f"{name} at {location}: event "
+                               f"{event!r} was never recorded, so the wait orders nothing", op))
 
     # -- a stream's loop (Engine._stream_loop) --------------------------------------------------
     cdef void stream_go(self, int s) except *:
@@ -746,14 +867,14 @@ cdef class _Run:
             e = self.pop()
             self.now = e.t
             if self.is_host[e.proc]:
-                if self.state[e.proc] != H_LINE and self.now > self.clock[e.proc]:
+                if self.cur[e.proc] >= 0 and self.now > self.clock[e.proc]:
                     self.clock[e.proc] = self.now  # (Engine.block, after the switch back)
                 if self.host_go(e.proc):
-                    self.state[e.proc] = -1  # finished
+                    self.state[e.proc] = H_DONE
             else:
                 self.stream_go(e.proc)
         for a in range(self.nag):
-            if self.is_host[a] and self.state[a] != -1:
+            if self.is_host[a] and self.state[a] != H_DONE:
                 raise _Fallback()  # (a host still blocked: the reference's stall)
             if not self.is_host[a] and self.state[a] != S_TOP:
                 raise _Fallback()
@@ -763,14 +884,16 @@ cdef class _Run:
         cdef int i, iss
         out = []
         lines = self.lines
+        special = self.special
         for i in range(self.nops):
             ln = lines[self.lineof[i]]
             r = _new_object(Rec)  # (every slot is set below, in order)
+            sp = special.get(i) if special else None
             _put(r, F_ID, i)
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
             _put(r, F_INDEX, self.index[i])
-            _put(r, F_KIND, ln.op)
-            _put(r, F_NAME, ln.name)
+            _put(r, F_KIND, ln.op if sp is None else sp[0])
+            _put(r, F_NAME, ln.name if sp is None else sp[1])
             _put(r, F_ENQUEUED, self.enq[i])
             _put(r, F_START, self.start[i])
             _put(r, F_END, self.end[i])
@@ -783,7 +906,7 @@ cdef class _Run:
             _put(r, F_JOINS, ())
             _put(r, F_LOCATION, ln.location)
             _put(r, F_STEP, ln.step)
-            _put(r, F_LINE, ln.lineno)
+            _put(r, F_LINE, ln.lineno if sp is None else None)
             _put(r, F_HANDLE, None)
             _put(r, F_ATTRS, self.attrs[i])
             out.append(r)
@@ -791,11 +914,14 @@ cdef class _Run:
 
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
-           double max_time, rng):
+           double max_time, rng, dict pre=None, dict post=None):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`, one thread a rank: the caller
     checks) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
     ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
-    ``random.Random`` the reference would make."""
+    ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
+    syncs, injection key -> the ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue
+    before / after that program action (as streamsim/sim/inject.py registers them; the caller
+    leaves any other fix to the reference); they are consumed."""
     cdef _Run r = _Run()
     cdef int h
     by_lineno = {}
@@ -805,10 +931,16 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.rng, r.rng_random = rng, rng.random
     r.agent_obj, r.agent_rank, r.agent_name = [], [], []
     r.host_lines, r.host_deps, r.host_after = [], [], []
+    r.inj_before, r.inj_end, r.host_specs = [], [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
+    r.special, r.fix_events = {}, {}
+    r.injecting = bool(pre) or bool(post)
     r.notes, r.access_cache = [], {}
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
-    r._ops(2 * len(lines) + 1)
+    n_fix = 0
+    if r.injecting:
+        n_fix = sum([len(v) for v in pre.values()]) + sum([len(v) for v in post.values()])
+    r._ops(2 * len(lines) + 2 * n_fix + 1)
     per_thread = {t: [] for t in threads}
     for ln in lines:
         per_thread[(ln.rank, ln.host)].append(ln)
@@ -817,6 +949,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
             r.host_lines[h] = mine
+            if r.injecting:
+                r.inj_before[h], r.inj_end[h] = _injections(r.agent_obj[h], mine, pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         r.run()
@@ -824,3 +958,24 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         return None
     agents = set(r.agent_obj)
     return r.records(), r.notes, r.seq, r.seq_holes, agents
+
+
+cdef tuple _injections(object agent, list mine, dict pre, dict post):
+    """Where a host's fix syncs run (Engine._before_issue): before the action of line ``j``, the
+    syncs after the program's previous action, then those before this one; after its last
+    action, those after it (the driver's end). An action's key: (its host thread, kind,
+    location, n), the n-th action of that kind from that location."""
+    before = {}
+    occurrences = {}
+    last = None
+    for j, ln in enumerate(mine):
+        site = (ln.op, ln.location)
+        n = occurrences.get(site, 0)
+        occurrences[site] = n + 1
+        key = (agent, ln.op, ln.location, n)
+        specs = list(post.pop(last, ())) if last is not None else []
+        specs += pre.pop(key, ())
+        if specs:
+            before[j] = tuple(specs)
+        last = key
+    return before, tuple(post.pop(last, ())) if last is not None else ()

@@ -53,8 +53,8 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     """
     if not isinstance(oplog, OpLog):
         oplog = load_oplog(oplog)
-    if not fixes and perturb is None:
-        trace = _replayed_natively(oplog, seed, jitter, max_ops, max_time)
+    if perturb is None:
+        trace = _replayed_natively(oplog, seed, jitter, max_ops, max_time, fixes, base)
         if trace is not None:
             return trace
     replay = _Replay(oplog)
@@ -85,18 +85,27 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
 
 
 def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: int,
-                       max_time: float) -> Trace | None:
+                       max_time: float, fixes: Sequence = (), base: Trace | None = None
+                       ) -> Trace | None:
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
     log (a process group, a rank with several host threads, a kind outside ``_replay.KINDS``,
-    or anything the engine would refuse or bound): the engine then runs, and words any error."""
+    a fix other than an event, event sync or ``record_stream`` one, or anything the engine
+    would refuse or bound): the engine then runs, and words any error."""
     compiled = native.replayer()
     if compiled is None or oplog.groups or not 0 <= jitter < float("inf") or \
             len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
         return None
     try:
+        pre = post = None
+        if fixes:
+            got = _injections(fixes, base, compiled)
+            if got is None:
+                return None
+            pre, post = got
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
-                              max_ops, max_time, random.Random(0 if seed is None else seed))
+                              max_ops, max_time, random.Random(0 if seed is None else seed),
+                              pre, post)
         if got is None:
             return None
         recs, notes, seq, seq_holes, agents = got
@@ -106,6 +115,39 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                            agents=agents, source=oplog.path, meta=meta)
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
+
+
+def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:
+    """The syncs of ``fixes`` for the compiled replay, registered as ``sim.inject.inject_fixes``
+    registers them with the engine: injection key -> the syncs to issue before (``pre``) and
+    after (``post``) that action; None when a fix is not one it covers (a handle's wait, a
+    hand-off, an event's record and wait on two threads) or is not keyed and has no ``base``."""
+    from ..sim.inject import is_keyed, key_fixes  # (loaded only when fixes run)
+    if not all(map(is_keyed, fixes)):
+        if base is None:
+            return None  # (the engine's error)
+        try:
+            fixes = key_fixes(base, fixes)
+        except ModelError:
+            return None  # (the engine's, as its run raises it)
+    pre: dict = {}
+    post: dict = {}
+    for i, fix in enumerate(fixes):
+        before = pre.setdefault(fix.before, [])
+        wait_stream = fix.wait_stream.name if fix.wait_stream is not None else None
+        if fix.kind in ("event", "event_sync"):
+            if fix.record_after[0] != fix.before[0]:
+                return None
+            name = f"fix{i}"
+            post.setdefault(fix.record_after, []).append(
+                (compiled.R_RECORD, name, fix.event_stream.name))
+            before.append((compiled.R_WAIT, name,
+                           wait_stream if fix.kind == "event" else None))
+        elif fix.kind == "record_stream":
+            before.append((compiled.R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
+        else:
+            return None
+    return pre, post
 
 
 native.bind_replayer(Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,

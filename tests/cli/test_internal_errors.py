@@ -58,6 +58,7 @@ def test_a_failed_fix_rerun_is_reported_as_not_costed_and_the_check_goes_on(
 
     def broken(*a, **k):
         raise TypeError("injection broke")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")  # (the engine's injection: the compiled below)
     monkeypatch.setattr(inject, "_wait_event", broken)
     path = tmp_path / "log.jsonl"
     path.write_text(LOG)
@@ -65,6 +66,30 @@ def test_a_failed_fix_rerun_is_reported_as_not_costed_and_the_check_goes_on(
     out = capsys.readouterr().out
     assert "Fix not costed: internal error in streamsim" in out and "TypeError" in out
 
+
+
+def test_a_failed_compiled_fix_rerun_is_reported_as_not_costed_and_the_check_goes_on(
+        tmp_path, capsys, monkeypatch):
+    from streamsim import native
+    compiled = native.replayer()
+    if compiled is None:
+        pytest.skip("the compiled replay is not built")
+
+    class BrokenWithFixes:
+        R_RECORD, R_WAIT, R_RECORD_STREAM = compiled.R_RECORD, compiled.R_WAIT, \
+            compiled.R_RECORD_STREAM
+
+        @staticmethod
+        def replay(*args):
+            if args[-1]:  # (post: a re-run's syncs; the first run has none)
+                raise TypeError("compiled injection broke")
+            return compiled.replay(*args)
+    monkeypatch.setattr(native, "replayer", lambda: BrokenWithFixes)
+    path = tmp_path / "log.jsonl"
+    path.write_text(LOG)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "Fix not costed: internal error in streamsim" in out and "TypeError" in out
 
 MODEL = '''
 PARAMS = []

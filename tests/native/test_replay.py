@@ -150,6 +150,43 @@ def test_generated_logs_replay_to_the_same_trace(monkeypatch, chunk):
                 covered_log(seed)
 
 
+def keyed_fix_sets(trace):
+    """What fix costing re-runs a log with: all its fixes at once, and each root cause's alone
+    (keyed, as streamsim.pipeline.fixcost keys them)."""
+    from streamsim.analysis.checks import analyse, distinct_fixes
+    from streamsim.sim.inject import key_fixes
+    findings = analyse(trace)
+    if not findings.hazards:
+        return []
+    sets = [key_fixes(trace, distinct_fixes(findings.hazards))]
+    for rc in findings.root_causes[:3]:
+        hazards = [findings.hazards[i] for i in rc.instances]
+        if any(h.fix is not None for h in hazards):
+            sets.append(key_fixes(trace, distinct_fixes(hazards)))
+    return sets
+
+
+@pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK // 2)))
+def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
+    """A fix costing re-run (event, event sync and record_stream fixes injected) is covered too."""
+    kinds, ran = set(), 0
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        log = load_oplog_text(covered_log(seed))
+        for s, j in TIMINGS:
+            monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+            for keyed in keyed_fix_sets(simulate_oplog(log, seed=s, jitter=j)):
+                monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+                reference = simulate_oplog(log, seed=s, jitter=j, fixes=keyed)
+                monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+                compiled = replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed)
+                diff = difference(reference, compiled)
+                assert diff is None, f"log seed {seed}, seed {s} jitter {j}, fixes " \
+                    f"{[f.text for f in keyed]}: {diff}\n" + covered_log(seed)
+                kinds |= {f.kind for f in keyed}
+                ran += 1
+    assert ran >= 50 and {"event", "record_stream"} <= kinds, (ran, kinds)
+
+
 def test_the_generated_logs_reach_every_kind_and_note():
     kinds, notes = set(), set()
     for seed in range(200):
