@@ -37,7 +37,11 @@ cdef extern from "Python.h":
         PyMemberDef* d_member
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
-                   "sync_device", "alloc", "free", "record_stream"})
+                   "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
+                   "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"})
+# (of streamsim.sim.comm.SIZED_BY_INPUTS, the unrooted ones: their bytes are their inputs')
+_SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
+_TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 
 cdef object Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
 cdef object build_trace = None, is_comm = None
@@ -89,6 +93,11 @@ cdef enum:
     S_ENQUEUED = 1  # waited until the op's enqueue time
     S_DEP = 2      # waited for the end of after[cur][dep]
     S_RUNNING = 3  # waited for the op's duration
+    S_RENDEZVOUS = 4  # a send: waited for its receive to start (streamsim/sim/comm.py, _run_p2p)
+    S_SENDING = 5  # a send: waited for its duration
+    S_RECEIVING = 6  # a receive: waited for its send's data
+    S_JOINING = 7  # a collective: waited for every rank to join (_run_collective)
+    S_REDUCING = 8  # a collective: waited for its end
 
 # a host thread's states (oplog/replay.py's program; host.py's blocking calls)
 cdef enum:
@@ -118,11 +127,19 @@ cdef enum:
     K_ALLOC = 7
     K_FREE = 8
     K_RECORD_STREAM = 9
+    K_ISEND = 10
+    K_IRECV = 11
+    K_COLLECTIVE = 12
+    K_WAIT = 13
 
 cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "wait_event": K_WAIT_EVENT, "sync_event": K_SYNC_EVENT,
                         "sync_stream": K_SYNC_STREAM, "sync_device": K_SYNC_DEVICE,
-                        "alloc": K_ALLOC, "free": K_FREE, "record_stream": K_RECORD_STREAM}
+                        "alloc": K_ALLOC, "free": K_FREE, "record_stream": K_RECORD_STREAM,
+                        "isend": K_ISEND, "irecv": K_IRECV, "wait": K_WAIT,
+                        "all_reduce": K_COLLECTIVE, "all_gather": K_COLLECTIVE,
+                        "broadcast": K_COLLECTIVE, "reduce_scatter": K_COLLECTIVE,
+                        "all_to_all": K_COLLECTIVE}
 
 
 cdef struct Entry:
@@ -196,6 +213,14 @@ cdef class _Run:
     cdef int* injk  # the sync being run, of host_specs[h]
     cdef dict special, fix_events
     cdef bint injecting
+    # comm (streamsim/sim/comm.py): the groups; per comm op its group and its match (a p2p
+    # transfer's or a collective's index); the transfers' and collectives' state
+    cdef dict groups
+    cdef dict opgroup, opmatch, ophandle, opjoins
+    cdef dict p2p_at, p2p_issued, coll_at, coll_issued, works
+    cdef list m_send, m_recv, m_started, m_started_waiter, m_arrived, m_arrived_waiter
+    cdef list c_members, c_expected, c_started, c_waiters, c_end
+    cdef list host_handles
 
     def __cinit__(self):
         self.heap = NULL
@@ -296,15 +321,17 @@ cdef class _Run:
         self.inj_before.append(None)
         self.inj_end.append(None)
         self.host_specs.append(None)
+        self.host_handles.append(0)
         return a
 
-    cdef int stream(self, int rank, str name) except -1:
-        """The stream ``name`` of ``rank``, made (and its loop started) on first use."""
+    cdef int stream(self, int rank, str name, bint comm=False) except -1:
+        """The stream ``name`` of ``rank``, made (and its loop started) on first use; ``comm``:
+        a group's own (a comm op's), else a comm stream's name gives up."""
         key = (rank, name)
         s = self.stream_at.get(key)
         if s is not None:
             return <int>s
-        if is_comm(name):
+        if not comm and is_comm(name):
             raise _Fallback()  # (no group: the reference's ModelError names the stream)
         cdef int a = self._new_agent(rank, name, False)
         self.stream_at[key] = a
@@ -430,12 +457,20 @@ cdef class _Run:
             d["site"] = ln.site
         if ln.t is not None:
             d["t"] = ln.t
+        if ln.inferred is not None:
+            d["inferred"] = ln.inferred
+        elif ln.any_source:
+            d["any_source"] = True
         return d
 
-    cdef dict op_attrs(self, object ln):
-        cdef dict d = {"current_stream": "compute"}
+    cdef dict op_attrs(self, object ln, str current):
+        cdef dict d = {"current_stream": current}
         if ln.site is not None:
             d["site"] = ln.site
+        if ln.inferred is not None:
+            d["inferred"] = ln.inferred
+        elif ln.any_source:
+            d["any_source"] = True
         return d
 
     cdef tuple access_list(self, tuple reads, tuple writes):
@@ -496,16 +531,23 @@ cdef class _Run:
         return op
 
     cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
-                     object accesses, tuple after, bint injected=False) except -1:
-        """Engine.enqueue: the issuing host action, then the stream op."""
+                     object accesses, tuple after, bint injected=False,
+                     str current="compute") except -1:
+        """Engine.enqueue: the issuing host action, then the stream op (``current``: the host's
+        current stream, which a line's ``with host.use_stream`` set)."""
         cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, (), injected)
         cdef int rank = self.agent_rank[h]
+        cdef int c
         if kind == K_FREE:  # (its recorded streams: read after the issue, made if new)
             after = self.recorded_work(rank, ln.buffer)
-        cdef int s = self.stream(rank, stream)
+        elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
+            c = self.stream(rank, current)  # (Host._nccl_enqueue_edge: after the issue)
+            after = (self.last[c],) if self.last[c] >= 0 else ()
+        cdef int s = self.stream(rank, stream, kind == K_ISEND or kind == K_IRECV or
+                                 kind == K_COLLECTIVE)
         cdef int op = self.new_op(s, kind, dur, self.clock[h], line,
-                                  {"current_stream": "compute"} if injected else
-                                  self.op_attrs(ln), accesses)
+                                  {"current_stream": current} if injected else
+                                  self.op_attrs(ln, current), accesses)
         self.issuer[op] = issue
         if after:
             self.after[op] = after
@@ -565,6 +607,12 @@ cdef class _Run:
                     t = ln.t
                     if t > self.clock[h]:
                         self.clock[h] = t
+                code = _KIND_CODE.get(ln.op)
+                if code is None:
+                    raise _Fallback()
+                kind = code
+                if kind >= K_ISEND:  # (its call runs under `with host.use_stream(ln.stream)`,
+                    self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
                 specs = self.inj_before[h].get(j) if self.injecting else None
                 if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
                     self.host_specs[h] = specs
@@ -579,8 +627,13 @@ cdef class _Run:
                     self.injk[h] = -1
                     self.state[h] = H_ACTION if self.pos[h] < nlines else H_LINE
                     continue
-                ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
-                if self.inject(h, specs[k], ln):
+                if self.pos[h] < nlines:
+                    ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream
+                    current = ln.stream if _KIND_CODE[ln.op] >= K_ISEND else "compute"
+                else:  # (the driver's end, outside any line)
+                    ln = lines[nlines - 1]
+                    current = "compute"
+                if self.inject(h, specs[k], ln, current):
                     return 0  # (a sync that blocks: it goes on in H_CLOCKED)
                 if self.state[h] == H_INJECT:
                     self.injk[h] = k + 1
@@ -614,6 +667,13 @@ cdef class _Run:
                         deps = None  # (wait_recs is not called: after stays ())
                     else:
                         deps = (rec,)
+                elif kind == K_WAIT:  # a handle's blocking wait (Host.wait_work)
+                    ln = lines[self.pos[h]]
+                    target = <int>self.works[ln.target]
+                    a = self.attrs[op]
+                    a["handle"] = self.ophandle[target]
+                    a["blocking"] = True
+                    deps = (target,)
                 elif kind == K_SYNC_STREAM:
                     ln = lines[self.pos[h]]
                     self.attrs[op]["stream"] = ln.stream
@@ -738,13 +798,124 @@ cdef class _Run:
             a["buffer"] = ln.buffer
             a["stream"] = ln.stream
             self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
+        elif kind == K_ISEND or kind == K_IRECV:
+            self.p2p(h, kind, line, ln)
+        elif kind == K_COLLECTIVE:
+            self.collective(h, line, ln)
+        elif kind == K_WAIT:  # Host.wait_work (NCCL: the current stream waits; or the host)
+            target = self.works.get(ln.target)
+            if target is None:
+                raise _Fallback()  # (another thread's handle: the reference waits for its issue)
+            if ln.blocking:
+                return self.block_sync(h, kind, line, self.host_attrs(ln))
+            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), (target,), False, ln.stream)
+            a = self.attrs[op]
+            a["handle"] = self.ophandle[<int>target]
+            a["blocking"] = False
         else:  # a host sync
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         self.state[h] = H_LINE
         self.pos[h] += 1
         return False
 
-    cdef bint inject(self, int h, tuple spec, object ln) except -1:
+    cdef object group_of(self, int rank, object ln):
+        """Host.group: the line's group, which holds the rank."""
+        cfg = self.groups.get(ln.group)
+        if cfg is None or rank not in cfg.ranks:
+            raise _Fallback()
+        return cfg
+
+    cdef str handle(self, int h, object ln):
+        """Host._new_handle: every comm op counts, named or not."""
+        self.host_handles[h] += 1
+        return ln.handle or f"{ln.op}#{self.host_handles[h]}"
+
+    cdef void p2p(self, int h, int kind, int line, object ln) except *:
+        """Host.p2p and _p2p_rec: an unbatched NCCL isend or irecv, entered in the matching."""
+        cdef int rank = self.agent_rank[h]
+        cdef int op, m
+        cdef bint is_send = kind == K_ISEND
+        cfg = self.group_of(rank, ln)
+        if ln.batch is not None or ln.peer not in cfg.ranks or cfg.backend != "nccl":
+            raise _Fallback()
+        tensors = ln.reads if is_send else ln.writes
+        size = _nbytes_of(tensors) if ln.nbytes is None else ln.nbytes
+        dur = (cfg.transfer_time(size) if ln.dur is None else ln.dur) if is_send else 0.0
+        acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
+        op = self.enqueue(h, cfg.p2p_stream(rank, ln.peer, ln.op), kind, dur, line, ln, acc, (),
+                          False, ln.stream)
+        src, dst = (rank, ln.peer) if is_send else (ln.peer, rank)
+        side = (cfg.name, src, dst, is_send)
+        k = self.p2p_issued.get(side, 0)
+        self.p2p_issued[side] = k + 1
+        key = (cfg.name, src, dst, k)
+        got = self.p2p_at.get(key)
+        if got is None:
+            m = len(self.m_send)
+            self.p2p_at[key] = m
+            self.m_send.append(-1)
+            self.m_recv.append(-1)
+            self.m_started.append(False)
+            self.m_started_waiter.append(-1)
+            self.m_arrived.append(False)
+            self.m_arrived_waiter.append(-1)
+        else:
+            m = got
+        if is_send:
+            self.m_send[m] = op
+        else:
+            self.m_recv[m] = op
+        self.opmatch[op] = m
+        self.opgroup[op] = cfg
+        self.ophandle[op] = self.handle(h, ln)
+        a = self.attrs[op]
+        a["group"] = cfg.name
+        a["peer"] = ln.peer
+        a["nbytes"] = size
+        a["mode"] = "read" if is_send else "write"
+        a["dur"] = self.end[op]
+        self.works[ln.lineno] = op
+
+    cdef void collective(self, int h, int line, object ln) except *:
+        """Host.collective: an unrooted NCCL collective on the group's stream, entered in the
+        group's k-th collective."""
+        cdef int rank = self.agent_rank[h]
+        cdef int op, c
+        cfg = self.group_of(rank, ln)
+        if ln.root is not None or cfg.backend != "nccl":
+            raise _Fallback()
+        inputs, outputs = ln.reads, ln.writes
+        if ln.nbytes is not None:
+            size = ln.nbytes
+        else:  # (streamsim.sim.comm.wire_bytes of an unrooted collective)
+            size = _nbytes_of(inputs if ln.op in _SIZED_BY_INPUTS else outputs or inputs)
+        dur = cfg.transfer_time(size) if ln.dur is None else ln.dur
+        op = self.enqueue(h, f"{cfg.backend}:{cfg.name}", K_COLLECTIVE, dur, line, ln,
+                          self.access_list(inputs, outputs), (), False, ln.stream)
+        side = (cfg.name, rank)
+        k = self.coll_issued.get(side, 0)
+        self.coll_issued[side] = k + 1
+        got = self.coll_at.get((cfg.name, k))
+        if got is None:
+            c = len(self.c_members)
+            self.coll_at[(cfg.name, k)] = c
+            self.c_members.append([])
+            self.c_expected.append(len(cfg.ranks))
+            self.c_started.append(False)
+            self.c_waiters.append([])
+            self.c_end.append(0.0)
+        else:
+            c = got
+        self.opmatch[op] = c
+        self.ophandle[op] = self.handle(h, ln)
+        a = self.attrs[op]
+        a["group"] = cfg.name
+        a["nbytes"] = size
+        a["ranks"] = cfg.ranks
+        a["dur"] = self.end[op]
+        self.works[ln.lineno] = op
+
+    cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
         location, step and clock; no label of its own); True when it blocks."""
         cdef int op, code = spec[0], rank = self.agent_rank[h]
@@ -752,7 +923,7 @@ cdef class _Run:
         name, stream = spec[1], spec[2]
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
-            op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True)
+            op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
             self.special[op - 1] = self.special[op] = ("record", f"record({name})")
             self.attrs[op]["event"] = name
             self.fix_events[(rank, name)] = op
@@ -760,7 +931,7 @@ cdef class _Run:
             self.stream(rank, stream)
             rec = self.fix_events.get((rank, name))
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
-                              () if rec is None else (rec,), True)
+                              () if rec is None else (rec,), True, current)
             self.special[op - 1] = self.special[op] = ("wait_event", f"wait_event({name})")
             self.attrs[op]["event"] = name
             if rec is None:
@@ -795,7 +966,7 @@ cdef class _Run:
 
     # -- a stream's loop (Engine._stream_loop) --------------------------------------------------
     cdef void stream_go(self, int s) except *:
-        cdef int op, j, d
+        cdef int op, j, d, kind
         cdef double dur
         cdef tuple deps
         cdef int st
@@ -827,6 +998,14 @@ cdef class _Run:
                         self.wait_for(d, s)
                         return
                     j += 1
+                kind = self.kinds[op]
+                if kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
+                    self.start[op] = self.now  # (Engine.mark_start)
+                    self.sseq[op] = self.seq
+                    self.seq += 1
+                    if self.comm_go(s, op, kind):
+                        return
+                    continue
                 dur = self.end[op]
                 self.start[op] = self.now
                 self.sseq[op] = self.seq
@@ -837,15 +1016,134 @@ cdef class _Run:
                     return
                 self.end[op] = self.start[op]
                 self.finish(s, op)
-            else:  # S_RUNNING
+            elif st == S_RUNNING:
                 op = self.cur[s]
                 self.end[op] = self.start[op] + self.end[op]
                 self.finish(s, op)
+            else:  # a comm op, resumed
+                op = self.cur[s]
+                if st == S_RENDEZVOUS or st == S_JOINING:
+                    self.transfer_from(op, self.now)
+                if self.comm_go(s, op, st):
+                    return
+
+    cdef bint comm_go(self, int s, int op, int at) except -1:
+        """A comm op on its stream (streamsim/sim/comm.py, ``_run_p2p``, ``_run_collective``),
+        from ``at``: its kind (it has just started) or the state it was resumed in. True when it
+        waits (for its peer, its data, the group, or its duration)."""
+        cdef int m, w, c, x
+        cdef double dur, longest
+        if at == K_ISEND:
+            m = self.opmatch[op]
+            if self.attrs[op]["nbytes"] > self.opgroup[op].eager_bytes and \
+                    not self.m_started[m]:
+                self.m_started_waiter[m] = s  # (a rendezvous: waits for the receive to start)
+                self.state[s] = S_RENDEZVOUS
+                return True
+            at = S_RENDEZVOUS
+        if at == S_RENDEZVOUS:
+            dur = self.end[op]
+            if dur > 0:
+                self.state[s] = S_SENDING
+                self.push(dur, NORMAL, s)
+                return True
+            at = S_SENDING
+        if at == S_SENDING:  # Engine.mark_end, then the data has arrived
+            m = self.opmatch[op]
+            self.end[op] = self.now
+            self.eseq[op] = self.seq
+            self.seq += 1
+            self.ended(op)
+            self.m_arrived[m] = True
+            w = self.m_arrived_waiter[m]
+            if w >= 0:
+                self.m_arrived_waiter[m] = -1
+                self.push(0.0, NORMAL, w)
+            self.next_op(s)
+            return False
+        if at == K_IRECV:
+            m = self.opmatch[op]
+            self.m_started[m] = True
+            w = self.m_started_waiter[m]
+            if w >= 0:
+                self.m_started_waiter[m] = -1
+                self.push(0.0, NORMAL, w)
+            if not self.m_arrived[m]:
+                self.m_arrived_waiter[m] = s
+                self.state[s] = S_RECEIVING
+                return True
+            at = S_RECEIVING
+        if at == S_RECEIVING:
+            m = self.opmatch[op]
+            x = self.m_send[m]
+            self.opjoins[op] = (x,)
+            self.transfer_from(op, self.attrs[x].get(_TRANSFER_START, self.start[x]))
+            self.end[op] = self.now
+            self.eseq[op] = self.seq
+            self.seq += 1
+            self.ended(op)
+            self.next_op(s)
+            return False
+        if at == K_COLLECTIVE:
+            c = self.opmatch[op]
+            members = self.c_members[c]
+            members.append(op)
+            if len(members) == self.c_expected[c]:
+                longest = self.end[<int>members[0]]
+                for x in members:
+                    if self.end[x] > longest:
+                        longest = self.end[x]
+                self.c_end[c] = self.now + longest
+                self.c_started[c] = True
+                for w in self.c_waiters[c]:  # (one event, its callbacks in order)
+                    self.push(0.0, NORMAL, w)
+                self.c_waiters[c] = []
+            else:
+                self.c_waiters[c].append(s)
+                self.state[s] = S_JOINING
+                return True
+            at = S_JOINING
+        if at == S_JOINING:
+            c = self.opmatch[op]
+            if self.c_end[c] > self.now:
+                self.state[s] = S_REDUCING
+                self.push(self.c_end[c] - self.now, NORMAL, s)
+                return True
+            at = S_REDUCING
+        # S_REDUCING: the collective ends (streamsim.sim.comm.joined_members, unrooted)
+        c = self.opmatch[op]
+        self.opjoins[op] = tuple([x for x in self.c_members[c] if x != op])
+        self.end[op] = self.now
+        self.eseq[op] = self.seq
+        self.seq += 1
+        self.ended(op)
+        self.next_op(s)
+        return False
+
+    cdef void transfer_from(self, int op, double t) except *:
+        """comm._transfer_from: the op waited for its peers and transferred only from ``t``."""
+        if t > self.start[op]:
+            self.attrs[op][_TRANSFER_START] = t
+
+    cdef void unmatched_notes(self) except *:
+        """CommMixin.unmatched_notes: each send no receive matched (in key order)."""
+        for key in sorted(self.p2p_at):
+            m = self.p2p_at[key]
+            x = self.m_send[m]
+            if x >= 0 and self.m_recv[m] < 0:
+                group, src, dst, k = key
+                self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
+                                       f"on group {group!r} ({self.lines[self.lineof[x]].name}) "
+                                       "has no matching receive", x))
 
     cdef void finish(self, int s, int op) except *:
         self.eseq[op] = self.seq
         self.seq += 1
         self.ended(op)
+        self.next_op(s)
+
+    cdef void next_op(self, int s) except *:
+        """Back to the top of the stream's loop (its op ended)."""
         self.state[s] = S_TOP
         if self.pos[s] > 4096 and 2 * self.pos[s] > self.qlen[s]:  # (drop what ran)
             self.compact(s)
@@ -885,6 +1183,7 @@ cdef class _Run:
         out = []
         lines = self.lines
         special = self.special
+        opjoins, ophandle = self.opjoins, self.ophandle
         for i in range(self.nops):
             ln = lines[self.lineof[i]]
             r = _new_object(Rec)  # (every slot is set below, in order)
@@ -903,25 +1202,26 @@ cdef class _Run:
             iss = self.issuer[i]
             _put(r, F_ISSUER, iss if iss >= 0 else None)
             _put(r, F_AFTER, self.after[i])
-            _put(r, F_JOINS, ())
+            _put(r, F_JOINS, opjoins.get(i, ()) if opjoins else ())
             _put(r, F_LOCATION, ln.location)
             _put(r, F_STEP, ln.step)
             _put(r, F_LINE, ln.lineno if sp is None else None)
-            _put(r, F_HANDLE, None)
+            _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
             _put(r, F_ATTRS, self.attrs[i])
             out.append(r)
         return out
 
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
-           double max_time, rng, dict pre=None, dict post=None):
+           double max_time, rng, dict pre=None, dict post=None, dict groups=None):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`, one thread a rank: the caller
     checks) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
     ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
-    syncs, injection key -> the ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue
-    before / after that program action (as streamsim/sim/inject.py registers them; the caller
-    leaves any other fix to the reference); they are consumed."""
+    syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
+    ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
+    action (as streamsim/sim/inject.py registers them; the caller leaves any other fix to the
+    reference); they are consumed."""
     cdef _Run r = _Run()
     cdef int h
     by_lineno = {}
@@ -934,12 +1234,20 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.inj_before, r.inj_end, r.host_specs = [], [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = {}, {}
+    r.groups = groups or {}
+    r.opgroup, r.opmatch, r.ophandle, r.opjoins = {}, {}, {}, {}
+    r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
+    r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
+    r.m_arrived, r.m_arrived_waiter = [], []
+    r.c_members, r.c_expected, r.c_started, r.c_waiters, r.c_end = [], [], [], [], []
+    r.host_handles = []
     r.injecting = bool(pre) or bool(post)
     r.notes, r.access_cache = [], {}
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
     n_fix = 0
     if r.injecting:
-        n_fix = sum([len(v) for v in pre.values()]) + sum([len(v) for v in post.values()])
+        n_fix = sum([len(x) for v in pre.values() for x in v.values()]) + \
+            sum([len(x) for v in post.values() for x in v.values()])
     r._ops(2 * len(lines) + 2 * n_fix + 1)
     per_thread = {t: [] for t in threads}
     for ln in lines:
@@ -954,28 +1262,44 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         r.run()
+        r.unmatched_notes()
     except _Fallback:
         return None
     agents = set(r.agent_obj)
     return r.records(), r.notes, r.seq, r.seq_holes, agents
 
 
+cdef object _nbytes_of(tuple tensors):
+    """streamsim.sim.memory.nbytes_of of a line's refs: the bytes each view touches."""
+    total = 0
+    for t in tensors:
+        v = t.view
+        total += v.nbytes if v.pattern is None else v.pattern.touched
+    return total
+
+
 cdef tuple _injections(object agent, list mine, dict pre, dict post):
     """Where a host's fix syncs run (Engine._before_issue): before the action of line ``j``, the
     syncs after the program's previous action, then those before this one; after its last
     action, those after it (the driver's end). An action's key: (its host thread, kind,
-    location, n), the n-th action of that kind from that location."""
+    location, n), the n-th action of that kind from that location; ``pre`` and ``post`` hold
+    the rest of the key by host thread (hashing the Agent per line was most of the work)."""
     before = {}
+    mine_pre = pre.get(agent) or {}
+    mine_post = post.get(agent) or {}
+    if not mine_pre and not mine_post:
+        return before, ()
     occurrences = {}
     last = None
     for j, ln in enumerate(mine):
         site = (ln.op, ln.location)
         n = occurrences.get(site, 0)
         occurrences[site] = n + 1
-        key = (agent, ln.op, ln.location, n)
-        specs = list(post.pop(last, ())) if last is not None else []
-        specs += pre.pop(key, ())
+        key = (ln.op, ln.location, n)
+        specs = list(mine_post.pop(last, ())) if last is not None and mine_post else []
+        if mine_pre:
+            specs += mine_pre.pop(key, ())
         if specs:
             before[j] = tuple(specs)
         last = key
-    return before, tuple(post.pop(last, ())) if last is not None else ()
+    return before, tuple(mine_post.pop(last, ())) if last is not None else ()

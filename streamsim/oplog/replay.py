@@ -93,8 +93,12 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
     a fix other than an event, event sync or ``record_stream`` one, or anything the engine
     would refuse or bound): the engine then runs, and words any error."""
     compiled = native.replayer()
-    if compiled is None or oplog.groups or not 0 <= jitter < float("inf") or \
-            len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
+    if compiled is None or not 0 <= jitter < float("inf") or \
+            len({rank for rank, _ in oplog.threads}) != len(oplog.threads) or \
+            any(g.backend != "nccl" for g in oplog.groups.values()):
+        return None
+    groups = _group_configs(oplog)
+    if groups is None:
         return None
     try:
         pre = post = None
@@ -105,16 +109,30 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
             pre, post = got
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
                               max_ops, max_time, random.Random(0 if seed is None else seed),
-                              pre, post)
+                              pre, post, groups)
         if got is None:
             return None
         recs, notes, seq, seq_holes, agents = got
         meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
-                "cost_model": cost_model(oplog.launch_overhead, ())}
+                "cost_model": cost_model(oplog.launch_overhead, groups.values())}
         return build_trace(recs, None, {}, seq=seq, lent={}, seq_holes=seq_holes, notes=notes,
                            agents=agents, source=oplog.path, meta=meta)
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
+
+
+def _group_configs(oplog: OpLog) -> dict | None:
+    """The engine's configuration of each of the log's groups, made as :func:`simulate_oplog`
+    declares them (``Simulation.group``: its defaults, its checks); None when one is refused
+    (the engine's run then says why)."""
+    sim = Simulation()
+    try:
+        return {g.name: sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams,
+                                  latency=g.latency, bandwidth=g.bandwidth,
+                                  eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
+                for g in oplog.groups.values()}
+    except ModelError:
+        return None
 
 
 def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:
@@ -130,16 +148,16 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
             fixes = key_fixes(base, fixes)
         except ModelError:
             return None  # (the engine's, as its run raises it)
-    pre: dict = {}
+    pre: dict = {}  # host thread -> (kind, location, n) -> syncs (the compiled replay's form)
     post: dict = {}
     for i, fix in enumerate(fixes):
-        before = pre.setdefault(fix.before, [])
+        before = pre.setdefault(fix.before[0], {}).setdefault(fix.before[1:], [])
         wait_stream = fix.wait_stream.name if fix.wait_stream is not None else None
         if fix.kind in ("event", "event_sync"):
             if fix.record_after[0] != fix.before[0]:
                 return None
             name = f"fix{i}"
-            post.setdefault(fix.record_after, []).append(
+            post.setdefault(fix.record_after[0], {}).setdefault(fix.record_after[1:], []).append(
                 (compiled.R_RECORD, name, fix.event_stream.name))
             before.append((compiled.R_WAIT, name,
                            wait_stream if fix.kind == "event" else None))
