@@ -38,7 +38,8 @@ cdef extern from "Python.h":
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
-                   "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"})
+                   "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
+                   "send_object", "recv_object", "isend_object"})
 # (of streamsim.sim.comm.SIZED_BY_INPUTS, the unrooted ones: their bytes are their inputs')
 _SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
 _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
@@ -107,6 +108,8 @@ cdef enum:
     H_WOKEN = 3    # a blocking line: a dependency it waited for ended
     H_INJECT = 4   # running a fix's syncs before a line's action (or after the last line)
     H_ACTION = 5   # the line's own action, its fixes' syncs done
+    H_OBJ_WAIT = 6  # send_object: waited for its receive to start; recv_object: for its data
+    H_OBJ_SENT = 7  # send_object: waited for its duration
     H_DONE = -1    # its program ended
 
 # a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream), as the caller
@@ -131,6 +134,9 @@ cdef enum:
     K_IRECV = 11
     K_COLLECTIVE = 12
     K_WAIT = 13
+    K_SEND_OBJECT = 14  # (blocking host ops of a gloo group)
+    K_RECV_OBJECT = 15
+    K_ISEND_OBJECT = 16  # (a comm op, on the group's gloo channel)
 
 cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "wait_event": K_WAIT_EVENT, "sync_event": K_SYNC_EVENT,
@@ -139,7 +145,8 @@ cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "isend": K_ISEND, "irecv": K_IRECV, "wait": K_WAIT,
                         "all_reduce": K_COLLECTIVE, "all_gather": K_COLLECTIVE,
                         "broadcast": K_COLLECTIVE, "reduce_scatter": K_COLLECTIVE,
-                        "all_to_all": K_COLLECTIVE}
+                        "all_to_all": K_COLLECTIVE, "send_object": K_SEND_OBJECT,
+                        "recv_object": K_RECV_OBJECT, "isend_object": K_ISEND_OBJECT}
 
 
 cdef struct Entry:
@@ -216,11 +223,12 @@ cdef class _Run:
     # comm (streamsim/sim/comm.py): the groups; per comm op its group and its match (a p2p
     # transfer's or a collective's index); the transfers' and collectives' state
     cdef dict groups
-    cdef dict opgroup, opmatch, ophandle, opjoins
+    cdef dict opgroup, opmatch, ophandle, opjoins, opdur
     cdef dict p2p_at, p2p_issued, coll_at, coll_issued, works
     cdef list m_send, m_recv, m_started, m_started_waiter, m_arrived, m_arrived_waiter
     cdef list c_members, c_expected, c_started, c_waiters, c_end
     cdef list host_handles
+    cdef set gloo_sends_waited
 
     def __cinit__(self):
         self.heap = NULL
@@ -544,7 +552,7 @@ cdef class _Run:
             c = self.stream(rank, current)  # (Host._nccl_enqueue_edge: after the issue)
             after = (self.last[c],) if self.last[c] >= 0 else ()
         cdef int s = self.stream(rank, stream, kind == K_ISEND or kind == K_IRECV or
-                                 kind == K_COLLECTIVE)
+                                 kind == K_COLLECTIVE or kind == K_ISEND_OBJECT)
         cdef int op = self.new_op(s, kind, dur, self.clock[h], line,
                                   {"current_stream": current} if injected else
                                   self.op_attrs(ln, current), accesses)
@@ -611,7 +619,7 @@ cdef class _Run:
                 if code is None:
                     raise _Fallback()
                 kind = code
-                if kind >= K_ISEND:  # (its call runs under `with host.use_stream(ln.stream)`,
+                if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
                     self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
                 specs = self.inj_before[h].get(j) if self.injecting else None
                 if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
@@ -629,7 +637,7 @@ cdef class _Run:
                     continue
                 if self.pos[h] < nlines:
                     ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream
-                    current = ln.stream if _KIND_CODE[ln.op] >= K_ISEND else "compute"
+                    current = ln.stream if K_ISEND <= _KIND_CODE[ln.op] <= K_WAIT else "compute"
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
@@ -673,7 +681,21 @@ cdef class _Run:
                     a = self.attrs[op]
                     a["handle"] = self.ophandle[target]
                     a["blocking"] = True
+                    if self.opgroup[target].backend == "gloo" and self.kinds[target] == K_ISEND:
+                        if target in self.gloo_sends_waited:
+                            tl = self.lines[self.lineof[target]]
+                            self.notes.append(Note(
+                                "gloo-send-waited-twice", f"{ln.name} at {ln.location} waits the "
+                                f"handle of {tl.name} (issued at {tl.location}) a second time: "
+                                "under gloo a second wait() on an isend's handle hangs (seen "
+                                "with torch 2.13: it waits for a send never made); the "
+                                "simulation takes it as satisfied", op))
+                        self.gloo_sends_waited.add(target)
                     deps = (target,)
+                elif kind == K_SEND_OBJECT or kind == K_RECV_OBJECT:
+                    if self.object_go(h, op, kind, lines[self.pos[h]]):
+                        return 0
+                    continue
                 elif kind == K_SYNC_STREAM:
                     ln = lines[self.pos[h]]
                     self.attrs[op]["stream"] = ln.stream
@@ -719,6 +741,9 @@ cdef class _Run:
                 else:
                     self.state[h] = H_LINE
                     self.pos[h] += 1
+            elif st == H_OBJ_WAIT or st == H_OBJ_SENT:
+                if self.object_go(h, self.cur[h], st, lines[self.pos[h]]):
+                    return 0
             else:  # H_WOKEN: back in wait_recs after a dependency ended
                 op = self.cur[h]
                 if not self.lend[h]:
@@ -802,11 +827,13 @@ cdef class _Run:
             self.p2p(h, kind, line, ln)
         elif kind == K_COLLECTIVE:
             self.collective(h, line, ln)
+        elif kind == K_ISEND_OBJECT:
+            self.isend_object(h, line, ln)
         elif kind == K_WAIT:  # Host.wait_work (NCCL: the current stream waits; or the host)
             target = self.works.get(ln.target)
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
-            if ln.blocking:
+            if ln.blocking or self.opgroup[<int>target].backend == "gloo":
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), (target,), False, ln.stream)
             a = self.attrs[op]
@@ -836,7 +863,7 @@ cdef class _Run:
         cdef int op, m
         cdef bint is_send = kind == K_ISEND
         cfg = self.group_of(rank, ln)
-        if ln.batch is not None or ln.peer not in cfg.ranks or cfg.backend != "nccl":
+        if ln.batch is not None or ln.peer not in cfg.ranks:
             raise _Fallback()
         tensors = ln.reads if is_send else ln.writes
         size = _nbytes_of(tensors) if ln.nbytes is None else ln.nbytes
@@ -844,23 +871,7 @@ cdef class _Run:
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
         op = self.enqueue(h, cfg.p2p_stream(rank, ln.peer, ln.op), kind, dur, line, ln, acc, (),
                           False, ln.stream)
-        src, dst = (rank, ln.peer) if is_send else (ln.peer, rank)
-        side = (cfg.name, src, dst, is_send)
-        k = self.p2p_issued.get(side, 0)
-        self.p2p_issued[side] = k + 1
-        key = (cfg.name, src, dst, k)
-        got = self.p2p_at.get(key)
-        if got is None:
-            m = len(self.m_send)
-            self.p2p_at[key] = m
-            self.m_send.append(-1)
-            self.m_recv.append(-1)
-            self.m_started.append(False)
-            self.m_started_waiter.append(-1)
-            self.m_arrived.append(False)
-            self.m_arrived_waiter.append(-1)
-        else:
-            m = got
+        m = self.p2p_entry(cfg.name, rank, ln.peer, is_send)
         if is_send:
             self.m_send[m] = op
         else:
@@ -876,13 +887,136 @@ cdef class _Run:
         a["dur"] = self.end[op]
         self.works[ln.lineno] = op
 
+    cdef int p2p_entry(self, str group, int rank, int peer, bint is_send) except -1:
+        """CommMixin.p2p_entry: the k-th send src -> dst pairs with the k-th receive on dst
+        from src (per group): the index of their transfer."""
+        cdef int m
+        src, dst = (rank, peer) if is_send else (peer, rank)
+        side = (group, src, dst, is_send)
+        k = self.p2p_issued.get(side, 0)
+        self.p2p_issued[side] = k + 1
+        key = (group, src, dst, k)
+        got = self.p2p_at.get(key)
+        if got is not None:
+            return got
+        m = len(self.m_send)
+        self.p2p_at[key] = m
+        self.m_send.append(-1)
+        self.m_recv.append(-1)
+        self.m_started.append(False)
+        self.m_started_waiter.append(-1)
+        self.m_arrived.append(False)
+        self.m_arrived_waiter.append(-1)
+        return m
+
+    cdef void started(self, int m) except *:
+        """The receive of transfer ``m`` started (``recv_started.succeed()``)."""
+        cdef int w = self.m_started_waiter[m]
+        self.m_started[m] = True
+        if w >= 0:
+            self.m_started_waiter[m] = -1
+            self.push(0.0, NORMAL, w)
+
+    cdef void arrived(self, int m) except *:
+        """The data of transfer ``m`` arrived (``arrived.succeed()``)."""
+        cdef int w = self.m_arrived_waiter[m]
+        self.m_arrived[m] = True
+        if w >= 0:
+            self.m_arrived_waiter[m] = -1
+            self.push(0.0, NORMAL, w)
+
+    cdef void isend_object(self, int h, int line, object ln) except *:
+        """Host.isend_object: a gloo object send on the group's channel (no tensor, no edge
+        from the current stream)."""
+        cdef int rank = self.agent_rank[h]
+        cdef int op, m
+        cfg = self.group_of(rank, ln)
+        nbytes = ln.nbytes or 0
+        dur = cfg.transfer_time(nbytes) if ln.dur is None else ln.dur
+        op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, (), ())
+        m = self.p2p_entry(cfg.name, rank, ln.peer, True)
+        self.m_send[m] = op
+        self.opmatch[op] = m
+        self.opgroup[op] = cfg
+        self.ophandle[op] = self.handle(h, ln)
+        a = self.attrs[op]
+        a["group"] = cfg.name
+        a["peer"] = ln.peer
+        a["nbytes"] = nbytes
+        a["dur"] = self.end[op]
+        self.works[ln.lineno] = op
+
+    cdef bint object_go(self, int h, int op, int at, object ln) except -1:
+        """Host.send_object / recv_object after their blocking op started, from ``at`` (the
+        op's kind, or the state the host was resumed in); True when the host blocks."""
+        cdef int rank = self.agent_rank[h]
+        cdef int m
+        cdef double dur
+        if at == K_SEND_OBJECT:
+            cfg = self.group_of(rank, ln)
+            nbytes = ln.nbytes or 0
+            dur = self.scaled(cfg.transfer_time(nbytes) if ln.dur is None else ln.dur)
+            a = self.attrs[op]
+            a["group"] = cfg.name
+            a["peer"] = ln.peer
+            a["nbytes"] = nbytes
+            a["dur"] = dur
+            m = self.p2p_entry(cfg.name, rank, ln.peer, True)
+            self.m_send[m] = op
+            self.opmatch[op] = m
+            self.opdur[op] = dur
+            if nbytes > cfg.eager_bytes and not self.m_started[m]:
+                self.m_started_waiter[m] = h
+                self.state[h] = H_OBJ_WAIT
+                return True
+            at = H_OBJ_WAIT
+        if at == H_OBJ_WAIT and self.kinds[op] == K_SEND_OBJECT:  # e.block(timeout(dur))
+            self.state[h] = H_OBJ_SENT
+            self.push(self.opdur[op], NORMAL, h)
+            return True
+        if at == H_OBJ_SENT:
+            m = self.opmatch[op]
+            self.end_blocking(h, op)
+            self.arrived(m)
+            self.state[h] = H_LINE
+            self.pos[h] += 1
+            return False
+        if at == K_RECV_OBJECT:
+            cfg = self.group_of(rank, ln)
+            a = self.attrs[op]
+            a["group"] = cfg.name
+            a["peer"] = ln.peer
+            m = self.p2p_entry(cfg.name, rank, ln.peer, False)
+            self.m_recv[m] = op
+            self.opmatch[op] = m
+            self.started(m)
+            if not self.m_arrived[m]:
+                self.m_arrived_waiter[m] = h
+                self.state[h] = H_OBJ_WAIT
+                return True
+        m = self.opmatch[op]  # (recv_object: its data arrived)
+        self.opjoins[op] = (self.m_send[m],)
+        self.end_blocking(h, op)
+        self.state[h] = H_LINE
+        self.pos[h] += 1
+        return False
+
+    cdef void end_blocking(self, int h, int op) except *:
+        """Engine.end_blocking: the host's clock catches up with simulated time; the op ends."""
+        if self.now > self.clock[h]:
+            self.clock[h] = self.now
+        self.end[op] = self.clock[h]
+        self.eseq[op] = self.seq
+        self.seq += 1
+        self.ended(op)
+
     cdef void collective(self, int h, int line, object ln) except *:
         """Host.collective: an unrooted NCCL collective on the group's stream, entered in the
         group's k-th collective."""
         cdef int rank = self.agent_rank[h]
         cdef int op, c
         cfg = self.group_of(rank, ln)
-        if ln.root is not None or cfg.backend != "nccl":
+        if ln.root is not None:
             raise _Fallback()
         inputs, outputs = ln.reads, ln.writes
         if ln.nbytes is not None:
@@ -907,6 +1041,7 @@ cdef class _Run:
         else:
             c = got
         self.opmatch[op] = c
+        self.opgroup[op] = cfg
         self.ophandle[op] = self.handle(h, ln)
         a = self.attrs[op]
         a["group"] = cfg.name
@@ -957,7 +1092,8 @@ cdef class _Run:
     cdef list rank_streams(self, int rank):
         """The rank's streams in the order of their agents (Engine: sorted(e.streams))."""
         got = sorted([(self.agent_name[s], s) for s in self.stream_at.values()
-                      if self.agent_rank[s] == rank])
+                      if self.agent_rank[s] == rank and
+                      not self.agent_name[s].startswith("gloo:")])
         return [s for _, s in got]
 
     cdef void note_unrecorded(self, int op, str name, str location, str event) except *:
@@ -999,11 +1135,12 @@ cdef class _Run:
                         return
                     j += 1
                 kind = self.kinds[op]
-                if kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
+                if kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE or \
+                        kind == K_ISEND_OBJECT:
                     self.start[op] = self.now  # (Engine.mark_start)
                     self.sseq[op] = self.seq
                     self.seq += 1
-                    if self.comm_go(s, op, kind):
+                    if self.comm_go(s, op, K_ISEND if kind == K_ISEND_OBJECT else kind):
                         return
                     continue
                 dur = self.end[op]
@@ -1033,9 +1170,11 @@ cdef class _Run:
         waits (for its peer, its data, the group, or its duration)."""
         cdef int m, w, c, x
         cdef double dur, longest
-        if at == K_ISEND:
+        if at == K_ISEND:  # (an isend or an isend_object: gloo's tensor send is a rendezvous)
             m = self.opmatch[op]
-            if self.attrs[op]["nbytes"] > self.opgroup[op].eager_bytes and \
+            cfg = self.opgroup[op]
+            if (self.attrs[op]["nbytes"] > cfg.eager_bytes or (
+                    self.kinds[op] == K_ISEND and cfg.backend == "gloo")) and \
                     not self.m_started[m]:
                 self.m_started_waiter[m] = s  # (a rendezvous: waits for the receive to start)
                 self.state[s] = S_RENDEZVOUS
@@ -1054,20 +1193,12 @@ cdef class _Run:
             self.eseq[op] = self.seq
             self.seq += 1
             self.ended(op)
-            self.m_arrived[m] = True
-            w = self.m_arrived_waiter[m]
-            if w >= 0:
-                self.m_arrived_waiter[m] = -1
-                self.push(0.0, NORMAL, w)
+            self.arrived(m)
             self.next_op(s)
             return False
         if at == K_IRECV:
             m = self.opmatch[op]
-            self.m_started[m] = True
-            w = self.m_started_waiter[m]
-            if w >= 0:
-                self.m_started_waiter[m] = -1
-                self.push(0.0, NORMAL, w)
+            self.started(m)
             if not self.m_arrived[m]:
                 self.m_arrived_waiter[m] = s
                 self.state[s] = S_RECEIVING
@@ -1235,7 +1366,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = {}, {}
     r.groups = groups or {}
-    r.opgroup, r.opmatch, r.ophandle, r.opjoins = {}, {}, {}, {}
+    r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
+    r.gloo_sends_waited = set()
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []

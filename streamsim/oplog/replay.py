@@ -94,8 +94,7 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
     would refuse or bound): the engine then runs, and words any error."""
     compiled = native.replayer()
     if compiled is None or not 0 <= jitter < float("inf") or \
-            len({rank for rank, _ in oplog.threads}) != len(oplog.threads) or \
-            any(g.backend != "nccl" for g in oplog.groups.values()):
+            len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
         return None
     groups = _group_configs(oplog)
     if groups is None:

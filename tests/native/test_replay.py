@@ -50,12 +50,18 @@ def covered_log(seed: int) -> str:
     if R.random() < 0.5:
         lines.append({"op": "config", "launch_overhead": R.choice((0, 0.5, 2, 5))})
     layout = R.choice(("per_group", "per_pair"))
-    if ranks > 1 and R.random() < 0.5:
-        lines.append({"op": "group", "group": "pp", "backend": "nccl",
-                      "ranks": list(range(ranks)), "latency": R.choice((1, 10, 30)),
-                      "bandwidth": R.choice((10, 1000, 25000)),
-                      "eager_bytes": R.choice((0, 32, 65536)), "p2p_streams": layout,
-                      "blocking_wait": R.random() < 0.3})
+    gloo = R.random() < 0.4  # (the comm group's backend: gloo is what a CPU recording has)
+    group_name = "cpu" if gloo else "pp"
+    if ranks > 1 and (gloo or R.random() < 0.5):  # (tensor ops are gloo's when it says so)
+        declared = {"op": "group", "group": group_name, "backend": "gloo" if gloo else "nccl",
+                    "ranks": list(range(ranks)), "latency": R.choice((1, 10, 30)),
+                    "bandwidth": R.choice((10, 1000, 25000)),
+                    "eager_bytes": R.choice((0, 32, 65536)),
+                    "blocking_wait": R.random() < 0.3}
+        if not gloo:
+            declared["p2p_streams"] = layout
+        lines.append(declared)
+    comm = {"group": group_name} if gloo else {"group": group_name, "p2p_streams": layout}
     clock = {r: 0.0 for r in range(ranks)}
     recorded_any = R.random() < 0.8
     handles: dict[int, list[str]] = {r: [] for r in range(ranks)}
@@ -121,22 +127,31 @@ def covered_log(seed: int) -> str:
         elif what == "message":
             dst = R.choice([q for q in range(ranks) if q != r])
             nbytes = R.choice((4, 48, 2048, 100000))
-            x = {"op": "isend", "rank": r, "peer": dst, "tensors": [ref(r)], "nbytes": nbytes,
-                 "handle": handle(r), "stream": R.choice(("compute", "side")),
-                 "p2p_streams": layout}
+            objects = gloo and R.random() < 0.5  # (send_object/isend_object, recv_object)
+            if objects:
+                x = {"op": R.choice(("send_object", "isend_object")), "rank": r, "peer": dst,
+                     "nbytes": nbytes, **comm}
+                if x["op"] == "isend_object":
+                    x["handle"] = handle(r)
+            else:
+                x = {"op": "isend", "rank": r, "peer": dst, "tensors": [ref(r)],
+                     "nbytes": nbytes, "handle": handle(r),
+                     "stream": R.choice(("compute", "side")), **comm}
             if R.random() < 0.5:
                 x["dur"] = R.choice((1.0, 30.0))
             group = [x]
-            if R.random() < 0.95:  # (else a send no receive matches: eager, or a stall)
+            if objects:
+                group.append({"op": "recv_object", "rank": dst, "peer": r, **comm})
+            elif R.random() < 0.95:  # (else a send no receive matches: eager, or a stall)
                 group.append({"op": "irecv", "rank": dst, "peer": r, "tensors": [ref(dst)],
-                              "nbytes": nbytes, "handle": handle(dst), "p2p_streams": layout,
+                              "nbytes": nbytes, "handle": handle(dst), **comm,
                               "stream": R.choice(("compute", "side"))})
         elif what == "collective":
             op = R.choice(("all_reduce", "all_gather", "broadcast", "reduce_scatter",
                            "all_to_all"))
             for q in range(ranks):
                 y = {"op": op, "rank": q, "ranks": list(range(ranks)), "handle": handle(q),
-                     "stream": R.choice(("compute", "side"))}
+                     "stream": R.choice(("compute", "side")), "group": group_name}
                 if op == "all_reduce":
                     y["tensors"] = [ref(q)]
                 else:
@@ -251,7 +266,8 @@ def test_the_generated_logs_reach_every_kind_and_note():
         kinds |= {ln.op for ln in log.lines}
         notes |= {n.kind for n in simulate_oplog(log).notes}
     assert kinds == set(native._replayer.KINDS)
-    assert {"event-never-recorded", "use-after-free", "double-free", "unmatched-send"} <= notes
+    assert {"event-never-recorded", "use-after-free", "double-free", "unmatched-send",
+            "gloo-send-waited-twice"} <= notes
 
 
 def test_every_op_log_of_the_tests_it_covers_replays_to_the_same_trace(monkeypatch):
@@ -277,8 +293,7 @@ def test_every_op_log_of_the_tests_it_covers_replays_to_the_same_trace(monkeypat
 
 def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    gloo = load_oplog_text('{"op": "send_object", "peer": 1, "nbytes": 8}\n'
-                           '{"op": "recv_object", "rank": 1, "peer": 0}\n')
+    barrier = load_oplog_text('{"op": "barrier", "ranks": [0], "handle": "h"}\n')
     rooted = load_oplog_text('{"op": "reduce", "tensors": ["a"], "ranks": [0], "root": 0}\n')
     batch = load_oplog_text('{"op": "isend", "peer": 1, "tensors": ["a"], "batch": 1}\n'
                             '{"op": "irecv", "rank": 1, "peer": 0, "tensors": ["a"], '
@@ -288,7 +303,7 @@ def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     threads = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
                               '{"op": "host", "host": "aux", "reads": ["a"]}\n')
     comm = load_oplog_text('{"op": "launch", "stream": "nccl:pp", "writes": ["a"]}\n')
-    for log in (gloo, rooted, batch, query, threads, comm):
+    for log in (barrier, rooted, batch, query, threads, comm):
         assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
     assert len(simulate_oplog(threads).ops) == 3  # (the reference ran it)
 
