@@ -71,12 +71,15 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .sim.api import Event, Group, Host, P2POp, Simulation, Stream, Work
-from .sim.errors import BoundExceeded, InputError, ModelError
-from .sim.memory import Buffer, during
-from .sim.model import Model, Param, Params, load_model
-from .sim.runner import simulate
-from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
+from .gcpause import gc_paused
+
+with gc_paused():  # (what an import makes lives as long as the process: no collection scans it)
+    from .sim.api import Event, Group, Host, P2POp, Simulation, Stream, Work
+    from .sim.errors import BoundExceeded, InputError, ModelError
+    from .sim.memory import Buffer, during
+    from .sim.model import Model, Param, Params, load_model
+    from .sim.runner import simulate
+    from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,21 @@ from typing import Callable
 import pytest
 
 from streamsim import Simulation
+from streamsim.oplog import read
 from streamsim.trace import Op, Trace
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _small_logs_take_the_fast_paths():
+    """In this process, every op log, however short, is read through the fast paths (msgspec's,
+    and the compiled reader where built), as a large log is: a short log's own path is the checker
+    alone (``read.SMALL_LOG``), the reference the differential tests compare the fast paths
+    against (tests/oplog/test_fastpath.py, tests/native/test_decode.py), so the tests' many short
+    logs keep exercising the fast paths. The command line's tests (subprocesses) read their logs
+    as a user's are read."""
+    small, read.SMALL_LOG = read.SMALL_LOG, 0
+    yield
+    read.SMALL_LOG = small
 
 
 def simulate(*programs: Callable, groups: tuple = (), **sim_kw) -> Trace:

@@ -3,6 +3,7 @@ command line (help texts and messages), the package's docstrings, the models and
 name, every file the README links; and nothing points outside the repository."""
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -22,7 +23,7 @@ def cli_texts() -> dict[str, str]:
     """The usage of bare `streamsim` and the --help of the program and of every command."""
     parser = build_parser()
     texts = {"streamsim": short_usage(), "streamsim --help": parser.format_help()}
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     texts.update({f"streamsim {name} --help": p.format_help() for name, p in sub.choices.items()})
     return texts
 

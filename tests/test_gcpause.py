@@ -53,3 +53,16 @@ def test_a_stage_alone_leaves_the_collector_to_its_caller(pauses, model):
 def test_each_run_of_an_exploration_pauses_on_its_own(pauses, model):
     explore_schedules(model, runs=3, jobs=1)
     assert pauses == [True, True, True] and gc.isenabled()
+
+
+def test_importing_streamsim_leaves_the_collector_as_it_found_it():
+    """The package's import runs paused (streamsim/__init__, streamsim/cli/__init__): afterwards
+    the collector is on again, or still off if the importer had turned it off."""
+    import subprocess
+    import sys
+    code = ("import gc, sys\n{off}import streamsim.cli\n"
+            "print(gc.isenabled(), gc.get_freeze_count())")
+    for off, want in (("", "True 0"), ("gc.disable()\n", "False 0")):
+        out = subprocess.run([sys.executable, "-c", code.format(off=off)], capture_output=True,
+                             text=True, timeout=120)
+        assert out.stdout.split() == want.split(), out.stderr

@@ -2,6 +2,9 @@
 (``commands``: run, check, compare, variants, graph, timeline; ``explore_commands``: explore,
 sweep, shrink). Public name: :func:`main`.
 """
-from .main import main
+from ..gcpause import gc_paused
+
+with gc_paused():  # (as streamsim's own import: every stage's modules, no collection scanning them)
+    from .main import main
 
 __all__ = ["main"]

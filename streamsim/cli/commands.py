@@ -5,14 +5,11 @@ import argparse
 import json
 import os
 import sys
-import textwrap
 
 from ..pipeline import check_oplog, run_model, strategies
 from ..gcpause import pipeline_entry
 from .progress import progress
-from ..report.atomic import write_atomic
 from ..report.escape import terminal, terminal_lines
-from ..report.jsonout import JSON_VERSION, write_json
 from ..report.report import Report, render_text
 from ..sim.errors import ModelError
 from ..sim.model import Model, load_model
@@ -54,10 +51,11 @@ def _check_out(out: str | None) -> None:
     check_folder(out, ALL_FILES)
 
 
-def _json_version(args: argparse.Namespace) -> int:
-    """``--json-version``, refused where nothing JSON is written (it would be ignored)."""
+def _json_version(args: argparse.Namespace) -> int | None:
+    """``--json-version``, refused where nothing JSON is written (it would be ignored); None: not
+    given (the default version, which the JSON writers take)."""
     if args.json_version is None:
-        return JSON_VERSION
+        return None
     if args.format != "json" and not args.out:
         raise ModelError(f"--json-version applies to --format json and to --out's report.json, "
                          f"not to --format {args.format}")
@@ -84,19 +82,21 @@ def _emit(report: Report, args: argparse.Namespace, shown=None) -> int:
 
 
 @pipeline_entry  # (as _render: the encoder makes many short-lived objects)
-def _write_json(report: Report, version: int) -> None:
+def _write_json(report: Report, version: int | None) -> None:
     """``--format json`` without ``--out``: the text written to stdout a block at a time as it
     is made, never held whole (the same bytes; on a 200,000-line log, peak RSS 449 MB instead of
     502 MB). With ``--out`` the report.json already made is printed instead."""
-    write_json(report, sys.stdout, version)
+    from ..report.jsonout import JSON_VERSION, write_json  # (here: a text report needs no JSON)
+    write_json(report, sys.stdout, JSON_VERSION if version is None else version)
 
 
 @pipeline_entry  # the run's last stage, after run_model's pause: millions of short-lived objects
-def _render(report: Report, fmt: str, out: str | None, json_version: int) -> str:
+def _render(report: Report, fmt: str, out: str | None, json_version: int | None) -> str:
     files = None
     if out:
+        from ..report.jsonout import JSON_VERSION
         from ..report.outputs import render_outputs, write_outputs
-        files = render_outputs(report, json_version)
+        files = render_outputs(report, JSON_VERSION if json_version is None else json_version)
         write_outputs(report, out, files)
     if fmt == "json":  # (with --out: the report.json just written, not encoded a second time)
         return files["report.json"].decode()
@@ -109,6 +109,7 @@ def _render(report: Report, fmt: str, out: str | None, json_version: int) -> str
 def summary_of(model: Model) -> str:
     """``PATH: `` and the first paragraph of the model's docstring, whole (a sentence may span
     lines), wrapped to 100 columns; the model's name when it has no docstring."""
+    import textwrap
     para = model.doc.split("\n\n", 1)[0].split() if model.doc else []
     return "\n".join(textwrap.wrap(" ".join(para) or model.name, 100, break_on_hyphens=False,
                                    initial_indent=f"{model.path}: ", subsequent_indent="  "))
@@ -175,6 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         report = oplog_report(args.oplog, args, fix_cost=not args.no_fix_cost, progress=shown)
         if args.fixed_out:
+            from ..report.atomic import write_atomic  # (ctypes: imported where a file is written)
             write_atomic(args.fixed_out, fixed_log(args.oplog, report))
     except BaseException:
         shown.close()
@@ -241,6 +243,7 @@ def _picture(args: argparse.Namespace, formats: tuple[str, ...], render) -> int:
     if args.window is not None and args.window < 0:
         raise ModelError(f"--window must be >= 0, not {args.window}")
     report = _input_report(args)
+    from ..report.atomic import write_atomic
     write_atomic(args.output, render(report, fmt, args.window))
     sys.stdout.write(terminal_lines([report.summary(), f"wrote {args.output}"]))
     return report.exit_code

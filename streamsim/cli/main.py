@@ -181,14 +181,56 @@ def _version() -> str:
         return "(version unknown: not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse._VersionAction):
+    """``--version``: the version (:func:`_version`, which imports ``importlib.metadata``) looked
+    up when the option is given, not each time the parser is built."""
+
+    @property
+    def version(self) -> str:
+        return f"streamsim {_version()}"
+
+    @version.setter
+    def version(self, value: object) -> None:  # (argparse's __init__ stores None here)
+        pass
+
+
+class _Unparsed(_Parser):
+    """The parser of a command that this run does not parse (:func:`build_parser`'s ``only``):
+    listed, with its one-line help, but its options are not built."""
+
+    def add_argument(self, *args, **kwargs):
+        return None
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """``add_subparsers`` whose commands other than ``only`` (None: none) get an
+    :class:`_Unparsed` parser."""
+
+    only: str | None = None
+
+    def add_parser(self, name, **kwargs):
+        if self.only is None or name == self.only:
+            return super().add_parser(name, **kwargs)
+        built, self._parser_class = self._parser_class, _Unparsed
+        try:
+            return super().add_parser(name, **kwargs)
+        finally:
+            self._parser_class = built
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``streamsim`` parser. ``only``: the command this run parses (``argv[0]``); the other
+    commands are listed (their one-line help, and ``invalid choice`` errors, are unchanged) but
+    their options are not built, which is most of the parser's cost (a command's own parsing and
+    ``--help`` are those of the full parser)."""
     parser = _Parser(prog="streamsim", description="Deterministic simulator of GPU stream and "
                      "communication ordering: finds the data hazards that some legal timing "
                      "allows, deadlocks and never-waited handles, and proposes the sync that "
                      "fixes each hazard.", epilog=EXIT_CODES + " " + SAFETY)
-    parser.add_argument("--version", action="version", version=f"streamsim {_version()}",
-                        help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                action=_Subcommands)
+    sub.only = only
     raw = argparse.RawDescriptionHelpFormatter
 
     p = sub.add_parser("variants", help=_help("variants"),
@@ -432,7 +474,9 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
     model does; called with ``argv`` (tests, scripts), the work runs in this process.
     """
     _console()
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    only = given[0] if given and given[0] in dict(COMMANDS) else None
+    args = build_parser(only).parse_args(given)
     if args.command is None:  # bare `streamsim`: what it can do. Exit 2: nothing was checked,
         sys.stderr.write(short_usage())  # so a script that lost its command must not pass
         return 2

@@ -29,10 +29,8 @@ try:
     from . import _hb as _compiled  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler at install time): pure Python
     _compiled = None
-try:
-    from . import _decode as _decoder  # type: ignore[attr-defined]
-except ImportError:
-    _decoder = None
+_UNLOADED: Any = object()
+_decoder: Any = _UNLOADED  # the compiled reader, imported on first use (:func:`_load_decoder`)
 try:  # (its own extension: built, or not, independently of the others)
     from . import _metrics as _compiled_metrics  # type: ignore[attr-defined]
 except ImportError:
@@ -48,9 +46,22 @@ def built() -> bool:
     return _compiled is not None
 
 
+def _load_decoder() -> Any:
+    """The compiled reader (``_decode``), or None when it was not built. Imported on first use,
+    not with this package: it imports msgspec (~10 ms of a process's start), which a small op log
+    never needs (streamsim.oplog.read, ``SMALL_LOG``)."""
+    global _decoder
+    if _decoder is _UNLOADED:
+        try:
+            from . import _decode as _decoder  # type: ignore[attr-defined]
+        except ImportError:
+            _decoder = None
+    return _decoder
+
+
 def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
-    return [name for name, m in (("_hb", _compiled), ("_decode", _decoder),
+    return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer))
             if m is not None]
 
@@ -70,15 +81,17 @@ def decoder() -> Any:
     """The compiled reader's per-line hot path (``fast_spec``, ``build``: see
     streamsim/native/_decode.pyx), or None when the reader's own Python runs (not built, or
     ``STREAMSIM_NATIVE=0``): asked once per op log parsed."""
-    return _decoder if _decoder is not None and available() else None
+    decoder = _load_decoder()
+    return decoder if decoder is not None and available() else None
 
 
 def bind_decoder(**objects: Any) -> None:
     """Hand the reader's objects to the compiled reader (which imports nothing above it): its
     Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder and op sets, a wait's
     inferred values and name (streamsim/native/_decode.pyx, ``bind``)."""
-    if _decoder is not None:
-        _decoder.bind(**objects)
+    decoder = _load_decoder()
+    if decoder is not None:
+        decoder.bind(**objects)
 
 
 def replayer() -> Any:

@@ -11,7 +11,6 @@ write.
 """
 from .read import GroupSpec, Line, OpLog, load_oplog, parse_oplog
 from .replay import simulate_oplog
-from .write import dump_oplog, oplog_text
 
 __all__ = ["OpLog", "Line", "GroupSpec", "load_oplog", "parse_oplog", "simulate_oplog",
            "dump_oplog", "oplog_text", "is_oplog_path"]
@@ -23,3 +22,10 @@ def is_oplog_path(path: str) -> bool:
     every other file is read as an op log, so that nothing else is ever executed."""
     from ..sim.model import is_model_path
     return not is_model_path(path)
+
+
+def __getattr__(name: str):
+    if name in ("dump_oplog", "oplog_text"):  # (imported on first use: checking a log writes none)
+        from . import write
+        return getattr(write, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

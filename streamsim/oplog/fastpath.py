@@ -22,7 +22,8 @@ from typing import Annotated, Any, Union
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .schema import DEFAULT_GROUP, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_DUR
+from .schema import (BUFFER_OPS, COLLECTIVE_OPS, DEFAULT_GROUP, EVENT_OPS, INFERRED_BY,
+                     INFERRED_NAME, LIMITS, MAX_DUR)
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -138,10 +139,7 @@ FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
                                           _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
                                           _ReduceScatter, _AllToAll, _Broadcast])
-COLLECTIVE_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                            "broadcast"})  # (the fast path's: no root, no ranks list)
-EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
-BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
+__all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "fast_spec", "ref_object"]
 
 
 def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:

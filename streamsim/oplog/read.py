@@ -27,12 +27,10 @@ from ..sim.comm import P2P_STREAMS
 from ..strided import Strided, normalize
 from ..trace import View
 from .batches import BatchRule
-from .schema import (ANY_SOURCE_NAME, COMMON, DECLARATIONS, DEFAULT_GROUP, DEFAULT_SIZE, FIELDS,
-                     GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DUR,
-                     MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line, OpLog, shown_number,
-                     shown_window)
-from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, fast_spec,
-                       ref_object)
+from .schema import (ANY_SOURCE_NAME, BUFFER_OPS, COMMON, DECLARATIONS, DEFAULT_GROUP,
+                     DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME,
+                     LIMITS, MAX_BYTES, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line,
+                     OpLog, shown_number, shown_window)
 from .. import native
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -62,12 +60,33 @@ _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
 _REF_FIELDS = ("buffer", "offset", "nbytes", "window", "sizes", "strides", "itemsize")
 MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
-# what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
-native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
-                    event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
-                    inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
-                    collective_ops=COLLECTIVE_OPS, ref_object=ref_object,
-                    name_fields=_NAME_FIELDS)
+# A log shorter than this (bytes, or characters of a str) is read by the checker alone, every
+# line: the fast paths (msgspec's decoder in :mod:`.fastpath`, the compiled reader that
+# streamsim.native imports with it) take a process ~12 ms to import, what the checker's extra
+# ~15 us a line (against the compiled reader) comes to over ~800 lines. Which path read a log is
+# no part of it: the three give the same log, or the same first error (tests/oplog/test_fastpath.py,
+# tests/native/test_decode.py).
+SMALL_LOG = 16 * 1024
+_BOUND: list[bool] = []  # (the compiled reader bound: once a process)
+
+
+def _fast_paths() -> tuple[Any, Any]:
+    """``(fast_spec, compiled)`` for a log of :data:`SMALL_LOG` or more: the Python fast path, and
+    the compiled reader where it runs (else None), imported and bound on first use."""
+    from .fastpath import BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, fast_spec, ref_object
+    if not _BOUND:  # what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
+        native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
+                            event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
+                            inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
+                            collective_ops=COLLECTIVE_OPS, ref_object=ref_object,
+                            name_fields=_NAME_FIELDS)
+        _BOUND.append(True)
+    return fast_spec, native.decoder()
+
+
+def _checker_only(parser: Any, s: str) -> None:
+    """The fast path of a small log: none (every line is the checker's)."""
+    return None
 
 
 def _shown(v: Any) -> str:
@@ -109,16 +128,22 @@ class _Parser:
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
         self.last_t: dict[tuple[int, str], tuple[float, int]] = {}  # thread -> its last t, line
-        # the per-line hot path: compiled (streamsim.native._decode) where it runs, else this
-        # module's own (fastpath.fast_spec, build): the same specs and Lines either way
-        self.compiled = compiled = native.decoder()
-        self.fast_spec = fast_spec if compiled is None else compiled.fast_spec
-        self.build_line = self.build if compiled is None else partial(compiled.build, self)
+        # the per-line hot path (set by parse): compiled (streamsim.native._decode) where it runs,
+        # else fastpath.fast_spec and this module's build; a small log's: the checker and build.
+        # The same specs and Lines every way
+        self.compiled = None
+        self.fast_spec = _checker_only
+        self.build_line = self.build
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
 
     def parse(self, data: str | bytes) -> OpLog:
+        if len(data) >= SMALL_LOG:
+            fast, compiled = _fast_paths()
+            self.compiled = compiled
+            self.fast_spec = fast if compiled is None else compiled.fast_spec
+            self.build_line = self.build if compiled is None else partial(compiled.build, self)
         raw: list[tuple[int, dict[str, Any]] | None] = []
         chunks = split_lines(data)
         if self.compiled is not None:  # (the same loop, which hands this method what it does not

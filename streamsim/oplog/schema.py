@@ -47,6 +47,11 @@ DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
 # A wait a recorder inferred, not saw (``"inferred": "completion"``: the op was seen completed,
 # its wait ran in C++), and a receive from any source: their default names, which every report,
 # picture and trace shows where it shows the op
+# op sets of the reader's fast path (fastpath, and the compiled reader it binds) and of build
+COLLECTIVE_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                            "broadcast"})  # (the fast path's: no root, no ranks list)
+EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
+BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
 INFERRED_BY = ("completion",)
 INFERRED_NAME = "wait (inferred: seen completed, waited in C++)"
 ANY_SOURCE_NAME = "irecv (from any source)"

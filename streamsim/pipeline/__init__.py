@@ -23,7 +23,6 @@ from ..sim.errors import InternalError, ModelError
 from ..sim.model import Model, load_model
 from ..sim.runner import DEFAULT_MAX_OPS, DEFAULT_MAX_TIME, simulate
 from ..trace import Trace
-from .fixcost import Keying, apply_fixes as fixed_run, budget_note, cost_of, costed_root_causes
 from . import strategies
 from .strategies import perturb_for
 from .workers import check_jobs, default_jobs, run_indexed
@@ -109,6 +108,7 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
              progress: Progress) -> Report:
     """The fixed run's report (``--apply-fixes``), or the run's own when no fix is proposed."""
     progress("cost fixes")
+    from .fixcost import apply_fixes as fixed_run
     got = fixed_run(trace, findings, rerun, before=metrics)
     if got is None:
         return Report(trace=trace, findings=findings, metrics=metrics, **info)
@@ -159,6 +159,7 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     if not wanted or not findings.hazards:
         return {}
     progress("cost fixes")
+    from .fixcost import Keying, budget_note, costed_root_causes  # (a run with hazards only)
     keyed = Keying(trace, findings)  # (once for the total and every root cause)
     single = len(findings.root_causes) == 1  # its fixes are all the fixes: no second re-run
     k = 0 if single else costed_root_causes(trace, findings)
@@ -183,6 +184,8 @@ def _costs_of_groups(trace: Trace, groups: list, rerun, metrics: Metrics, keyed:
     all in this one, in order); in group order, and ``failed`` extended in that order with why a
     re-run failed inside streamsim. A worker sends back the small ``FixCost`` (and that why),
     never a trace."""
+    from .fixcost import cost_of
+
     def task(i: int) -> tuple:
         mine: list[str] = []
 

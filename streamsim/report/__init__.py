@@ -7,7 +7,13 @@ JSON format version 4, ``jsonv4``, or 3);
 ``atomic``); pictures with matplotlib, imported on use: :func:`draw_hb` (``draw_hb``),
 :func:`draw_timeline` (``timeline``); the Chrome/Perfetto trace (``perfetto``).
 """
-from .jsonout import dumps_json
 from .report import Report, render_text
 
 __all__ = ["Report", "dumps_json", "render_text"]
+
+
+def __getattr__(name: str):
+    if name == "dumps_json":  # (imported on first use: a text report writes no JSON)
+        from .jsonout import dumps_json
+        return dumps_json
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,7 @@ from typing import Any
 from ..analysis.checks import FixCost
 from ..analysis.findings import Findings, findings_json
 from ..analysis.metrics import Metrics, format_bytes
-from ..analysis.why import free_verdict
 from ..kinds import HB_EDGE_WORDS
-from .jsontext import dumps_indented
 from ..trace import Trace
 from .escape import terminal_lines
 
@@ -113,6 +111,7 @@ def dumps_json_v3(r: Report) -> str:
     """The JSON form of version 3 (:func:`report_json`) as text, one key a line: the text
     ``json.dumps(..., indent=2)`` writes, from a C encoder (:mod:`.jsontext`). Kept for one
     release beside version 4 (``--json-version 3``)."""
+    from .jsontext import dumps_indented  # (JSON: imported when JSON is written)
     return dumps_indented(report_json(r)) + "\n"
 
 
@@ -151,6 +150,7 @@ def render_text(r: Report) -> str:
         lines.append(f"    {'first manifest' if h.manifest else 'first'} instance:")
         lines.append(f"      first : {h.first_mode:5} by {a.describe()}  [{a.start:,.1f}, {a.end:,.1f}] us")
         lines.append(f"      second: {h.second_mode:5} by {b.describe()}  [{b.start:,.1f}, {b.end:,.1f}] us")
+        from ..analysis.why import free_verdict  # (a hazard's: imported when there is one)
         freed = free_verdict(t, h, unit="us")  # (a free corrupts nothing until reused)
         verdict = (f"MANIFEST: {freed}" if freed else "MANIFEST: the second access started "
                    "before the first ended: corrupted in this run" if h.manifest else

@@ -9,15 +9,16 @@ these from :class:`CommMixin`; its stream loop calls ``_run_p2p``, ``_run_batch`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
-import simpy
+from typing import TYPE_CHECKING, Callable
 
 from ..kinds import COLLECTIVE_KINDS, COMM_ROLES, OP_KINDS, kinds_where, stream_role
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
 from .memory import nbytes_of
 from .records import Rec, StreamState
+
+if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+    import simpy
 
 P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = kinds_where(comm="p2p")  # run by the comm stream's p2p rules (matching, rendezvous)
@@ -250,8 +251,8 @@ class CommMixin:
         s.blocked = lambda: next((ln.blocked() if callable(ln.blocked) else ln.blocked
                                   for ln in lanes if ln.blocked is not None),
                                  Blocked(s.agent, first.id, f"batch of {first.name}", ()))
-        yield simpy.AllOf(env, [env.process(self._run_p2p(ln, rec))
-                                for ln, rec in zip(lanes, members)])
+        yield env.all_of([env.process(self._run_p2p(ln, rec))
+                          for ln, rec in zip(lanes, members)])
         s.blocked = None
 
     def _peer_agents(self, peer_rec: Rec | None, peer_rank: int) -> tuple[Agent, ...]:

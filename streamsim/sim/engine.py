@@ -15,9 +15,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import simpy
 from greenlet import greenlet
 
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
@@ -27,6 +26,9 @@ from .finish import build_trace, caught_by_stall
 from .handoff import Channels
 from .locations import location_finder
 from .records import HostState, Rec, StreamState
+
+if TYPE_CHECKING:  # (annotations only)
+    import simpy
 
 __all__ = ["Engine", "GroupConfig", "ModelError", "BoundExceeded", "COLLECTIVE_KINDS",
            "P2P_KINDS", "P2P_SENDS"]
@@ -40,7 +42,10 @@ class Engine(CommMixin):
                  perturb: Callable[[random.Random, Rec], float] | None = None):
         if jitter < 0:
             raise ModelError(f"jitter must be >= 0, got {jitter}")
+        import simpy  # (here, not with this module: importing streamsim does not import simpy,
+        # ~20 ms of a process's start with the importlib.metadata it imports, until an engine runs)
         self.env = simpy.Environment()
+        self._empty_schedule = simpy.core.EmptySchedule
         self.rng = random.Random(0 if seed is None else seed)
         self.seed, self.jitter = seed, jitter
         self.max_ops, self.max_time = max_ops, max_time
@@ -469,7 +474,7 @@ class Engine(CommMixin):
                     raise TimeBoundExceeded(f"simulated time passed max_time={limit:g} us; "
                                             "a runaway model?")
                 step()
-        except simpy.core.EmptySchedule:
+        except self._empty_schedule:
             pass
         except BaseException as exc:
             if self.failed is not None:  # a host program's own exception, traceback and all

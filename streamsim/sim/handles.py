@@ -7,15 +7,16 @@ that is running (objects may be shared between threads), which issues the op.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
-
-import simpy
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from .comm import GroupConfig
 from .errors import ModelError
 from .memory import Tensor
 from .origins import Origin
 from .records import Rec
+
+if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+    import simpy
 
 
 class HostThread(Protocol):

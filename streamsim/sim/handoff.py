@@ -10,12 +10,13 @@ unbounded queue). A fix of kind ``handoff`` is a put and a get on a channel of i
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
-
-import simpy
+from typing import TYPE_CHECKING, Any, Hashable
 
 from ..trace import Blocked
 from .records import HostState, Rec
+
+if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+    import simpy
 
 
 def put(engine, h: HostState, channel: str, name: str) -> None:

@@ -9,9 +9,7 @@ from several runs can be pooled and injected together; injecting them needs no t
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Sequence
-
-import simpy
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .engine import Engine
 from .errors import ModelError
@@ -19,6 +17,9 @@ from .handles import Event
 from .memory import Buffer
 from ..kinds import FIX_KINDS  # (inject_fixes applies each of them)
 from ..trace import HOST, Blocked, Trace
+
+if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+    import simpy
 
 Key = tuple  # (Agent, kind, location, n)
 

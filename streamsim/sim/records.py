@@ -6,12 +6,14 @@ trace costs no second object per op.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import simpy
 from greenlet import greenlet
 
 from ..trace import Access, Agent, Blocked, Op
+
+if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+    import simpy
 
 
 class Rec:

@@ -32,3 +32,43 @@ def test_a_deadlock_still_imports_networkx_for_its_cycle(tmp_path):
         '{"op":"send_object","rank":1,"peer":0,"nbytes":100000000}\n'
         '{"op":"recv_object","peer":1}\n{"op":"recv_object","rank":1,"peer":0}\n')
     assert "networkx" in _imported_after(["check", "dead.jsonl"], tmp_path)
+
+
+# What a check of a short clean log, text report, never uses (issue 26: a one-line log checked in
+# <= 0.1 s, whole process): libraries, stages, and the reader's fast paths (a log under
+# streamsim.oplog.read.SMALL_LOG is read by the checker alone)
+UNUSED_BY_A_SHORT_CHECK = (
+    "networkx", "matplotlib", "torch", "numpy", "msgspec", "ctypes", "orjson",
+    "streamsim.explore", "streamsim.record", "streamsim.report.html",
+    "streamsim.report.markdown", "streamsim.report.outputs", "streamsim.report.jsonout",
+    "streamsim.report.atomic", "streamsim.oplog.write", "streamsim.oplog.fastpath",
+    "streamsim.native._decode", "streamsim.pipeline.fixcost", "streamsim.analysis.why")
+
+
+def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path) -> set[str]:
+    """Which of ``names`` are imported by ``streamsim ARGV`` run as the program is (``python -m
+    streamsim``, supervised), read from ``-X importtime``'s list of every import."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "streamsim", *argv],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    return set(names) & imported
+
+
+def test_a_one_line_check_imports_no_library_or_stage_it_does_not_use(tmp_path):
+    (tmp_path / "one.jsonl").write_text(
+        '{"op":"launch","stream":"s","name":"k","writes":["a"],"dur":1}\n')
+    assert _loaded_by(["check", "one.jsonl"], UNUSED_BY_A_SHORT_CHECK, tmp_path) == set()
+
+
+def test_the_import_list_sees_what_a_check_imports(tmp_path):
+    """(The test above can fail: the same reading finds the fast paths of a long log, the JSON
+    writer of --format json, and what a hazard's fix costing imports.)"""
+    line = '{"op":"launch","stream":"s%d","name":"k","writes":["a"],"dur":1}\n'
+    (tmp_path / "long.jsonl").write_text("".join(line % (i % 2) for i in range(1000)))  # (64 KB:
+    # above read.SMALL_LOG, 16 KB)
+    found = _loaded_by(["check", "long.jsonl", "--format", "json"], UNUSED_BY_A_SHORT_CHECK,
+                       tmp_path)
+    assert {"msgspec", "streamsim.oplog.fastpath", "streamsim.report.jsonout",
+            "streamsim.pipeline.fixcost"} <= found

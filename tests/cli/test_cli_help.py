@@ -138,3 +138,31 @@ def test_a_count_over_runs_is_not_titled_a_mean(model, tmp_path, monkeypatch):
     assert "(means of 2 runs a point, perturbed by jitter 0.2, not the nominal timing)" \
         in titles[1]
     assert all(t.count("(") == t.count(")") == 1 for t in titles)
+
+
+@pytest.mark.parametrize("command", [name for name, _ in COMMANDS])
+def test_a_parser_built_for_one_command_parses_and_helps_as_the_full_one(command):
+    """``main`` builds only the options of the command it runs (``build_parser(only)``, a
+    one-line log's start-up): that command's help, and the program's, are the full parser's,
+    and the other commands are listed but take no options."""
+    full, one = build_parser(), build_parser(command)
+    assert one.format_help() == full.format_help()
+    full_subs, one_subs = _subparsers(full), _subparsers(one)
+    assert list(one_subs) == list(full_subs)
+    assert one_subs[command].format_help() == full_subs[command].format_help()
+    assert [a.dest for a in one_subs[command]._actions] == \
+        [a.dest for a in full_subs[command]._actions]
+    others = [p for name, p in one_subs.items() if name != command]
+    assert all(not p._actions for p in others)
+
+
+def test_the_version_is_looked_up_only_when_asked(capsys, monkeypatch):
+    import importlib
+    cli = importlib.import_module("streamsim.cli.main")  # (streamsim.cli.main is the function)
+    asked = []
+    monkeypatch.setattr(cli, "_version", lambda: asked.append(1) or "9.9")
+    build_parser("check").parse_args(["check", "log.jsonl"])
+    assert asked == []
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--version"])
+    assert capsys.readouterr().out == "streamsim 9.9\n" and asked == [1]

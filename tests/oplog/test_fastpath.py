@@ -53,7 +53,7 @@ def _outcome(text: str, path: str):
         if path != "compiled":
             m.setenv("STREAMSIM_NATIVE", "0")
         if path == "checker":
-            m.setattr(read, "fast_spec", lambda parser, s: None)
+            m.setattr(read, "SMALL_LOG", float("inf"))  # (every log: the checker's alone)
         try:
             return parse_oplog(text, "f.jsonl")
         except ModelError as e:
