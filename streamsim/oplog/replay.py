@@ -124,6 +124,8 @@ def _group_configs(oplog: OpLog) -> dict | None:
     """The engine's configuration of each of the log's groups, made as :func:`simulate_oplog`
     declares them (``Simulation.group``: its defaults, its checks); None when one is refused
     (the engine's run then says why)."""
+    if not oplog.groups:
+        return {}  # (no Simulation made: nor simpy imported, for a log of one stream's work)
     sim = Simulation()
     try:
         return {g.name: sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams,
