@@ -1,16 +1,22 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """The compiled replay of an op log: the simpy engine's schedule, event for event, in C.
 
-The reference is the simpy replay (streamsim/oplog/replay.py driving streamsim/sim/engine.py and
-host.py through the modelling API). This module replays the op logs whose every line the
-reference replays with a few calls only: one host thread per rank, no process group, and the
-kinds of :data:`KINDS` (kernels, host work, events, host syncs, allocations, frees,
-``record_stream``). For those, it runs the same discrete-event schedule as simpy does for the
-engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
-thread or a stream's loop) at the point it yielded, with the same entries pushed in the same
-order (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters:
-normal), so that ties at equal times break the same way and every op gets the same id, times,
-sequence positions, edges, attrs and notes as the reference gives it. It makes the engine's own
+The reference is the simpy replay (streamsim/oplog/replay.py driving streamsim/sim/engine.py,
+host.py and comm.py through the modelling API). This module replays the op logs of one host
+thread a rank whose lines are of the kinds of :data:`KINDS`: kernels, host work, events, host
+syncs, allocations, frees, ``record_stream``, NCCL and gloo sends and receives (not batched),
+the unrooted collectives, handle waits, gloo object sends; and fix costing's re-runs of them
+with event, event-sync and ``record_stream`` fixes (streamsim/sim/inject.py). For those, it runs
+the same discrete-event schedule as simpy does for the engine: a heap of (time, priority,
+insertion number) entries, each resuming one process (a host thread or a stream's loop) at the
+point it yielded, with the same entries pushed in the same order (a process's start: urgent; a
+timeout, a stream's wake-up, an op's end waking its waiters, a transfer's receive starting or
+its data arriving, a collective's last member: normal), so that ties at equal times break the
+same way and every op gets the same id, times, sequence positions, edges, attrs and notes as
+the reference gives it. (A simpy event with several waiters, a collective's start, resumes them
+in one step; here each is an entry of its own, pushed in the same order with consecutive
+numbers: nothing a resumed stream schedules can come between them, as it schedules only normal
+entries.) It makes the engine's own
 records (``Rec``, handed over by :func:`bind`) and leaves the trace to the engine's own
 ``build_trace``, so the two traces are built by one function.
 
@@ -21,8 +27,9 @@ durations (drawn in the reference's order: each op as it is made).
 
 :func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
 something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the
-reference refuses or that jitter overflows, a ref that is not a plain ``Ref``. The caller then
-runs the reference, which words the error. Held equal to the reference op by op by
+reference refuses or that jitter overflows, a ref that is not a plain ``Ref``, a kind or a
+stream it does not cover, a run that stalls (a process still waiting when no entry is left: the
+reference's deadlock report). The caller then runs the reference, which words the error. Held equal to the reference op by op by
 tests/native/test_replay.py.
 """
 from cpython.ref cimport PyObject, Py_INCREF
@@ -39,9 +46,12 @@ cdef extern from "Python.h":
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
                    "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
-                   "send_object", "recv_object", "isend_object"})
-# (of streamsim.sim.comm.SIZED_BY_INPUTS, the unrooted ones: their bytes are their inputs')
-_SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all"})
+                   "send_object", "recv_object", "isend_object", "reduce", "gather", "scatter",
+                   "barrier", "query"})
+# (streamsim.sim.comm: SIZED_BY_INPUTS, SIZED_BY_SHARE, _MATCHED, joined_members' flows)
+_SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all", "reduce"})
+_MATCHED = frozenset({"reduce", "gather", "scatter", "barrier"})
+_TO_ROOT = frozenset({"reduce", "gather"})
 _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 
 cdef object Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
@@ -137,6 +147,7 @@ cdef enum:
     K_SEND_OBJECT = 14  # (blocking host ops of a gloo group)
     K_RECV_OBJECT = 15
     K_ISEND_OBJECT = 16  # (a comm op, on the group's gloo channel)
+    K_QUERY = 17
 
 cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "wait_event": K_WAIT_EVENT, "sync_event": K_SYNC_EVENT,
@@ -146,7 +157,9 @@ cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "all_reduce": K_COLLECTIVE, "all_gather": K_COLLECTIVE,
                         "broadcast": K_COLLECTIVE, "reduce_scatter": K_COLLECTIVE,
                         "all_to_all": K_COLLECTIVE, "send_object": K_SEND_OBJECT,
-                        "recv_object": K_RECV_OBJECT, "isend_object": K_ISEND_OBJECT}
+                        "recv_object": K_RECV_OBJECT, "isend_object": K_ISEND_OBJECT,
+                        "reduce": K_COLLECTIVE, "gather": K_COLLECTIVE,
+                        "scatter": K_COLLECTIVE, "barrier": K_COLLECTIVE, "query": K_QUERY}
 
 
 cdef struct Entry:
@@ -229,6 +242,7 @@ cdef class _Run:
     cdef list c_members, c_expected, c_started, c_waiters, c_end
     cdef list host_handles
     cdef set gloo_sends_waited
+    cdef list barrier_last  # per host: a barrier wait's current stream's last op, -1: none
 
     def __cinit__(self):
         self.heap = NULL
@@ -330,6 +344,7 @@ cdef class _Run:
         self.inj_end.append(None)
         self.host_specs.append(None)
         self.host_handles.append(0)
+        self.barrier_last.append(-1)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -465,6 +480,8 @@ cdef class _Run:
             d["site"] = ln.site
         if ln.t is not None:
             d["t"] = ln.t
+        if ln.result is not None:
+            d["observed"] = True  # (the query's result is the program's)
         if ln.inferred is not None:
             d["inferred"] = ln.inferred
         elif ln.any_source:
@@ -620,7 +637,14 @@ cdef class _Run:
                     raise _Fallback()
                 kind = code
                 if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
-                    self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
+                    s = self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
+                    if kind == K_WAIT:  # (an NCCL barrier's wait: taken before them too)
+                        target = self.works.get(ln.target)
+                        self.barrier_last[h] = -1
+                        if target is not None and \
+                                self.lines[self.lineof[<int>target]].op == "barrier" and \
+                                self.opgroup[<int>target].backend != "gloo":
+                            self.barrier_last[h] = self.last[s]
                 specs = self.inj_before[h].get(j) if self.injecting else None
                 if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
                     self.host_specs[h] = specs
@@ -692,6 +716,24 @@ cdef class _Run:
                                 "simulation takes it as satisfied", op))
                         self.gloo_sends_waited.add(target)
                     deps = (target,)
+                    if self.barrier_last[h] >= 0 and self.barrier_last[h] != target:
+                        deps = (target, self.barrier_last[h])  # (then the current stream)
+                elif kind == K_QUERY:  # Host.query_work
+                    ln = lines[self.pos[h]]
+                    target = <int>self.works[ln.target]
+                    finished = self.eseq[target] >= 0
+                    observed = ln.result
+                    done = finished if observed is None else observed
+                    a = self.attrs[op]
+                    a["handle"] = self.ophandle[target]
+                    a["result"] = done
+                    if not done:  # (no edge names the op it asked about: its id, for the writer)
+                        a["queried"] = target
+                    deps = None
+                    if observed and not finished:  # (seen done: it was done by then)
+                        deps = (target,)
+                    elif done:
+                        self.after[op] = (target,)
                 elif kind == K_SEND_OBJECT or kind == K_RECV_OBJECT:
                     if self.object_go(h, op, kind, lines[self.pos[h]]):
                         return 0
@@ -829,11 +871,16 @@ cdef class _Run:
             self.collective(h, line, ln)
         elif kind == K_ISEND_OBJECT:
             self.isend_object(h, line, ln)
+        elif kind == K_QUERY:
+            if self.works.get(ln.target) is None:
+                raise _Fallback()
+            return self.block_sync(h, kind, line, self.host_attrs(ln))
         elif kind == K_WAIT:  # Host.wait_work (NCCL: the current stream waits; or the host)
             target = self.works.get(ln.target)
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
-            if ln.blocking or self.opgroup[<int>target].backend == "gloo":
+            if ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
+                    self.lines[self.lineof[<int>target]].op == "barrier":
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), (target,), False, ln.stream)
             a = self.attrs[op]
@@ -1011,17 +1058,24 @@ cdef class _Run:
         self.ended(op)
 
     cdef void collective(self, int h, int line, object ln) except *:
-        """Host.collective: an unrooted NCCL collective on the group's stream, entered in the
+        """Host.collective: a collective on the group's stream (or channel), entered in the
         group's k-th collective."""
         cdef int rank = self.agent_rank[h]
         cdef int op, c
         cfg = self.group_of(rank, ln)
-        if ln.root is not None:
+        root = ln.root
+        if root is not None and root not in cfg.ranks:
             raise _Fallback()
         inputs, outputs = ln.reads, ln.writes
         if ln.nbytes is not None:
             size = ln.nbytes
-        else:  # (streamsim.sim.comm.wire_bytes of an unrooted collective)
+        elif ln.op == "barrier":  # (streamsim.sim.comm.wire_bytes)
+            size = 0
+        elif ln.op == "gather":
+            size = len(cfg.ranks) * _nbytes_of(inputs)
+        elif ln.op == "scatter":
+            size = len(cfg.ranks) * _nbytes_of(outputs)
+        else:
             size = _nbytes_of(inputs if ln.op in _SIZED_BY_INPUTS else outputs or inputs)
         dur = cfg.transfer_time(size) if ln.dur is None else ln.dur
         op = self.enqueue(h, f"{cfg.backend}:{cfg.name}", K_COLLECTIVE, dur, line, ln,
@@ -1048,6 +1102,8 @@ cdef class _Run:
         a["nbytes"] = size
         a["ranks"] = cfg.ranks
         a["dur"] = self.end[op]
+        if root is not None:
+            a["root"] = root
         self.works[ln.lineno] = op
 
     cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
@@ -1085,9 +1141,6 @@ cdef class _Run:
             a["stream"] = stream
             self.recorded.setdefault((rank, name), []).append(stream)
         return False
-
-    cdef int lineof_line(self, object ln) except -1:
-        return <int>ln.lineno
 
     cdef list rank_streams(self, int rank):
         """The rank's streams in the order of their agents (Engine: sorted(e.streams))."""
@@ -1218,6 +1271,12 @@ cdef class _Run:
         if at == K_COLLECTIVE:
             c = self.opmatch[op]
             members = self.c_members[c]
+            if members:  # (the k-th collective of the group: the same op, the same root)
+                first = self.lines[self.lineof[<int>members[0]]].op
+                mine = self.lines[self.lineof[op]].op
+                if (first in _MATCHED or mine in _MATCHED) and (first, self.attrs[
+                        <int>members[0]].get("root")) != (mine, self.attrs[op].get("root")):
+                    raise _Fallback()  # (the reference's ModelError says which)
             members.append(op)
             if len(members) == self.c_expected[c]:
                 longest = self.end[<int>members[0]]
@@ -1241,9 +1300,20 @@ cdef class _Run:
                 self.push(self.c_end[c] - self.now, NORMAL, s)
                 return True
             at = S_REDUCING
-        # S_REDUCING: the collective ends (streamsim.sim.comm.joined_members, unrooted)
+        # S_REDUCING: the collective ends (streamsim.sim.comm.joined_members)
         c = self.opmatch[op]
-        self.opjoins[op] = tuple([x for x in self.c_members[c] if x != op])
+        kind_name = self.lines[self.lineof[op]].op
+        if kind_name in _TO_ROOT or kind_name == "scatter":
+            root = self.attrs[op]["root"]
+            if self.agent_rank[self.agent[op]] == root:
+                joins = [x for x in self.c_members[c] if x != op] if kind_name in _TO_ROOT \
+                    else []
+            else:
+                joins = [] if kind_name in _TO_ROOT else \
+                    [x for x in self.c_members[c] if self.agent_rank[self.agent[<int>x]] == root]
+        else:
+            joins = [x for x in self.c_members[c] if x != op]
+        self.opjoins[op] = tuple(joins)
         self.end[op] = self.now
         self.eseq[op] = self.seq
         self.seq += 1
@@ -1368,6 +1438,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
+    r.barrier_last = []
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []

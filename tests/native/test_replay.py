@@ -96,8 +96,8 @@ def covered_log(seed: int) -> str:
         what = R.choice(("launch",) * 5 + ("host", "host", "record", "record", "wait_event",
                                             "wait_event", "sync_event", "sync_stream",
                                             "sync_device", "alloc", "free", "record_stream")
-                        + (("message",) * 3 + ("collective", "collective", "wait", "wait")
-                           if ranks > 1 else ()))
+                        + (("message",) * 3 + ("collective", "collective", "wait", "wait",
+                                                "query") if ranks > 1 else ()))
         group: list[dict] = []
         x: dict = {"op": what, "rank": r}
         if what == "launch":
@@ -148,15 +148,26 @@ def covered_log(seed: int) -> str:
                               "stream": R.choice(("compute", "side"))})
         elif what == "collective":
             op = R.choice(("all_reduce", "all_gather", "broadcast", "reduce_scatter",
-                           "all_to_all"))
+                           "all_to_all", "reduce", "gather", "scatter", "barrier"))
+            root = R.randint(0, ranks - 1)
             for q in range(ranks):
                 y = {"op": op, "rank": q, "ranks": list(range(ranks)), "handle": handle(q),
                      "stream": R.choice(("compute", "side")), "group": group_name}
-                if op == "all_reduce":
+                if op in ("reduce", "gather", "scatter"):
+                    y["root"] = root
+                if op in ("all_reduce", "reduce"):
                     y["tensors"] = [ref(q)]
-                else:
+                elif op == "gather":  # (the gather list on the root alone)
+                    y["inputs"] = [ref(q)]
+                    if q == root:
+                        y["outputs"] = [ref(q) for _ in range(ranks)]
+                elif op == "scatter":  # (the scatter list on the root alone)
+                    y["outputs"] = [ref(q)]
+                    if q == root:
+                        y["inputs"] = [ref(q) for _ in range(ranks)]
+                elif op != "barrier":
                     y["inputs"], y["outputs"] = [ref(q)], [ref(q)]
-                if R.random() < 0.3:
+                if R.random() < 0.3 and op != "barrier":
                     y["nbytes"] = R.choice((8, 4096))
                 group.append(y)
         elif what == "wait":
@@ -164,6 +175,12 @@ def covered_log(seed: int) -> str:
                 continue
             x.update(handle=R.choice(handles[r]), stream=R.choice(STREAMS),
                      blocking=R.random() < 0.4)
+        elif what == "query":
+            if not handles[r]:
+                continue
+            x["handle"] = R.choice(handles[r])
+            if R.random() < 0.5:  # (what the recorded program saw)
+                x["result"] = R.random() < 0.5
         for y in group or [x]:
             if R.random() < 0.4:
                 y["step"] = R.randint(0, 3)
@@ -293,17 +310,15 @@ def test_every_op_log_of_the_tests_it_covers_replays_to_the_same_trace(monkeypat
 
 def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    barrier = load_oplog_text('{"op": "barrier", "ranks": [0], "handle": "h"}\n')
-    rooted = load_oplog_text('{"op": "reduce", "tensors": ["a"], "ranks": [0], "root": 0}\n')
+    handoff = load_oplog_text('{"op": "put", "channel": "q"}\n'
+                              '{"op": "get", "host": "aux", "channel": "q"}\n')
     batch = load_oplog_text('{"op": "isend", "peer": 1, "tensors": ["a"], "batch": 1}\n'
                             '{"op": "irecv", "rank": 1, "peer": 0, "tensors": ["a"], '
                             '"batch": 1}\n')
-    query = load_oplog_text('{"op": "all_reduce", "tensors": ["a"], "ranks": [0], '
-                            '"handle": "h"}\n{"op": "query", "handle": "h"}\n')
     threads = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
                               '{"op": "host", "host": "aux", "reads": ["a"]}\n')
     comm = load_oplog_text('{"op": "launch", "stream": "nccl:pp", "writes": ["a"]}\n')
-    for log in (barrier, rooted, batch, query, threads, comm):
+    for log in (handoff, batch, threads, comm):
         assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
     assert len(simulate_oplog(threads).ops) == 3  # (the reference ran it)
 
