@@ -7,6 +7,7 @@ memory, and where the time goes.
     python benchmarks/check.py --memory 1000000     # peak RSS per op-log line
     python benchmarks/check.py --stages 200000      # CPU per stage, and the Python-object floor
     python benchmarks/check.py --reader 200000      # the op-log reader: lines the Python one read
+    python benchmarks/check.py --replay 200000      # the replay: compiled or the engine, and CPU
     python benchmarks/check.py --jobs-ab 100000 200000 model  # default check/run, --jobs 1 vs 2
 
 The op log is the random stream program of ``benchmarks/programs.py``. ``--vs-csan`` times, in
@@ -349,11 +350,61 @@ def reader(n: int, repeat: int, tmp: str) -> None:
                  "_decode" in native.modules() else " (not built)"))
 
 
+def replay(n: int, repeat: int, tmp: str) -> None:
+    """Replay CPU of the reader's three logs (and a default check's fix re-run of the random
+    program) on the compiled replay and on the engine, and whether the compiled replay took each
+    (issue 26: a recorded log should not drop to the engine)."""
+    sys.path.insert(0, ROOT)
+    from streamsim import native
+    from streamsim.analysis.checks import analyse, distinct_fixes
+    from streamsim.gcpause import gc_paused
+    from streamsim.oplog import load_oplog, replay as oplog_replay, simulate_oplog
+    from streamsim.sim.inject import key_fixes
+    random_log, recorded_log = (os.path.join(tmp, f"{k}{n}.jsonl") for k in ("random", "rec"))
+    write_random_program(random_log, n)
+    write_recorded_program(recorded_log, n)
+    print(f"op-log replay, CPU best of {repeat} alternating (median), gc paused:")
+    for label, log in {"random program": random_log,
+                       "recorded-like pipeline (gloo isend/irecv, waits, allocations)":
+                       recorded_log, "random program, all its fixes (a fix re-run)":
+                       random_log}.items():
+        oplog = load_oplog(log)
+        fixes = ()
+        if "fix" in label:
+            os.environ["STREAMSIM_NATIVE"] = "1"
+            trace = simulate_oplog(oplog)
+            fixes = key_fixes(trace, distinct_fixes(analyse(trace).hazards))
+            del trace
+        os.environ["STREAMSIM_NATIVE"] = "1"
+        compiled = native.replayer() is not None and oplog_replay._replayed_natively(
+            oplog, None, 0.0, 5_000_000, 1e12, fixes) is not None
+        times: dict[str, list[float]] = {"native": [], "python": []}
+        for _ in range(repeat):
+            for p in times:
+                os.environ["STREAMSIM_NATIVE"] = "1" if p == "native" else "0"
+                with gc_paused():
+                    t0 = time.process_time()
+                    trace = simulate_oplog(oplog, fixes=fixes)
+                    times[p].append(time.process_time() - t0)
+                ops = len(trace.ops)
+                del trace
+        os.environ.pop("STREAMSIM_NATIVE", None)
+        best = {p: min(v) for p, v in times.items()}
+        med = {p: statistics.median(v) for p, v in times.items()}
+        print(f"  {label}: {len(oplog.lines):,} lines, {ops:,} ops"
+              + (f" ({len(fixes):,} fixes)" if fixes else "")
+              + f"; {'the compiled replay' if compiled else 'the engine (not covered)'}: "
+              f"native {best['native']:.2f} s ({med['native']:.2f}), engine "
+              f"{best['python']:.2f} s ({med['python']:.2f}): "
+              f"{best['python'] / best['native']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vs-csan", type=int, metavar="N", help="ops of the random program")
     ap.add_argument("--startup", action="store_true")
     ap.add_argument("--reader", type=int, metavar="N", help="lines of the reader's logs")
+    ap.add_argument("--replay", type=int, metavar="N", help="lines of the replay's logs")
     ap.add_argument("--memory", type=int, metavar="N", help="lines of the random program")
     ap.add_argument("--stages", type=int, metavar="N", help="lines of the random program")
     ap.add_argument("--jobs-ab", nargs="+", metavar="N", type=lambda x: x if x == "model"
@@ -364,7 +415,7 @@ def main() -> None:
                     "benchmarks/.csan-venv, made when missing)")
     args = ap.parse_args()
     everything = not (args.vs_csan or args.startup or args.memory or args.stages or args.reader
-                      or args.jobs_ab)
+                      or args.replay or args.jobs_ab)
     with tempfile.TemporaryDirectory() as tmp:
         if args.vs_csan or everything:
             vs_csan(args.vs_csan or 200_000, args.repeat, csan_python(args.csan_python), tmp)
@@ -376,6 +427,8 @@ def main() -> None:
             stages(args.stages or 200_000, tmp)
         if args.reader or everything:
             reader(args.reader or 200_000, args.repeat, tmp)
+        if args.replay or everything:
+            replay(args.replay or 200_000, args.repeat, tmp)
         if args.jobs_ab or everything:
             jobs_ab(args.jobs_ab or [100_000, 200_000], args.repeat, tmp)
 

@@ -29,7 +29,7 @@ if native.replayer() is None and os.environ.get("CI") and os.environ.get("STREAM
                        "install -e . printed why; its tests must run in CI")
 pytestmark = pytest.mark.skipif(native._replayer is None, reason="the compiled replay is not built")
 
-GENERATED = int(os.environ.get("STREAMSIM_REPLAY_LOGS", "600"))
+GENERATED = int(os.environ.get("STREAMSIM_REPLAY_LOGS", "2000"))
 CHUNK = 100
 TIMINGS = ((None, 0.0), (7, 0.3))
 BUFFERS = ("a", "b", "c", "d")
