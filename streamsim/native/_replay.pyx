@@ -109,6 +109,10 @@ cdef enum:
     S_RECEIVING = 6  # a receive: waited for its send's data
     S_JOINING = 7  # a collective: waited for every rank to join (_run_collective)
     S_REDUCING = 8  # a collective: waited for its end
+    S_BATCH_ENQUEUED = 9  # a batch: waited until its last member's enqueue time (_run_batch)
+    S_BATCH_DEP = 10  # a batch: waited for the end of a member's dependency
+    S_BATCH = 11  # a batch: waited for every member's lane to end
+    L_ENDED = 12  # a batch member's lane (a process of its own): its op ended
 
 # a host thread's states (oplog/replay.py's program; host.py's blocking calls)
 cdef enum:
@@ -243,6 +247,11 @@ cdef class _Run:
     cdef list host_handles
     cdef set gloo_sends_waited
     cdef list barrier_last  # per host: a barrier wait's current stream's last op, -1: none
+    # batches: per stream its batch being run (members, member and dependency positions, lanes
+    # left); per lane its stream; per op of a batch its Work's ops and, when it is not the first
+    # line's, the step it takes (the first line's)
+    cdef dict batch_of, lanes_left, lane_parent, workrecs, opstep
+    cdef list host_batches  # per host: line index -> its batch's lines, or () (issued with it)
 
     def __cinit__(self):
         self.heap = NULL
@@ -345,6 +354,7 @@ cdef class _Run:
         self.host_specs.append(None)
         self.host_handles.append(0)
         self.barrier_last.append(-1)
+        self.host_batches.append(None)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -645,6 +655,9 @@ cdef class _Run:
                                 self.lines[self.lineof[<int>target]].op == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.barrier_last[h] = self.last[s]
+                if self.host_batches[h] is not None and self.host_batches[h].get(j) == ():
+                    self.pos[h] += 1  # (issued with its batch's first line)
+                    continue
                 specs = self.inj_before[h].get(j) if self.injecting else None
                 if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
                     self.host_specs[h] = specs
@@ -715,13 +728,14 @@ cdef class _Run:
                                 "with torch 2.13: it waits for a send never made); the "
                                 "simulation takes it as satisfied", op))
                         self.gloo_sends_waited.add(target)
-                    deps = (target,)
+                    deps = self.workrecs.get(target, (target,))  # (a batch's: all of it)
                     if self.barrier_last[h] >= 0 and self.barrier_last[h] != target:
                         deps = (target, self.barrier_last[h])  # (then the current stream)
                 elif kind == K_QUERY:  # Host.query_work
                     ln = lines[self.pos[h]]
                     target = <int>self.works[ln.target]
-                    finished = self.eseq[target] >= 0
+                    recs = self.workrecs.get(target, (target,))
+                    finished = all([self.eseq[<int>x] >= 0 for x in recs])
                     observed = ln.result
                     done = finished if observed is None else observed
                     a = self.attrs[op]
@@ -731,9 +745,9 @@ cdef class _Run:
                         a["queried"] = target
                     deps = None
                     if observed and not finished:  # (seen done: it was done by then)
-                        deps = (target,)
+                        deps = recs
                     elif done:
-                        self.after[op] = (target,)
+                        self.after[op] = recs
                 elif kind == K_SEND_OBJECT or kind == K_RECV_OBJECT:
                     if self.object_go(h, op, kind, lines[self.pos[h]]):
                         return 0
@@ -865,6 +879,8 @@ cdef class _Run:
             a["buffer"] = ln.buffer
             a["stream"] = ln.stream
             self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
+        elif (kind == K_ISEND or kind == K_IRECV) and ln.batch is not None:
+            self.batch(h, ln, self.host_batches[h][self.pos[h]])
         elif kind == K_ISEND or kind == K_IRECV:
             self.p2p(h, kind, line, ln)
         elif kind == K_COLLECTIVE:
@@ -882,7 +898,8 @@ cdef class _Run:
             if ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
                     self.lines[self.lineof[<int>target]].op == "barrier":
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
-            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), (target,), False, ln.stream)
+            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
+                              self.workrecs.get(target, (target,)), False, ln.stream)
             a = self.attrs[op]
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
@@ -905,19 +922,52 @@ cdef class _Run:
         return ln.handle or f"{ln.op}#{self.host_handles[h]}"
 
     cdef void p2p(self, int h, int kind, int line, object ln) except *:
-        """Host.p2p and _p2p_rec: an unbatched NCCL isend or irecv, entered in the matching."""
+        """Host.p2p: an unbatched isend or irecv."""
+        cfg = self.group_of(self.agent_rank[h], ln)
+        self.p2p_rec(h, kind, ln, cfg, cfg.p2p_stream(self.agent_rank[h], ln.peer, ln.op),
+                     ln.stream, -2, 0)
+
+    cdef void batch(self, int h, object first, list members) except *:
+        """replay._Replay.batch, Host.batch_p2p: the lines of one batch_isend_irecv issued by its
+        first line's call, sends first, on the group's own stream, each its own line's labels
+        (the first line's step); each line's handle completes with the whole batch."""
+        cdef int i, op, batch_id = -1
+        cfg = self.group_of(self.agent_rank[h], first)
+        if cfg.backend != "nccl" or self.injecting:
+            raise _Fallback()  # (a fix's syncs between a batch's members: the engine's)
+        order = sorted(range(len(members)), key=lambda i: members[i].op != "isend")
+        ops = []
+        for i in order:
+            ln = members[i]
+            op = self.p2p_rec(h, _KIND_CODE[ln.op], ln, cfg, f"nccl:{cfg.name}", first.stream,
+                              batch_id, len(members))
+            if batch_id < 0:
+                batch_id = op
+            if ln.step != first.step:
+                self.opstep[op] = first.step
+                self.opstep[self.issuer[op]] = first.step
+            ops.append(op)
+        recs = tuple(ops)
+        for op in ops:
+            self.workrecs[op] = recs
+
+    cdef int p2p_rec(self, int h, int kind, object ln, object cfg, str stream, str current,
+                     int batch_id, int batch_size) except -1:
+        """Host._p2p_rec: enqueue one isend/irecv on ``stream`` and enter it in the p2p
+        matching; ``batch_id``: -2 unbatched, -1 a batch's first op, else the batch's id."""
         cdef int rank = self.agent_rank[h]
         cdef int op, m
         cdef bint is_send = kind == K_ISEND
-        cfg = self.group_of(rank, ln)
-        if ln.batch is not None or ln.peer not in cfg.ranks:
+        if ln.peer not in cfg.ranks:
             raise _Fallback()
         tensors = ln.reads if is_send else ln.writes
         size = _nbytes_of(tensors) if ln.nbytes is None else ln.nbytes
         dur = (cfg.transfer_time(size) if ln.dur is None else ln.dur) if is_send else 0.0
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
-        op = self.enqueue(h, cfg.p2p_stream(rank, ln.peer, ln.op), kind, dur, line, ln, acc, (),
-                          False, ln.stream)
+        op = self.enqueue(h, stream, kind, dur, ln.lineno, ln, acc, (), False, current)
+        if batch_id != -2:
+            self.attrs[op]["batch"] = op if batch_id == -1 else batch_id
+            self.attrs[op]["batch_size"] = batch_size
         m = self.p2p_entry(cfg.name, rank, ln.peer, is_send)
         if is_send:
             self.m_send[m] = op
@@ -933,6 +983,7 @@ cdef class _Run:
         a["mode"] = "read" if is_send else "write"
         a["dur"] = self.end[op]
         self.works[ln.lineno] = op
+        return op
 
     cdef int p2p_entry(self, str group, int rank, int peer, bint is_send) except -1:
         """CommMixin.p2p_entry: the k-th send src -> dst pairs with the k-th receive on dst
@@ -1188,6 +1239,10 @@ cdef class _Run:
                         return
                     j += 1
                 kind = self.kinds[op]
+                if (kind == K_ISEND or kind == K_IRECV) and "batch" in self.attrs[op]:
+                    if self.batch_go(s, op, S_TOP):
+                        return
+                    continue
                 if kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE or \
                         kind == K_ISEND_OBJECT:
                     self.start[op] = self.now  # (Engine.mark_start)
@@ -1210,6 +1265,9 @@ cdef class _Run:
                 op = self.cur[s]
                 self.end[op] = self.start[op] + self.end[op]
                 self.finish(s, op)
+            elif st == S_BATCH_ENQUEUED or st == S_BATCH_DEP or st == S_BATCH:
+                if self.batch_go(s, self.cur[s], st):
+                    return
             else:  # a comm op, resumed
                 op = self.cur[s]
                 if st == S_RENDEZVOUS or st == S_JOINING:
@@ -1321,6 +1379,88 @@ cdef class _Run:
         self.next_op(s)
         return False
 
+    cdef bint batch_go(self, int s, int first, int at) except -1:
+        """CommMixin._run_batch from ``at`` (S_TOP: its first op off the queue, its enqueue
+        time and dependencies waited for): its other ops taken off the queue, the latest enqueue
+        time and their dependencies waited for, then each op run by a lane of its own (a process
+        each, started together), the stream going on when every lane has ended. True when the
+        stream waits."""
+        cdef int i, j, d, op, n, lane
+        cdef double latest
+        if at == S_TOP:
+            n = self.attrs[first]["batch_size"]
+            members = [first]
+            while len(members) < n:
+                if self.pos[s] >= self.qlen[s]:
+                    raise _Fallback()  # (its ops not all enqueued: another thread's, the engine's)
+                op = self.queue[s][self.pos[s]]
+                if self.attrs[op].get("batch") != self.attrs[first]["batch"]:
+                    raise _Fallback()  # (the reference's ModelError)
+                self.pos[s] += 1
+                members.append(op)
+            self.batch_of[s] = [members, 1, 0]
+            latest = self.enq[<int>members[0]]
+            for op in members:
+                if self.enq[op] > latest:
+                    latest = self.enq[op]
+            if latest > self.now:
+                self.state[s] = S_BATCH_ENQUEUED
+                self.push(latest - self.now, NORMAL, s)
+                return True
+            at = S_BATCH_ENQUEUED
+        state = self.batch_of[s]
+        members = state[0]
+        if at == S_BATCH_DEP:
+            state[2] += 1
+        if at == S_BATCH_ENQUEUED or at == S_BATCH_DEP:
+            i, j = state[1], state[2]
+            while i < len(members):  # (the loop already waited for the first's)
+                deps = self.after[<int>members[i]]
+                while j < len(deps):
+                    d = deps[j]
+                    if self.eseq[d] < 0:
+                        state[1], state[2] = i, j
+                        self.state[s] = S_BATCH_DEP
+                        self.wait_for(d, s)
+                        return True
+                    j += 1
+                i += 1
+                j = 0
+            for op in members:  # env.all_of([env.process(_run_p2p(lane, op)) ...])
+                lane = self._new_agent(self.agent_rank[s], self.agent_name[s], False)
+                self.cur[lane] = op
+                self.lane_parent[lane] = s
+                self.push(0.0, URGENT, lane)
+            self.lanes_left[s] = len(members)
+            self.state[s] = S_BATCH
+            return True
+        # S_BATCH: every lane ended
+        del self.batch_of[s]
+        self.next_op(s)
+        return False
+
+    cdef void lane_go(self, int lane) except *:
+        """A batch member's lane (CommMixin._run_p2p as a process of its own): started, resumed,
+        or ended (the batch's AllOf counts it; the last one resumes the stream)."""
+        cdef int op = self.cur[lane], s
+        cdef int st = self.state[lane]
+        if st == L_ENDED:
+            s = self.lane_parent.pop(lane)
+            self.state[lane] = S_TOP
+            self.lanes_left[s] -= 1
+            if self.lanes_left[s] == 0:
+                self.push(0.0, NORMAL, s)
+            return
+        if st == S_TOP:  # its start (Engine.mark_start)
+            self.start[op] = self.now
+            self.sseq[op] = self.seq
+            self.seq += 1
+            self.comm_go(lane, op, self.kinds[op])
+            return
+        if st == S_RENDEZVOUS:
+            self.transfer_from(op, self.now)
+        self.comm_go(lane, op, st)
+
     cdef void transfer_from(self, int op, double t) except *:
         """comm._transfer_from: the op waited for its peers and transferred only from ``t``."""
         if t > self.start[op]:
@@ -1344,7 +1484,12 @@ cdef class _Run:
         self.next_op(s)
 
     cdef void next_op(self, int s) except *:
-        """Back to the top of the stream's loop (its op ended)."""
+        """Back to the top of the stream's loop (its op ended); a batch's lane ends instead
+        (its process's end, which the batch's condition counts when it is processed)."""
+        if self.lane_parent and s in self.lane_parent:
+            self.state[s] = L_ENDED
+            self.push(0.0, NORMAL, s)
+            return
         self.state[s] = S_TOP
         if self.pos[s] > 4096 and 2 * self.pos[s] > self.qlen[s]:  # (drop what ran)
             self.compact(s)
@@ -1370,12 +1515,14 @@ cdef class _Run:
                     self.clock[e.proc] = self.now  # (Engine.block, after the switch back)
                 if self.host_go(e.proc):
                     self.state[e.proc] = H_DONE
+            elif self.lane_parent and e.proc in self.lane_parent:
+                self.lane_go(e.proc)
             else:
                 self.stream_go(e.proc)
         for a in range(self.nag):
             if self.is_host[a] and self.state[a] != H_DONE:
                 raise _Fallback()  # (a host still blocked: the reference's stall)
-            if not self.is_host[a] and self.state[a] != S_TOP:
+            if not self.is_host[a] and self.state[a] != S_TOP and self.state[a] != L_ENDED:
                 raise _Fallback()
 
     cdef list records(self):
@@ -1384,7 +1531,7 @@ cdef class _Run:
         out = []
         lines = self.lines
         special = self.special
-        opjoins, ophandle = self.opjoins, self.ophandle
+        opjoins, ophandle, opstep = self.opjoins, self.ophandle, self.opstep
         for i in range(self.nops):
             ln = lines[self.lineof[i]]
             r = _new_object(Rec)  # (every slot is set below, in order)
@@ -1405,7 +1552,7 @@ cdef class _Run:
             _put(r, F_AFTER, self.after[i])
             _put(r, F_JOINS, opjoins.get(i, ()) if opjoins else ())
             _put(r, F_LOCATION, ln.location)
-            _put(r, F_STEP, ln.step)
+            _put(r, F_STEP, ln.step if not opstep or i not in opstep else opstep[i])
             _put(r, F_LINE, ln.lineno if sp is None else None)
             _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
             _put(r, F_ATTRS, self.attrs[i])
@@ -1439,6 +1586,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
     r.barrier_last = []
+    r.batch_of, r.lanes_left, r.lane_parent, r.workrecs, r.opstep = {}, {}, {}, {}, {}
+    r.host_batches = []
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []
@@ -1460,6 +1609,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
             r.host_lines[h] = mine
+            r.host_batches[h] = _batches(mine)
             if r.injecting:
                 r.inj_before[h], r.inj_end[h] = _injections(r.agent_obj[h], mine, pre, post)
             r.stream(rank, "compute")
@@ -1470,6 +1620,27 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         return None
     agents = set(r.agent_obj)
     return r.records(), r.notes, r.seq, r.seq_holes, agents
+
+
+cdef object _batches(list mine):
+    """streamsim.oplog.batches.batches: a batch's first line index -> its lines, each of its
+    other lines -> () (issued with the first); None when the thread has no batch."""
+    out = None
+    cdef int i = 0, j, n = len(mine)
+    while i < n:
+        b = mine[i].batch
+        if b is None:
+            i += 1
+            continue
+        if out is None:
+            out = {}
+        j = i + 1
+        while j < n and mine[j].batch == b:
+            out[j] = ()
+            j += 1
+        out[i] = mine[i:j]
+        i = j
+    return out
 
 
 cdef object _nbytes_of(tuple tensors):

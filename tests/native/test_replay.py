@@ -124,6 +124,19 @@ def covered_log(seed: int) -> str:
             x.update(buffer=R.choice(BUFFERS))
         elif what == "record_stream":
             x.update(buffer=R.choice(BUFFERS), stream=R.choice(STREAMS))
+        elif what == "message" and not gloo and R.random() < 0.25:  # a batch_isend_irecv each
+            dst = R.choice([q for q in range(ranks) if q != r])  # (sends first, whatever order)
+            nbytes = R.choice((4, 2048, 100000))
+            for me, other in ((r, dst), (dst, r)):
+                batch = len(lines) * 2 + (me == dst)  # (an id no other batch of the log has)
+                pair = [{"op": "isend", "rank": me, "peer": other, "tensors": [ref(me)]},
+                        {"op": "irecv", "rank": me, "peer": other, "tensors": [ref(me)]}]
+                R.shuffle(pair)
+                stream = R.choice(("compute", "side"))
+                for y in pair:
+                    y.update(nbytes=nbytes, handle=handle(me), stream=stream, batch=batch,
+                             **comm)
+                group += pair
         elif what == "message":
             dst = R.choice([q for q in range(ranks) if q != r])
             nbytes = R.choice((4, 48, 2048, 100000))
@@ -265,8 +278,9 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 monkeypatch.setenv("STREAMSIM_NATIVE", "1")
                 compiled = replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed)
                 if reference.stall is not None or \
-                        not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream"}:
-                    assert compiled is None, "a stall or a handle's wait replayed"
+                        not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream"} \
+                        or any(ln.batch is not None for ln in log.lines):
+                    assert compiled is None, "a stall, a handle's wait or a batch replayed"
                     continue  # (the engine's alone)
                 diff = difference(reference, compiled)
                 assert diff is None, f"log seed {seed}, seed {s} jitter {j}, fixes " \
@@ -312,13 +326,10 @@ def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     handoff = load_oplog_text('{"op": "put", "channel": "q"}\n'
                               '{"op": "get", "host": "aux", "channel": "q"}\n')
-    batch = load_oplog_text('{"op": "isend", "peer": 1, "tensors": ["a"], "batch": 1}\n'
-                            '{"op": "irecv", "rank": 1, "peer": 0, "tensors": ["a"], '
-                            '"batch": 1}\n')
     threads = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
                               '{"op": "host", "host": "aux", "reads": ["a"]}\n')
     comm = load_oplog_text('{"op": "launch", "stream": "nccl:pp", "writes": ["a"]}\n')
-    for log in (handoff, batch, threads, comm):
+    for log in (handoff, threads, comm):
         assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
     assert len(simulate_oplog(threads).ops) == 3  # (the reference ran it)
 
