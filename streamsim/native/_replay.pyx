@@ -132,6 +132,7 @@ cpdef enum:
     R_RECORD = 0
     R_WAIT = 1
     R_RECORD_STREAM = 2
+    R_WAIT_HANDLE = 3  # (its "name": the rest of the handle's issuing action's key)
 
 cdef enum:
     K_LAUNCH = 0
@@ -247,11 +248,14 @@ cdef class _Run:
     cdef list host_handles
     cdef set gloo_sends_waited
     cdef list barrier_last  # per host: a barrier wait's current stream's last op, -1: none
+    cdef list line_barrier  # per host: the same for its line's own wait (taken before any fix's)
     # batches: per stream its batch being run (members, member and dependency positions, lanes
     # left); per lane its stream; per op of a batch its Work's ops and, when it is not the first
     # line's, the step it takes (the first line's)
     cdef dict batch_of, lanes_left, lane_parent, workrecs, opstep
     cdef list host_batches  # per host: line index -> its batch's lines, or () (issued with it)
+    cdef list key_line  # per host: the rest of an action's injection key -> its line's index
+    cdef list wait_target  # per host: the comm op its blocking wait is on
 
     def __cinit__(self):
         self.heap = NULL
@@ -354,7 +358,10 @@ cdef class _Run:
         self.host_specs.append(None)
         self.host_handles.append(0)
         self.barrier_last.append(-1)
+        self.line_barrier.append(-1)
         self.host_batches.append(None)
+        self.key_line.append(None)
+        self.wait_target.append(-1)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -650,11 +657,11 @@ cdef class _Run:
                     s = self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
                     if kind == K_WAIT:  # (an NCCL barrier's wait: taken before them too)
                         target = self.works.get(ln.target)
-                        self.barrier_last[h] = -1
+                        self.line_barrier[h] = -1
                         if target is not None and \
                                 self.lines[self.lineof[<int>target]].op == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
-                            self.barrier_last[h] = self.last[s]
+                            self.line_barrier[h] = self.last[s]
                 if self.host_batches[h] is not None and self.host_batches[h].get(j) == ():
                     self.pos[h] += 1  # (issued with its batch's first line)
                     continue
@@ -692,7 +699,9 @@ cdef class _Run:
                 self.sseq[op] = self.seq
                 self.seq += 1
                 kind = self.kinds[op]
-                if self.injk[h] >= 0:  # a fix's event.synchronize()
+                if kind == K_WAIT:  # a handle's blocking wait (Host.wait_work), or a fix's
+                    deps = self.blocking_wait(h, op, lines, nlines)
+                elif self.injk[h] >= 0:  # a fix's event.synchronize()
                     name = self.host_specs[h][self.injk[h]][1]
                     ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
                     self.attrs[op]["injected"] = True
@@ -712,25 +721,6 @@ cdef class _Run:
                         deps = None  # (wait_recs is not called: after stays ())
                     else:
                         deps = (rec,)
-                elif kind == K_WAIT:  # a handle's blocking wait (Host.wait_work)
-                    ln = lines[self.pos[h]]
-                    target = <int>self.works[ln.target]
-                    a = self.attrs[op]
-                    a["handle"] = self.ophandle[target]
-                    a["blocking"] = True
-                    if self.opgroup[target].backend == "gloo" and self.kinds[target] == K_ISEND:
-                        if target in self.gloo_sends_waited:
-                            tl = self.lines[self.lineof[target]]
-                            self.notes.append(Note(
-                                "gloo-send-waited-twice", f"{ln.name} at {ln.location} waits the "
-                                f"handle of {tl.name} (issued at {tl.location}) a second time: "
-                                "under gloo a second wait() on an isend's handle hangs (seen "
-                                "with torch 2.13: it waits for a send never made); the "
-                                "simulation takes it as satisfied", op))
-                        self.gloo_sends_waited.add(target)
-                    deps = self.workrecs.get(target, (target,))  # (a batch's: all of it)
-                    if self.barrier_last[h] >= 0 and self.barrier_last[h] != target:
-                        deps = (target, self.barrier_last[h])  # (then the current stream)
                 elif kind == K_QUERY:  # Host.query_work
                     ln = lines[self.pos[h]]
                     target = <int>self.works[ln.target]
@@ -808,6 +798,34 @@ cdef class _Run:
                 self.seq += 1
                 self.depj[h] += 1
                 self.state[h] = H_DEPS
+
+    cdef tuple blocking_wait(self, int h, int op, list lines, int nlines):
+        """Host.wait_work's blocking part, after its blocking op started: its attrs, the note of
+        a gloo send waited twice, and what it waits for (the Work's ops; an NCCL barrier's, then
+        its current stream's last op, taken as the wait was called)."""
+        cdef int target = self.wait_target[h]
+        ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+        a = self.attrs[op]
+        if self.injk[h] >= 0:  # (a fix's: Engine._note_issue marks it first)
+            a["injected"] = True
+            name = f"{self.ophandle[target]}.wait()"
+        else:
+            name = ln.name
+        a["handle"] = self.ophandle[target]
+        a["blocking"] = True
+        if self.opgroup[target].backend == "gloo" and self.kinds[target] == K_ISEND:
+            if target in self.gloo_sends_waited:
+                tl = self.lines[self.lineof[target]]
+                self.notes.append(Note(
+                    "gloo-send-waited-twice", f"{name} at {ln.location} waits the handle of "
+                    f"{tl.name} (issued at {tl.location}) a second time: under gloo a second "
+                    "wait() on an isend's handle hangs (seen with torch 2.13: it waits for a "
+                    "send never made); the simulation takes it as satisfied", op))
+            self.gloo_sends_waited.add(target)
+        deps = self.workrecs.get(target, (target,))  # (a batch's: all of it)
+        if self.barrier_last[h] >= 0 and self.barrier_last[h] != target:
+            deps = (target, self.barrier_last[h])  # (then the current stream)
+        return deps
 
     cdef bint block_sync(self, int h, int kind, int line, dict attrs) except -1:
         """Engine.blocking_op up to its sync_clock: the sync's host op is made; True when the
@@ -897,6 +915,8 @@ cdef class _Run:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
             if ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
                     self.lines[self.lineof[<int>target]].op == "barrier":
+                self.wait_target[h] = target
+                self.barrier_last[h] = self.line_barrier[h]
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
                               self.workrecs.get(target, (target,)), False, ln.stream)
@@ -1182,6 +1202,30 @@ cdef class _Run:
             blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
             self.special[self.cur[h]] = ("sync_event", f"{name}.synchronize()")
             return blocked
+        elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
+            j = self.key_line[h].get(name)
+            target = self.works.get(self.host_lines[h][j].lineno) if j is not None else None
+            if target is None:
+                return False  # (that action was not issued yet: nothing to wait)
+            cfg = self.opgroup[<int>target]
+            waited_on = current if stream is None else stream
+            blocking = True if stream is None else cfg.blocking_wait
+            self.barrier_last[h] = -1
+            if self.lines[self.lineof[<int>target]].op == "barrier" and cfg.backend != "gloo":
+                blocking = True
+                self.barrier_last[h] = self.last[self.stream(rank, waited_on)]
+            if blocking or cfg.backend == "gloo":
+                self.wait_target[h] = target
+                blocked = self.block_sync(h, K_WAIT, line, {})
+                self.special[self.cur[h]] = ("wait", f"{self.ophandle[<int>target]}.wait()")
+                return blocked
+            op = self.enqueue(h, waited_on, K_WAIT, 0.0, line, ln, (),
+                              self.workrecs.get(target, (target,)), True, waited_on)
+            self.special[op - 1] = self.special[op] = (
+                "wait", f"{self.ophandle[<int>target]}.wait()")
+            a = self.attrs[op]
+            a["handle"] = self.ophandle[<int>target]
+            a["blocking"] = False
         else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
             if is_comm(stream):
                 raise _Fallback()
@@ -1585,9 +1629,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
-    r.barrier_last = []
+    r.barrier_last, r.line_barrier = [], []
     r.batch_of, r.lanes_left, r.lane_parent, r.workrecs, r.opstep = {}, {}, {}, {}, {}
-    r.host_batches = []
+    r.host_batches, r.key_line, r.wait_target = [], [], []
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []
@@ -1611,7 +1655,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             r.host_lines[h] = mine
             r.host_batches[h] = _batches(mine)
             if r.injecting:
-                r.inj_before[h], r.inj_end[h] = _injections(r.agent_obj[h], mine, pre, post)
+                r.inj_before[h], r.inj_end[h], r.key_line[h] = _injections(r.agent_obj[h], mine,
+                                                                           pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         r.run()
@@ -1659,10 +1704,11 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     location, n), the n-th action of that kind from that location; ``pre`` and ``post`` hold
     the rest of the key by host thread (hashing the Agent per line was most of the work)."""
     before = {}
+    key_line = {}
     mine_pre = pre.get(agent) or {}
     mine_post = post.get(agent) or {}
     if not mine_pre and not mine_post:
-        return before, ()
+        return before, (), key_line
     occurrences = {}
     last = None
     for j, ln in enumerate(mine):
@@ -1670,10 +1716,11 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
         n = occurrences.get(site, 0)
         occurrences[site] = n + 1
         key = (ln.op, ln.location, n)
+        key_line[key] = j
         specs = list(mine_post.pop(last, ())) if last is not None and mine_post else []
         if mine_pre:
             specs += mine_pre.pop(key, ())
         if specs:
             before[j] = tuple(specs)
         last = key
-    return before, tuple(mine_post.pop(last, ())) if last is not None else ()
+    return before, tuple(mine_post.pop(last, ())) if last is not None else (), key_line

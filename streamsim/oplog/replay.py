@@ -140,7 +140,8 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
     """The syncs of ``fixes`` for the compiled replay, registered as ``sim.inject.inject_fixes``
     registers them with the engine: injection key -> the syncs to issue before (``pre``) and
     after (``post``) that action; None when a fix is not one it covers (a handle's wait, a
-    hand-off, an event's record and wait on two threads) or is not keyed and has no ``base``."""
+    hand-off, a handle's wait or an event's record and wait on two threads) or is not keyed and
+    has no ``base``."""
     from ..sim.inject import is_keyed, key_fixes  # (loaded only when fixes run)
     if not all(map(is_keyed, fixes)):
         if base is None:
@@ -164,6 +165,10 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
                            wait_stream if fix.kind == "event" else None))
         elif fix.kind == "record_stream":
             before.append((compiled.R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
+        elif fix.kind == "wait_handle":
+            if fix.handle_op[0] != fix.before[0]:
+                return None
+            before.append((compiled.R_WAIT_HANDLE, fix.handle_op[1:], wait_stream))
         else:
             return None
     return pre, post

@@ -266,7 +266,8 @@ def keyed_fix_sets(trace):
 
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK // 2)))
 def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
-    """A fix costing re-run (event, event sync and record_stream fixes injected) is covered too."""
+    """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
+    covered too."""
     kinds, ran = set(), 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
@@ -278,7 +279,8 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 monkeypatch.setenv("STREAMSIM_NATIVE", "1")
                 compiled = replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed)
                 if reference.stall is not None or \
-                        not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream"} \
+                        not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
+                                                        "wait_handle"} \
                         or any(ln.batch is not None for ln in log.lines):
                     assert compiled is None, "a stall, a handle's wait or a batch replayed"
                     continue  # (the engine's alone)
@@ -287,7 +289,7 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                     f"{[f.text for f in keyed]}: {diff}\n" + covered_log(seed)
                 kinds |= {f.kind for f in keyed}
                 ran += 1
-    assert ran >= 50 and {"event", "record_stream"} <= kinds, (ran, kinds)
+    assert ran >= 50 and {"event", "record_stream", "wait_handle"} <= kinds, (ran, kinds)
 
 
 def test_the_generated_logs_reach_every_kind_and_note():
