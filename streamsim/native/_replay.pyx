@@ -993,17 +993,24 @@ cdef class _Run:
             self.m_send[m] = op
         else:
             self.m_recv[m] = op
-        self.opmatch[op] = m
-        self.opgroup[op] = cfg
-        self.ophandle[op] = self.handle(h, ln)
-        a = self.attrs[op]
-        a["group"] = cfg.name
+        a = self.comm_issued(h, op, m, cfg, ln)
         a["peer"] = ln.peer
         a["nbytes"] = size
         a["mode"] = "read" if is_send else "write"
         a["dur"] = self.end[op]
-        self.works[ln.lineno] = op
         return op
+
+    cdef dict comm_issued(self, int h, int op, int match, object cfg, object ln):
+        """What every comm op's issue records (Host._p2p_rec, collective, isend_object): its
+        match, its group, its handle (Host._new_handle), the line's Work; its attrs, which start
+        with its group's name (the caller adds the rest, in the reference's order)."""
+        self.opmatch[op] = match
+        self.opgroup[op] = cfg
+        self.ophandle[op] = self.handle(h, ln)
+        self.works[ln.lineno] = op
+        a = self.attrs[op]
+        a["group"] = cfg.name
+        return a
 
     cdef int p2p_entry(self, str group, int rank, int peer, bint is_send) except -1:
         """CommMixin.p2p_entry: the k-th send src -> dst pairs with the k-th receive on dst
@@ -1054,15 +1061,10 @@ cdef class _Run:
         op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, (), ())
         m = self.p2p_entry(cfg.name, rank, ln.peer, True)
         self.m_send[m] = op
-        self.opmatch[op] = m
-        self.opgroup[op] = cfg
-        self.ophandle[op] = self.handle(h, ln)
-        a = self.attrs[op]
-        a["group"] = cfg.name
+        a = self.comm_issued(h, op, m, cfg, ln)
         a["peer"] = ln.peer
         a["nbytes"] = nbytes
         a["dur"] = self.end[op]
-        self.works[ln.lineno] = op
 
     cdef bint object_go(self, int h, int op, int at, object ln) except -1:
         """Host.send_object / recv_object after their blocking op started, from ``at`` (the
@@ -1165,17 +1167,12 @@ cdef class _Run:
             self.c_end.append(0.0)
         else:
             c = got
-        self.opmatch[op] = c
-        self.opgroup[op] = cfg
-        self.ophandle[op] = self.handle(h, ln)
-        a = self.attrs[op]
-        a["group"] = cfg.name
+        a = self.comm_issued(h, op, c, cfg, ln)
         a["nbytes"] = size
         a["ranks"] = cfg.ranks
         a["dur"] = self.end[op]
         if root is not None:
             a["root"] = root
-        self.works[ln.lineno] = op
 
     cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
