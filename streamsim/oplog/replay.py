@@ -60,9 +60,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     replay = _Replay(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
                      launch_overhead=oplog.launch_overhead, replay=True)
-    for g in oplog.groups.values():  # (a declaration's settings, else the backend's defaults)
-        sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams, latency=g.latency,
-                  bandwidth=g.bandwidth, eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
+    _declare_groups(sim, oplog)
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:
         by_thread[(line.rank, line.host)].append(line)
@@ -89,9 +87,9 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                        ) -> Trace | None:
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
-    log (a process group, a rank with several host threads, a kind outside ``_replay.KINDS``,
-    a fix other than an event, event sync or ``record_stream`` one, or anything the engine
-    would refuse or bound): the engine then runs, and words any error."""
+    log (a rank with several host threads, a kind outside ``_replay.KINDS``, a fix it does not
+    inject (:func:`_injections`), a run that stalls, or anything the engine would refuse or
+    bound): the engine then runs, and words any error and the deadlock."""
     compiled = native.replayer()
     if compiled is None or not 0 <= jitter < float("inf") or \
             len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
@@ -126,22 +124,26 @@ def _group_configs(oplog: OpLog) -> dict | None:
     (the engine's run then says why)."""
     if not oplog.groups:
         return {}  # (no Simulation made: nor simpy imported, for a log of one stream's work)
-    sim = Simulation()
     try:
-        return {g.name: sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams,
-                                  latency=g.latency, bandwidth=g.bandwidth,
-                                  eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
-                for g in oplog.groups.values()}
+        return _declare_groups(Simulation(), oplog)
     except ModelError:
         return None
+
+
+def _declare_groups(sim: Simulation, oplog: OpLog) -> dict:
+    """Declare the log's groups with ``sim`` (a declaration's settings, else the backend's
+    defaults): name -> the engine's GroupConfig."""
+    return {g.name: sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams,
+                              latency=g.latency, bandwidth=g.bandwidth,
+                              eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
+            for g in oplog.groups.values()}
 
 
 def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:
     """The syncs of ``fixes`` for the compiled replay, registered as ``sim.inject.inject_fixes``
     registers them with the engine: injection key -> the syncs to issue before (``pre``) and
-    after (``post``) that action; None when a fix is not one it covers (a handle's wait, a
-    hand-off, a handle's wait or an event's record and wait on two threads) or is not keyed and
-    has no ``base``."""
+    after (``post``) that action; None when a fix is not one it covers (a hand-off, or a sync
+    whose two places are on two threads) or is not keyed and cannot be keyed here."""
     from ..sim.inject import is_keyed, key_fixes  # (loaded only when fixes run)
     if not all(map(is_keyed, fixes)):
         if base is None:
