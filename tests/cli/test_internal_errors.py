@@ -73,7 +73,7 @@ def test_a_failed_compiled_fix_rerun_is_reported_as_not_costed_and_the_check_goe
     from streamsim import native
     compiled = native.replayer()
     if compiled is None:
-        pytest.skip("the compiled replay is not built")
+        pytest.skip("the compiled replay is off (STREAMSIM_NATIVE=0) or not built")
 
     class BrokenWithFixes:
         R_RECORD, R_WAIT, R_RECORD_STREAM = compiled.R_RECORD, compiled.R_WAIT, \
