@@ -499,21 +499,13 @@ cdef class _Run:
             d["t"] = ln.t
         if ln.result is not None:
             d["observed"] = True  # (the query's result is the program's)
-        if ln.inferred is not None:
-            d["inferred"] = ln.inferred
-        elif ln.any_source:
-            d["any_source"] = True
-        return d
+        return _provenance(d, ln)
 
     cdef dict op_attrs(self, object ln, str current):
         cdef dict d = {"current_stream": current}
         if ln.site is not None:
             d["site"] = ln.site
-        if ln.inferred is not None:
-            d["inferred"] = ln.inferred
-        elif ln.any_source:
-            d["any_source"] = True
-        return d
+        return _provenance(d, ln)
 
     cdef tuple access_list(self, tuple reads, tuple writes):
         """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
@@ -1036,18 +1028,20 @@ cdef class _Run:
 
     cdef void started(self, int m) except *:
         """The receive of transfer ``m`` started (``recv_started.succeed()``)."""
-        cdef int w = self.m_started_waiter[m]
-        self.m_started[m] = True
-        if w >= 0:
-            self.m_started_waiter[m] = -1
-            self.push(0.0, NORMAL, w)
+        self.succeed(self.m_started, self.m_started_waiter, m)
 
     cdef void arrived(self, int m) except *:
         """The data of transfer ``m`` arrived (``arrived.succeed()``)."""
-        cdef int w = self.m_arrived_waiter[m]
-        self.m_arrived[m] = True
+        self.succeed(self.m_arrived, self.m_arrived_waiter, m)
+
+    cdef void succeed(self, list triggered, list waiter, int m) except *:
+        """One of a transfer's events triggered: its waiter, if one waits, resumes (one
+        process at most waits for each: the send for the receive's start, the receive for the
+        data)."""
+        cdef int w = waiter[m]
+        triggered[m] = True
         if w >= 0:
-            self.m_arrived_waiter[m] = -1
+            waiter[m] = -1
             self.push(0.0, NORMAL, w)
 
     cdef void isend_object(self, int h, int line, object ln) except *:
@@ -1662,6 +1656,16 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         return None
     agents = set(r.agent_obj)
     return r.records(), r.notes, r.seq, r.seq_holes, agents
+
+
+cdef dict _provenance(dict d, object ln):
+    """The last attrs a line's label gives both its ops (replay._Replay.origin): a wait's
+    ``inferred``, else an irecv's ``any_source``."""
+    if ln.inferred is not None:
+        d["inferred"] = ln.inferred
+    elif ln.any_source:
+        d["any_source"] = True
+    return d
 
 
 cdef object _batches(list mine):

@@ -171,21 +171,7 @@ def generated_log(seed: int, ranks: int | None = None) -> str:
             root = R.randint(0, ranks - 1)
             for r in range(ranks):
                 x = {"op": op, "rank": r, "ranks": list(range(ranks)), "handle": handle(r)}
-                if op in ("reduce", "gather", "scatter"):
-                    x["root"] = root
-                if op in ("all_reduce", "reduce"):
-                    x["tensors"] = [ref(r)]
-                elif op == "gather":  # (the gather list on the root alone)
-                    x["inputs"] = [ref(r)]
-                    if r == root:
-                        x["outputs"] = [ref(r) for _ in range(ranks)]
-                elif op == "scatter":  # (the scatter list on the root alone)
-                    x["outputs"] = [ref(r)]
-                    if r == root:
-                        x["inputs"] = [ref(r) for _ in range(ranks)]
-                elif op != "barrier":
-                    x["inputs"], x["outputs"] = [ref(r)], [ref(r)]
-                lines.append(x)
+                lines.append({**x, **collective_tensors(op, r, ranks, root, ref)})
         else:
             src = R.randint(0, ranks - 1)
             dst = R.choice([r for r in range(ranks) if r != src])
@@ -206,6 +192,28 @@ def generated_log(seed: int, ranks: int | None = None) -> str:
                         "name": "busy", "dur": R.choice((3.0, 40.0))})
         out.append(x)
     return "".join(json.dumps(x) + "\n" for x in out)
+
+
+def collective_tensors(op: str, rank: int, ranks: int, root: int, ref) -> dict:
+    """The fields of a collective line of ``rank`` that name its root and tensors (``ref(rank)``
+    draws one): a rooted one's ``root``; ``tensors`` in place, or ``inputs`` and ``outputs`` (a
+    gather's list on the root alone, a scatter's too); none for a barrier."""
+    x: dict = {}
+    if op in ("reduce", "gather", "scatter"):
+        x["root"] = root
+    if op in ("all_reduce", "reduce"):
+        x["tensors"] = [ref(rank)]
+    elif op == "gather":  # (the gather list on the root alone)
+        x["inputs"] = [ref(rank)]
+        if rank == root:
+            x["outputs"] = [ref(rank) for _ in range(ranks)]
+    elif op == "scatter":  # (the scatter list on the root alone)
+        x["outputs"] = [ref(rank)]
+        if rank == root:
+            x["inputs"] = [ref(rank) for _ in range(ranks)]
+    elif op != "barrier":
+        x["inputs"], x["outputs"] = [ref(rank)], [ref(rank)]
+    return x
 
 
 def reports(path: Path, seed: int | None, jitter: float, fix_cost: bool) -> tuple[str, str, str]:

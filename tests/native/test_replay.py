@@ -22,7 +22,7 @@ from streamsim.oplog import load_oplog
 from streamsim.oplog import replay as replay_mod
 from streamsim.oplog.replay import simulate_oplog
 
-from .test_differential import load_oplog_text, logs_in_tests
+from .test_differential import collective_tensors, load_oplog_text, logs_in_tests
 
 if native.replayer() is None and os.environ.get("CI") and os.environ.get("STREAMSIM_NATIVE") != "0":
     raise RuntimeError("CI: the compiled replay (streamsim.native._replay) is not built: pip "
@@ -165,21 +165,8 @@ def covered_log(seed: int) -> str:
             root = R.randint(0, ranks - 1)
             for q in range(ranks):
                 y = {"op": op, "rank": q, "ranks": list(range(ranks)), "handle": handle(q),
-                     "stream": R.choice(("compute", "side")), "group": group_name}
-                if op in ("reduce", "gather", "scatter"):
-                    y["root"] = root
-                if op in ("all_reduce", "reduce"):
-                    y["tensors"] = [ref(q)]
-                elif op == "gather":  # (the gather list on the root alone)
-                    y["inputs"] = [ref(q)]
-                    if q == root:
-                        y["outputs"] = [ref(q) for _ in range(ranks)]
-                elif op == "scatter":  # (the scatter list on the root alone)
-                    y["outputs"] = [ref(q)]
-                    if q == root:
-                        y["inputs"] = [ref(q) for _ in range(ranks)]
-                elif op != "barrier":
-                    y["inputs"], y["outputs"] = [ref(q)], [ref(q)]
+                     "stream": R.choice(("compute", "side")), "group": group_name,
+                     **collective_tensors(op, q, ranks, root, ref)}
                 if R.random() < 0.3 and op != "barrier":
                     y["nbytes"] = R.choice((8, 4096))
                 group.append(y)
