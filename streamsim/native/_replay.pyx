@@ -766,13 +766,7 @@ cdef class _Run:
                             return 0
                         j += 1
                     self.after[op] = tuple(self.host_after[h])
-                # Engine.end_blocking
-                if self.now > self.clock[h]:
-                    self.clock[h] = self.now
-                self.end[op] = self.clock[h]
-                self.eseq[op] = self.seq
-                self.seq += 1
-                self.ended(op)
+                self.end_blocking(h, op)
                 if self.injk[h] >= 0:  # (a fix's sync: the next one, or the line's action)
                     self.injk[h] += 1
                     self.state[h] = H_INJECT
