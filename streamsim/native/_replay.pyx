@@ -1329,10 +1329,7 @@ cdef class _Run:
             at = S_SENDING
         if at == S_SENDING:  # Engine.mark_end, then the data has arrived
             m = self.opmatch[op]
-            self.end[op] = self.now
-            self.eseq[op] = self.seq
-            self.seq += 1
-            self.ended(op)
+            self.mark_end(op)
             self.arrived(m)
             self.next_op(s)
             return False
@@ -1349,10 +1346,7 @@ cdef class _Run:
             x = self.m_send[m]
             self.opjoins[op] = (x,)
             self.transfer_from(op, self.attrs[x].get(_TRANSFER_START, self.start[x]))
-            self.end[op] = self.now
-            self.eseq[op] = self.seq
-            self.seq += 1
-            self.ended(op)
+            self.mark_end(op)
             self.next_op(s)
             return False
         if at == K_COLLECTIVE:
@@ -1401,10 +1395,7 @@ cdef class _Run:
         else:
             joins = [x for x in self.c_members[c] if x != op]
         self.opjoins[op] = tuple(joins)
-        self.end[op] = self.now
-        self.eseq[op] = self.seq
-        self.seq += 1
-        self.ended(op)
+        self.mark_end(op)
         self.next_op(s)
         return False
 
@@ -1489,6 +1480,13 @@ cdef class _Run:
         if st == S_RENDEZVOUS:
             self.transfer_from(op, self.now)
         self.comm_go(lane, op, st)
+
+    cdef void mark_end(self, int op) except *:
+        """Engine.mark_end of a comm op at the time now (its waiters wake)."""
+        self.end[op] = self.now
+        self.eseq[op] = self.seq
+        self.seq += 1
+        self.ended(op)
 
     cdef void transfer_from(self, int op, double t) except *:
         """comm._transfer_from: the op waited for its peers and transferred only from ``t``."""
