@@ -230,7 +230,7 @@ cdef class _Run:
     cdef bint seq_holes
     cdef object rng, rng_random
     cdef double jitter, launch_overhead, max_time
-    cdef dict access_cache
+    cdef dict read_cache, write_cache  # id(an interned Ref) -> its Access (Host._accesses)
     cdef dict lines  # line number -> Line
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, and
     # the syncs after its last line; the sync being run; each injected op's (kind, name)
@@ -256,6 +256,7 @@ cdef class _Run:
     cdef list host_batches  # per host: line index -> its batch's lines, or () (issued with it)
     cdef list key_line  # per host: the rest of an action's injection key -> its line's index
     cdef list wait_target  # per host: the comm op its blocking wait is on
+    cdef list host_kind  # per host: the kind of the line it is at (looked up once a line)
 
     def __cinit__(self):
         self.heap = NULL
@@ -362,6 +363,7 @@ cdef class _Run:
         self.host_batches.append(None)
         self.key_line.append(None)
         self.wait_target.append(-1)
+        self.host_kind.append(-1)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -513,18 +515,18 @@ cdef class _Run:
             return ()
         out = []
         for t in reads:
-            out.append(self.access(t, "read"))
+            out.append(self.access(t, "read", self.read_cache))
         for t in writes:
-            out.append(self.access(t, "write"))
+            out.append(self.access(t, "write", self.write_cache))
         return tuple(out)
 
-    cdef object access(self, object t, str mode):
+    cdef object access(self, object t, str mode, dict cache):
+        """The Access of ref ``t`` in ``mode``, one a ref (the lines keep the refs alive)."""
         if type(t) is not Ref:
             raise _Fallback()
-        key = (id(t), mode)
-        acc = self.access_cache.get(key)
+        acc = cache.get(id(t))
         if acc is None:
-            acc = self.access_cache[key] = Access(t.view, mode, t.window)
+            acc = cache[id(t)] = Access(t.view, mode, t.window)
         return acc
 
     cdef void note_freed_use(self, int op, str name, str location) except *:
@@ -645,6 +647,7 @@ cdef class _Run:
                 if code is None:
                     raise _Fallback()
                 kind = code
+                self.host_kind[h] = kind
                 if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
                     s = self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
                     if kind == K_WAIT:  # (an NCCL barrier's wait: taken before them too)
@@ -673,7 +676,7 @@ cdef class _Run:
                     continue
                 if self.pos[h] < nlines:
                     ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream
-                    current = ln.stream if K_ISEND <= _KIND_CODE[ln.op] <= K_WAIT else "compute"
+                    current = ln.stream if K_ISEND <= self.host_kind[h] <= K_WAIT else "compute"
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
@@ -828,12 +831,8 @@ cdef class _Run:
 
     cdef bint action(self, int h, object ln) except -1:
         """The line's own call (its kind's ``OpKind.replay``); True when it blocks."""
-        cdef int op, kind, rank = self.agent_rank[h]
+        cdef int op, kind = self.host_kind[h], rank = self.agent_rank[h]
         cdef int line = ln.lineno
-        code = _KIND_CODE.get(ln.op)
-        if code is None:
-            raise _Fallback()
-        kind = code
         if kind == K_LAUNCH:
             self.enqueue(h, ln.stream, kind, ln.dur, line, ln,
                          self.access_list(ln.reads, ln.writes), ())
@@ -1614,14 +1613,14 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.gloo_sends_waited = set()
     r.barrier_last, r.line_barrier = [], []
     r.batch_of, r.lanes_left, r.lane_parent, r.workrecs, r.opstep = {}, {}, {}, {}, {}
-    r.host_batches, r.key_line, r.wait_target = [], [], []
+    r.host_batches, r.key_line, r.wait_target, r.host_kind = [], [], [], []
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []
     r.c_members, r.c_expected, r.c_started, r.c_waiters, r.c_end = [], [], [], [], []
     r.host_handles = []
     r.injecting = bool(pre) or bool(post)
-    r.notes, r.access_cache = [], {}
+    r.notes, r.read_cache, r.write_cache = [], {}, {}
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
     n_fix = 0
     if r.injecting:
