@@ -39,23 +39,45 @@ def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
 
 class Keying:
     """Every distinct fix of a run's findings keyed for injection once (a keying scans the whole
-    trace): the keyed fixes of any subset of its hazards, in order, without scanning again."""
+    trace): the keyed fixes of any subset of its hazards, in order, without scanning again.
+
+    Each of the findings' hazards is numbered once by its keyed sync (a hazard's fix and its
+    keyed form are hashed here, once), so that the keyed fixes of a group are a walk over ints:
+    hashing fixes (tuples of agents and keys) per group was most of fix costing's own work."""
 
     def __init__(self, trace: Trace, findings: Findings):
-        fixes = distinct_fixes(findings.hazards)
-        self._of = {f.identity: kf for f, kf in zip(fixes, key_fixes(trace, fixes, dedupe=False))}
+        hazards = findings.hazards
+        self._hazards = hazards  # (kept alive: ``_sync`` is keyed by their ids)
+        fixes = distinct_fixes(hazards)
+        keyed = key_fixes(trace, fixes, dedupe=False)
+        self._keyed: list[Fix] = []  # sync number -> its keyed fix (the first of its identity)
+        numbers: dict[tuple, int] = {}  # keyed identity -> sync number
+        self._of: dict[tuple, int] = {}  # a fix's identity (op ids) -> its sync number
+        for f, kf in zip(fixes, keyed):
+            n = numbers.setdefault(kf.identity, len(numbers))
+            if n == len(self._keyed):
+                self._keyed.append(kf)
+            self._of[f.identity] = n
+        of = self._of
+        self._sync = {id(h): of[h.fix.identity] for h in hazards if h.fix is not None}
         # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
         # for every subset costed, so found once rather than by a scan of the trace per re-run)
-        self.delayed = _delayed_ops(trace, {kf.before for kf in self._of.values()})
+        self.delayed = _delayed_ops(trace, {kf.before for kf in self._keyed})
 
     def of(self, hazards: Sequence[Hazard]) -> list[Fix]:
-        """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``."""
+        """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``: each
+        sync once, in the order of the first hazard that needs it (tests/pipeline/test_keying)."""
         out, seen = [], set()
-        for f in distinct_fixes(hazards):
-            kf = self._of[f.identity]
-            if kf.identity not in seen:
-                seen.add(kf.identity)
-                out.append(kf)
+        sync, of, keyed = self._sync, self._of, self._keyed
+        for h in hazards:
+            n = sync.get(id(h))
+            if n is None:  # (not one of the findings' hazards: an equal one, or no fix)
+                if h.fix is None:
+                    continue
+                n = of[h.fix.identity]
+            if n not in seen:
+                seen.add(n)
+                out.append(keyed[n])
         return out
 
 

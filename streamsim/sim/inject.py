@@ -8,7 +8,6 @@ from several runs can be pooled and injected together; injecting them needs no t
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .engine import Engine
@@ -30,12 +29,21 @@ def is_keyed(fix) -> bool:
     return isinstance(fix.before, tuple)
 
 
-def injection_keys(trace: Trace) -> dict[int, Key]:
-    """Host op id -> its injection key (the program's own actions: a fix's are not keyed)."""
+def injection_keys(trace: Trace, only: set[int] | None = None) -> dict[int, Key]:
+    """Host op id -> its injection key (the program's own actions: a fix's are not keyed), for
+    every host op, or for the ids in ``only`` (the others are then counted only where they share
+    a wanted op's kind and location: an op's n counts the actions of its thread, kind and
+    location before it, so the rest need not be looked at)."""
     keys, seen = {}, {}
     thread: dict[int, int] = {}  # id(agent) -> its number (equal agents: one number)
     numbers: dict = {}
+    if only is not None:
+        wanted = [trace.op(i) for i in only]
+        lines = {op.location for op in wanted}
+        kinds = {op.kind for op in wanted}
     for op in trace.ops:
+        if only is not None and (op.location not in lines or op.kind not in kinds):
+            continue  # (one string lookup for every other op: no site can count it)
         ag = op.agent
         if ag.kind == HOST and not op.attrs.get("injected"):
             t = thread.get(id(ag))
@@ -44,7 +52,8 @@ def injection_keys(trace: Trace) -> dict[int, Key]:
             site = (t, op.kind, op.location)
             n = seen.get(site, 0)
             seen[site] = n + 1
-            keys[op.id] = (ag, op.kind, op.location, n)
+            if only is None or op.id in only:
+                keys[op.id] = (ag, op.kind, op.location, n)
     return keys
 
 
@@ -52,17 +61,25 @@ def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list:
     """The fixes found in ``trace`` keyed for injection (each the same record, its places injection
     keys; a fix already keyed is kept as it is); order kept, duplicates dropped (with ``dedupe``;
     else one keyed fix per fix given). One scan of ``trace``."""
-    keys = injection_keys(trace)
+    fixes = list(fixes)
+
+    def host_op(op_id: int) -> int | None:  # the host action that issued op ``op_id`` (or it)
+        op = trace.op(op_id)
+        return op.id if op.agent.kind == HOST else op.issuer
+
+    # (only the actions the fixes name are keyed; the errors are raised in the loop, in order)
+    named = {host_op(i) for f in fixes if not is_keyed(f)
+             for i in (f.before, f.handle_op, f.record_after) if i is not None}
+    keys = injection_keys(trace, named - {None})
 
     def key(op_id: int | None) -> Key | None:
         if op_id is None:
             return None
-        op = trace.op(op_id)
-        if op.agent.kind != HOST:
-            if op.issuer is None:
-                raise ModelError(f"fix names {op.describe()}, which no host action issued")
-            op = trace.op(op.issuer)
-        return keys[op.id]
+        issued_by = host_op(op_id)
+        if issued_by is None:
+            raise ModelError(f"fix names {trace.op(op_id).describe()}, which no host action "
+                             "issued")
+        return keys[issued_by]
 
     out: list = []
     seen: set[tuple] = set()
@@ -82,9 +99,9 @@ def key_fixes(trace: Trace, fixes: Iterable, dedupe: bool = True) -> list:
                     raise ModelError(f"record_stream fix names {trace.op(fix.before).describe()}, "
                                      "which freed nothing")
                 buffer = str(free.attrs.get("buffer"))
-            kf = replace(fix, before=key(fix.before), handle_op=key(fix.handle_op),
-                         record_after=key(fix.record_after), buffer=buffer)
-        if not dedupe:
+            kf = type(fix)(fix.kind, fix.text, key(fix.before), key(fix.handle_op),
+                           key(fix.record_after), fix.event_stream, fix.wait_stream, buffer)
+        if not dedupe:  # (the record made directly: dataclasses.replace costs 6x as much)
             out.append(kf)
         elif kf.identity not in seen:  # (a set: a list's `in` is quadratic in a long run's fixes)
             seen.add(kf.identity)

@@ -67,3 +67,17 @@ def test_the_fix_shift_keys_what_injection_keys_keys():
     wanted = set(list(every.values())[5::7])
     assert len(wanted) > 10
     assert _keyed_host_ops(trace, wanted) == {i: k for i, k in every.items() if k in wanted}
+
+
+def test_injection_keys_of_some_ops_are_the_whole_keying_restricted():
+    """Keying only the actions some fixes name (``injection_keys(trace, only)``, what
+    ``key_fixes`` does) gives each the key the whole keying gives it: its n counts every earlier
+    action of its thread, kind and location, wanted or not (a repeated line, many threads)."""
+    model = load_model(os.path.join(ROOT, "models", "vllm_pp.py"))
+    trace = simulate(model, "regressed_49274", ["requests=2", "decode_steps=3"])
+    every = injection_keys(trace)
+    for k in (3, 7, 11):
+        only = set(list(every)[k::k + 2])
+        assert injection_keys(trace, only) == {i: every[i] for i in every if i in only}
+    twin = _twin_trace(line=False)
+    assert injection_keys(twin, {3}) == {3: injection_keys(twin)[3]}

@@ -1,0 +1,80 @@
+"""Fix costing keys a run's fixes once (``fixcost.Keying``) and then hands each re-run the keyed
+fixes of a group of hazards (all of them, one root cause's instances). That must be exactly what
+keying the group from scratch gives, ``key_fixes(trace, distinct_fixes(group))``: the same keyed
+fixes, by value and in order (a re-run injects them in that order), for every group fix costing
+asks about and for arbitrary subsets, on every model variant with hazards and on generated op logs
+of several ranks and threads (every fix kind, hand-offs included)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from streamsim.analysis.checks import analyse, distinct_fixes
+from streamsim.oplog import simulate_oplog
+from streamsim.pipeline.fixcost import Keying
+from streamsim.sim.inject import key_fixes
+from streamsim.sim.model import load_model
+from streamsim.sim.runner import simulate
+
+from ..native.test_differential import generated_log, load_oplog_text
+
+MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
+LOGS = 150
+
+
+def groups_of(findings, rng: random.Random) -> list[list]:
+    """The groups fix costing keys (all hazards, each root cause's instances), their reverse,
+    and random subsets."""
+    hs = list(findings.hazards)
+    out = [hs] + [[hs[i] for i in rc.instances] for rc in findings.root_causes]
+    out.append(hs[::-1])
+    for _ in range(3):
+        out.append([h for h in hs if rng.random() < 0.5])
+    return out
+
+
+def assert_keyed_alike(trace, what: str, rng: random.Random) -> int:
+    findings = analyse(trace)
+    keying = Keying(trace, findings)
+    for k, group in enumerate(groups_of(findings, rng)):
+        want = key_fixes(trace, distinct_fixes(group))
+        assert keying.of(group) == want, f"{what}: group {k} keyed otherwise"
+    return len(findings.hazards)
+
+
+def test_every_model_variant_keys_each_group_as_from_scratch():
+    rng = random.Random(0)
+    seen = 0
+    for p in MODELS:
+        model = load_model(str(p))
+        for v in model.variants:
+            seen += assert_keyed_alike(simulate(model, v, model.resolve(())), f"{p.name}:{v}", rng)
+    assert seen > 0
+
+
+def test_generated_logs_key_each_group_as_from_scratch():
+    rng = random.Random(1)
+    kinds = set()
+    for seed in range(LOGS):
+        trace = simulate_oplog(load_oplog_text(generated_log(seed)))
+        assert_keyed_alike(trace, f"generated log {seed}", rng)
+        kinds |= {h.fix.kind for h in analyse(trace).hazards if h.fix is not None}
+    assert kinds == {"wait_handle", "event", "event_sync", "record_stream", "handoff"}, kinds
+
+
+def test_a_hazard_it_did_not_key_is_keyed_all_the_same():
+    """A group may hold a hazard that is not one of the findings keyed (an equal copy): its fix
+    is keyed by its places, as key_fixes would."""
+    model = load_model(str(MODELS[0]))
+    for v in model.variants:
+        trace = simulate(model, v, model.resolve(()))
+        findings = analyse(trace)
+        if findings.hazards:
+            break
+    else:
+        pytest.skip("no model variant with hazards")
+    keying = Keying(trace, findings)
+    copies = [type(h)(*(getattr(h, f) for f in h.__slots__)) for h in findings.hazards]
+    assert keying.of(copies) == key_fixes(trace, distinct_fixes(copies))
