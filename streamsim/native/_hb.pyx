@@ -21,9 +21,57 @@ reference words. Tests: tests/native (byte-identical reports on both paths).
 from bisect import bisect_right
 
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject, PyTypeObject
 from libc.string cimport memcpy
 
-from streamsim.trace import HOST, READ, WRITE
+from streamsim.native._slots cimport Py_TYPE, slot, slot_offset
+from streamsim.trace import HOST, READ, WRITE, Access, Op, View
+
+# The fields the pass reads of every op and access, read from their slots (streamsim/native/
+# _slots.pxd): hb_rows checks once, in its first scan, that every op is an Op with these slots
+# set and its after, joins and accesses tuples, and every access an Access of a View, else it
+# leaves the trace to the reference; the walk then reads them without a check.
+cdef PyTypeObject *OP_T = <PyTypeObject *>Op
+cdef PyTypeObject *ACCESS_T = <PyTypeObject *>Access
+cdef PyTypeObject *VIEW_T = <PyTypeObject *>View
+cdef Py_ssize_t O_ID = slot_offset(Op, "id")
+cdef Py_ssize_t O_AGENT = slot_offset(Op, "agent")
+cdef Py_ssize_t O_INDEX = slot_offset(Op, "index")
+cdef Py_ssize_t O_KIND = slot_offset(Op, "kind")
+cdef Py_ssize_t O_ISSUER = slot_offset(Op, "issuer")
+cdef Py_ssize_t O_AFTER = slot_offset(Op, "after")
+cdef Py_ssize_t O_JOINS = slot_offset(Op, "joins")
+cdef Py_ssize_t O_LINE = slot_offset(Op, "line")
+cdef Py_ssize_t O_ACCESSES = slot_offset(Op, "accesses")
+cdef Py_ssize_t A_VIEW = slot_offset(Access, "view")
+cdef Py_ssize_t A_MODE = slot_offset(Access, "mode")
+
+
+cdef inline bint _is_tuple(PyObject *o) noexcept:
+    return o != NULL and Py_TYPE(o) == <PyTypeObject *>tuple
+
+
+cdef bint _readable(PyObject *p) noexcept:
+    """Whether op ``p`` can be read from its slots by the pass (see above)."""
+    cdef PyObject *acc
+    cdef PyObject *view
+    cdef PyObject *accs
+    if Py_TYPE(p) != OP_T or slot(p, O_ID) == NULL or slot(p, O_AGENT) == NULL or \
+            slot(p, O_INDEX) == NULL or slot(p, O_KIND) == NULL or \
+            slot(p, O_ISSUER) == NULL or slot(p, O_LINE) == NULL or \
+            not _is_tuple(slot(p, O_AFTER)) or not _is_tuple(slot(p, O_JOINS)):
+        return False
+    accs = slot(p, O_ACCESSES)
+    if not _is_tuple(accs):
+        return False
+    for a in <tuple>accs:
+        acc = <PyObject *>a
+        if Py_TYPE(acc) != ACCESS_T or slot(acc, A_MODE) == NULL:
+            return False
+        view = slot(acc, A_VIEW)
+        if view == NULL or Py_TYPE(view) != VIEW_T:
+            return False
+    return True
 
 # A byte position: offsets and sizes are at most 2**63 - 1 (docs/oplog.md), so a view's end fits;
 # a position outside [0, 2**64) raises OverflowError, and the caller runs the reference instead.
@@ -411,14 +459,14 @@ cdef class _Pass:
         cdef Found h
         first_mode = fmode
         fop = self.ops[fid]
-        sid = op.id
+        sid = <object>slot(<PyObject *>op, O_ID)
         if self.is_free[sid] or self.is_free[fid]:
             kind = self.UAF
         elif kind is self.WAW:
             raw = self.found.get((fid, sid, self.RAW, rank, buf))
             if raw is not None and (<Found>raw).lo <= lo and hi <= (<Found>raw).hi:
                 return
-        smode = acc.mode
+        smode = <object>slot(<PyObject *>acc, A_MODE)
         swap = <long>self.keys[fid] > <long>self.keys[sid]
         if swap:
             fmode, smode = smode, fmode
@@ -681,11 +729,15 @@ def hb_rows(trace, list keys, tuple names, covered):
     cdef bint any_line = False  # a host action has an op-log line
     cdef bint all_issued = True  # every stream op names the host action that issued it
     cdef long pos = 0
+    cdef PyObject *po
     for op in ops:
-        kind = op.kind
+        po = <PyObject *>op
+        if not _readable(po):
+            return None  # (an op of another type, or unset fields: the reference reads it)
+        kind = <object>slot(po, O_KIND)
         if kind not in covered:
             return None
-        ag = op.agent
+        ag = <object>slot(po, O_AGENT)
         got = by_id.get(id(ag))
         if got is None:
             got = by_eq.get(ag)
@@ -693,12 +745,12 @@ def hb_rows(trace, list keys, tuple names, covered):
                 return None  # the reference restarts knowing every agent
             by_id[id(ag)] = got
         a = got
-        oid = op.id
+        oid = <object>slot(po, O_ID)
         P.agent_of[oid] = a
         P.prev_on[oid] = last_on[a]
         last_on[a] = oid
-        P.index[oid] = op.index
-        iss = op.issuer
+        P.index[oid] = <object>slot(po, O_INDEX)
+        iss = <object>slot(po, O_ISSUER)
         P.issuer[oid] = -1 if iss is None else <long>iss
         P.in_order[pos] = oid
         pos += 1
@@ -706,18 +758,18 @@ def hb_rows(trace, list keys, tuple names, covered):
             if host_agent[a]:
                 P.is_host[oid] = 1
                 used.add(a)
-                ln = op.line
+                ln = <object>slot(po, O_LINE)
                 if ln is not None:
                     P.has_line[oid] = 1
                     P.line[oid] = ln
                     any_line = True
             elif iss is None:
                 all_issued = False
-                ln = op.line
+                ln = <object>slot(po, O_LINE)
                 if ln:
                     P.line[oid] = ln
-        P.after[oid] = op.after
-        P.joins[oid] = op.joins
+        P.after[oid] = <object>slot(po, O_AFTER)
+        P.joins[oid] = <object>slot(po, O_JOINS)
         if kind == "free":
             P.is_free[oid] = 1
             P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
@@ -825,7 +877,7 @@ def hb_rows(trace, list keys, tuple names, covered):
             position[oid] = count
             count += 1
             P.started[oid] = 1
-            accs = op.accesses
+            accs = <object>slot(<PyObject *>op, O_ACCESSES)
             if r < 0 and P.may_skip[a] and not accs and not aft and not joins_l[oid]:
                 P.ended[oid] = 1
                 continue
@@ -907,16 +959,17 @@ def hb_rows(trace, list keys, tuple names, covered):
             if not accs:
                 continue
             rec = _mark(oid, a, e)
-            for acc in accs:
-                got = entries.get(id(acc.view))
+            for acc in <tuple>accs:
+                view = <object>slot(<PyObject *>acc, A_VIEW)
+                got = entries.get(id(view))
                 if got is None:
-                    ent = P.entry(acc.view)
+                    ent = P.entry(view)
                 else:
                     ent = <ViewState>got
                 if ent.touched is not None:
                     P.touch(<dict>ent.touched, op, a, rec, acc, C, D, ent)
                 s = ent.seg
-                mode = acc.mode
+                mode = <object>slot(<PyObject *>acc, A_MODE)
                 if mode is READ or mode == READ:
                     if s.live:
                         if s.write is not None:

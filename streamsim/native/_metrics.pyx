@@ -24,53 +24,33 @@ read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
-from cpython.ref cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
-from types import MemberDescriptorType
+from streamsim.native._slots cimport Py_TYPE, slot as _slot, slot_offset
 
 from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
 cdef extern from "Python.h":
     int PY_VERSION_HEX
-    ctypedef struct PyTypeObject
-    PyTypeObject *Py_TYPE(PyObject *o)
-    ctypedef struct PyMemberDef:
-        const char *name
-        int type
-        Py_ssize_t offset
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
 
-# Op is a slots dataclass: each field a member descriptor at a fixed offset in the object. The
-# scans read those slots directly (a load instead of a getattr: the reads of every op were most
-# of the compiled scans' time); an op of another type (a subclass) takes the reference.
-cdef Py_ssize_t _offset(str name) except -1:
-    descr = Op.__dict__[name]
-    if type(descr) is not MemberDescriptorType:
-        raise TypeError(f"Op.{name} is not a slot")
-    return (<PyMemberDescrObject *>descr).d_member.offset
-
-
+# Op is a slots dataclass: the scans read its slots directly (streamsim/native/_slots.pxd: a load
+# instead of a getattr, the reads of every op were most of the compiled scans' time); an op of
+# another type (a subclass) takes the reference.
 cdef PyTypeObject *OP_TYPE = <PyTypeObject *>Op
-cdef Py_ssize_t OFF_ID = _offset("id")
-cdef Py_ssize_t OFF_AGENT = _offset("agent")
-cdef Py_ssize_t OFF_KIND = _offset("kind")
-cdef Py_ssize_t OFF_START = _offset("start")
-cdef Py_ssize_t OFF_END = _offset("end")
-cdef Py_ssize_t OFF_STEP = _offset("step")
-cdef Py_ssize_t OFF_ISSUER = _offset("issuer")
-cdef Py_ssize_t OFF_LOCATION = _offset("location")
+cdef Py_ssize_t OFF_ID = slot_offset(Op, "id")
+cdef Py_ssize_t OFF_AGENT = slot_offset(Op, "agent")
+cdef Py_ssize_t OFF_KIND = slot_offset(Op, "kind")
+cdef Py_ssize_t OFF_START = slot_offset(Op, "start")
+cdef Py_ssize_t OFF_END = slot_offset(Op, "end")
+cdef Py_ssize_t OFF_STEP = slot_offset(Op, "step")
+cdef Py_ssize_t OFF_ISSUER = slot_offset(Op, "issuer")
+cdef Py_ssize_t OFF_LOCATION = slot_offset(Op, "location")
 
 
 cdef PyObject *ALLOC = <PyObject *>"alloc"
 cdef PyObject *FREE = <PyObject *>"free"
-
-
-cdef inline PyObject *_slot(PyObject *op, Py_ssize_t offset) noexcept:
-    """The (borrowed) value of one of ``op``'s slots: NULL when unset."""
-    return (<PyObject **>((<char *>op) + offset))[0]
 
 
 cdef struct Iv:

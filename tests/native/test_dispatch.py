@@ -118,3 +118,46 @@ def test_a_strided_view_takes_the_reference(monkeypatch, tmp_path):
     trace = simulate_oplog(load_oplog(path))
     assert native.hb_rows(trace, issue_keys(trace), NAMES) is None
     assert [h.kind for h in hb.hb_pass(trace).hazards] == [RAW]  # the full read, not the columns
+
+
+@needs_build
+@pytest.mark.parametrize("odd", ["op subclass", "after list", "access subclass",
+                                 "view subclass", "accesses list"])
+def test_what_its_slots_cannot_read_takes_the_reference(monkeypatch, tmp_path, odd):
+    """The compiled pass reads ops, accesses and views from their slots (native/_slots.pxd):
+    an op of a subclass (which may put a property where a slot was), a list where it reads a
+    tuple, an access or view of a subclass: it declines, and hb_pass gives the reference's
+    hazards (the same ones)."""
+    from streamsim.trace import Access, Op, View
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    trace = race_trace(tmp_path)
+    ops = list(trace.ops)
+    i = next(k for k, op in enumerate(ops) if op.accesses)
+    op = ops[i]
+    if odd == "op subclass":
+        class Sub(Op):
+            __slots__ = ()
+        ops[i] = Sub(*(getattr(op, f) for f in Op.__slots__))
+    elif odd == "after list":
+        ops[i] = dataclasses.replace(op, after=list(op.after))
+    elif odd == "accesses list":
+        ops[i] = dataclasses.replace(op, accesses=list(op.accesses))
+    else:
+        class SubAccess(Access):
+            __slots__ = ()
+
+        class SubView(View):
+            __slots__ = ()
+        acc = op.accesses[0]
+        if odd == "access subclass":
+            acc = SubAccess(acc.view, acc.mode, acc.window)
+        else:
+            v = acc.view
+            acc = Access(SubView(v.rank, v.buffer, v.offset, v.nbytes, v.pattern), acc.mode,
+                         acc.window)
+        ops[i] = dataclasses.replace(op, accesses=(acc, *op.accesses[1:]))
+    other = dataclasses.replace(trace, ops=tuple(ops))
+    assert native.hb_rows(trace, issue_keys(trace), NAMES) is not None
+    assert native.hb_rows(other, issue_keys(other), NAMES) is None
+    assert [(h.kind, h.first, h.second) for h in hb.hb_pass(other).hazards] == \
+        [(h.kind, h.first, h.second) for h in hb.hb_pass(trace).hazards]
