@@ -9,6 +9,7 @@ import sys
 from ..pipeline import check_oplog, run_model, strategies
 from ..gcpause import pipeline_entry
 from .progress import progress
+from .supervise import keep
 from ..report.escape import terminal, terminal_lines
 from ..report.report import Report, render_text
 from ..sim.errors import ModelError
@@ -78,6 +79,7 @@ def _emit(report: Report, args: argparse.Namespace, shown=None) -> int:
         _write_json(report, version)
     else:
         sys.stdout.write(text)
+    keep(report)  # (the child exits without freeing it: see supervise.keep)
     return report.exit_code
 
 
