@@ -57,7 +57,8 @@ odd columns); plain views of plain segments keep the fast path.
 
 **Compiled.** Without kept clocks the pass runs compiled where :mod:`streamsim.native` is built
 (``STREAMSIM_NATIVE=0``: never): the same algorithm in Cython (streamsim/native/_hb.pyx), held
-byte-identical to this one by tests/native; this module stays the reference and the fallback (a trace with a strided view takes it).
+byte-identical to this one by tests/native (strided views included); this module stays the
+reference and the fallback.
 
 One module because the pass is one loop whose hot paths (clock joins, segment lookups) are inlined
 by hand: split into functions across modules, it pays a call per access on millions of accesses.

@@ -112,17 +112,15 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
             ) -> tuple[list[tuple], list[int], list[int]] | None:
     """The compiled HB pass (:func:`streamsim.analysis.hb.hb_pass` without kept clocks): its
     sorted hazard rows, ``position`` and ``agent_of``; None when the pure-Python pass must run
-    instead (compiled core off or absent, an op kind not covered, a strided view, an op of an
-    agent not in ``trace.agents``, or an ordering error, which the reference words). ``keys``: the trace's
+    instead (compiled core off or absent, an op kind not covered, an op it cannot read from its
+    slots, an op of an agent not in ``trace.agents``, or an ordering error, which the reference
+    words). ``keys``: the trace's
     issue keys (:func:`streamsim.trace.issue_keys`), or None: the compiled pass computes the same
     keys from the fields it reads of each op anyway (a scan of the Python ops less);
     ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
     if not available():
         return None
-    try:
-        return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
-    except _compiled.NotCovered:  # a strided view (streamsim.strided): the reference's alone
-        return None
+    return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
 
 
 def _on() -> bool:

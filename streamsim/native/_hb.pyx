@@ -25,6 +25,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.string cimport memcpy
 
 from streamsim.native._slots cimport Py_TYPE, slot, slot_offset
+from streamsim.strided import block_hits, covers
 from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 
 # The fields the pass reads of every op and access, read from their slots (streamsim/native/
@@ -98,11 +99,6 @@ cdef struct DHist:
     long **c
 
 
-class NotCovered(Exception):
-    """What the compiled pass was not written for met in the middle of it (a strided view, which
-    the reference keeps in mixed segments): the caller runs the reference instead."""
-
-
 cdef class Mark:
     """Who accessed: (op, agent, epoch), as the reference's mark tuple."""
     cdef public long op
@@ -126,16 +122,48 @@ cdef class Seg:
     cdef bint live
     cdef object write  # Mark or None
     cdef object reads  # dict {agent: Mark} or None
+    cdef object mixed  # Mixed: a strided access touched it (its state is there), or None
 
 
-cdef Seg _seg(pos_t lo, pos_t hi, object write, object reads):
+cdef Seg _seg(pos_t lo, pos_t hi, object write, object reads, object mixed=None):
     cdef Seg s = Seg.__new__(Seg)
     s.lo = lo
     s.hi = hi
     s.live = True
     s.write = write
     s.reads = reads
+    s.mixed = mixed
     return s
+
+
+cdef class Mixed:
+    """The state of a mixed segment (the reference's _Mixed): ``writes`` and ``reads``, lists of
+    (Mark, view) in issue order, view None for a plain access (it covered the segment)."""
+    cdef list writes
+    cdef list reads
+
+    cdef Mixed copy(self):
+        return _mixed(list(self.writes), list(self.reads))
+
+
+cdef Mixed _mixed(list writes, list reads):
+    cdef Mixed m = Mixed.__new__(Mixed)
+    m.writes = writes
+    m.reads = reads
+    return m
+
+
+cdef inline object _mixed_copy(object m):
+    """A split segment's copy of its mixed state (the reference's ``s.mixed and s.mixed.copy()``)."""
+    return None if m is None else (<Mixed>m).copy()
+
+
+cdef bint _covered(object entry_view, object v, pos_t lo, pos_t hi) except -1:
+    """The reference's _covered: does view ``v`` (a plain one covers the segment) touch every
+    byte that an entry of view ``entry_view`` (None: plain) touches in [lo, hi)?"""
+    if v.pattern is None or entry_view == v:
+        return True
+    return entry_view is None and covers(v.pattern, v.offset, v.nbytes, lo, hi)
 
 
 cdef class ViewState:
@@ -149,6 +177,7 @@ cdef class ViewState:
     cdef object buffer
     cdef object view
     cdef object touched  # dict or None
+    cdef bint strided  # a view with a pattern: every segment of its hull mixed
 
 
 cdef class Found:
@@ -505,8 +534,6 @@ cdef class _Pass:
                 h.manifest = True
 
     cdef ViewState entry(self, object v):
-        if v.pattern is not None:  # a strided view: the reference's mixed segments
-            raise NotCovered(v)
         sk = (v.rank, v.buffer)
         st = self.stores.get(sk)
         if st is None:
@@ -521,8 +548,52 @@ cdef class _Pass:
         ent.rank = v.rank
         ent.buffer = v.buffer
         ent.view = v
+        ent.strided = v.pattern is not None
         self.entries[id(v)] = ent
         return ent
+
+    cdef mixed(self, list segs, long k, object op, object acc, long a, Mark rec, dict C,
+               const long *D, ViewState ent):
+        """Check and record ``acc`` on segment ``segs[k]`` as a mixed segment (the reference's
+        ``mixed``): a strided access, or a plain one on a segment some strided access made
+        mixed (a plain access covers the whole segment)."""
+        cdef Seg s = <Seg>segs[k]
+        cdef pos_t lo = s.lo, hi = s.hi
+        cdef Mark w, r
+        cdef Mixed m
+        v = <object>slot(<PyObject *>acc, A_VIEW)
+        pat = v.pattern
+        if pat is not None and not block_hits(pat, v.offset, v.nbytes, lo, hi):
+            return  # the view has no byte here
+        if s.mixed is None:  # a plain segment becomes mixed: a new one (views remember the old)
+            m = _mixed([(s.write, None)] if s.write is not None else [],
+                       [(ro, None) for ro in (<dict>s.reads).values()] if s.reads else [])
+            s.live = False
+            s = _seg(lo, hi, None, None, m)
+            segs[k] = s
+        else:
+            m = <Mixed>s.mixed
+        write = <object>slot(<PyObject *>acc, A_MODE) == WRITE
+        own = v if pat is not None else None
+        for e in m.writes:
+            w = <Mark>(<tuple>e)[0]
+            wv = (<tuple>e)[1]
+            if _cget(C, D, w.agent) < w.epoch and (wv is None or wv.overlaps(v)):
+                self.report(w, WRITE, op, acc, self.WAW if write else self.RAW, lo, hi, ent.rank,
+                            ent.buffer)
+        if write:
+            for e in m.reads:
+                r = <Mark>(<tuple>e)[0]
+                rv = (<tuple>e)[1]
+                if _cget(C, D, r.agent) < r.epoch and (rv is None or rv.overlaps(v)):
+                    self.report(r, READ, op, acc, self.WAR, lo, hi, ent.rank, ent.buffer)
+            m.writes = [e for e in m.writes if not _covered((<tuple>e)[1], v, lo, hi)]
+            m.writes.append((rec, own))
+            m.reads = [e for e in m.reads if not _covered((<tuple>e)[1], v, lo, hi)]
+        else:
+            m.reads = [e for e in m.reads if (<Mark>(<tuple>e)[0]).agent != a
+                       or not _covered((<tuple>e)[1], v, lo, hi)]
+            m.reads.append((rec, own))
 
     cdef touch(self, dict touched, object op, long a, Mark rec, object acc, dict C,
                const long *D, ViewState ent):
@@ -615,8 +686,10 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
     if i >= 0 and (<Seg>segs[i]).hi > lo:
         s = <Seg>segs[i]
         if s.lo < lo:
-            segs[i:i + 1] = [_seg(s.lo, lo, s.write, dict(s.reads) if s.reads else None),
-                             _seg(lo, s.hi, s.write, dict(s.reads) if s.reads else None)]
+            segs[i:i + 1] = [_seg(s.lo, lo, s.write, dict(s.reads) if s.reads else None,
+                                  _mixed_copy(s.mixed)),
+                             _seg(lo, s.hi, s.write, dict(s.reads) if s.reads else None,
+                                  _mixed_copy(s.mixed))]
             starts.insert(i + 1, lo)
             s.live = False
             i += 1
@@ -628,8 +701,10 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
         if j < len(segs) and (<Seg>segs[j]).lo == pos:
             s = <Seg>segs[j]
             if s.hi > hi:
-                segs[j:j + 1] = [_seg(s.lo, hi, s.write, dict(s.reads) if s.reads else None),
-                                 _seg(hi, s.hi, s.write, dict(s.reads) if s.reads else None)]
+                segs[j:j + 1] = [_seg(s.lo, hi, s.write, dict(s.reads) if s.reads else None,
+                                      _mixed_copy(s.mixed)),
+                                 _seg(hi, s.hi, s.write, dict(s.reads) if s.reads else None,
+                                      _mixed_copy(s.mixed))]
                 starts.insert(j + 1, hi)
                 s.live = False
                 s = <Seg>segs[j]
@@ -968,6 +1043,14 @@ def hb_rows(trace, list keys, tuple names, covered):
                     ent = <ViewState>got
                 if ent.touched is not None:
                     P.touch(<dict>ent.touched, op, a, rec, acc, C, D, ent)
+                if ent.strided:  # a strided view: every segment of its hull, mixed
+                    if ent.hi > ent.lo:
+                        segs = ent.segs
+                        ij = _cover(ent.starts, segs, ent.lo, ent.hi)
+                        i, j2 = ij
+                        for k in range(i, j2):
+                            P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                    continue
                 s = ent.seg
                 mode = <object>slot(<PyObject *>acc, A_MODE)
                 if mode is READ or mode == READ:
@@ -988,10 +1071,13 @@ def hb_rows(trace, list keys, tuple names, covered):
                     segs = ent.segs
                     ij = _cover(ent.starts, segs, lo, hi)
                     i, j2 = ij
-                    if j2 - i == 1:
+                    if j2 - i == 1 and (<Seg>segs[i]).mixed is None:
                         ent.seg = <Seg>segs[i]
                     for k in range(i, j2):
                         s = <Seg>segs[k]
+                        if s.mixed is not None:
+                            P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                            continue
                         if s.write is not None:
                             w = <Mark>s.write
                             if _cget(C, D, w.agent) < w.epoch:
@@ -1026,6 +1112,10 @@ def hb_rows(trace, list keys, tuple names, covered):
                 i, j2 = ij
                 for k in range(i, j2):
                     s = <Seg>segs[k]
+                    if s.mixed is not None:  # checked as mixed, then replaced as the others
+                        P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                        (<Seg>segs[k]).live = False
+                        continue
                     if s.write is not None:
                         w = <Mark>s.write
                         if _cget(C, D, w.agent) < w.epoch:

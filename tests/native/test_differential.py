@@ -48,10 +48,10 @@ TESTS = Path(__file__).resolve().parents[1]
 def generated_log(seed: int, ranks: int | None = None) -> str:
     """A valid op log of 1-3 ranks (or ``ranks``): kernels and host work on two threads, events
     and syncs, NCCL p2p (batches, both stream layouts), every collective, gloo objects, handle
-    waits and queries,
-    allocations, frees and ``record_stream``, views with offsets, the rooted collectives and the
-    barrier, put/get hand-offs between the two threads of a rank. One global sequence of steps
-    projected on the ranks (no send waits for a receive issued later on its rank)."""
+    waits and queries, allocations, frees and ``record_stream``, views with offsets and strided
+    views, the rooted collectives and the barrier, put/get hand-offs between the two threads of a
+    rank. One global sequence of steps projected on the ranks (no send waits for a receive issued
+    later on its rank)."""
     R = random.Random(seed)
     drawn = R.randint(1, 3)
     ranks = drawn if ranks is None else ranks
@@ -77,6 +77,11 @@ def generated_log(seed: int, ranks: int | None = None) -> str:
         buf = R.choice([b for b in BUFFERS if b not in freed[r]] or ["spare"])
         if R.random() < 0.5:
             return buf
+        if R.random() < 0.15:  # a strided view (x[:, 0::2]): some bytes of its hull (mixed segments)
+            sizes = [R.randint(1, 3) for _ in range(R.randint(1, 2))]
+            strides = [R.randint(0, 4) for _ in sizes]
+            return {"buffer": buf, "offset": R.randint(0, 20), "sizes": sizes,
+                    "strides": strides, "itemsize": R.randint(1, 2)}
         off = R.randint(0, NBYTES - 1)
         view = {"buffer": buf, "offset": off, "nbytes": R.randint(1, NBYTES - off)}
         if R.random() < 0.2:
@@ -316,6 +321,21 @@ def test_logs_use_every_covered_kind():
         seen |= {op.kind for op in simulate_oplog(log).ops}
     assert seen == set(native.COVERED_KINDS), sorted(set(native.COVERED_KINDS) ^ seen)
     del path
+
+
+def test_logs_have_strided_views_the_compiled_pass_runs_on():
+    """One log in several has a strided view (mixed segments), and the compiled pass runs on it
+    (it no longer hands such a trace to the reference)."""
+    from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
+    from streamsim.oplog import simulate_oplog
+    from streamsim.trace import issue_keys
+    strided = 0
+    for i in range(100):
+        t = simulate_oplog(load_oplog_text(generated_log(i)))
+        if any(acc.view.pattern is not None for op in t.ops for acc in op.accesses):
+            strided += 1
+            assert native.hb_rows(t, issue_keys(t), (RAW, WAR, WAW, USE_AFTER_FREE)) is not None
+    assert strided >= 20, strided
 
 
 def load_oplog_text(text: str):
