@@ -48,18 +48,26 @@ class Keying:
     def __init__(self, trace: Trace, findings: Findings):
         hazards = findings.hazards
         self._hazards = hazards  # (kept alive: ``_sync`` is keyed by their ids)
-        fixes = distinct_fixes(hazards)
+        fixes: list[Fix] = []  # distinct_fixes(hazards), each fix's identity hashed once here
+        index: dict[tuple, int] = {}  # a fix's identity (op ids) -> its index in ``fixes``
+        which: list[tuple[int, int]] = []  # (id of a hazard with a fix, its fix's index)
+        for h in hazards:
+            if h.fix is not None:
+                i = index.setdefault(h.fix.identity, len(fixes))
+                if i == len(fixes):
+                    fixes.append(h.fix)
+                which.append((id(h), i))
         keyed = key_fixes(trace, fixes, dedupe=False)
         self._keyed: list[Fix] = []  # sync number -> its keyed fix (the first of its identity)
         numbers: dict[tuple, int] = {}  # keyed identity -> sync number
-        self._of: dict[tuple, int] = {}  # a fix's identity (op ids) -> its sync number
-        for f, kf in zip(fixes, keyed):
+        sync_of = []  # fix index -> sync number
+        for kf in keyed:
             n = numbers.setdefault(kf.identity, len(numbers))
             if n == len(self._keyed):
                 self._keyed.append(kf)
-            self._of[f.identity] = n
-        of = self._of
-        self._sync = {id(h): of[h.fix.identity] for h in hazards if h.fix is not None}
+            sync_of.append(n)
+        self._of = {ident: sync_of[i] for ident, i in index.items()}  # identity -> sync
+        self._sync = {h: sync_of[i] for h, i in which}  # id(hazard) -> sync number
         # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
         # for every subset costed, so found once rather than by a scan of the trace per re-run)
         self.delayed = _delayed_ops(trace, {kf.before for kf in self._keyed})
