@@ -497,6 +497,14 @@ def test_bounds_are_left_to_the_reference_which_words_them(monkeypatch):
         simulate_oplog(log, max_ops=10)
     with pytest.raises(BoundExceeded, match="max_time"):
         simulate_oplog(log, max_time=20.0)
+    threads = load_oplog_text("".join(  # (a thread's settle past the bound: the engine's error)
+        '{"op": "host", "host": "%s", "dur": 5}\n{"op": "launch", "host": "%s", "stream": "s"}\n'
+        % (t, t) for t in ("main", "aux") * 3))
+    assert threaded(threads)
+    assert replay_mod._replayed_natively(threads, None, 0.0, 5_000_000, 12.0) is None
+    assert replay_mod._replayed_natively(threads, None, 0.0, 5_000_000, 1e12) is not None
+    with pytest.raises(BoundExceeded, match="max_time"):
+        simulate_oplog(threads, max_time=12.0)
 
 
 def test_the_comparison_catches_a_difference(monkeypatch):
