@@ -135,8 +135,11 @@ cdef enum:
     H_GATED = 9    # before a line: waited for an earlier line of another thread to take effect
     H_PREP = 10    # before a line, its line order kept: its call begins (use_stream), fixes
     H_HANDOFF = 11  # get: waited for its channel's matching put to be issued (Channels.get)
-    H_CALL_SETTLED = 12  # no line order to keep (no gates): the call's own first settle waited
-    # (Engine.host_op's, or wait_event's, free's, a comm op's: after use_stream made its stream)
+    H_CALL_SETTLED = 12  # the call's own first settle waited (Engine.host_op's, or
+    # wait_event's, free's, a comm op's: after use_stream made its stream; after the line's own
+    # settle it waits only when that one's timeout fell short of the clock by a rounding)
+    H_SETTLED2 = 13  # wait_event, free, isend/irecv, a collective: its enqueue's own settle
+    # waited (only after a first settle's timeout short of the clock by a rounding)
     H_DONE = -1    # its program ended
 
 # a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream), as the caller
@@ -280,6 +283,7 @@ cdef class _Run:
     cdef char* shared  # host: a thread of a rank of several threads (HostState.shared)
     cdef int* gatej  # host: the position in host_gates of the gate it waits for
     cdef list host_gates  # per host: the gates of the line (or batch) it is at
+    cdef list host_s2  # per host: what its call read before its second settle waited, or None
     cdef dict gates, sig_waiters
     cdef object awaited, on_start
     cdef set taken
@@ -402,6 +406,7 @@ cdef class _Run:
         self.wait_target.append(-1)
         self.host_kind.append(-1)
         self.host_gates.append(None)
+        self.host_s2.append(None)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -698,11 +703,8 @@ cdef class _Run:
                         return 0
                     continue
                 self.state[h] = H_PREP
-            elif st == H_SETTLED:  # simulated time reached the clock: the line's gates
-                if self.clock[h] > self.now:
-                    raise _Fallback()  # (a timeout short of the clock by a rounding: the call's
-                    # own settles would wait again, between its reads of shared state)
-                j = self.pos[h]
+            elif st == H_SETTLED:  # simulated time reached the clock (or, by a rounding, fell
+                j = self.pos[h]  # short of it: the call's own settle waits again): its gates
                 batch = self.host_batches[h].get(j) if self.host_batches[h] is not None \
                     else None
                 if batch:
@@ -741,8 +743,9 @@ cdef class _Run:
                                 self.lines[self.lineof[<int>target]].op == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.line_barrier[h] = self.last[s]
-                if self.shared[h] and not self.gates and not self.blocking_call(h, kind, ln):
-                    # (no gates: the program does not call in_line_order; the call settles)
+                if self.shared[h] and not self.blocking_call(h, kind, ln):
+                    # (the call's first settle: without gates the program does not call
+                    # in_line_order; with them it waits only after a timeout short of the clock)
                     self.state[h] = H_CALL_SETTLED
                     if self.clock[h] > self.now:
                         if self.clock[h] > self.max_time:
@@ -757,10 +760,8 @@ cdef class _Run:
                     self.state[h] = H_INJECT
                 else:
                     self.state[h] = H_ACTION
-            elif st == H_CALL_SETTLED:  # (no fix with shared threads: the action)
-                if self.clock[h] > self.now:
-                    raise _Fallback()  # (short by a rounding: its next settle would wait again)
-                self.state[h] = H_ACTION
+            elif st == H_CALL_SETTLED or st == H_SETTLED2:  # (no fix with shared threads)
+                self.state[h] = H_ACTION  # (a second settle: the action goes on from it)
             elif st == H_INJECT:
                 specs = self.host_specs[h]
                 k = self.injk[h]
@@ -978,7 +979,14 @@ cdef class _Run:
             self.attrs[op]["event"] = ln.event
             self.events[(rank, ln.event)] = op
         elif kind == K_WAIT_EVENT:
-            rec = self.events.get((rank, ln.event))
+            got = self.host_s2[h]
+            if got is None:
+                rec = self.events.get((rank, ln.event))  # (read before its enqueue settles)
+                if self.shared[h] and self.clock[h] > self.now:
+                    return self.settle2(h, (rec,))
+            else:
+                rec = got[0]
+                self.host_s2[h] = None
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
                               () if rec is None else (rec,))
             self.attrs[op]["event"] = ln.event
@@ -997,7 +1005,14 @@ cdef class _Run:
             if ln.nbytes is None:
                 raise _Fallback()
             key = (rank, ln.buffer)
-            earlier = self.freed.pop(key, None)
+            got = self.host_s2[h]
+            if got is None:
+                earlier = self.freed.pop(key, None)  # (taken before its enqueue settles)
+                if self.shared[h] and self.clock[h] > self.now:
+                    return self.settle2(h, (earlier,))
+            else:
+                earlier = got[0]
+                self.host_s2[h] = None
             view = View(rank, ln.buffer, 0, int(ln.nbytes))
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (Access(view, "write"),), ())
             self.attrs[op]["buffer"] = ln.buffer
@@ -1019,10 +1034,17 @@ cdef class _Run:
             self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
         elif (kind == K_ISEND or kind == K_IRECV) and ln.batch is not None:
             self.batch(h, ln, self.host_batches[h][self.pos[h]])
-        elif kind == K_ISEND or kind == K_IRECV:
-            self.p2p(h, kind, line, ln)
-        elif kind == K_COLLECTIVE:
-            self.collective(h, line, ln)
+        elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
+            if self.shared[h]:  # (its enqueue's settle: nothing it reads comes before)
+                if self.host_s2[h] is None:
+                    if self.clock[h] > self.now:
+                        return self.settle2(h, ())
+                else:
+                    self.host_s2[h] = None
+            if kind == K_COLLECTIVE:
+                self.collective(h, line, ln)
+            else:
+                self.p2p(h, kind, line, ln)
         elif kind == K_ISEND_OBJECT:
             self.isend_object(h, line, ln)
         elif kind == K_QUERY:
@@ -1059,6 +1081,17 @@ cdef class _Run:
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         self.line_done(h)
         return False
+
+    cdef bint settle2(self, int h, tuple got) except -1:
+        """A call's second settle (its enqueue's Engine.host_op, after wait_event's, free's or
+        a comm op's own) waits: ``got``, what the call read before it, is kept for the action's
+        resumption (H_SETTLED2). True: the host waits."""
+        if self.clock[h] > self.max_time:
+            raise _Fallback()  # (the reference's TimeBoundExceeded)
+        self.host_s2[h] = got
+        self.state[h] = H_SETTLED2
+        self.push(self.clock[h] - self.now, NORMAL, h)
+        return True
 
     cdef void line_done(self, int h) except *:
         """The line's call returned (replay._Replay.program): the lines of other threads that
@@ -1794,7 +1827,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.m_arrived, r.m_arrived_waiter = [], []
     r.c_members, r.c_expected, r.c_started, r.c_waiters, r.c_end = [], [], [], [], []
     r.host_handles = []
-    r.host_gates = []
+    r.host_gates, r.host_s2 = [], []
     r.gates = gates or {}
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start

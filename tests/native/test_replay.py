@@ -466,6 +466,21 @@ THREADED_LOGS = {
                        '{"op": "host", "host": "aux", "dur": 10}\n'
                        '{"op": "launch", "host": "aux", "stream": "b"}\n'
                        '{"op": "wait_event", "host": "aux", "stream": "c", "event": "e"}\n',
+    # a settle's timeout falls short of the clock by a rounding (21.1 + (114.8 - 21.1) is
+    # 114.79999999999998): the call's own settle waits again (after the line's gates)
+    "a settle short of its clock": '{"op": "record", "stream": "s", "event": "e", "t": 21.1}\n'
+                                   '{"op": "wait_event", "host": "aux", "stream": "s2", "event": "e"}\n'
+                                   '{"op": "wait_event", "host": "aux", "stream": "s3", "event": "e", "t": 114.8}\n'
+                                   '{"op": "launch", "host": "aux", "stream": "s3", "t": 114.8}\n'
+                                   '{"op": "host", "dur": 93.7}\n{"op": "launch", "stream": "s3"}\n',
+    # the same without gates: a wait_event's first settle falls short, it reads the event, and
+    # its enqueue's settle waits again, to 114.8, where the main thread's sync resumes first
+    "a second settle": '{"op": "host", "host": "aux", "dur": 21.1}\n'
+                       '{"op": "sync_stream", "host": "aux", "stream": "x"}\n'
+                       '{"op": "wait_event", "host": "aux", "stream": "y", "event": "f", "t": 114.8}\n'
+                       '{"op": "free", "host": "aux", "buffer": "b", "t": 220.3}\n'
+                       '{"op": "host", "dur": 114.8}\n{"op": "sync_stream", "stream": "z"}\n'
+                       '{"op": "launch", "stream": "z"}\n',
     # a handle issued on one thread, waited on another; a device sync on a third
     "a handle across threads": '{"op": "group", "group": "g", "backend": "nccl", "ranks": [0, 1]}\n'
                                '{"op": "isend", "peer": 1, "group": "g", "tensors": ["a"], "handle": "h"}\n'
