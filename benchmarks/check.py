@@ -44,7 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from programs import write_random_program, write_recorded_program  # noqa: E402
+from programs import (write_random_program, write_recorded_program,  # noqa: E402
+                      write_threaded_program)
 from timing import time_command  # noqa: E402
 
 TARGET_STUBBED, TARGET_DEFAULT = 3.0, 2.0  # x CSAN stubbed: --no-fix-cost, and fixes costed
@@ -360,14 +361,17 @@ def replay(n: int, repeat: int, tmp: str) -> None:
     from streamsim.gcpause import gc_paused
     from streamsim.oplog import load_oplog, replay as oplog_replay, simulate_oplog
     from streamsim.sim.inject import key_fixes
-    random_log, recorded_log = (os.path.join(tmp, f"{k}{n}.jsonl") for k in ("random", "rec"))
+    random_log, recorded_log, threaded_log = (os.path.join(tmp, f"{k}{n}.jsonl")
+                                              for k in ("random", "rec", "threads"))
     write_random_program(random_log, n)
     write_recorded_program(recorded_log, n)
+    write_threaded_program(threaded_log, n)
     print(f"op-log replay, CPU best of {repeat} alternating (median), gc paused:")
     for label, log in {"random program": random_log,
                        "recorded-like pipeline (gloo isend/irecv, waits, allocations)":
                        recorded_log, "random program, all its fixes (a fix re-run)":
-                       random_log}.items():
+                       random_log, "two threads of a rank (a loader's put, the loop's get)":
+                       threaded_log}.items():
         oplog = load_oplog(log)
         fixes = ()
         if "fix" in label:

@@ -79,3 +79,49 @@ def write_recorded_program(path: str, n_lines: int, *, ranks: int = 2, seed: int
                 written += len(out)
             step += 1
     return written
+
+
+def write_threaded_program(path: str, n_lines: int, *, seed: int = 0) -> int:
+    """Write an op log of one rank of two host threads (a data loader and the training loop)
+    of about ``n_lines`` lines to ``path``; return the lines written. Each step the loader
+    allocates a batch, fills it (host work), copies it to the device on its ``copy`` stream,
+    records an event and puts the batch on a queue; the loop gets it, makes ``compute`` wait
+    for the event, runs forward and backward kernels on it, syncs every 16th step, and frees
+    the batch. Every line has the recorder's ``t``: the threads' line order (issueorder) and
+    the hand-off are what the replay keeps between them."""
+    rnd = random.Random(seed)
+    dumps = json.dumps
+    clock = {"loader": 0.0, "main": 0.0}
+    written = 0
+
+    def line(host: str, obj: dict) -> str:
+        clock[host] += round(rnd.uniform(0.5, 20.0), 1)
+        obj.update(host=host, t=clock[host])
+        return dumps(obj) + "\n"
+    with open(path, "w") as f:
+        step = 0
+        while written < n_lines:
+            batch, gpu, ready = f"batch{step % 8}", f"gpu{step % 8}", f"ready{step % 8}"
+            out = [line("loader", {"op": "alloc", "buffer": batch, "nbytes": 1 << 16,
+                                   "stream": "copy"}),
+                   line("loader", {"op": "host", "name": "fill_", "writes": [batch],
+                                   "dur": round(rnd.uniform(5, 60), 1)}),
+                   line("loader", {"op": "launch", "name": "copy_", "stream": "copy",
+                                   "reads": [batch], "writes": [gpu], "dur": 4.0}),
+                   line("loader", {"op": "record", "stream": "copy", "event": ready}),
+                   line("loader", {"op": "put", "channel": "batches"}),
+                   line("main", {"op": "get", "channel": "batches"}),
+                   line("main", {"op": "wait_event", "stream": "compute", "event": ready}),
+                   line("main", {"op": "launch", "name": "forward", "stream": "compute",
+                                 "reads": [gpu, "weights"], "writes": ["act"],
+                                 "dur": round(rnd.uniform(10, 80), 1)}),
+                   line("main", {"op": "launch", "name": "backward", "stream": "compute",
+                                 "reads": ["act", "weights"], "writes": ["grads"],
+                                 "dur": round(rnd.uniform(20, 160), 1)})]
+            if step % 16 == 15:
+                out.append(line("main", {"op": "sync_device"}))
+            out.append(line("main", {"op": "free", "buffer": batch}))
+            f.writelines(out)
+            written += len(out)
+            step += 1
+    return written

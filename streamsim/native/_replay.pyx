@@ -2,11 +2,15 @@
 """The compiled replay of an op log: the simpy engine's schedule, event for event, in C.
 
 The reference is the simpy replay (streamsim/oplog/replay.py driving streamsim/sim/engine.py,
-host.py and comm.py through the modelling API). This module replays the op logs of one host
-thread a rank whose lines are of the kinds of :data:`KINDS`: kernels, host work, events, host
-syncs, allocations, frees, ``record_stream``, NCCL and gloo sends and receives (not batched),
-the unrooted collectives, handle waits, gloo object sends; and fix costing's re-runs of them
-with event, event-sync and ``record_stream`` fixes (streamsim/sim/inject.py). For those, it runs
+host.py and comm.py through the modelling API). This module replays the op logs whose lines
+are of the kinds of :data:`KINDS`: kernels, host work, events, host syncs, allocations, frees,
+``record_stream``, NCCL and gloo sends and receives (batched or not), the collectives, handle
+waits and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have several host
+threads, which keep the reference's line order between them (streamsim/oplog/issueorder.py:
+each thread settles its clock and waits for the lines of other threads its line must follow;
+a line waited for is taken once its call returns, a blocking one as it starts); and fix
+costing's re-runs, of logs of one host thread a rank, with event, event-sync,
+``record_stream`` and handle-wait fixes (streamsim/sim/inject.py). For those, it runs
 the same discrete-event schedule as simpy does for the engine: a heap of (time, priority,
 insertion number) entries, each resuming one process (a host thread or a stream's loop) at the
 point it yielded, with the same entries pushed in the same order (a process's start: urgent; a
@@ -16,7 +20,9 @@ same way and every op gets the same id, times, sequence positions, edges, attrs 
 the reference gives it. (A simpy event with several waiters, a collective's start, resumes them
 in one step; here each is an entry of its own, pushed in the same order with consecutive
 numbers: nothing a resumed stream schedules can come between them, as it schedules only normal
-entries.) It makes the engine's own
+entries. A line's signal that host threads wait on is one entry that resumes them all in one
+step, in the order they began waiting: a resumed host may start a stream, an urgent entry.)
+It makes the engine's own
 records (``Rec``, handed over by :func:`bind`) and leaves the trace to the engine's own
 ``build_trace``, so the two traces are built by one function.
 
@@ -47,7 +53,7 @@ KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
                    "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all",
                    "send_object", "recv_object", "isend_object", "reduce", "gather", "scatter",
-                   "barrier", "query"})
+                   "barrier", "query", "put", "get"})
 # (streamsim.sim.comm: SIZED_BY_INPUTS, SIZED_BY_SHARE, _MATCHED, joined_members' flows)
 _SIZED_BY_INPUTS = frozenset({"reduce_scatter", "all_to_all", "reduce"})
 _MATCHED = frozenset({"reduce", "gather", "scatter", "barrier"})
@@ -124,6 +130,16 @@ cdef enum:
     H_ACTION = 5   # the line's own action, its fixes' syncs done
     H_OBJ_WAIT = 6  # send_object: waited for its receive to start; recv_object: for its data
     H_OBJ_SENT = 7  # send_object: waited for its duration
+    # a thread of a rank of several threads (replay._Replay.in_line_order, sim/handoff.py):
+    H_SETTLED = 8  # before a line: waited for simulated time to reach its clock (Host.settle)
+    H_GATED = 9    # before a line: waited for an earlier line of another thread to take effect
+    H_PREP = 10    # before a line, its line order kept: its call begins (use_stream), fixes
+    H_HANDOFF = 11  # get: waited for its channel's matching put to be issued (Channels.get)
+    H_CALL_SETTLED = 12  # the call's own first settle waited (Engine.host_op's, or
+    # wait_event's, free's, a comm op's: after use_stream made its stream; after the line's own
+    # settle it waits only when that one's timeout fell short of the clock by a rounding)
+    H_SETTLED2 = 13  # wait_event, free, isend/irecv, a collective: its enqueue's own settle
+    # waited (only after a first settle's timeout short of the clock by a rounding)
     H_DONE = -1    # its program ended
 
 # a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream), as the caller
@@ -153,6 +169,8 @@ cdef enum:
     K_RECV_OBJECT = 15
     K_ISEND_OBJECT = 16  # (a comm op, on the group's gloo channel)
     K_QUERY = 17
+    K_PUT = 18  # (hand-offs between the host threads of a rank: a host action, a blocking get)
+    K_GET = 19
 
 cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "wait_event": K_WAIT_EVENT, "sync_event": K_SYNC_EVENT,
@@ -164,7 +182,8 @@ cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "all_to_all": K_COLLECTIVE, "send_object": K_SEND_OBJECT,
                         "recv_object": K_RECV_OBJECT, "isend_object": K_ISEND_OBJECT,
                         "reduce": K_COLLECTIVE, "gather": K_COLLECTIVE,
-                        "scatter": K_COLLECTIVE, "barrier": K_COLLECTIVE, "query": K_QUERY}
+                        "scatter": K_COLLECTIVE, "barrier": K_COLLECTIVE, "query": K_QUERY,
+                        "put": K_PUT, "get": K_GET}
 
 
 cdef struct Entry:
@@ -257,6 +276,20 @@ cdef class _Run:
     cdef list key_line  # per host: the rest of an action's injection key -> its line's index
     cdef list wait_target  # per host: the comm op its blocking wait is on
     cdef list host_kind  # per host: the kind of the line it is at (looked up once a line)
+    # the line order between the threads of a rank (oplog/issueorder.py, replay._Replay): per
+    # line the earlier lines of other threads it waits for; the lines some line waits for, those
+    # taken (in effect), and per line not yet taken the hosts blocked on it (its Signal's
+    # waiters, in the order they began waiting); the kinds taken as they start
+    cdef char* shared  # host: a thread of a rank of several threads (HostState.shared)
+    cdef int* gatej  # host: the position in host_gates of the gate it waits for
+    cdef list host_gates  # per host: the gates of the line (or batch) it is at
+    cdef list host_s2  # per host: what its call read before its second settle waited, or None
+    cdef dict gates, sig_waiters
+    cdef object awaited, on_start
+    cdef set taken
+    # hand-offs (sim/handoff.py, Channels): per (rank, channel) its puts so far and its gets;
+    # per (rank, channel, k) the host whose get waits for the k-th put
+    cdef dict ch_puts, ch_gets, ch_waiting
 
     def __cinit__(self):
         self.heap = NULL
@@ -268,6 +301,8 @@ cdef class _Run:
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
         self.clock = NULL
         self.injk = NULL
+        self.shared = NULL
+        self.gatej = NULL
         self.queue = NULL
         self.qlen = self.qcap = NULL
         self.nag = 0
@@ -284,6 +319,7 @@ cdef class _Run:
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
+        free(self.shared); free(self.gatej)
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -326,11 +362,14 @@ cdef class _Run:
             self.qlen = <int*>realloc(self.qlen, cap * sizeof(int))
             self.qcap = <int*>realloc(self.qcap, cap * sizeof(int))
             self.injk = <int*>realloc(self.injk, cap * sizeof(int))
+            self.shared = <char*>realloc(self.shared, cap)
+            self.gatej = <int*>realloc(self.gatej, cap * sizeof(int))
             if (self.is_host == NULL or self.lend == NULL or self.wake == NULL or
                     self.count == NULL or self.state == NULL or self.cur == NULL or
                     self.pos == NULL or self.depj == NULL or self.last == NULL or
                     self.clock == NULL or self.queue == NULL or self.qlen == NULL or
-                    self.qcap == NULL or self.injk == NULL):
+                    self.qcap == NULL or self.injk == NULL or self.shared == NULL or
+                    self.gatej == NULL):
                 raise MemoryError()
             self.capag = cap
         self.nag = a + 1
@@ -348,6 +387,8 @@ cdef class _Run:
         self.qlen[a] = 0
         self.qcap[a] = 0
         self.injk[a] = -1
+        self.shared[a] = 0
+        self.gatej[a] = 0
         self.agent_obj.append(Agent(rank, "host" if host else "stream", name))
         self.agent_rank.append(rank)
         self.agent_name.append(name)
@@ -364,6 +405,8 @@ cdef class _Run:
         self.key_line.append(None)
         self.wait_target.append(-1)
         self.host_kind.append(-1)
+        self.host_gates.append(None)
+        self.host_s2.append(None)
         return a
 
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
@@ -648,6 +691,49 @@ cdef class _Run:
                     raise _Fallback()
                 kind = code
                 self.host_kind[h] = kind
+                if self.host_batches[h] is not None and self.host_batches[h].get(j) == ():
+                    self.pos[h] += 1  # (issued with its batch's first line)
+                    continue
+                if self.shared[h] and self.gates:  # (in_line_order: Host.settle, its gates)
+                    self.state[h] = H_SETTLED
+                    if self.clock[h] > self.now:  # (Engine.sync_clock)
+                        if self.clock[h] > self.max_time:
+                            raise _Fallback()  # (the reference's TimeBoundExceeded)
+                        self.push(self.clock[h] - self.now, NORMAL, h)
+                        return 0
+                    continue
+                self.state[h] = H_PREP
+            elif st == H_SETTLED:  # simulated time reached the clock (or, by a rounding, fell
+                j = self.pos[h]  # short of it: the call's own settle waits again): its gates
+                batch = self.host_batches[h].get(j) if self.host_batches[h] is not None \
+                    else None
+                if batch:
+                    self.host_gates[h] = tuple([p for x in batch
+                                                for p in self.gates.get(x.lineno, ())])
+                else:
+                    self.host_gates[h] = self.gates.get(lines[j].lineno, ())
+                self.gatej[h] = -1
+                self.state[h] = H_GATED
+            elif st == H_GATED:  # in_line_order: each gate not yet taken, waited for in turn
+                gated = self.host_gates[h]
+                k = self.gatej[h] + 1
+                while k < len(gated):
+                    p = gated[k]
+                    if p not in self.taken:  # (its Signal: one event, its waiters in order)
+                        self.gatej[h] = k
+                        waiting = self.sig_waiters.get(p)
+                        if waiting is None:
+                            self.sig_waiters[p] = [h]
+                        else:
+                            waiting.append(h)
+                        return 0
+                    k += 1
+                self.host_gates[h] = None
+                self.state[h] = H_PREP
+            elif st == H_PREP:  # the line's call begins (its line order kept)
+                j = self.pos[h]
+                ln = lines[j]
+                kind = self.host_kind[h]
                 if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
                     s = self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
                     if kind == K_WAIT:  # (an NCCL barrier's wait: taken before them too)
@@ -657,8 +743,15 @@ cdef class _Run:
                                 self.lines[self.lineof[<int>target]].op == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.line_barrier[h] = self.last[s]
-                if self.host_batches[h] is not None and self.host_batches[h].get(j) == ():
-                    self.pos[h] += 1  # (issued with its batch's first line)
+                if self.shared[h] and not self.blocking_call(h, kind, ln):
+                    # (the call's first settle: without gates the program does not call
+                    # in_line_order; with them it waits only after a timeout short of the clock)
+                    self.state[h] = H_CALL_SETTLED
+                    if self.clock[h] > self.now:
+                        if self.clock[h] > self.max_time:
+                            raise _Fallback()
+                        self.push(self.clock[h] - self.now, NORMAL, h)
+                        return 0
                     continue
                 specs = self.inj_before[h].get(j) if self.injecting else None
                 if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
@@ -667,6 +760,8 @@ cdef class _Run:
                     self.state[h] = H_INJECT
                 else:
                     self.state[h] = H_ACTION
+            elif st == H_CALL_SETTLED or st == H_SETTLED2:  # (no fix with shared threads)
+                self.state[h] = H_ACTION  # (a second settle: the action goes on from it)
             elif st == H_INJECT:
                 specs = self.host_specs[h]
                 k = self.injk[h]
@@ -737,6 +832,22 @@ cdef class _Run:
                     if self.object_go(h, op, kind, lines[self.pos[h]]):
                         return 0
                     continue
+                elif kind == K_GET:  # sim/handoff.get: Channels.get, then wait_recs on the put
+                    ln = lines[self.pos[h]]
+                    self.attrs[op]["channel"] = ln.channel
+                    key = (rank, ln.channel)
+                    k = self.ch_gets.get(key, 0)
+                    self.ch_gets[key] = k + 1
+                    puts = self.ch_puts.get(key)
+                    if puts is None or len(puts) <= k:  # (its put not issued yet: wait for it)
+                        self.ch_waiting[(key, k)] = h
+                        self.wait_target[h] = k
+                        self.lend[h] = self.sseq[op] == self.seq - 1
+                        if self.lend[h]:
+                            self.seq -= 1
+                        self.state[h] = H_HANDOFF
+                        return 0
+                    deps = (puts[k],)
                 elif kind == K_SYNC_STREAM:
                     ln = lines[self.pos[h]]
                     self.attrs[op]["stream"] = ln.stream
@@ -774,11 +885,21 @@ cdef class _Run:
                     self.injk[h] += 1
                     self.state[h] = H_INJECT
                 else:
-                    self.state[h] = H_LINE
-                    self.pos[h] += 1
+                    self.line_done(h)
             elif st == H_OBJ_WAIT or st == H_OBJ_SENT:
                 if self.object_go(h, self.cur[h], st, lines[self.pos[h]]):
                     return 0
+            elif st == H_HANDOFF:  # a get's put was issued: its start moves past the put's end
+                op = self.cur[h]
+                if not self.lend[h]:
+                    self.seq_holes = True
+                self.sseq[op] = self.seq
+                self.seq += 1
+                self.host_deps[h] = (self.ch_puts[(rank, lines[self.pos[h]].channel)][
+                    self.wait_target[h]],)
+                self.host_after[h] = []
+                self.depj[h] = 0
+                self.state[h] = H_DEPS
             else:  # H_WOKEN: back in wait_recs after a dependency ended
                 op = self.cur[h]
                 if not self.lend[h]:
@@ -787,6 +908,18 @@ cdef class _Run:
                 self.seq += 1
                 self.depj[h] += 1
                 self.state[h] = H_DEPS
+
+    cdef bint blocking_call(self, int h, int kind, object ln) except -1:
+        """The line's call is a blocking op (Engine.blocking_op: no settle, its sync_clock
+        after the op is made), not a host action or an enqueue (whose first step settles)."""
+        if kind == K_WAIT:  # (Host.wait_work: the host blocks for gloo, blocking, a barrier)
+            target = self.works.get(ln.target)
+            if target is None:
+                raise _Fallback()  # (another thread's handle not issued: the engine waits)
+            return ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
+                self.lines[self.lineof[<int>target]].op == "barrier"
+        return kind == K_SYNC_EVENT or kind == K_SYNC_STREAM or kind == K_SYNC_DEVICE or \
+            kind == K_QUERY or kind == K_SEND_OBJECT or kind == K_RECV_OBJECT or kind == K_GET
 
     cdef tuple blocking_wait(self, int h, int op, list lines, int nlines):
         """Host.wait_work's blocking part, after its blocking op started: its attrs, the note of
@@ -821,6 +954,9 @@ cdef class _Run:
         host then waits for simulated time to reach its clock (it goes on in H_CLOCKED)."""
         cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
         self.cur[h] = op
+        if self.awaited and self.injk[h] < 0 and line in self.awaited and \
+                line not in self.taken and self.lines[line].op in self.on_start:
+            self.take(line)  # (Origin.on_start: as its host action is made, before it waits)
         self.state[h] = H_CLOCKED
         if self.clock[h] > self.now:
             if self.clock[h] > self.max_time:
@@ -843,7 +979,14 @@ cdef class _Run:
             self.attrs[op]["event"] = ln.event
             self.events[(rank, ln.event)] = op
         elif kind == K_WAIT_EVENT:
-            rec = self.events.get((rank, ln.event))
+            got = self.host_s2[h]
+            if got is None:
+                rec = self.events.get((rank, ln.event))  # (read before its enqueue settles)
+                if self.shared[h] and self.clock[h] > self.now:
+                    return self.settle2(h, (rec,))
+            else:
+                rec = got[0]
+                self.host_s2[h] = None
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
                               () if rec is None else (rec,))
             self.attrs[op]["event"] = ln.event
@@ -862,7 +1005,14 @@ cdef class _Run:
             if ln.nbytes is None:
                 raise _Fallback()
             key = (rank, ln.buffer)
-            earlier = self.freed.pop(key, None)
+            got = self.host_s2[h]
+            if got is None:
+                earlier = self.freed.pop(key, None)  # (taken before its enqueue settles)
+                if self.shared[h] and self.clock[h] > self.now:
+                    return self.settle2(h, (earlier,))
+            else:
+                earlier = got[0]
+                self.host_s2[h] = None
             view = View(rank, ln.buffer, 0, int(ln.nbytes))
             op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (Access(view, "write"),), ())
             self.attrs[op]["buffer"] = ln.buffer
@@ -884,10 +1034,17 @@ cdef class _Run:
             self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
         elif (kind == K_ISEND or kind == K_IRECV) and ln.batch is not None:
             self.batch(h, ln, self.host_batches[h][self.pos[h]])
-        elif kind == K_ISEND or kind == K_IRECV:
-            self.p2p(h, kind, line, ln)
-        elif kind == K_COLLECTIVE:
-            self.collective(h, line, ln)
+        elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
+            if self.shared[h]:  # (its enqueue's settle: nothing it reads comes before)
+                if self.host_s2[h] is None:
+                    if self.clock[h] > self.now:
+                        return self.settle2(h, ())
+                else:
+                    self.host_s2[h] = None
+            if kind == K_COLLECTIVE:
+                self.collective(h, line, ln)
+            else:
+                self.p2p(h, kind, line, ln)
         elif kind == K_ISEND_OBJECT:
             self.isend_object(h, line, ln)
         elif kind == K_QUERY:
@@ -908,11 +1065,53 @@ cdef class _Run:
             a = self.attrs[op]
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
-        else:  # a host sync
+        elif kind == K_PUT:  # sim/handoff.put: a host action; the get that waits for it wakes
+            op = self.host_op(h, kind, 0.0, line, ln, ())
+            self.attrs[op]["channel"] = ln.channel
+            key = (rank, ln.channel)
+            puts = self.ch_puts.get(key)
+            if puts is None:
+                puts = self.ch_puts[key] = []
+            puts.append(op)
+            if self.ch_waiting:
+                w = self.ch_waiting.pop((key, len(puts) - 1), None)
+                if w is not None:
+                    self.push(0.0, NORMAL, <int>w)
+        else:  # a host sync, or a get
             return self.block_sync(h, kind, line, self.host_attrs(ln))
-        self.state[h] = H_LINE
-        self.pos[h] += 1
+        self.line_done(h)
         return False
+
+    cdef bint settle2(self, int h, tuple got) except -1:
+        """A call's second settle (its enqueue's Engine.host_op, after wait_event's, free's or
+        a comm op's own) waits: ``got``, what the call read before it, is kept for the action's
+        resumption (H_SETTLED2). True: the host waits."""
+        if self.clock[h] > self.max_time:
+            raise _Fallback()  # (the reference's TimeBoundExceeded)
+        self.host_s2[h] = got
+        self.state[h] = H_SETTLED2
+        self.push(self.clock[h] - self.now, NORMAL, h)
+        return True
+
+    cdef void line_done(self, int h) except *:
+        """The line's call returned (replay._Replay.program): the lines of other threads that
+        wait for it (or for a line of its batch) may go on (:meth:`take`); the next line."""
+        cdef int j = self.pos[h]
+        if self.awaited:
+            batch = self.host_batches[h].get(j) if self.host_batches[h] is not None else None
+            for ln in (batch or (self.host_lines[h][j],)):
+                if ln.lineno in self.awaited and ln.lineno not in self.taken:
+                    self.take(ln.lineno)
+        self.state[h] = H_LINE
+        self.pos[h] = j + 1
+
+    cdef void take(self, int lineno) except *:
+        """replay._Replay.take: line ``lineno`` took effect; its Signal, if a thread waits on
+        it, is set (one event: every waiter resumes in one step, in the order they began
+        waiting, as simpy calls an event's callbacks)."""
+        self.taken.add(lineno)
+        if lineno in self.sig_waiters:
+            self.push(0.0, NORMAL, -1 - lineno)
 
     cdef object group_of(self, int rank, object ln):
         """Host.group: the line's group, which holds the rank."""
@@ -1085,8 +1284,7 @@ cdef class _Run:
             m = self.opmatch[op]
             self.end_blocking(h, op)
             self.arrived(m)
-            self.state[h] = H_LINE
-            self.pos[h] += 1
+            self.line_done(h)
             return False
         if at == K_RECV_OBJECT:
             cfg = self.group_of(rank, ln)
@@ -1104,8 +1302,7 @@ cdef class _Run:
         m = self.opmatch[op]  # (recv_object: its data arrived)
         self.opjoins[op] = (self.m_send[m],)
         self.end_blocking(h, op)
-        self.state[h] = H_LINE
-        self.pos[h] += 1
+        self.line_done(h)
         return False
 
     cdef void end_blocking(self, int h, int op) except *:
@@ -1531,14 +1728,21 @@ cdef class _Run:
     # -- the run (Engine._run) ------------------------------------------------------------------
     cdef run(self):
         cdef Entry e
+        cdef int h
         while self.nheap > 0:
             if self.heap[0].t > self.max_time:
                 raise _Fallback()  # (the reference's TimeBoundExceeded)
             e = self.pop()
             self.now = e.t
-            if self.is_host[e.proc]:
-                if self.cur[e.proc] >= 0 and self.now > self.clock[e.proc]:
-                    self.clock[e.proc] = self.now  # (Engine.block, after the switch back)
+            if e.proc < 0:  # a line's Signal set: its waiters resume, in order, in one step
+                for h in self.sig_waiters.pop(-1 - e.proc):
+                    if self.now > self.clock[h]:
+                        self.clock[h] = self.now  # (Engine.block, after the switch back)
+                    if self.host_go(h):
+                        self.state[h] = H_DONE
+            elif self.is_host[e.proc]:
+                if self.now > self.clock[e.proc]:  # (Engine.block; a start is at 0, no later)
+                    self.clock[e.proc] = self.now
                 if self.host_go(e.proc):
                     self.state[e.proc] = H_DONE
             elif self.lane_parent and e.proc in self.lane_parent:
@@ -1587,15 +1791,19 @@ cdef class _Run:
 
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
-           double max_time, rng, dict pre=None, dict post=None, dict groups=None):
-    """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`, one thread a rank: the caller
-    checks) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
+           double max_time, rng, dict pre=None, dict post=None, dict groups=None,
+           dict gates=None, on_start=frozenset()):
+    """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
+    thread)s in spawn order) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
     ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
     ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
     action (as streamsim/sim/inject.py registers them; the caller leaves any other fix to the
-    reference); they are consumed."""
+    reference); they are consumed. ``gates``: the line order between the threads of a rank of
+    several threads (streamsim.oplog.issueorder.issue_gates: line -> the earlier lines of other
+    threads it waits for); ``on_start``: the kinds of line taken as they start when another
+    thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""
     cdef _Run r = _Run()
     cdef int h
     by_lineno = {}
@@ -1619,6 +1827,12 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.m_arrived, r.m_arrived_waiter = [], []
     r.c_members, r.c_expected, r.c_started, r.c_waiters, r.c_end = [], [], [], [], []
     r.host_handles = []
+    r.host_gates, r.host_s2 = [], []
+    r.gates = gates or {}
+    r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
+    r.on_start = on_start
+    r.taken, r.sig_waiters = set(), {}
+    r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)
     r.notes, r.read_cache, r.write_cache = [], {}, {}
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
@@ -1641,6 +1855,14 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
                                                                            pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
+        per_rank = {}
+        for rank, _ in per_thread:
+            per_rank[rank] = per_rank.get(rank, 0) + 1
+        for h in range(r.nag):  # (Engine.add_host: the threads of a rank of several share)
+            if r.is_host[h] and per_rank[r.agent_rank[h]] > 1:
+                if r.injecting:
+                    raise _Fallback()  # (a fix with several threads on a rank: the engine's)
+                r.shared[h] = 1
         r.run()
         r.unmatched_notes()
     except _Fallback:

@@ -87,17 +87,23 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                        ) -> Trace | None:
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
-    log (a rank with several host threads, a kind outside ``_replay.KINDS``, a fix it does not
-    inject (:func:`_injections`), a run that stalls, or anything the engine would refuse or
-    bound): the engine then runs, and words any error and the deadlock."""
+    log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`), any
+    fix in a log with a rank of several host threads, a run that stalls, or anything the engine
+    would refuse or bound): the engine then runs, and words any error and the deadlock. The
+    threads of a rank keep the line order of :class:`_Replay` (``issue_gates``)."""
     compiled = native.replayer()
-    if compiled is None or not 0 <= jitter < float("inf") or \
-            len({rank for rank, _ in oplog.threads}) != len(oplog.threads):
+    if compiled is None or not 0 <= jitter < float("inf"):
         return None
+    threaded = len({rank for rank, _ in oplog.threads}) != len(oplog.threads)
+    if threaded and fixes:
+        return None  # (a fix's syncs among the threads' line order: the engine's)
     groups = _group_configs(oplog)
     if groups is None:
         return None
     try:
+        gates = issue_gates(oplog.lines, oplog.threads,
+                            [g.name for g in oplog.groups.values() if g.backend == "gloo"]) \
+            if threaded else None
         pre = post = None
         if fixes:
             got = _injections(fixes, base, compiled)
@@ -106,7 +112,7 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
             pre, post = got
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
                               max_ops, max_time, random.Random(0 if seed is None else seed),
-                              pre, post, groups)
+                              pre, post, groups, gates, _TAKEN_AS_THEY_START)
         if got is None:
             return None
         recs, notes, seq, seq_holes, agents = got

@@ -1,11 +1,12 @@
 """The compiled replay of an op log (streamsim/native/_replay.pyx) gives the trace the simpy replay
 gives, op by op: the same ids, agents, indices, times (bit for bit, and of the same type),
 sequence positions, edges, attrs (in the same order), accesses, notes, agents and meta, on
-generated logs of the kinds it covers (1-3 ranks of one host thread: kernels and host work on
+generated logs of the kinds it covers (1-3 ranks of 1-3 host threads: kernels and host work on
 several streams, events recorded, waited and never recorded, host syncs, allocations, frees,
-double frees, uses after a free, ``record_stream``, recorded clocks ``t``, sites, steps, a launch
-overhead, seeds and jitter) and on every op log of the tests it covers. A log it does not cover
-(a process group, two host threads on a rank, ...) is left to the simpy replay, whole.
+double frees, uses after a free, ``record_stream``, comm ops, ``put``/``get`` hand-offs between
+the threads of a rank, recorded clocks ``t``, sites, steps, a launch overhead, seeds and jitter)
+and on every op log of the tests it covers. A log it does not cover (one that stalls, a fix
+re-run of a log with several threads on a rank, ...) is left to the simpy replay, whole.
 
 Skipped where the compiled module was not built; under CI a missing module fails instead.
 """
@@ -34,18 +35,35 @@ CHUNK = 100
 TIMINGS = ((None, 0.0), (7, 0.3))
 BUFFERS = ("a", "b", "c", "d")
 STREAMS = ("compute", "side", "copy", "s3")
+THREADS = ("main", "aux", "aux2")
 
 
 def covered_log(seed: int) -> str:
-    """A valid op log the compiled replay covers: 1-3 ranks, one host thread each, every kind of
-    ``_replay.KINDS``, with the corners the engine words notes for: kernels and host work on
+    """A valid op log the compiled replay covers: 1-3 ranks, every kind of ``_replay.KINDS``,
+    with the corners the engine words notes for: kernels and host work on
     several streams, events recorded, waited and never recorded, host syncs, allocations, frees,
     double frees, uses after a free, ``record_stream``; NCCL sends and receives (eager and
     rendezvous, both stream layouts, a send no receive matches), the unrooted collectives, and
     waits on their handles (blocking or not), in a declared group or not. Comm lines are one
-    global sequence projected on the ranks (a receive's send is not issued later on its rank)."""
+    global sequence projected on the ranks (a receive's send is not issued later on its rank).
+    In half the logs some ranks have 2 or 3 host threads, each line of such a rank on one of
+    them at random (a batch's lines of a rank on one), so that the shared state that orders the
+    lines of a rank (issueorder) is shared across threads: events recorded on one thread and
+    waited or synced on another, streams two threads enqueue on, handles issued on one thread
+    and waited or queried on another, allocations and frees on different threads, device syncs;
+    and ``put``/``get`` hand-offs between two threads of a rank (the k-th get of a channel
+    takes its k-th put; the get before the put in line order now and then)."""
     R = random.Random(seed)
     ranks = R.randint(1, 3)
+    nthreads = {r: 1 for r in range(ranks)}
+    if R.random() < 0.5:
+        for r in range(ranks):
+            if R.random() < 0.7:
+                nthreads[r] = R.randint(2, 3)
+    threaded = [r for r in range(ranks) if nthreads[r] > 1]
+
+    def thread(r: int) -> str:
+        return THREADS[R.randrange(nthreads[r])] if nthreads[r] > 1 else "main"
     lines: list[dict] = []
     if R.random() < 0.5:
         lines.append({"op": "config", "launch_overhead": R.choice((0, 0.5, 2, 5))})
@@ -62,7 +80,7 @@ def covered_log(seed: int) -> str:
             declared["p2p_streams"] = layout
         lines.append(declared)
     comm = {"group": group_name} if gloo else {"group": group_name, "p2p_streams": layout}
-    clock = {r: 0.0 for r in range(ranks)}
+    clock: dict[tuple[int, str], float] = {}  # (rank, thread) -> its last t
     recorded_any = R.random() < 0.8
     handles: dict[int, list[str]] = {r: [] for r in range(ranks)}
     n = [0]
@@ -90,17 +108,26 @@ def covered_log(seed: int) -> str:
     for r in range(ranks):
         for b in BUFFERS[:2]:
             lines.append({"op": "alloc", "rank": r, "buffer": b, "nbytes": 64,
-                          "stream": R.choice(("compute", "side"))})
+                          "stream": R.choice(("compute", "side")), "host": thread(r)})
     for _ in range(R.randint(1, 60)):
         r = R.randint(0, ranks - 1)
         what = R.choice(("launch",) * 5 + ("host", "host", "record", "record", "wait_event",
                                             "wait_event", "sync_event", "sync_stream",
                                             "sync_device", "alloc", "free", "record_stream")
                         + (("message",) * 3 + ("collective", "collective", "wait", "wait",
-                                                "query") if ranks > 1 else ()))
+                                                "query") if ranks > 1 else ())
+                        + (("handoff",) * 3 if threaded else ()))
         group: list[dict] = []
         x: dict = {"op": what, "rank": r}
-        if what == "launch":
+        if what == "handoff":  # a put on one thread of a rank, its get on another
+            r = R.choice(threaded)
+            giver, taker = R.sample(THREADS[:nthreads[r]], 2)
+            channel = R.choice(("q0", "q1", "q2"))
+            group = [{"op": "put", "rank": r, "host": giver, "channel": channel},
+                     {"op": "get", "rank": r, "host": taker, "channel": channel}]
+            if R.random() < 0.2:  # (the get first: it blocks until the put is issued)
+                group.reverse()
+        elif what == "launch":
             x.update(stream=R.choice(STREAMS), reads=refs(r), writes=refs(r),
                      dur=R.choice((0.5, 1.0, 5.0, 20.0, 0.1)))
         elif what == "host":
@@ -181,16 +208,70 @@ def covered_log(seed: int) -> str:
             x["handle"] = R.choice(handles[r])
             if R.random() < 0.5:  # (what the recorded program saw)
                 x["result"] = R.random() < 0.5
+        batch_thread: dict[tuple[int, int], str] = {}  # (rank, batch) -> its thread
         for y in group or [x]:
+            if "host" not in y:
+                y["host"] = batch_thread.setdefault((y["rank"], y["batch"]), thread(y["rank"])) \
+                    if "batch" in y else thread(y["rank"])
             if R.random() < 0.4:
                 y["step"] = R.randint(0, 3)
             if with_site:
                 y["site"] = f"train.py:{R.randint(1, 90)} fwd"
             if with_t and R.random() < 0.7:
-                clock[y["rank"]] += R.choice((0.0, 0.25, 3.0, 50.0))
-                y["t"] = clock[y["rank"]]
+                at = (y["rank"], y["host"])
+                clock[at] = clock.get(at, 0.0) + R.choice((0.0, 0.25, 3.0, 50.0))
+                y["t"] = clock[at]
             lines.append(y)
     return "".join(json.dumps(x) + "\n" for x in lines)
+
+
+_SHARED_ONLY = frozenset({"isend", "irecv", "all_reduce", "all_gather", "broadcast",
+                          "reduce_scatter", "all_to_all", "reduce", "gather", "scatter",
+                          "barrier", "send_object", "recv_object", "isend_object", "wait",
+                          "query", "put", "get", "sync_device"})
+
+
+def private_threads_log(seed: int) -> str | None:
+    """``covered_log(seed)``'s lines of its ranks of several threads made private to each
+    thread (its own streams, events and buffers; the lines that order threads by nature, comm
+    ops, handles, hand-offs and device syncs, left out): no line waits for another thread's
+    (no gates), so the program does not keep the line order and each call settles the clock
+    itself (a host action or an enqueue first, a blocking op after it is made). None: the log
+    has no rank of several threads."""
+    out, multi = [], False
+    text = covered_log(seed)
+    ranks: dict[int, set] = {}
+    for ln in text.splitlines():
+        x = json.loads(ln)
+        if "rank" in x:
+            ranks.setdefault(x["rank"], set()).add(x.get("host", "main"))
+    lives = []  # (each buffer a life on each thread: a free's allocation stream is its own)
+    for r in sorted(ranks):
+        for t in sorted(ranks[r]) if len(ranks[r]) > 1 else ():
+            lives += [{"op": "alloc", "rank": r, "host": t, "buffer": f"{b}@{t}", "nbytes": 64,
+                       "stream": f"side@{t}"} for b in BUFFERS]
+    for ln in text.splitlines():
+        x = json.loads(ln)
+        if lives and x["op"] not in ("config", "group"):  # (after the declarations)
+            out += lives
+            lives = []
+        if len(ranks.get(x.get("rank"), ())) < 2:
+            out.append(x)
+            continue
+        multi = True
+        if x["op"] in _SHARED_ONLY:
+            continue
+        me = "@" + x.get("host", "main")
+        for f in ("stream", "event", "buffer"):
+            if f in x:
+                x[f] += me
+        for f in ("reads", "writes"):
+            x[f] = [r + me if isinstance(r, str) else {**r, "buffer": r["buffer"] + me}
+                    for r in x.get(f, ())] if f in x else None
+            if x[f] is None:
+                del x[f]
+        out.append(x)
+    return "".join(json.dumps(x) + "\n" for x in out) if multi else None
 
 
 def difference(a, b) -> str | None:
@@ -223,16 +304,52 @@ def both(log, monkeypatch, seed=None, jitter=0.0):
 
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
 def test_generated_logs_replay_to_the_same_trace(monkeypatch, chunk):
+    """Every log that does not stall takes the compiled replay (a None fails: "did not run"),
+    those of ranks of several threads and hand-offs included; a stall is the engine's."""
+    took = {"threaded": 0, "hand-off": 0, "stall": 0}
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
             reference, compiled = both(log, monkeypatch, s, j)
             if reference.stall is not None:  # (a deadlock: the engine's alone, whole)
                 assert compiled is None, f"log seed {seed}: a stall replayed"
+                took["stall"] += 1
                 continue
             diff = difference(reference, compiled)
             assert diff is None, f"log seed {seed}, seed {s} jitter {j}: {diff}\n" + \
                 covered_log(seed)
+            if threaded(log):
+                took["threaded"] += 1
+                took["hand-off"] += any(ln.op == "get" for ln in log.lines)
+    assert took["threaded"] >= 40 and took["hand-off"] >= 30, took
+
+
+def threaded(log) -> bool:
+    """Some rank of ``log`` has several host threads."""
+    return len({rank for rank, _ in log.threads}) != len(log.threads)
+
+
+def test_threads_that_share_nothing_replay_to_the_same_trace(monkeypatch):
+    """Ranks of several threads whose lines touch no common state: no gates, so each call's
+    own settle is the one that waits (the compiled replay must not settle at the line's start:
+    a blocking op is made before its thread waits for its clock)."""
+    ran = 0
+    for seed in range(max(200, GENERATED // 10)):
+        text = private_threads_log(seed)
+        if text is None:
+            continue
+        log = load_oplog_text(text)
+        assert threaded(log) and not replay_mod.issue_gates(log.lines, log.threads, ["cpu"])
+        for s, j in TIMINGS:
+            reference, compiled = both(log, monkeypatch, s, j)
+            if reference.stall is not None:
+                assert compiled is None, f"log seed {seed}: a stall replayed"
+                continue
+            diff = difference(reference, compiled)
+            assert diff is None, f"private log of seed {seed}, seed {s} jitter {j}: {diff}\n" \
+                + text
+            ran += 1
+    assert ran >= 100, ran
 
 
 def keyed_fix_sets(trace):
@@ -255,7 +372,7 @@ def keyed_fix_sets(trace):
 def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
     covered too."""
-    kinds, ran = set(), 0
+    kinds, ran, left = set(), 0, 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -268,15 +385,18 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 if reference.stall is not None or \
                         not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
                                                         "wait_handle"} \
-                        or any(ln.batch is not None for ln in log.lines):
-                    assert compiled is None, "a stall, a handle's wait or a batch replayed"
+                        or any(ln.batch is not None for ln in log.lines) or threaded(log):
+                    assert compiled is None, "a stall, a handle's wait, a batch or a rank of " \
+                        "several threads replayed with fixes"
+                    left += 1
                     continue  # (the engine's alone)
                 diff = difference(reference, compiled)
                 assert diff is None, f"log seed {seed}, seed {s} jitter {j}, fixes " \
                     f"{[f.text for f in keyed]}: {diff}\n" + covered_log(seed)
                 kinds |= {f.kind for f in keyed}
                 ran += 1
-    assert ran >= 50 and {"event", "record_stream", "wait_handle"} <= kinds, (ran, kinds)
+    assert ran >= 30 and {"event", "record_stream", "wait_handle"} <= kinds, (ran, kinds)
+    assert left >= 10, left  # (the threaded logs' re-runs, left to the engine, were tried)
 
 
 def test_the_generated_logs_reach_every_kind_and_note():
@@ -313,14 +433,72 @@ def test_every_op_log_of_the_tests_it_covers_replays_to_the_same_trace(monkeypat
 
 def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    handoff = load_oplog_text('{"op": "put", "channel": "q"}\n'
-                              '{"op": "get", "host": "aux", "channel": "q"}\n')
-    threads = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
-                              '{"op": "host", "host": "aux", "reads": ["a"]}\n')
     comm = load_oplog_text('{"op": "launch", "stream": "nccl:pp", "writes": ["a"]}\n')
-    for log in (handoff, threads, comm):
+    stall = load_oplog_text('{"op": "get", "channel": "q"}\n'  # (no put: a deadlock)
+                            '{"op": "host", "host": "aux"}\n')
+    for log in (comm, stall):
         assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
-    assert len(simulate_oplog(threads).ops) == 3  # (the reference ran it)
+    assert simulate_oplog(stall).stall is not None  # (the reference ran it, and words it)
+
+
+THREADED_LOGS = {
+    "a hand-off": '{"op": "put", "channel": "q"}\n{"op": "get", "host": "aux", "channel": "q"}\n',
+    "two threads": '{"op": "launch", "stream": "s", "writes": ["a"]}\n'
+                   '{"op": "host", "host": "aux", "reads": ["a"]}\n',
+    # the get first: it blocks until the put (a later line of the other thread) is issued; the
+    # put waits for the get to start (a get is taken as it starts)
+    "a get before its put": '{"op": "host", "dur": 5}\n{"op": "get", "channel": "q"}\n'
+                            '{"op": "host", "host": "aux", "dur": 30}\n'
+                            '{"op": "put", "host": "aux", "channel": "q"}\n'
+                            '{"op": "launch", "stream": "s", "writes": ["a"]}\n',
+    # two threads wait for the same line of a third (one Signal, two waiters resumed in one
+    # step, in the order they began waiting), one of them making a new stream as it resumes
+    "two waiters of one line": '{"op": "host", "dur": 50}\n'
+                               '{"op": "record", "stream": "s", "event": "e"}\n'
+                               '{"op": "host", "host": "t2", "dur": 1}\n'
+                               '{"op": "host", "host": "t3", "dur": 2}\n'
+                               '{"op": "wait_event", "host": "t3", "stream": "s2", "event": "e"}\n'
+                               '{"op": "wait_event", "host": "t2", "stream": "s3", "event": "e"}\n'
+                               '{"op": "launch", "host": "t2", "stream": "s3", "dur": 4}\n'
+                               '{"op": "sync_device", "host": "t3"}\n',
+    # no gates (no state in common): a call's own settle waits, a blocking op's after it is made
+    "no shared state": '{"op": "host", "dur": 50}\n{"op": "sync_stream", "stream": "a"}\n'
+                       '{"op": "host", "host": "aux", "dur": 10}\n'
+                       '{"op": "launch", "host": "aux", "stream": "b"}\n'
+                       '{"op": "wait_event", "host": "aux", "stream": "c", "event": "e"}\n',
+    # a settle's timeout falls short of the clock by a rounding (21.1 + (114.8 - 21.1) is
+    # 114.79999999999998): the call's own settle waits again (after the line's gates)
+    "a settle short of its clock": '{"op": "record", "stream": "s", "event": "e", "t": 21.1}\n'
+                                   '{"op": "wait_event", "host": "aux", "stream": "s2", "event": "e"}\n'
+                                   '{"op": "wait_event", "host": "aux", "stream": "s3", "event": "e", "t": 114.8}\n'
+                                   '{"op": "launch", "host": "aux", "stream": "s3", "t": 114.8}\n'
+                                   '{"op": "host", "dur": 93.7}\n{"op": "launch", "stream": "s3"}\n',
+    # the same without gates: a wait_event's first settle falls short, it reads the event, and
+    # its enqueue's settle waits again, to 114.8, where the main thread's sync resumes first
+    "a second settle": '{"op": "host", "host": "aux", "dur": 21.1}\n'
+                       '{"op": "sync_stream", "host": "aux", "stream": "x"}\n'
+                       '{"op": "wait_event", "host": "aux", "stream": "y", "event": "f", "t": 114.8}\n'
+                       '{"op": "free", "host": "aux", "buffer": "b", "t": 220.3}\n'
+                       '{"op": "host", "dur": 114.8}\n{"op": "sync_stream", "stream": "z"}\n'
+                       '{"op": "launch", "stream": "z"}\n',
+    # a handle issued on one thread, waited on another; a device sync on a third
+    "a handle across threads": '{"op": "group", "group": "g", "backend": "nccl", "ranks": [0, 1]}\n'
+                               '{"op": "isend", "peer": 1, "group": "g", "tensors": ["a"], "handle": "h"}\n'
+                               '{"op": "irecv", "rank": 1, "peer": 0, "group": "g", "tensors": ["a"]}\n'
+                               '{"op": "wait", "host": "aux", "handle": "h", "blocking": true}\n'
+                               '{"op": "sync_device", "host": "t3"}\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(THREADED_LOGS))
+def test_several_threads_on_a_rank_replay_compiled_to_the_same_trace(monkeypatch, name):
+    log = load_oplog_text(THREADED_LOGS[name])
+    assert threaded(log)
+    for s, j in TIMINGS:
+        reference, compiled = both(log, monkeypatch, s, j)
+        assert reference.stall is None
+        diff = difference(reference, compiled)
+        assert diff is None, f"{name} (seed {s}, jitter {j}): {diff}"
 
 
 def test_bounds_are_left_to_the_reference_which_words_them(monkeypatch):
@@ -334,6 +512,14 @@ def test_bounds_are_left_to_the_reference_which_words_them(monkeypatch):
         simulate_oplog(log, max_ops=10)
     with pytest.raises(BoundExceeded, match="max_time"):
         simulate_oplog(log, max_time=20.0)
+    threads = load_oplog_text("".join(  # (a thread's settle past the bound: the engine's error)
+        '{"op": "host", "host": "%s", "dur": 5}\n{"op": "launch", "host": "%s", "stream": "s"}\n'
+        % (t, t) for t in ("main", "aux") * 3))
+    assert threaded(threads)
+    assert replay_mod._replayed_natively(threads, None, 0.0, 5_000_000, 12.0) is None
+    assert replay_mod._replayed_natively(threads, None, 0.0, 5_000_000, 1e12) is not None
+    with pytest.raises(BoundExceeded, match="max_time"):
+        simulate_oplog(threads, max_time=12.0)
 
 
 def test_the_comparison_catches_a_difference(monkeypatch):
