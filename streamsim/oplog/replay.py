@@ -101,9 +101,7 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
     if groups is None:
         return None
     try:
-        gates = issue_gates(oplog.lines, oplog.threads,
-                            [g.name for g in oplog.groups.values() if g.backend == "gloo"]) \
-            if threaded else None
+        gates = _gates(oplog) if threaded else None
         pre = post = None
         if fixes:
             got = _injections(fixes, base, compiled)
@@ -187,6 +185,14 @@ native.bind_replayer(Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, 
                      is_comm=lambda name: stream_role(name) in COMM_ROLES)
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start
+def _gates(oplog: OpLog) -> dict:
+    """The line order between the threads of each rank (:func:`issue_gates`): line -> the
+    earlier lines of other threads it waits for. The same for the engine and the compiled
+    replay."""
+    return issue_gates(oplog.lines, oplog.threads,
+                       [g.name for g in oplog.groups.values() if g.backend == "gloo"])
+
+
 _TAKEN_AS_THEY_START = frozenset({"send_object", "recv_object", "sync_stream", "sync_device",
                                   "sync_event", "get"})  # (a get: its put may be a later line)
 _CALL = re.compile(r"(host|group|work)\.([A-Za-z_]\w*)\(([\w=, ]*)\)\Z")  # (identifiers only)
@@ -263,8 +269,7 @@ class _Replay:
         self.lines = {ln.lineno: ln for ln in oplog.lines if ln.handle is not None}
         # Line order between a rank's threads (issueorder): line -> earlier lines it waits for;
         # the lines some line waits for, and a signal for each one a thread is blocked on.
-        self.gates = issue_gates(oplog.lines, oplog.threads,
-                                 [g.name for g in oplog.groups.values() if g.backend == "gloo"])
+        self.gates = _gates(oplog)
         self.awaited = {p for deps in self.gates.values() for p in deps}
         self.taken: set[int] = set()
         self.taking: dict[int, Signal] = {}
