@@ -22,9 +22,11 @@ in one step; here each is an entry of its own, pushed in the same order with con
 numbers: nothing a resumed stream schedules can come between them, as it schedules only normal
 entries. A line's signal that host threads wait on is one entry that resumes them all in one
 step, in the order they began waiting: a resumed host may start a stream, an urgent entry.)
-It makes the engine's own
-records (``Rec``, handed over by :func:`bind`) and leaves the trace to the engine's own
-``build_trace``, so the two traces are built by one function.
+It makes the ops
+the engine's records become (``Op``, the slots of its ``Rec``, handed over by :func:`bind`; their
+``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes its records before
+it freezes them, so that it skips that loop) and leaves the trace to the engine's own ``build_trace``, so the two traces are built by
+one function.
 
 What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
 queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
@@ -42,12 +44,7 @@ from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
 
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDef:
-        Py_ssize_t offset
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
+from streamsim.native._slots cimport slot_offset
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -60,7 +57,7 @@ _MATCHED = frozenset({"reduce", "gather", "scatter", "barrier"})
 _TO_ROOT = frozenset({"reduce", "gather"})
 _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 
-cdef object Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
+cdef object Op = None, Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
 cdef object build_trace = None, is_comm = None
 cdef object _new_object = object.__new__
 
@@ -73,19 +70,18 @@ cdef Py_ssize_t _offset[<int>N_FIELDS]
 
 def bind(**objects):
     """The engine's classes and its trace builder (this module imports nothing above it)."""
-    global Rec, Agent, Access, View, Note, Ref, build_trace, is_comm
-    Rec, Agent, Access = objects["Rec"], objects["Agent"], objects["Access"]
-    View, Note, Ref = objects["View"], objects["Note"], objects["Ref"]
+    global Op, Rec, Agent, Access, View, Note, Ref, build_trace, is_comm
+    Op, Rec, Agent = objects["Op"], objects["Rec"], objects["Agent"]
+    Access, View, Note, Ref = objects["Access"], objects["View"], objects["Note"], objects["Ref"]
     build_trace, is_comm = objects["build_trace"], objects["is_comm"]
-    slots = Rec.__slots__
-    if len(slots) != N_FIELDS or slots[0] != "id" or slots[N_FIELDS - 1] != "attrs":
-        raise AssertionError(f"Rec's slots changed: {slots}")
-    member = type(Rec.id)
-    for i, name in enumerate(slots):
-        descr = Rec.__dict__[name]
-        if type(descr) is not member:
-            raise AssertionError(f"Rec.{name} is no slot")
-        _offset[i] = (<PyMemberDescrObject*><PyObject*>descr).d_member.offset
+    slots = Op.__slots__
+    if len(slots) != N_FIELDS or slots[0] != "id" or slots[N_FIELDS - 1] != "attrs" or \
+            tuple(Rec.__slots__) != tuple(slots):
+        raise AssertionError(f"Op's slots changed (or Rec's differ): {slots}")
+    for i, name in enumerate(slots):  # (an Op and a Rec: the same offsets, as their class swap
+        _offset[i] = slot_offset(Op, name)  # in build_trace relies on)
+        if slot_offset(Rec, name) != _offset[i]:
+            raise AssertionError(f"Rec.{name} is not where Op.{name} is")
 
 
 cdef inline void _put(object obj, int field, object value) noexcept:
@@ -1756,15 +1752,21 @@ cdef class _Run:
                 raise _Fallback()
 
     cdef list records(self):
-        """The engine's records of the run (``Rec``), as the reference leaves them."""
+        """The ops of the run: the engine's records (``Rec``) as the reference leaves them, made
+        ``Op`` s as its ``build_trace`` makes them (``after`` and ``joins`` are tuples of op ids
+        here already). A run that left sequence positions unused (which the reference's
+        ``build_trace`` renumbers, and no covered log does: test_replay) is left to the
+        reference."""
         cdef int i, iss
+        if self.seq_holes:
+            raise _Fallback()
         out = []
         lines = self.lines
         special = self.special
         opjoins, ophandle, opstep = self.opjoins, self.ophandle, self.opstep
         for i in range(self.nops):
             ln = lines[self.lineof[i]]
-            r = _new_object(Rec)  # (every slot is set below, in order)
+            r = _new_object(Op)  # (every slot is set below, in order; frozen once made)
             sp = special.get(i) if special else None
             _put(r, F_ID, i)
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
@@ -1794,7 +1796,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
            double max_time, rng, dict pre=None, dict post=None, dict groups=None,
            dict gates=None, on_start=frozenset()):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
-    thread)s in spawn order) as the reference does; returns ``(records, notes, seq, seq_holes, agents)`` for
+    thread)s in spawn order) as the reference does; returns ``(ops, notes, seq, seq_holes, agents)`` for
     ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
@@ -1865,10 +1867,10 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
                 r.shared[h] = 1
         r.run()
         r.unmatched_notes()
+        ops = r.records()
     except _Fallback:
         return None
-    agents = set(r.agent_obj)
-    return r.records(), r.notes, r.seq, r.seq_holes, agents
+    return ops, r.notes, r.seq, r.seq_holes, set(r.agent_obj)
 
 
 cdef dict _provenance(dict d, object ln):

@@ -39,7 +39,7 @@ from ..sim.records import Rec
 from .batches import batches as group_batches
 from .issueorder import issue_gates
 from .read import Line, OpLog, load_oplog
-from ..trace import Access, Agent, Note, Trace, View
+from ..trace import Access, Agent, Note, Op, Trace, View
 
 
 def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
@@ -117,7 +117,7 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
         meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
                 "cost_model": cost_model(oplog.launch_overhead, groups.values())}
         return build_trace(recs, None, {}, seq=seq, lent={}, seq_holes=seq_holes, notes=notes,
-                           agents=agents, source=oplog.path, meta=meta)
+                           agents=agents, source=oplog.path, meta=meta, made=True)
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
 
@@ -180,7 +180,7 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
     return pre, post
 
 
-native.bind_replayer(Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
+native.bind_replayer(Op=Op, Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
                      build_trace=build_trace,
                      is_comm=lambda name: stream_role(name) in COMM_ROLES)
 

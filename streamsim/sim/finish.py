@@ -31,11 +31,16 @@ def caught_by_stall(recs: list[Rec],
 
 def build_trace(recs: list[Rec], stall: Stall | None, waiting: dict[int, list[Rec]], *, seq: int,
                 lent: dict[int, int], seq_holes: bool, notes: list[Note], agents: Iterable,
-                source: str, meta: dict | None) -> Trace:
+                source: str, meta: dict | None, made: bool = False) -> Trace:
     """The trace of a finished (or stalled: ``stall``) run, from the engine's records ``recs``
     (every op, by id), ``waiting`` (:func:`caught_by_stall`), the engine's sequence counter
     ``seq``, the starts blocking ops lent back (``lent``, see ``Engine.wait_recs``), whether
-    sequence slots were left unused (``seq_holes``), its ``notes`` and its ``agents``."""
+    sequence slots were left unused (``seq_holes``), its ``notes`` and its ``agents``. ``made``:
+    ``recs`` are the ops already, frozen (the compiled replay's: a run that finished, its
+    positions dense, its edges op ids)."""
+    if made:
+        assert stall is None and not seq_holes and not lent, "made ops: a finished run's"
+        return _trace(tuple(recs), stall, notes, agents, source, meta)
     started = [r for r in recs if r.start_seq >= 0] if stall else recs  # (a stream stops with
     # queued ops only when blocked: without a stall every op has run)
     # ops that never started hold no sequence slot and are left out: the rest are renumbered
@@ -56,10 +61,14 @@ def build_trace(recs: list[Rec], stall: Stall | None, waiting: dict[int, list[Re
         notes = [_renumber_note(n, recs, new_id) for n in notes]
         if stall is not None:
             stall = _renumber_stall(stall, new_id)
-    agents = sorted(agents)
-    end_time = max(map(_op_end, ops), default=0.0)
-    return Trace(ops=ops, agents=tuple(agents), stall=stall, notes=tuple(notes),
-                 end_time=end_time, source=source, meta=dict(meta or {}))
+    return _trace(ops, stall, notes, agents, source, meta)
+
+
+def _trace(ops: tuple[Op, ...], stall: Stall | None, notes: list[Note], agents: Iterable,
+           source: str, meta: dict | None) -> Trace:
+    return Trace(ops=ops, agents=tuple(sorted(agents)), stall=stall, notes=tuple(notes),
+                 end_time=max(map(_op_end, ops), default=0.0), source=source,
+                 meta=dict(meta or {}))
 
 
 def _unsatisfied(r: Rec) -> list[Rec]:
