@@ -38,7 +38,7 @@ def test_a_deadlock_still_imports_networkx_for_its_cycle(tmp_path):
 # <= 0.1 s, whole process): libraries, stages, and the reader's fast paths (a log under
 # streamsim.oplog.read.SMALL_LOG is read by the checker alone)
 UNUSED_BY_A_SHORT_CHECK = (
-    "networkx", "matplotlib", "torch", "numpy", "msgspec", "ctypes", "orjson",
+    "networkx", "matplotlib", "torch", "numpy", "msgspec", "ctypes", "orjson", "simpy",
     "streamsim.explore", "streamsim.record", "streamsim.report.html",
     "streamsim.report.markdown", "streamsim.report.outputs", "streamsim.report.jsonout",
     "streamsim.report.atomic", "streamsim.oplog.write", "streamsim.oplog.fastpath",
