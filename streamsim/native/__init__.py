@@ -113,14 +113,17 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
     """The compiled HB pass (:func:`streamsim.analysis.hb.hb_pass` without kept clocks): its
     sorted hazard rows, ``position`` and ``agent_of``; None when the pure-Python pass must run
     instead (compiled core off or absent, an op kind not covered, an op it cannot read from its
-    slots, an op of an agent not in ``trace.agents``, or an ordering error, which the reference
-    words). ``keys``: the trace's
+    slots, an op of an agent not in ``trace.agents``, a byte position past 64 bits, or an
+    ordering error, which the reference words). ``keys``: the trace's
     issue keys (:func:`streamsim.trace.issue_keys`), or None: the compiled pass computes the same
     keys from the fields it reads of each op anyway (a scan of the Python ops less);
     ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
     if not available():
         return None
-    return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
+    try:
+        return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
+    except OverflowError:  # a byte position or key past 64 bits (a hand-built trace's): the
+        return None  # reference's Python ints hold it
 
 
 def _on() -> bool:

@@ -163,3 +163,20 @@ def test_what_its_slots_cannot_read_takes_the_reference(monkeypatch, tmp_path, o
     assert native.hb_rows(other, issue_keys(other), NAMES) is None
     assert [(h.kind, h.first, h.second) for h in hb.hb_pass(other).hazards] == \
         [(h.kind, h.first, h.second) for h in hb.hb_pass(trace).hazards]
+
+
+@needs_build
+def test_a_byte_position_past_64_bits_takes_the_reference(monkeypatch):
+    """A hand-built trace may name bytes past 2**64 (an op log or a model cannot: the reader and
+    the API refuse them): the compiled pass's positions are 64-bit, so it declines and the
+    reference (Python ints) finds the race. It once raised OverflowError instead."""
+    from streamsim.trace import READ, STREAM, WRITE, Access, Agent, Op, View
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    a, b = Agent(0, STREAM, "a"), Agent(0, STREAM, "b")
+    v = View(0, "x", 2 ** 64 + 5, 10)
+    trace = Trace(ops=(Op(0, a, 0, "launch", "w", 0.0, 0.0, 1.0, 0, 1, (Access(v, WRITE),)),
+                       Op(1, b, 0, "launch", "r", 0.0, 0.0, 1.0, 2, 3, (Access(v, READ),))),
+                  agents=(a, b))
+    assert native.hb_rows(trace, issue_keys(trace), NAMES) is None
+    assert [(h.kind, h.range) for h in hb.hb_pass(trace).hazards] == \
+        [(RAW, (2 ** 64 + 5, 2 ** 64 + 15))]
