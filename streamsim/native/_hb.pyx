@@ -20,8 +20,9 @@ reference words. Tests: tests/native (byte-identical reports on both paths).
 """
 from bisect import bisect_right
 
-from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
+from libc.stdlib cimport qsort
 from libc.string cimport memcpy
 
 from streamsim.native._slots cimport Py_TYPE, slot, slot_offset
@@ -216,7 +217,8 @@ cdef class _Pass:
     cdef unsigned char *pending
     cdef list after
     cdef list joins
-    cdef list keys
+    cdef long *key  # per op: its issue key (trace.issue_keys)
+    cdef long *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
     cdef list clocks
     cdef list seen
     cdef list hist_e
@@ -262,6 +264,8 @@ cdef class _Pass:
         PyMem_Free(self.ended)
         PyMem_Free(self.started)
         PyMem_Free(self.pending)
+        PyMem_Free(self.key)
+        PyMem_Free(self.walk)
         if self.dh:
             for k in range(self.na):
                 PyMem_Free(self.dh[k].e)
@@ -292,11 +296,12 @@ cdef class _Pass:
         self.ended = <unsigned char *>PyMem_Calloc(m, 1)
         self.started = <unsigned char *>PyMem_Calloc(m, 1)
         self.pending = <unsigned char *>PyMem_Calloc(m, 1)
+        self.key = <long *>PyMem_Calloc(m, sizeof(long))
         self.partner = <long *>PyMem_Calloc(ma, sizeof(long))
         self.gen = <long *>PyMem_Calloc(ma, sizeof(long))
         self.hist_g = <long *>PyMem_Calloc(ma, sizeof(long))
         self.may_skip = <char *>PyMem_Calloc(ma, 1)
-        if not (self.index and self.issuer and self.prev_on and self.agent_of and
+        if not (self.index and self.issuer and self.prev_on and self.agent_of and self.key and
                 self.partner_of and self.is_free and self.ended and self.started and
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
                 and self.is_host and self.has_line and self.line and self.in_order):
@@ -496,7 +501,7 @@ cdef class _Pass:
             if raw is not None and (<Found>raw).lo <= lo and hi <= (<Found>raw).hi:
                 return
         smode = <object>slot(<PyObject *>acc, A_MODE)
-        swap = <long>self.keys[fid] > <long>self.keys[sid]
+        swap = self.key[fid] > self.key[sid]
         if swap:
             fmode, smode = smode, fmode
             fid, sid = sid, fid
@@ -624,7 +629,7 @@ cdef class _Pass:
         cands += <tuple>self.after[oid]
         for xo in cands:
             x = xo
-            if not self.ended[x] and (best < 0 or (self.keys[x], x) < (self.keys[best], best)):
+            if not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
         return ~best if self.joins[best] else best
 
@@ -718,13 +723,13 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
     return i, j
 
 
-cdef list _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_issued):
+cdef void _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_issued):
     """:func:`streamsim.trace.issue_keys` of the ops the first loop of :func:`hb_rows` read (the
     same values, the same branches, ops taken in trace order as there; see its docstring), from
-    the fields that loop stored, without another scan of the Python op objects."""
+    the fields that loop stored, without another scan of the Python op objects: into ``P.key``."""
     cdef long n = P.n
     cdef long pos, oid, t, r, width
-    cdef list keys = [0] * n
+    cdef long *keys = P.key
     # host threads in Agent order, equal agents one thread (as the reference's set of agents)
     order_of = {ag: k for k, ag in enumerate(sorted({agents[i] for i in used}))}
     cdef list thread = [order_of.get(ag, -1) for ag in agents]  # per agent index
@@ -746,13 +751,32 @@ cdef list _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_i
             if P.is_host[oid]:
                 keys[oid] = P.index[oid] * width + 2 * <long>thread[P.agent_of[oid]]
     else:
-        return list(range(n))
+        for oid in range(n):
+            keys[oid] = oid
+        return
     for pos in range(n):
         oid = P.in_order[pos]
         if not P.is_host[oid]:
             r = P.issuer[oid]
-            keys[oid] = <long>keys[r] + 1 if r >= 0 else P.line[oid] * 4 + 1
-    return keys
+            keys[oid] = keys[r] + 1 if r >= 0 else P.line[oid] * 4 + 1
+
+
+cdef inline bint _before(const long *key, long x, long y) noexcept:
+    """(key[x], x) < (key[y], y): x comes first in issue order (ties: the smaller id)."""
+    return key[x] < key[y] or (key[x] == key[y] and x < y)
+
+
+cdef struct KeyId:
+    long key
+    long id
+
+
+cdef int _by_key(const void *a, const void *b) noexcept nogil:
+    cdef const KeyId *x = <const KeyId *>a
+    cdef const KeyId *y = <const KeyId *>b
+    if x.key != y.key:
+        return -1 if x.key < y.key else 1
+    return -1 if x.id < y.id else (1 if x.id > y.id else 0)
 
 
 def hb_rows(trace, list keys, tuple names, covered):
@@ -779,7 +803,6 @@ def hb_rows(trace, list keys, tuple names, covered):
     P.ops = ops
     P.n = n
     P.na = na
-    P.keys = keys
     P.RAW, P.WAR, P.WAW, P.UAF = names
     P.READ, P.WRITE = READ, WRITE
     P.alloc(n, na)
@@ -849,9 +872,34 @@ def hb_rows(trace, list keys, tuple names, covered):
             P.is_free[oid] = 1
             P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
     if keys is None:
-        keys = _issue_keys(P, agents, sorted(used), any_line, all_issued)
-        P.keys = keys
-    order = sorted(range(n), key=keys.__getitem__)
+        _issue_keys(P, agents, sorted(used), any_line, all_issued)
+    else:  # (the caller's: trace.issue_keys; a key past 64 bits raises OverflowError: the
+        for i in range(n):  # reference's then, streamsim.native.hb_rows)
+            P.key[i] = keys[i]
+    # the walk: op ids by issue key (ties by id: Python's stable sort of range(n) by key), then
+    # the ends of the ops that join (~id), in id order
+    cdef long nwalk = n
+    for i in range(n):
+        if P.joins[i]:
+            nwalk += 1
+    cdef KeyId *by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
+    cdef long *walk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
+    P.walk = walk  # (freed with P)
+    if by_key == NULL or walk == NULL:
+        PyMem_Free(by_key)
+        raise MemoryError()
+    for i in range(n):
+        by_key[i].key = P.key[i]
+        by_key[i].id = i
+    qsort(by_key, n, sizeof(KeyId), _by_key)
+    for i in range(n):
+        walk[i] = by_key[i].id
+    PyMem_Free(by_key)
+    k = n
+    for i in range(n):
+        if P.joins[i]:
+            walk[k] = ~i
+            k += 1
 
     if na <= DENSE_MAX_AGENTS:
         P.dense_alloc()
@@ -867,15 +915,14 @@ def hb_rows(trace, list keys, tuple names, covered):
     cdef dict entries = P.entries
     cdef list position = [0] * n
     count = 0
-    walk = order + [~i for i in range(n) if ops[i].joins]
     stack = []
     cdef list after_l = P.after
     cdef list joins_l = P.joins
     cdef list clocks = P.clocks
     cdef bint waiting
 
-    for root_o in walk:
-        root = root_o
+    for wi in range(nwalk):
+        root = walk[wi]
         while True:
             if stack:
                 oid = stack[len(stack) - 1]
@@ -897,8 +944,7 @@ def hb_rows(trace, list keys, tuple names, covered):
                     need = None
                     for jo in <tuple>joins_l[oid]:
                         x = jo
-                        if not P.started[x] and (need is None or
-                                                 (keys[x], x) < (keys[need], need)):
+                        if not P.started[x] and (need is None or _before(P.key, x, <long>need)):
                             need = x
                 if need is not None:
                     if P.push(stack, <long>need):
