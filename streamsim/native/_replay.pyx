@@ -43,6 +43,7 @@ tests/native/test_replay.py.
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
+from libc.string cimport memcpy
 
 from streamsim.native._slots cimport slot_offset
 
@@ -90,6 +91,34 @@ cdef inline void _put(object obj, int field, object value) noexcept:
     cdef PyObject** at = <PyObject**>((<char*><PyObject*>obj) + _offset[field])
     Py_INCREF(value)
     at[0] = <PyObject*>value
+
+
+DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
+
+
+cdef object _shared_float(list cache, double x):
+    """A float object of ``x``'s bits: the cache's (a recent time, made for another op) or a new
+    one, which the cache then keeps. Compared by bits: a -0.0 stays a -0.0."""
+    cdef unsigned long long bits, other
+    cdef double y
+    memcpy(&bits, &x, sizeof(double))
+    cdef Py_ssize_t k = <Py_ssize_t>((bits ^ (bits >> 31) ^ (bits >> 47)) & (FLOAT_CACHE - 1))
+    o = cache[k]
+    if o is not None:
+        y = <double>o
+        memcpy(&other, &y, sizeof(double))
+        if other == bits:
+            return o
+    o = x
+    cache[k] = o
+    return o
+
+
+cdef tuple _ids(list ids, tuple ops):
+    """``ops`` (op ids) as the run's id objects (``ids``)."""
+    if not ops:
+        return ops
+    return tuple([ids[<Py_ssize_t>x] for x in ops])
 
 
 class _Fallback(Exception):
@@ -1761,6 +1790,12 @@ cdef class _Run:
         if self.seq_holes:
             raise _Fallback()
         out = []
+        # Objects shared as the engine's are: an op id's int, one object wherever it is named
+        # (the op's id, an issuer, an after or joins entry), and equal recent times one float
+        # (an op's end, the next one's start, the enqueued time of what it issued): ~80 bytes
+        # a line less than an object each (docs/native.md)
+        cdef list ids = list(range(self.nops))
+        cdef list floats = [None] * FLOAT_CACHE
         lines = self.lines
         special = self.special
         opjoins, ophandle, opstep = self.opjoins, self.ophandle, self.opstep
@@ -1768,21 +1803,21 @@ cdef class _Run:
             ln = lines[self.lineof[i]]
             r = _new_object(Op)  # (every slot is set below, in order; frozen once made)
             sp = special.get(i) if special else None
-            _put(r, F_ID, i)
+            _put(r, F_ID, ids[i])
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
             _put(r, F_INDEX, self.index[i])
             _put(r, F_KIND, ln.op if sp is None else sp[0])
             _put(r, F_NAME, ln.name if sp is None else sp[1])
-            _put(r, F_ENQUEUED, self.enq[i])
-            _put(r, F_START, self.start[i])
-            _put(r, F_END, self.end[i])
+            _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
+            _put(r, F_START, _shared_float(floats, self.start[i]))
+            _put(r, F_END, _shared_float(floats, self.end[i]))
             _put(r, F_START_SEQ, self.sseq[i])
             _put(r, F_END_SEQ, self.eseq[i])
             _put(r, F_ACCESSES, self.accesses[i])
             iss = self.issuer[i]
-            _put(r, F_ISSUER, iss if iss >= 0 else None)
-            _put(r, F_AFTER, self.after[i])
-            _put(r, F_JOINS, opjoins.get(i, ()) if opjoins else ())
+            _put(r, F_ISSUER, ids[iss] if iss >= 0 else None)
+            _put(r, F_AFTER, _ids(ids, self.after[i]))
+            _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
             _put(r, F_LOCATION, ln.location)
             _put(r, F_STEP, ln.step if not opstep or i not in opstep else opstep[i])
             _put(r, F_LINE, ln.lineno if sp is None else None)
