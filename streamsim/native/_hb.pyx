@@ -25,7 +25,8 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdlib cimport qsort
 from libc.string cimport memcpy
 
-from streamsim.native._slots cimport Py_TYPE, slot, slot_offset
+from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
+    F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
 from streamsim.strided import block_hits, covers
 from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 
@@ -36,15 +37,8 @@ from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 cdef PyTypeObject *OP_T = <PyTypeObject *>Op
 cdef PyTypeObject *ACCESS_T = <PyTypeObject *>Access
 cdef PyTypeObject *VIEW_T = <PyTypeObject *>View
-cdef Py_ssize_t O_ID = slot_offset(Op, "id")
-cdef Py_ssize_t O_AGENT = slot_offset(Op, "agent")
-cdef Py_ssize_t O_INDEX = slot_offset(Op, "index")
-cdef Py_ssize_t O_KIND = slot_offset(Op, "kind")
-cdef Py_ssize_t O_ISSUER = slot_offset(Op, "issuer")
-cdef Py_ssize_t O_AFTER = slot_offset(Op, "after")
-cdef Py_ssize_t O_JOINS = slot_offset(Op, "joins")
-cdef Py_ssize_t O_LINE = slot_offset(Op, "line")
-cdef Py_ssize_t O_ACCESSES = slot_offset(Op, "accesses")
+cdef Py_ssize_t OFF[<int>N_FIELDS]  # the op slots by F_X (streamsim/native/_slots.pxd)
+op_offsets(Op, OFF)
 cdef Py_ssize_t A_VIEW = slot_offset(Access, "view")
 cdef Py_ssize_t A_MODE = slot_offset(Access, "mode")
 
@@ -58,12 +52,12 @@ cdef bint _readable(PyObject *p) noexcept:
     cdef PyObject *acc
     cdef PyObject *view
     cdef PyObject *accs
-    if Py_TYPE(p) != OP_T or slot(p, O_ID) == NULL or slot(p, O_AGENT) == NULL or \
-            slot(p, O_INDEX) == NULL or slot(p, O_KIND) == NULL or \
-            slot(p, O_ISSUER) == NULL or slot(p, O_LINE) == NULL or \
-            not _is_tuple(slot(p, O_AFTER)) or not _is_tuple(slot(p, O_JOINS)):
+    if Py_TYPE(p) != OP_T or slot(p, OFF[F_ID]) == NULL or slot(p, OFF[F_AGENT]) == NULL or \
+            slot(p, OFF[F_INDEX]) == NULL or slot(p, OFF[F_KIND]) == NULL or \
+            slot(p, OFF[F_ISSUER]) == NULL or slot(p, OFF[F_LINE]) == NULL or \
+            not _is_tuple(slot(p, OFF[F_AFTER])) or not _is_tuple(slot(p, OFF[F_JOINS])):
         return False
-    accs = slot(p, O_ACCESSES)
+    accs = slot(p, OFF[F_ACCESSES])
     if not _is_tuple(accs):
         return False
     for a in <tuple>accs:
@@ -155,7 +149,8 @@ cdef Mixed _mixed(list writes, list reads):
 
 
 cdef inline object _mixed_copy(object m):
-    """A split segment's copy of its mixed state (the reference's ``s.mixed and s.mixed.copy()``)."""
+    """A split segment's copy of its mixed state (the reference's ``s.mixed and
+    s.mixed.copy()``)."""
     return None if m is None else (<Mixed>m).copy()
 
 
@@ -493,7 +488,7 @@ cdef class _Pass:
         cdef Found h
         first_mode = fmode
         fop = self.ops[fid]
-        sid = <object>slot(<PyObject *>op, O_ID)
+        sid = <object>slot(<PyObject *>op, OFF[F_ID])
         if self.is_free[sid] or self.is_free[fid]:
             kind = self.UAF
         elif kind is self.WAW:
@@ -832,10 +827,10 @@ def hb_rows(trace, list keys, tuple names, covered):
         po = <PyObject *>op
         if not _readable(po):
             return None  # (an op of another type, or unset fields: the reference reads it)
-        kind = <object>slot(po, O_KIND)
+        kind = <object>slot(po, OFF[F_KIND])
         if kind not in covered:
             return None
-        ag = <object>slot(po, O_AGENT)
+        ag = <object>slot(po, OFF[F_AGENT])
         got = by_id.get(id(ag))
         if got is None:
             got = by_eq.get(ag)
@@ -843,12 +838,12 @@ def hb_rows(trace, list keys, tuple names, covered):
                 return None  # the reference restarts knowing every agent
             by_id[id(ag)] = got
         a = got
-        oid = <object>slot(po, O_ID)
+        oid = <object>slot(po, OFF[F_ID])
         P.agent_of[oid] = a
         P.prev_on[oid] = last_on[a]
         last_on[a] = oid
-        P.index[oid] = <object>slot(po, O_INDEX)
-        iss = <object>slot(po, O_ISSUER)
+        P.index[oid] = <object>slot(po, OFF[F_INDEX])
+        iss = <object>slot(po, OFF[F_ISSUER])
         P.issuer[oid] = -1 if iss is None else <long>iss
         P.in_order[pos] = oid
         pos += 1
@@ -856,18 +851,18 @@ def hb_rows(trace, list keys, tuple names, covered):
             if host_agent[a]:
                 P.is_host[oid] = 1
                 used.add(a)
-                ln = <object>slot(po, O_LINE)
+                ln = <object>slot(po, OFF[F_LINE])
                 if ln is not None:
                     P.has_line[oid] = 1
                     P.line[oid] = ln
                     any_line = True
             elif iss is None:
                 all_issued = False
-                ln = <object>slot(po, O_LINE)
+                ln = <object>slot(po, OFF[F_LINE])
                 if ln:
                     P.line[oid] = ln
-        P.after[oid] = <object>slot(po, O_AFTER)
-        P.joins[oid] = <object>slot(po, O_JOINS)
+        P.after[oid] = <object>slot(po, OFF[F_AFTER])
+        P.joins[oid] = <object>slot(po, OFF[F_JOINS])
         if kind == "free":
             P.is_free[oid] = 1
             P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
@@ -998,7 +993,7 @@ def hb_rows(trace, list keys, tuple names, covered):
             position[oid] = count
             count += 1
             P.started[oid] = 1
-            accs = <object>slot(<PyObject *>op, O_ACCESSES)
+            accs = <object>slot(<PyObject *>op, OFF[F_ACCESSES])
             if r < 0 and P.may_skip[a] and not accs and not aft and not joins_l[oid]:
                 P.ended[oid] = 1
                 continue

@@ -28,7 +28,8 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
-from streamsim.native._slots cimport Py_TYPE, slot as _slot, slot_offset
+from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
+    F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP)
 
 from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
@@ -39,14 +40,8 @@ cdef extern from "Python.h":
 # instead of a getattr, the reads of every op were most of the compiled scans' time); an op of
 # another type (a subclass) takes the reference.
 cdef PyTypeObject *OP_TYPE = <PyTypeObject *>Op
-cdef Py_ssize_t OFF_ID = slot_offset(Op, "id")
-cdef Py_ssize_t OFF_AGENT = slot_offset(Op, "agent")
-cdef Py_ssize_t OFF_KIND = slot_offset(Op, "kind")
-cdef Py_ssize_t OFF_START = slot_offset(Op, "start")
-cdef Py_ssize_t OFF_END = slot_offset(Op, "end")
-cdef Py_ssize_t OFF_STEP = slot_offset(Op, "step")
-cdef Py_ssize_t OFF_ISSUER = slot_offset(Op, "issuer")
-cdef Py_ssize_t OFF_LOCATION = slot_offset(Op, "location")
+cdef Py_ssize_t OFF[<int>N_FIELDS]  # the op slots by F_X (streamsim/native/_slots.pxd)
+op_offsets(Op, OFF)
 
 
 cdef PyObject *ALLOC = <PyObject *>"alloc"
@@ -332,9 +327,9 @@ def timing(trace):
     cdef PyObject *pe
     for op in trace.ops:
         p = <PyObject *>op
-        if Py_TYPE(p) != OP_TYPE or _slot(p, OFF_AGENT) == NULL:
+        if Py_TYPE(p) != OP_TYPE or _slot(p, OFF[F_AGENT]) == NULL:
             return None
-        ag = <object>_slot(p, OFF_AGENT)
+        ag = <object>_slot(p, OFF[F_AGENT])
         if <PyObject *>ag != last:
             slot = slot_of.get(<uintptr_t><PyObject *>ag)
             if slot < 0:
@@ -350,12 +345,12 @@ def timing(trace):
         f = flags[slot]
         if not (f & 1):
             continue
-        ps, pe = _slot(p, OFF_START), _slot(p, OFF_END)
+        ps, pe = _slot(p, OFF[F_START]), _slot(p, OFF[F_END])
         if ps == NULL or pe == NULL or not _float(<object>ps, &start) or \
                 not _float(<object>pe, &end):
             return None
-        if f & 2 and _slot(p, OFF_STEP) != NULL and _slot(p, OFF_STEP) != <PyObject *>None:
-            step = <object>_slot(p, OFF_STEP)
+        if f & 2 and _slot(p, OFF[F_STEP]) != NULL and _slot(p, OFF[F_STEP]) != <PyObject *>None:
+            step = <object>_slot(p, OFF[F_STEP])
             got = step_at.get(step)
             if got is None:
                 step_at[step] = spans.n
@@ -530,7 +525,7 @@ def memory(trace):
         p = <PyObject *>op
         if Py_TYPE(p) != OP_TYPE:
             return None
-        pid, pk = _slot(p, OFF_ID), _slot(p, OFF_KIND)
+        pid, pk = _slot(p, OFF[F_ID]), _slot(p, OFF[F_KIND])
         if pid == NULL or pk == NULL or not PyLong_CheckExact(<object>pid):
             return None
         if PyLong_AsSsize_t(<object>pid) != i:  # a trace cut to some of its ops: the reference
@@ -653,8 +648,8 @@ def keyed_host_ops(trace, wanted):
         p = <PyObject *>op
         if Py_TYPE(p) != OP_TYPE:
             return None
-        loc, kind, ag = _slot(p, OFF_LOCATION), _slot(p, OFF_KIND), _slot(p, OFF_AGENT)
-        if loc == NULL or kind == NULL or ag == NULL or _slot(p, OFF_ID) == NULL:
+        loc, kind, ag = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND]), _slot(p, OFF[F_AGENT])
+        if loc == NULL or kind == NULL or ag == NULL or _slot(p, OFF[F_ID]) == NULL:
             return None
         if not (<object>loc in lines and <object>kind in kinds):
             continue
@@ -675,7 +670,7 @@ def keyed_host_ops(trace, wanted):
         sites[site] = n + 1
         group = groups[t - 1]
         if group is not None and (<object>kind, <object>loc, n) in group:
-            host[<object>_slot(p, OFF_ID)] = (<object>ag, <object>kind, <object>loc, n)
+            host[<object>_slot(p, OFF[F_ID])] = (<object>ag, <object>kind, <object>loc, n)
     return host
 
 
@@ -714,7 +709,7 @@ def delayed_ops(trace, dict host):
         p = <PyObject *>op
         if Py_TYPE(p) != OP_TYPE:
             return None
-        ag = _slot(p, OFF_AGENT)
+        ag = _slot(p, OFF[F_AGENT])
         if ag == NULL:
             return None
         if ag != last:
@@ -723,7 +718,7 @@ def delayed_ops(trace, dict host):
                 known = 1 if (<object>ag).kind == HOST else 0
                 is_host.put(<uintptr_t>ag, known)
             last, last_host = ag, known == 1
-        pid = _slot(p, OFF_ID) if last_host else _slot(p, OFF_ISSUER)
+        pid = _slot(p, OFF[F_ID]) if last_host else _slot(p, OFF[F_ISSUER])
         if pid == NULL:
             return None
         if pid == <PyObject *>None:

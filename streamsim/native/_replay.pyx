@@ -2,31 +2,29 @@
 """The compiled replay of an op log: the simpy engine's schedule, event for event, in C.
 
 The reference is the simpy replay (streamsim/oplog/replay.py driving streamsim/sim/engine.py,
-host.py and comm.py through the modelling API). This module replays the op logs whose lines
-are of the kinds of :data:`KINDS`: kernels, host work, events, host syncs, allocations, frees,
-``record_stream``, NCCL and gloo sends and receives (batched or not), the collectives, handle
-waits and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have several host
-threads, which keep the reference's line order between them (streamsim/oplog/issueorder.py:
-each thread settles its clock and waits for the lines of other threads its line must follow;
-a line waited for is taken once its call returns, a blocking one as it starts); and fix
-costing's re-runs, of logs of one host thread a rank, with event, event-sync,
-``record_stream`` and handle-wait fixes (streamsim/sim/inject.py). For those, it runs
-the same discrete-event schedule as simpy does for the engine: a heap of (time, priority,
-insertion number) entries, each resuming one process (a host thread or a stream's loop) at the
-point it yielded, with the same entries pushed in the same order (a process's start: urgent; a
-timeout, a stream's wake-up, an op's end waking its waiters, a transfer's receive starting or
-its data arriving, a collective's last member: normal), so that ties at equal times break the
-same way and every op gets the same id, times, sequence positions, edges, attrs and notes as
-the reference gives it. (A simpy event with several waiters, a collective's start, resumes them
-in one step; here each is an entry of its own, pushed in the same order with consecutive
-numbers: nothing a resumed stream schedules can come between them, as it schedules only normal
-entries. A line's signal that host threads wait on is one entry that resumes them all in one
-step, in the order they began waiting: a resumed host may start a stream, an urgent entry.)
-It makes the ops
-the engine's records become (``Op``, the slots of its ``Rec``, handed over by :func:`bind`; their
-``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes its records before
-it freezes them, so that it skips that loop) and leaves the trace to the engine's own ``build_trace``, so the two traces are built by
-one function.
+host.py and comm.py through the modelling API). This module replays the op logs whose lines are of
+the kinds of :data:`KINDS`: kernels, host work, events, host syncs, allocations, frees,
+``record_stream``, NCCL and gloo sends and receives (batched or not), the collectives, handle waits
+and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have several host threads,
+which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
+settles its clock and waits for the lines of other threads its line must follow; a line waited for
+is taken once its call returns, a blocking one as it starts); and fix costing's re-runs, of logs of
+one host thread a rank, with event, event-sync, ``record_stream`` and handle-wait fixes
+(streamsim/sim/inject.py). For those, it runs the same discrete-event schedule as simpy does for the
+engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
+thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
+(a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
+transfer's receive starting or its data arriving, a collective's last member: normal), so that ties
+at equal times break the same way and every op gets the same id, times, sequence positions, edges,
+attrs and notes as the reference gives it. (A simpy event with several waiters, a collective's
+start, resumes them in one step; here each is an entry of its own, pushed in the same order with
+consecutive numbers: nothing a resumed stream schedules can come between them, as it schedules only
+normal entries. A line's signal that host threads wait on is one entry that resumes them all in one
+step, in the order they began waiting: a resumed host may start a stream, an urgent entry.) It makes
+the ops the engine's records become (``Op``, the slots of its ``Rec``, handed over by :func:`bind`;
+their ``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes its records
+before it freezes them, so that it skips that loop) and leaves the trace to the engine's own
+``build_trace``, so the two traces are built by one function.
 
 What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
 queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
@@ -34,18 +32,20 @@ queue; the heap; the waiters of each op. What stays Python: each op's attrs, acc
 durations (drawn in the reference's order: each op as it is made).
 
 :func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
-something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the
-reference refuses or that jitter overflows, a ref that is not a plain ``Ref``, a kind or a
-stream it does not cover, a run that stalls (a process still waiting when no entry is left: the
-reference's deadlock report). The caller then runs the reference, which words the error. Held equal to the reference op by op by
-tests/native/test_replay.py.
+something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the reference
+refuses or that jitter overflows, a ref that is not a plain ``Ref``, a kind or a stream it does not
+cover, a run that stalls (a process still waiting when no entry is left: the reference's deadlock
+report). The caller then runs the reference, which words the error. Held equal to the reference op
+by op by tests/native/test_replay.py.
 """
 from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
 
-from streamsim.native._slots cimport slot_offset
+from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
+    F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
+    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets)
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -62,11 +62,8 @@ cdef object Op = None, Rec = None, Agent = None, Access = None, View = None, Not
 cdef object build_trace = None, is_comm = None
 cdef object _new_object = object.__new__
 
-# the record's slots in Rec.__slots__ order (trace.Op's fields), by their offsets in the object
-cdef enum:
-    F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START, F_END, F_START_SEQ, F_END_SEQ,
-    F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP, F_LINE, F_HANDLE, F_ATTRS, N_FIELDS
-cdef Py_ssize_t _offset[<int>N_FIELDS]
+cdef Py_ssize_t _offset[<int>N_FIELDS]  # an op's slots (F_X) by their offsets in the object
+cdef Py_ssize_t _rec_offset[<int>N_FIELDS]
 
 
 def bind(**objects):
@@ -75,14 +72,11 @@ def bind(**objects):
     Op, Rec, Agent = objects["Op"], objects["Rec"], objects["Agent"]
     Access, View, Note, Ref = objects["Access"], objects["View"], objects["Note"], objects["Ref"]
     build_trace, is_comm = objects["build_trace"], objects["is_comm"]
-    slots = Op.__slots__
-    if len(slots) != N_FIELDS or slots[0] != "id" or slots[N_FIELDS - 1] != "attrs" or \
-            tuple(Rec.__slots__) != tuple(slots):
-        raise AssertionError(f"Op's slots changed (or Rec's differ): {slots}")
-    for i, name in enumerate(slots):  # (an Op and a Rec: the same offsets, as their class swap
-        _offset[i] = slot_offset(Op, name)  # in build_trace relies on)
-        if slot_offset(Rec, name) != _offset[i]:
-            raise AssertionError(f"Rec.{name} is not where Op.{name} is")
+    op_offsets(Op, _offset)  # (an Op and a Rec: the same slots at the same offsets, as their
+    op_offsets(Rec, _rec_offset)  # class swap in build_trace relies on)
+    for i in range(N_FIELDS):
+        if _rec_offset[i] != _offset[i]:
+            raise AssertionError(f"Rec.{Op.__slots__[i]} is not where Op's is")
 
 
 cdef inline void _put(object obj, int field, object value) noexcept:
@@ -1831,8 +1825,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
            double max_time, rng, dict pre=None, dict post=None, dict groups=None,
            dict gates=None, on_start=frozenset()):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
-    thread)s in spawn order) as the reference does; returns ``(ops, notes, seq, seq_holes, agents)`` for
-    ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
+    thread)s in spawn order) as the reference does; returns ``(ops, notes, seq, seq_holes,
+    agents)`` for ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
     ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Reading a slots class's fields directly: the compiled passes' one way to read an ``Op``, an
-``Access`` or a ``View`` (streamsim/trace.py: slots dataclasses).
+"""Reading a slots class's fields directly: the compiled passes' one way to read (and the compiled
+replay's to fill) an ``Op``, an ``Access`` or a ``View`` (streamsim/trace.py: slots dataclasses).
 
 Each field of a slots class is a member descriptor at a fixed offset in the object. A load at that
 offset is what ``getattr`` ends in, without the type's attribute lookup and the descriptor call on
@@ -32,3 +32,22 @@ cdef inline Py_ssize_t slot_offset(type cls, str name) except -1:
 cdef inline PyObject *slot(PyObject *o, Py_ssize_t offset) noexcept:
     """The (borrowed) value of one of ``o``'s slots: NULL when unset."""
     return (<PyObject **>((<char *>o) + offset))[0]
+
+
+# trace.Op's fields, in its __slots__ order: F_X indexes the offsets op_offsets fills
+cdef enum:
+    F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START, F_END, F_START_SEQ, F_END_SEQ,
+    F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP, F_LINE, F_HANDLE, F_ATTRS, N_FIELDS
+
+
+cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
+    """Fill ``out[F_X]`` with the offset of each of ``op_class``'s slots (``trace.Op``, or a class
+    of its slots); AssertionError when its slots are not the fields above, in that order."""
+    names = ("id", "agent", "index", "kind", "name", "enqueued", "start", "end", "start_seq",
+             "end_seq", "accesses", "issuer", "after", "joins", "location", "step", "line",
+             "handle", "attrs")
+    if tuple(op_class.__slots__) != names:
+        raise AssertionError(f"{op_class.__name__}'s slots changed: {op_class.__slots__}")
+    for i, name in enumerate(names):
+        out[i] = slot_offset(op_class, name)
+    return 0
