@@ -323,9 +323,11 @@ def test_logs_use_every_covered_kind():
     del path
 
 
-def test_logs_have_strided_views_the_compiled_pass_runs_on():
+@pytest.mark.skipif(not native.built(), reason="the compiled core is not built")
+def test_logs_have_strided_views_the_compiled_pass_runs_on(monkeypatch):
     """One log in several has a strided view (mixed segments), and the compiled pass runs on it
     (it no longer hands such a trace to the reference)."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
     from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
     from streamsim.oplog import simulate_oplog
     from streamsim.trace import issue_keys

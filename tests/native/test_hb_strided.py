@@ -19,6 +19,15 @@ pytestmark = pytest.mark.skipif(not native.built(), reason="the compiled core is
 NAMES = (RAW, WAR, WAW, USE_AFTER_FREE)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def compiled_on():
+    """The compiled pass on, even in a run with STREAMSIM_NATIVE=0 (the suite's pure-Python
+    run): these tests compare it with the reference."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("STREAMSIM_NATIVE", raising=False)
+        yield
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_traces(strided=True))
 def test_strided_traces_give_the_references_hazards_compiled(t: Trace):
