@@ -103,7 +103,7 @@ def replayer() -> Any:
 
 def bind_replayer(**objects: Any) -> None:
     """Hand the engine's objects to the compiled replay (which imports nothing above it): its
-    record class, the trace's classes, ``Ref`` and ``build_trace`` (``_replay.bind``)."""
+    record class, the trace's classes and ``Ref`` (``_replay.bind``)."""
     if _replayer is not None:
         _replayer.bind(**objects)
 

@@ -23,8 +23,8 @@ normal entries. A line's signal that host threads wait on is one entry that resu
 step, in the order they began waiting: a resumed host may start a stream, an urgent entry.) It makes
 the ops the engine's records become (``Op``, the slots of its ``Rec``, handed over by :func:`bind`;
 their ``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes its records
-before it freezes them, so that it skips that loop) and leaves the trace to the engine's own
-``build_trace``, so the two traces are built by one function.
+before it freezes them) and leaves the trace to ``finish.trace_of``, with which the engine's own
+``build_trace`` ends: the two traces are built by one function.
 
 What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
 queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
@@ -59,7 +59,7 @@ _TO_ROOT = frozenset({"reduce", "gather"})
 _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 
 cdef object Op = None, Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
-cdef object build_trace = None, is_comm = None
+cdef object is_comm = None
 cdef object _new_object = object.__new__
 
 cdef Py_ssize_t _offset[<int>N_FIELDS]  # an op's slots (F_X) by their offsets in the object
@@ -67,11 +67,11 @@ cdef Py_ssize_t _rec_offset[<int>N_FIELDS]
 
 
 def bind(**objects):
-    """The engine's classes and its trace builder (this module imports nothing above it)."""
-    global Op, Rec, Agent, Access, View, Note, Ref, build_trace, is_comm
+    """The engine's and the trace's classes (this module imports nothing above it)."""
+    global Op, Rec, Agent, Access, View, Note, Ref, is_comm
     Op, Rec, Agent = objects["Op"], objects["Rec"], objects["Agent"]
     Access, View, Note, Ref = objects["Access"], objects["View"], objects["Note"], objects["Ref"]
-    build_trace, is_comm = objects["build_trace"], objects["is_comm"]
+    is_comm = objects["is_comm"]
     op_offsets(Op, _offset)  # (an Op and a Rec: the same slots at the same offsets, as their
     op_offsets(Rec, _rec_offset)  # class swap in build_trace relies on)
     for i in range(N_FIELDS):
@@ -1825,8 +1825,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
            double max_time, rng, dict pre=None, dict post=None, dict groups=None,
            dict gates=None, on_start=frozenset()):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
-    thread)s in spawn order) as the reference does; returns ``(ops, notes, seq, seq_holes,
-    agents)`` for ``build_trace``, or None when the reference must run instead. ``rng``: the seeded
+    thread)s in spawn order) as the reference does; returns ``(ops, notes, agents)`` for
+    ``finish.trace_of``, or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
     ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
@@ -1899,7 +1899,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         ops = r.records()
     except _Fallback:
         return None
-    return ops, r.notes, r.seq, r.seq_holes, set(r.agent_obj)
+    return ops, r.notes, set(r.agent_obj)
 
 
 cdef dict _provenance(dict d, object ln):

@@ -33,7 +33,7 @@ from ..kinds import COMM_ROLES, HANDLE_KINDS, OP_KINDS, OpKind, stream_role
 from ..sim.api import Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work
 from ..sim.engine import cost_model
 from ..sim.errors import InternalError, ModelError
-from ..sim.finish import build_trace
+from ..sim.finish import trace_of
 from ..sim.memory import Ref
 from ..sim.records import Rec
 from .batches import batches as group_batches
@@ -113,11 +113,10 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                               pre, post, groups, gates, _TAKEN_AS_THEY_START)
         if got is None:
             return None
-        recs, notes, seq, seq_holes, agents = got
+        ops, notes, agents = got
         meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
                 "cost_model": cost_model(oplog.launch_overhead, groups.values())}
-        return build_trace(recs, None, {}, seq=seq, lent={}, seq_holes=seq_holes, notes=notes,
-                           agents=agents, source=oplog.path, meta=meta, made=True)
+        return trace_of(tuple(ops), None, notes, agents, oplog.path, meta)
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
 
@@ -181,7 +180,6 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
 
 
 native.bind_replayer(Op=Op, Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
-                     build_trace=build_trace,
                      is_comm=lambda name: stream_role(name) in COMM_ROLES)
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start

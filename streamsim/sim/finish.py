@@ -31,16 +31,11 @@ def caught_by_stall(recs: list[Rec],
 
 def build_trace(recs: list[Rec], stall: Stall | None, waiting: dict[int, list[Rec]], *, seq: int,
                 lent: dict[int, int], seq_holes: bool, notes: list[Note], agents: Iterable,
-                source: str, meta: dict | None, made: bool = False) -> Trace:
+                source: str, meta: dict | None) -> Trace:
     """The trace of a finished (or stalled: ``stall``) run, from the engine's records ``recs``
     (every op, by id), ``waiting`` (:func:`caught_by_stall`), the engine's sequence counter
     ``seq``, the starts blocking ops lent back (``lent``, see ``Engine.wait_recs``), whether
-    sequence slots were left unused (``seq_holes``), its ``notes`` and its ``agents``. ``made``:
-    ``recs`` are the ops already, frozen (the compiled replay's: a run that finished, its
-    positions dense, its edges op ids)."""
-    if made:
-        assert stall is None and not seq_holes and not lent, "made ops: a finished run's"
-        return _trace(tuple(recs), stall, notes, agents, source, meta)
+    sequence slots were left unused (``seq_holes``), its ``notes`` and its ``agents``."""
     started = [r for r in recs if r.start_seq >= 0] if stall else recs  # (a stream stops with
     # queued ops only when blocked: without a stall every op has run)
     # ops that never started hold no sequence slot and are left out: the rest are renumbered
@@ -61,11 +56,13 @@ def build_trace(recs: list[Rec], stall: Stall | None, waiting: dict[int, list[Re
         notes = [_renumber_note(n, recs, new_id) for n in notes]
         if stall is not None:
             stall = _renumber_stall(stall, new_id)
-    return _trace(ops, stall, notes, agents, source, meta)
+    return trace_of(ops, stall, notes, agents, source, meta)
 
 
-def _trace(ops: tuple[Op, ...], stall: Stall | None, notes: list[Note], agents: Iterable,
-           source: str, meta: dict | None) -> Trace:
+def trace_of(ops: tuple[Op, ...], stall: Stall | None, notes: list[Note], agents: Iterable,
+             source: str, meta: dict | None) -> Trace:
+    """The trace of a run's frozen ops (by id, dense sequence positions, edges as op ids): what
+    :func:`build_trace` ends with, and the compiled replay's ops go to directly."""
     return Trace(ops=ops, agents=tuple(sorted(agents)), stall=stall, notes=tuple(notes),
                  end_time=max(map(_op_end, ops), default=0.0), source=source,
                  meta=dict(meta or {}))
