@@ -823,6 +823,7 @@ def hb_rows(trace, list keys, tuple names, covered):
     cdef bint all_issued = True  # every stream op names the host action that issued it
     cdef long pos = 0
     cdef PyObject *po
+    cdef long njoin = 0  # ops whose end joins something (their ends end the walk)
     for op in ops:
         po = <PyObject *>op
         if not _readable(po):
@@ -863,6 +864,8 @@ def hb_rows(trace, list keys, tuple names, covered):
                     P.line[oid] = ln
         P.after[oid] = <object>slot(po, OFF[F_AFTER])
         P.joins[oid] = <object>slot(po, OFF[F_JOINS])
+        if P.joins[oid]:
+            njoin += 1
         if kind == "free":
             P.is_free[oid] = 1
             P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
@@ -873,10 +876,7 @@ def hb_rows(trace, list keys, tuple names, covered):
             P.key[i] = keys[i]
     # the walk: op ids by issue key (ties by id: Python's stable sort of range(n) by key), then
     # the ends of the ops that join (~id), in id order
-    cdef long nwalk = n
-    for i in range(n):
-        if P.joins[i]:
-            nwalk += 1
+    cdef long nwalk = n + njoin
     cdef KeyId *by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
     cdef long *walk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
     P.walk = walk  # (freed with P)
