@@ -17,7 +17,6 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from ..sim.errors import ModelError
@@ -128,12 +127,11 @@ class _Parser:
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
         self.last_t: dict[tuple[int, str], tuple[float, int]] = {}  # thread -> its last t, line
-        # the per-line hot path (set by parse): compiled (streamsim.native._decode) where it runs,
-        # else fastpath.fast_spec and this module's build; a small log's: the checker and build.
-        # The same specs and Lines every way
+        # the per-line hot path (set by parse): compiled (streamsim.native._decode: its passes,
+        # which make most Lines in pass 1) where it runs, else fastpath.fast_spec and this
+        # module's build; a small log's: the checker and build. The same Lines every way
         self.compiled = None
         self.fast_spec = _checker_only
-        self.build_line = self.build
 
     def fail(self, msg: str) -> ModelError:
         return ModelError(f"{self.path}:{self.lineno}: {msg}")
@@ -143,7 +141,6 @@ class _Parser:
             fast, compiled = _fast_paths()
             self.compiled = compiled
             self.fast_spec = fast if compiled is None else compiled.fast_spec
-            self.build_line = self.build if compiled is None else partial(compiled.build, self)
         raw: list[tuple[int, dict[str, Any]] | None] = []
         chunks = split_lines(data)
         if self.compiled is not None:  # (the same loop, which hands this method what it does not
@@ -152,15 +149,20 @@ class _Parser:
             for i, chunk in enumerate(chunks, 1):
                 self.take(i, chunk, raw)
         del chunks  # (the memory peak is pass 1's specs beside pass 2's Lines: let each go early)
-        lines = []
-        build = self.build_line
-        for k, (i, spec) in enumerate(raw):
-            raw[k] = None
-            self.lineno = i
+        if self.compiled is not None:  # (the same loop, over specs and the Lines pass 1 made)
             try:
-                lines.append(build(i, spec))
+                lines = self.compiled.second_pass(self, raw)
             except _Bad as e:
                 raise self.fail(str(e)) from None
+        else:
+            lines = []
+            for k, (i, spec) in enumerate(raw):
+                raw[k] = None
+                self.lineno = i
+                try:
+                    lines.append(self.build(i, spec))
+                except _Bad as e:
+                    raise self.fail(str(e)) from None
         groups = {}
         for name, g in self.groups.items():
             ranks = tuple(sorted(g["ranks"]))

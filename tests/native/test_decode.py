@@ -182,22 +182,53 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     assert len(log.lines) == 9
 
 
+SETTLED = {
+    # "b" alive from the start: named by its name (its Line made in pass 1, the Ref pending),
+    # then by a line the checker reads (a strided ref): one Ref object for both
+    "a name, then the checker's line": (
+        '{"op": "launch", "reads": ["b"]}\n'
+        '{"op": "launch", "reads": ["b", {"buffer": "c", "sizes": [2], "strides": [2]}]}\n'),
+    # a later ref makes the implicit life 8 bytes: the name's Ref, made at 1, is replaced
+    "a name, then a larger extent": (
+        '{"op": "launch", "reads": ["b"]}\n'
+        '{"op": "launch", "writes": [{"buffer": "b", "offset": 4, "nbytes": 4}]}\n'
+        '{"op": "host", "reads": ["b", {"buffer": "b", "offset": 2}]}\n'),
+    # an explicit 1-byte ref interned first: the name's pending Ref (also 1 byte) gives way to it
+    "an equal explicit ref first": (
+        '{"op": "launch", "reads": [{"buffer": "b", "nbytes": 1}]}\n'
+        '{"op": "launch", "reads": ["b"]}\n{"op": "host", "writes": ["b"]}\n'),
+    # the implicit life's ref, then an alloc's life of the same name and size
+    "an implicit life, then an allocated one": (
+        '{"op": "launch", "reads": ["b"]}\n{"op": "free", "buffer": "b"}\n'
+        '{"op": "alloc", "buffer": "b", "nbytes": 1}\n{"op": "launch", "reads": ["b"]}\n'),
+}
+
+
+@pytest.mark.parametrize("case", SETTLED)
+def test_refs_made_in_pass_1_settle_as_the_checker_resolves_them(monkeypatch, case):
+    """A Line made in pass 1 names a buffer alive from the start before the log's end says its
+    size: its Ref is sized, and shared with every equal ref of the log, as the checker's."""
+    assert_same(SETTLED[case], monkeypatch, case)
+    log, shared = outcome(SETTLED[case], monkeypatch, "compiled")
+    refs = [r for ln in log.lines for r in (*ln.reads, *ln.writes)]
+    assert len({id(r) for r in refs}) == len(set(refs)), "equal refs are not one object"
+
+
 def test_the_comparison_catches_a_difference(monkeypatch):
     """The test can fail: a compiled reader whose Lines differ in one field is caught."""
     read._fast_paths()  # (the compiled reader imported and bound before it is replaced)
     compiled = native._decoder
-    build = compiled.build
+    second_pass = compiled.second_pass
 
     class Off:
         first_pass = compiled.first_pass
         fast_spec = compiled.fast_spec
 
         @staticmethod
-        def build(parser, lineno, spec):
-            line = build(parser, lineno, spec)
-            if lineno == 2:
-                line.dur += 1
-            return line
+        def second_pass(parser, raw):
+            lines = second_pass(parser, raw)
+            lines[0].dur += 1
+            return lines
     monkeypatch.setattr(native, "_decoder", Off)
     with pytest.raises(AssertionError, match="line 2 differs"):
         assert_same(generated_log(1), monkeypatch, "generated log 1")
