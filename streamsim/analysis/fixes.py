@@ -12,6 +12,7 @@ issued (a hand-built trace), or a use issued after the free: no proposal (see
 """
 from __future__ import annotations
 
+from .. import native
 from .findings import USE_AFTER_FREE, Fix, Hazard
 from ..trace import HOST, STREAM, Agent, Op, Trace, issue_point
 
@@ -69,6 +70,13 @@ def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
     return hazard.kind == USE_AFTER_FREE and first_issued.kind == "free"
 
 
+def with_fixes(trace: Trace, hazards: list[Hazard]) -> list[Hazard]:
+    """Each of ``hazards`` with its proposed fix attached (:func:`with_fix`): compiled where it
+    runs (streamsim/native/_fixes.pyx, the same records)."""
+    got = native.with_fixes(trace, hazards)
+    return got if got is not None else [with_fix(trace, h) for h in hazards]
+
+
 def with_fix(trace: Trace, hazard: Hazard) -> Hazard:
     """``hazard`` with its proposed fix attached."""
     h = hazard
@@ -87,3 +95,7 @@ def _current_stream(op: Op) -> Agent:
     if isinstance(cur, str) and cur:
         return Agent(op.agent.rank, STREAM, cur)
     return op.agent
+
+
+native.bind_fixes(op=Op, agent=Agent, fix=Fix, hazard=Hazard, propose_fix=propose_fix,
+                  current_stream=_current_stream)

@@ -121,8 +121,8 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     hazards = _analyse(trace, False).hazards
     if not fixes:
         return hazards
-    from .fixes import with_fix  # late: fixes consumes hazards; hb does not depend on it
-    return [with_fix(trace, h) for h in hazards]
+    from .fixes import with_fixes  # late: fixes consumes hazards; hb does not depend on it
+    return with_fixes(trace, hazards)
 
 
 def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:

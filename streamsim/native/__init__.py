@@ -39,6 +39,10 @@ try:
     from . import _replay as _replayer  # type: ignore[attr-defined]
 except ImportError:
     _replayer = None
+try:
+    from . import _fixes as _compiled_fixes  # type: ignore[attr-defined]
+except ImportError:
+    _compiled_fixes = None
 
 
 def built() -> bool:
@@ -62,7 +66,8 @@ def _load_decoder() -> Any:
 def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
-                                 ("_metrics", _compiled_metrics), ("_replay", _replayer))
+                                 ("_metrics", _compiled_metrics), ("_replay", _replayer),
+                                 ("_fixes", _compiled_fixes))
             if m is not None]
 
 
@@ -106,6 +111,22 @@ def bind_replayer(**objects: Any) -> None:
     record class, the trace's classes and ``Ref`` (``_replay.bind``)."""
     if _replayer is not None:
         _replayer.bind(**objects)
+
+
+def bind_fixes(**objects: Any) -> None:
+    """Hand the trace's and the findings' classes and the reference's ``propose_fix`` and
+    ``_current_stream`` to the compiled fixes (which import nothing above them: ``_fixes.bind``)."""
+    if _compiled_fixes is not None:
+        _compiled_fixes.bind(**objects)
+
+
+def with_fixes(trace: Any, hazards: list) -> list | None:
+    """Compiled :func:`streamsim.analysis.fixes.with_fix` of each hazard (``_fixes.pyx``: the
+    common kinds of fix made in C, the others by the reference); None when the reference must run
+    (``STREAMSIM_NATIVE=0`` or ``_fixes`` not built)."""
+    if _compiled_fixes is None or not _on():
+        return None
+    return _compiled_fixes.with_fixes(trace, hazards)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]

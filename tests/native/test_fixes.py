@@ -1,0 +1,145 @@
+"""The compiled fix proposals (streamsim/native/_fixes.pyx) are the reference's
+(streamsim/analysis/fixes.py, ``with_fix`` of each hazard): the same Hazard records with the same
+Fix, field for field (the fix's text too, and its stream agents by value), on every model of
+models/ (each variant: steps, micro-batches, comm ops whose wait goes on the stream current at
+their issue, gloo channels), on generated op logs (tests/native/test_differential.py's
+generator: several ranks and threads, NCCL and gloo, frees and ``record_stream``), replayed plain
+and with jitter, and on hand-made traces of the corners the generators do not reach. Each
+comparison also asserts that the compiled path ran. Skipped where ``_fixes`` was not built; under
+CI a missing module fails instead."""
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import pytest
+
+from streamsim import native
+from streamsim.analysis import fixes as F
+from streamsim.analysis.findings import Hazard
+from streamsim.analysis.hb import hb_pass
+from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.sim.model import load_model
+from streamsim.sim.runner import simulate
+from streamsim.trace import HOST, STREAM, Agent, Op, Trace
+
+from .test_metrics import _generator
+
+if "_fixes" not in native.modules() and os.environ.get("CI"):  # a skip there would hide a break
+    raise RuntimeError("CI: the compiled fixes (streamsim.native._fixes) are not built: pip "
+                       "install -e . printed why; the differential tests must run in CI")
+pytestmark = pytest.mark.skipif("_fixes" not in native.modules(),
+                                reason="the compiled fixes are not built")
+
+MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
+LOGS = 300
+SEEN: collections.Counter = collections.Counter()  # fix kinds compared (None: no fix)
+
+
+def assert_same(monkeypatch, trace: Trace, what: str) -> None:
+    """Every hazard of ``trace`` with its fix: the compiled path ran and gave the reference's."""
+    hazards = hb_pass(trace).hazards
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compiled = native.with_fixes(trace, hazards)
+    assert compiled is not None, f"{what}: the compiled fixes did not run"
+    reference = [F.with_fix(trace, h) for h in hazards]
+    assert len(compiled) == len(reference), what
+    for a, b in zip(compiled, reference):
+        assert type(a) is Hazard and (a.fix is None or type(a.fix) is type(b.fix)), what
+        assert a == b, f"{what}: {a} != {b}"
+        SEEN[None if b.fix is None else b.fix.kind] += 1
+
+
+@pytest.mark.parametrize("path,variant", [(p, v) for p in MODELS
+                                          for v in load_model(str(p)).variants],
+                         ids=lambda x: x.stem if isinstance(x, Path) else x)
+def test_every_model_variant_gets_the_references_fixes(monkeypatch, path, variant):
+    model = load_model(str(path))
+    assert_same(monkeypatch, simulate(model, variant, model.resolve(())),
+                f"{path.name} --variant {variant}")
+
+
+def test_generated_logs_get_the_references_fixes(monkeypatch, tmp_path):
+    gen = _generator()
+    path = tmp_path / "gen.jsonl"
+    before = SEEN.copy()
+    for i in range(LOGS):
+        path.write_text(gen.generated_log(i))
+        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)]
+        assert_same(monkeypatch, simulate_oplog(load_oplog(path), seed=seed, jitter=jitter),
+                    f"generated log {i} (seed {seed}, jitter {jitter})")
+    # every kind of fix was compared here, each many times (no fix: the hand-made corners)
+    for kind in ("event", "event_sync", "wait_handle", "record_stream", "handoff"):
+        assert SEEN[kind] - before[kind] >= 10, (kind, sorted(SEEN.items(), key=str))
+
+
+def _op(i: int, agent: Agent, kind: str = "launch", **kw) -> Op:
+    return Op(id=i, agent=agent, index=i, kind=kind, name=kw.pop("name", f"op{i}"), enqueued=i,
+              start=float(i), end=i + 0.5, start_seq=2 * i, end_seq=2 * i + 1, **kw)
+
+
+def test_hand_made_corners_get_the_references_fixes(monkeypatch):
+    """A comm op's wait on the stream current at its issue (a name, and an Agent), a gloo
+    handle, a micro-batch and a step in the text, an op of another type than Op and a hazard of
+    another type than Hazard (both the reference's), a use after its free (no fix), a host
+    action with an issuer (its fix goes before it), a free first in a hazard of another kind."""
+    host, compute = Agent(0, HOST, "main"), Agent(0, STREAM, "compute")
+    side, nccl = Agent(0, STREAM, "side"), Agent(0, STREAM, "nccl:pp")
+    gloo = Agent(0, STREAM, "gloo:cpu")
+
+    class Sub(Op):
+        __slots__ = ()
+    ops = [_op(0, host, "host"), _op(1, compute, issuer=0, location="f.py:1", step=2,
+                                      attrs={"microbatch": 1}),
+           _op(2, host, "host"), _op(3, nccl, "isend", issuer=2, handle="h0"),
+           _op(4, host, "host"), _op(5, nccl, "irecv", issuer=4,
+                                      attrs={"current_stream": "side"}),
+           _op(6, host, "host"), _op(7, nccl, "irecv", issuer=6, attrs={"current_stream": side}),
+           _op(8, host, "host"), _op(9, gloo, "isend", issuer=8, handle="g0"),
+           _op(10, host, "free", name="free"), _op(11, side, issuer=10),
+           Sub(id=12, agent=side, index=12, kind="launch", name="sub", enqueued=12, start=12.0,
+               end=12.5, start_seq=24, end_seq=25, issuer=10),
+           _op(13, host, "host", issuer=0), _op(14, compute, "free", issuer=10)]
+    trace = Trace(ops=tuple(ops), agents=(host, compute, side, nccl, gloo))
+    hazards = [Hazard("WAR", 0, "b", (0, 8), 1, 5, "read", "write", False),
+               Hazard("RAW", 0, "b", (0, 8), 1, 7, "write", "read", True),
+               Hazard("WAR", 0, "b", (0, 8), 3, 5, "read", "write", False),
+               Hazard("WAR", 0, "b", (0, 8), 3, 1, "read", "write", False),
+               Hazard("WAR", 0, "b", (0, 8), 9, 1, "read", "write", False),
+               Hazard("WAR", 0, "b", (0, 8), 9, 0, "read", "write", False),
+               Hazard("use-after-free", 0, "b", (0, 8), 10, 11, "free", "read", True),
+               Hazard("WAW", 0, "b", (0, 8), 1, 12, "write", "write", False),
+               Hazard("RAW", 0, "b", (0, 8), 1, 13, "write", "read", False),
+               Hazard("WAW", 0, "b", (0, 8), 14, 5, "write", "write", False)]
+
+    class SubHazard(Hazard):
+        __slots__ = ()
+    hazards.append(SubHazard("WAR", 0, "b", (0, 8), 1, 11, "read", "write", False))
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compiled = native.with_fixes(trace, hazards)
+    reference = [F.with_fix(trace, h) for h in hazards]
+    assert compiled == reference
+    assert [h.fix and h.fix.kind for h in reference] == [
+        "event", "event", "wait_handle", "wait_handle", "wait_handle", "wait_handle", None,
+        "event", "event_sync", "event", "event"]
+    assert "micro-batch 1" in reference[0].fix.text and "step 2" in reference[0].fix.text
+    assert reference[0].fix.wait_stream == side and reference[1].fix.wait_stream == side
+    assert reference[8].fix.before == 13
+
+
+def test_the_comparison_catches_a_wrong_word(monkeypatch):
+    """The test can fail: a proposal whose text differs in one word is caught."""
+    gen = _generator()
+    trace = next(t for t in (simulate_oplog(gen.load_oplog_text(gen.generated_log(i)))
+                             for i in range(50)) if hb_pass(t).hazards)
+    compiled = native.with_fixes
+
+    def off(t, hazards):
+        out = compiled(t, hazards)
+        h = next(h for h in out if h.fix is not None)
+        object.__setattr__(h.fix, "text", h.fix.text.replace(" on ", " at ", 1))
+        return out
+    monkeypatch.setattr(native, "with_fixes", off)
+    with pytest.raises(AssertionError, match="generated log"):
+        assert_same(monkeypatch, trace, "generated log")
