@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": LEAVES,
     "oplog": {"sim", "native"} | LEAVES,  # (its reader dispatches to the compiled one)
     "analysis": {"native"} | LEAVES,
-    "report": {"analysis"} | LEAVES,
+    "report": {"analysis", "native"} | LEAVES,  # (its JSON tables dispatch to the compiled ones)
     "pipeline": {"sim", "oplog", "analysis", "report", "native"} | LEAVES,  # the main path of every
     # command (native: fix costing dispatches its scans of the ops to the compiled ones)
     "explore": {"sim", "oplog", "analysis", "report", "pipeline"} | LEAVES,

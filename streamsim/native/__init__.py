@@ -43,6 +43,10 @@ try:
     from . import _fixes as _compiled_fixes  # type: ignore[attr-defined]
 except ImportError:
     _compiled_fixes = None
+try:
+    from . import _jsonv4 as _compiled_json  # type: ignore[attr-defined]
+except ImportError:
+    _compiled_json = None
 
 
 def built() -> bool:
@@ -67,7 +71,7 @@ def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer),
-                                 ("_fixes", _compiled_fixes))
+                                 ("_fixes", _compiled_fixes), ("_jsonv4", _compiled_json))
             if m is not None]
 
 
@@ -127,6 +131,28 @@ def with_fixes(trace: Any, hazards: list) -> list | None:
     if _compiled_fixes is None or not _on():
         return None
     return _compiled_fixes.with_fixes(trace, hazards)
+
+
+def bind_json(**objects: Any) -> None:
+    """Hand the trace's and the findings' classes to the compiled JSON tables (``_jsonv4.bind``)."""
+    if _compiled_json is not None:
+        _compiled_json.bind(**objects)
+
+
+def op_rows(ops: Any, ids: list[int]) -> str | None:
+    """The compiled text of a block of the JSON report's ``ops.rows`` (streamsim/report/jsonv4.py
+    writes the same); None when the reference must write it (``STREAMSIM_NATIVE=0`` or
+    ``_jsonv4`` not built, or a value it does not write: ``_jsonv4.pyx``)."""
+    if _compiled_json is None or not _on():
+        return None
+    return _compiled_json.op_rows(ops, ids)
+
+
+def hazard_entries(hazards: list) -> str | None:
+    """The compiled text of a block of the JSON report's ``hazards`` (as :func:`op_rows`)."""
+    if _compiled_json is None or not _on():
+        return None
+    return _compiled_json.hazard_entries(hazards)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]

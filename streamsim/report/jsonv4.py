@@ -31,8 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .. import native
 from ..analysis.findings import Deadlock, Findings, Fix, Hazard, Warning, root_cause_json
-from ..trace import Op, Trace
+from ..trace import Agent, Op, Trace
 from .jsontext import dumps_indented, encode_compact, repaired
 from .report import Report, json_head, json_tail
 
@@ -98,14 +99,15 @@ def ops_table(trace: Trace, ids: list[int]) -> dict[str, Any]:
     return {"columns": list(OP_COLUMNS), "rows": {str(i): op_row(trace.op(i)) for i in ids}}
 
 
-def _sections(r: Report) -> dict[str, Any]:
+def _sections(r: Report, written: bool = False) -> dict[str, Any]:
     """The object, key by key, in order; ``ops`` last (its rows are the appendix a reader looks
-    ids up in), its rows left to :func:`json_v4_chunks` to make as it writes them."""
+    ids up in), its rows left to :func:`json_v4_chunks` to make as it writes them; ``written``
+    (for it): ``hazards`` the Hazard records, which it writes a block at a time."""
     f = r.findings
     costs = list(r.root_cause_costs) + [None] * (len(f.root_causes) - len(r.root_cause_costs))
     d = json_head(r, JSON_V4)
     d["root_causes"] = [root_cause_json(rc, c) for rc, c in zip(f.root_causes, costs)]
-    d["hazards"] = [hazard_v4(h) for h in f.hazards]
+    d["hazards"] = list(f.hazards) if written else [hazard_v4(h) for h in f.hazards]
     d["deadlock"] = None if f.deadlock is None else deadlock_v4(f.deadlock)
     d["warnings"] = [warning_v4(w) for w in f.warnings]
     d.update(json_tail(r))
@@ -122,13 +124,13 @@ def report_json_v4(r: Report) -> dict[str, Any]:
 def json_v4_chunks(r: Report) -> Iterator[str]:
     """The version-4 text of ``r``, in pieces (joined: :func:`dumps_json_v4`), the tables a block
     of :data:`BLOCK` entries at a time: a table is never held whole as text."""
-    d = _sections(r)
+    d = _sections(r, written=True)
     yield "{"
     for key, value in d.items():
         yield f"\n  \"{key}\": "
         if key in TABLES and value:
             yield "["
-            yield from _entries(value)
+            yield from (_hazard_entries(value) if key == "hazards" else _entries(value))
             yield "\n  ],"
         else:
             yield dumps_indented(value).replace("\n", "\n  ") + ","
@@ -141,10 +143,23 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
     trace = r.trace
     for lo in range(0, len(ids), BLOCK):
         block = ids[lo:lo + BLOCK]
-        raw = b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
-                        for i in block)
-        yield ("," if lo else "") + repaired(raw)
+        text = native.op_rows(trace.ops, block)  # (compiled: the same text)
+        if text is None:
+            text = repaired(b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
+                                      for i in block))
+        yield ("," if lo else "") + text
     yield "\n    }\n  }\n}\n"
+
+
+def _hazard_entries(hazards: list[Hazard]) -> Iterator[str]:
+    """The hazards' entries (:func:`hazard_v4`), as :func:`_entries` writes them: a block at a
+    time, compiled where it runs (streamsim/native/_jsonv4.pyx: the same text)."""
+    for lo in range(0, len(hazards), BLOCK):
+        block = hazards[lo:lo + BLOCK]
+        text = native.hazard_entries(block)
+        if text is None:
+            text = repaired(b",".join(b"\n    " + encode_compact(hazard_v4(h)) for h in block))
+        yield ("," if lo else "") + text
 
 
 def _entries(items: list) -> Iterator[str]:
@@ -157,3 +172,6 @@ def _entries(items: list) -> Iterator[str]:
 def dumps_json_v4(r: Report) -> str:
     """The version-4 text of ``r``: ``json.loads`` of it is :func:`report_json_v4`."""
     return "".join(json_v4_chunks(r))
+
+
+native.bind_json(op=Op, agent=Agent, hazard=Hazard, fix=Fix)

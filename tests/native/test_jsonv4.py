@@ -1,0 +1,158 @@
+"""The compiled JSON tables (streamsim/native/_jsonv4.pyx) write the reference's text
+(streamsim/report/jsonv4.py: a block of ``ops.rows`` or ``hazards`` through orjson, made json's
+by ``jsontext.repaired``), byte for byte: on every model's report (each variant: micro-batches,
+steps, fixes of every kind), on generated op logs (several ranks, jitter), and on hand-made ops and
+hazards holding every value a JSON writer treats apart (strings with quotes, backslashes, control
+characters, DEL, non-ASCII and characters above U+FFFF, lone surrogates; floats below 1e-4, above
+1e16, -0.0, NaN and infinities; ints past 64 bits; booleans and None). A value it does not write
+(a list, an op of a subclass) makes it decline, and the reference writes the block. Each
+comparison asserts that the compiled writer ran. Skipped where ``_jsonv4`` was not built; under CI
+a missing module fails instead."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from streamsim import native
+from streamsim.analysis.checks import analyse
+from streamsim.analysis.findings import Fix, Hazard
+from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.report.jsontext import encode_compact, repaired
+from streamsim.report.jsonv4 import hazard_v4, named_ops, op_row
+from streamsim.sim.model import load_model
+from streamsim.sim.runner import simulate
+from streamsim.trace import HOST, STREAM, Agent, Op, Trace
+
+from .test_metrics import _generator
+
+if "_jsonv4" not in native.modules() and os.environ.get("CI"):  # a skip there would hide a break
+    raise RuntimeError("CI: the compiled JSON tables (streamsim.native._jsonv4) are not built: "
+                       "pip install -e . printed why; the differential tests must run in CI")
+pytestmark = pytest.mark.skipif("_jsonv4" not in native.modules(),
+                                reason="the compiled JSON tables are not built")
+
+MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
+
+
+def reference_rows(trace: Trace, ids: list[int]) -> str:
+    return repaired(b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
+                              for i in ids))
+
+
+def reference_hazards(hazards: list[Hazard]) -> str:
+    return repaired(b",".join(b"\n    " + encode_compact(hazard_v4(h)) for h in hazards))
+
+
+def assert_same(monkeypatch, trace: Trace, hazards: list[Hazard], what: str) -> None:
+    """The rows of the ops the hazards name and the hazards' entries: written by the compiled
+    writer, the reference's text."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    from streamsim.analysis.findings import Findings
+    ids = named_ops(Findings(hazards=tuple(hazards))) or [op.id for op in trace.ops]
+    rows = native.op_rows(trace.ops, ids)
+    assert rows is not None, f"{what}: the compiled op rows declined"
+    assert rows == reference_rows(trace, ids), what
+    entries = native.hazard_entries(list(hazards))
+    assert entries is not None, f"{what}: the compiled hazard entries declined"
+    assert entries == reference_hazards(hazards), what
+
+
+@pytest.mark.parametrize("path,variant", [(p, v) for p in MODELS
+                                          for v in load_model(str(p)).variants],
+                         ids=lambda x: x.stem if isinstance(x, Path) else x)
+def test_every_model_variant_has_the_references_tables(monkeypatch, path, variant):
+    model = load_model(str(path))
+    trace = simulate(model, variant, model.resolve(()))
+    assert_same(monkeypatch, trace, list(analyse(trace).hazards), f"{path.name} {variant}")
+
+
+def test_generated_logs_have_the_references_tables(monkeypatch, tmp_path):
+    gen = _generator()
+    path = tmp_path / "gen.jsonl"
+    for i in range(150):
+        path.write_text(gen.generated_log(i))
+        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)]
+        trace = simulate_oplog(load_oplog(path), seed=seed, jitter=jitter)
+        assert_same(monkeypatch, trace, list(analyse(trace).hazards), f"generated log {i}")
+
+
+STRINGS = ['plain', 'q"uote', 'back\\slash', 'tab\tnew\nline\rcr', '\x00\x01\x1f\x7f',
+           '\b\f', 'é', 'ß€', '\U0001f600 emoji', 'lone \ud800 surrogate', '', '/slash']
+FLOATS = [0.0, -0.0, 1e-05, 1e-4, 0.00012, 5e-324, 1e16, 1.5e300, 1.7976931348623157e308,
+          123.456, 1 / 3, 100.0, float("nan"), float("inf"), float("-inf")]
+INTS = [0, 7, -3, -1, 2 ** 63 - 1, -2 ** 63, 2 ** 63, 2 ** 70, -2 ** 70]
+
+
+def corners() -> tuple[Trace, list[Hazard]]:
+    """Ops and hazards holding every value the writers treat apart."""
+    agents = [Agent(0, HOST, "main"), Agent(1, STREAM, 'we"ird\\é'), Agent(2 ** 64, STREAM, "big")]
+    ops = []
+    for k in range(max(len(STRINGS), len(FLOATS), len(INTS)) * 2):
+        s, x, n = STRINGS[k % len(STRINGS)], FLOATS[k % len(FLOATS)], INTS[k % len(INTS)]
+        mb = (s, x, n, None, True, False)[k % 6]
+        ops.append(Op(id=k, agent=agents[k % 3], index=k, kind="launch", name=s, enqueued=x,
+                      start=x, end=FLOATS[(k + 3) % len(FLOATS)], start_seq=2 * k,
+                      end_seq=2 * k + 1, location=STRINGS[(k + 1) % len(STRINGS)] or None,
+                      step=n if k % 2 else None, line=k if k % 3 else None,
+                      attrs={"microbatch": mb} if k % 5 else {}))
+    trace = Trace(ops=tuple(ops), agents=tuple(agents))
+    hazards = []
+    for k in range(len(ops) - 1):
+        fix = None if k % 4 == 0 else Fix(
+            ("event", "wait_handle", "record_stream")[k % 3], STRINGS[k % len(STRINGS)], k + 1,
+            k if k % 2 else None, (k + 2) % len(ops) if k % 3 else None,
+            agents[k % 3] if k % 2 else None, agents[(k + 1) % 3] if k % 5 else None)
+        hazards.append(Hazard(("RAW", "WAR", "WAW", "use-after-free")[k % 4], INTS[k % len(INTS)],
+                              STRINGS[k % len(STRINGS)], (INTS[k % len(INTS)], k), k, k + 1,
+                              "read", "write", bool(k % 2), fix))
+    return trace, hazards
+
+
+def test_every_kind_of_value_is_written_as_the_reference_writes_it(monkeypatch):
+    trace, hazards = corners()
+    assert_same(monkeypatch, trace, hazards, "corners")
+    text = native.op_rows(trace.ops, [op.id for op in trace.ops])
+    rows = json.loads("{" + text + "}")  # (and it is JSON: NaN and infinities as null)
+    assert rows[str(len(FLOATS) - 3)][6] is None and math.isnan(FLOATS[-3])
+
+
+def test_a_value_it_does_not_write_leaves_the_block_to_the_reference(monkeypatch):
+    """A list where a row has a micro-batch, an op of a subclass, a hazard of a subclass, a fix
+    placed by injection key (a tuple): None, and the report's writer uses the reference."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    trace, hazards = corners()
+
+    class SubOp(Op):
+        __slots__ = ()
+
+    class SubHazard(Hazard):
+        __slots__ = ()
+    listed = Op(id=0, agent=trace.ops[0].agent, index=0, kind="launch", name="x", enqueued=0.0,
+                start=0.0, end=1.0, start_seq=0, end_seq=1, attrs={"microbatch": [1, 2]})
+    sub = SubOp(id=0, agent=trace.ops[0].agent, index=0, kind="launch", name="x", enqueued=0.0,
+                start=0.0, end=1.0, start_seq=0, end_seq=1)
+    for op in (listed, sub):
+        assert native.op_rows((op,), [0]) is None
+    h = hazards[1]
+    keyed = Hazard(h.kind, h.rank, h.buffer, h.range, h.first, h.second, h.first_mode,
+                   h.second_mode, h.manifest, Fix("event", "t", (0, "launch", "f.py:1", 0)))
+    sub_h = SubHazard(h.kind, h.rank, h.buffer, h.range, h.first, h.second, h.first_mode,
+                      h.second_mode, h.manifest, h.fix)
+    for bad in (keyed, sub_h):
+        assert native.hazard_entries([h, bad]) is None
+    assert reference_rows(Trace(ops=(listed,), agents=(listed.agent,)), [0]).endswith(
+        "[1,2],null]")
+
+
+def test_the_comparison_catches_a_wrong_character(monkeypatch):
+    """The test can fail: a writer that escapes one character otherwise is caught."""
+    trace, hazards = corners()
+    compiled = native.op_rows
+    monkeypatch.setattr(native, "op_rows",
+                        lambda ops, ids: compiled(ops, ids).replace("\\u00e9", "\\u00E9"))
+    with pytest.raises(AssertionError, match="corners"):
+        assert_same(monkeypatch, trace, hazards, "corners")
