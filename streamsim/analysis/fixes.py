@@ -12,6 +12,8 @@ issued (a hand-built trace), or a use issued after the free: no proposal (see
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import native
 from .findings import USE_AFTER_FREE, Fix, Hazard
 from ..trace import HOST, STREAM, Agent, Op, Trace, issue_point
@@ -70,7 +72,7 @@ def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
     return hazard.kind == USE_AFTER_FREE and first_issued.kind == "free"
 
 
-def with_fixes(trace: Trace, hazards: list[Hazard]) -> list[Hazard]:
+def with_fixes(trace: Trace, hazards: Sequence[Hazard]) -> list[Hazard]:
     """Each of ``hazards`` with its proposed fix attached (:func:`with_fix`): compiled where it
     runs (streamsim/native/_fixes.pyx, the same records)."""
     got = native.with_fixes(trace, hazards)

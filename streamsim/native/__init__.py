@@ -13,6 +13,7 @@ path, never a guess.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 # The op kinds the compiled HB pass was written and tested for (streamsim.kinds.OP_KINDS when it
@@ -124,7 +125,7 @@ def bind_fixes(**objects: Any) -> None:
         _compiled_fixes.bind(**objects)
 
 
-def with_fixes(trace: Any, hazards: list) -> list | None:
+def with_fixes(trace: Any, hazards: Sequence) -> list | None:
     """Compiled :func:`streamsim.analysis.fixes.with_fix` of each hazard (``_fixes.pyx``: the
     common kinds of fix made in C, the others by the reference); None when the reference must run
     (``STREAMSIM_NATIVE=0`` or ``_fixes`` not built)."""

@@ -197,7 +197,7 @@ cdef object _fix_of(fix, kind, text, before, handle_op, record_after, event_stre
     return fix
 
 
-def with_fixes(trace, list hazards):
+def with_fixes(trace, hazards):
     """``[fixes.with_fix(trace, h) for h in hazards]``: each hazard again, its proposed fix
     attached (a hazard of another type than Hazard: the reference's ``with_fix``)."""
     cdef _Proposer p = _Proposer(trace)
