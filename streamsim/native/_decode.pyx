@@ -31,7 +31,7 @@ Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fas
 from cpython.ref cimport PyObject, Py_INCREF
 from msgspec import UNSET, DecodeError, ValidationError
 
-from streamsim.native._slots cimport slot_offset
+from streamsim.native._slots cimport class_offsets
 
 from streamsim.trace import View
 
@@ -64,10 +64,7 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _NAME_FIELDS = name_fields
-    if tuple(Line.__slots__) != _LINE_FIELDS:
-        raise AssertionError(f"Line's slots changed: {Line.__slots__}")
-    for i, field in enumerate(_LINE_FIELDS):
-        _line_offset[i] = slot_offset(Line, field)
+    class_offsets(Line, _LINE_FIELDS, _line_offset)
 
 
 cdef tuple _FULL = (0.0, 1.0)

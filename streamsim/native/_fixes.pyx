@@ -21,9 +21,12 @@ the classes bound (a subclass may override what is read). On the 200,000-line ra
 """
 from cpython.ref cimport PyObject, Py_INCREF
 
-from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
-                                      F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE, F_LOCATION,
-                                      F_STEP, F_ATTRS)
+from streamsim.native._slots cimport (slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+                                      F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
+                                      F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_BUFFER, H_FIRST,
+                                      H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS,
+                                      X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER,
+                                      X_EVENT_STREAM, X_WAIT_STREAM, X_BUFFER)
 
 cdef object Op = None, Agent = None, Fix = None, Hazard = None
 cdef object _propose_fix = None, _current_stream = None
@@ -31,17 +34,8 @@ cdef str HOST = "host", USE_AFTER_FREE = "use-after-free"
 cdef object _new_object = object.__new__
 
 cdef Py_ssize_t _op[<int>N_FIELDS]
-cdef tuple _FIX_FIELDS = ("kind", "text", "before", "handle_op", "record_after", "event_stream",
-                          "wait_stream", "buffer")
-cdef tuple _HAZARD_FIELDS = ("kind", "rank", "buffer", "range", "first", "second", "first_mode",
-                             "second_mode", "manifest", "fix")
-cdef Py_ssize_t _fix[8]
-cdef Py_ssize_t _hazard[10]
-DEF H_KIND = 0
-DEF H_BUFFER = 2
-DEF H_FIRST = 4
-DEF H_SECOND = 5
-DEF H_FIX = 9
+cdef Py_ssize_t _fix[<int>N_FIX_FIELDS]
+cdef Py_ssize_t _hazard[<int>N_HAZARD_FIELDS]
 
 
 def bind(op, agent, fix, hazard, propose_fix, current_stream):
@@ -51,13 +45,8 @@ def bind(op, agent, fix, hazard, propose_fix, current_stream):
     Op, Agent, Fix, Hazard = op, agent, fix, hazard
     _propose_fix, _current_stream = propose_fix, current_stream
     op_offsets(Op, _op)
-    for fields, cls, out in ((_FIX_FIELDS, Fix, 0), (_HAZARD_FIELDS, Hazard, 1)):
-        if tuple(cls.__slots__) != fields:
-            raise AssertionError(f"{cls.__name__}'s slots changed: {cls.__slots__}")
-    for i, name in enumerate(_FIX_FIELDS):
-        _fix[i] = slot_offset(Fix, name)
-    for i, name in enumerate(_HAZARD_FIELDS):
-        _hazard[i] = slot_offset(Hazard, name)
+    hazard_offsets(Hazard, _hazard)
+    fix_offsets(Fix, _fix)
 
 
 cdef inline object _get(object o, Py_ssize_t offset):
@@ -186,14 +175,14 @@ cdef class _Proposer:
 
 cdef object _fix_of(fix, kind, text, before, handle_op, record_after, event_stream, wait_stream):
     """``fix`` (a Fix just made, empty) with its fields set (``buffer``: None, as proposed)."""
-    _put(fix, _fix[0], kind)
-    _put(fix, _fix[1], text)
-    _put(fix, _fix[2], before)
-    _put(fix, _fix[3], handle_op)
-    _put(fix, _fix[4], record_after)
-    _put(fix, _fix[5], event_stream)
-    _put(fix, _fix[6], wait_stream)
-    _put(fix, _fix[7], None)
+    _put(fix, _fix[X_KIND], kind)
+    _put(fix, _fix[X_TEXT], text)
+    _put(fix, _fix[X_BEFORE], before)
+    _put(fix, _fix[X_HANDLE_OP], handle_op)
+    _put(fix, _fix[X_RECORD_AFTER], record_after)
+    _put(fix, _fix[X_EVENT_STREAM], event_stream)
+    _put(fix, _fix[X_WAIT_STREAM], wait_stream)
+    _put(fix, _fix[X_BUFFER], None)
     return fix
 
 
@@ -210,7 +199,7 @@ def with_fixes(trace, hazards):
             continue
         fix = p.propose(h)
         made = _new_object(Hazard)
-        for i in range(9):
+        for i in range(H_MANIFEST + 1):  # (every field but the fix, the last)
             _put(made, _hazard[i], _get(h, _hazard[i]))
         _put(made, _hazard[H_FIX], fix)
         out.append(made)

@@ -23,9 +23,13 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
 from libc.math cimport isfinite
 
-from streamsim.native._slots cimport (slot, op_offsets, slot_offset, N_FIELDS, F_ID, F_AGENT,
-                                      F_KIND, F_NAME, F_START, F_END, F_LOCATION, F_STEP, F_LINE,
-                                      F_ATTRS)
+from streamsim.native._slots cimport (slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+                                      F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
+                                      F_STEP, F_LINE, F_ATTRS, H_KIND, H_RANK, H_BUFFER, H_RANGE,
+                                      H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE, H_MANIFEST,
+                                      H_FIX, N_HAZARD_FIELDS, X_KIND, X_TEXT, X_BEFORE,
+                                      X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
+                                      N_FIX_FIELDS)
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -42,12 +46,26 @@ cdef extern from "Python.h":
 
 cdef object Op = None, Agent = None, Hazard = None, Fix = None
 cdef Py_ssize_t _op[<int>N_FIELDS]
-cdef Py_ssize_t _hz[10]
-cdef Py_ssize_t _fx[8]
-cdef tuple _HAZARD_FIELDS = ("kind", "rank", "buffer", "range", "first", "second", "first_mode",
-                             "second_mode", "manifest", "fix")
-cdef tuple _FIX_FIELDS = ("kind", "text", "before", "handle_op", "record_after", "event_stream",
-                          "wait_stream", "buffer")
+cdef Py_ssize_t _hz[<int>N_HAZARD_FIELDS]
+cdef Py_ssize_t _fx[<int>N_FIX_FIELDS]
+# hazard_v4's and fix_v4's keys in order, each with its field; -1: written apart (the range, a
+# list; the fix, an object; its streams, an agent's text or null)
+cdef char _SHORT[128]  # the characters json escapes as a backslash and one letter: that letter
+memset(_SHORT, 0, 128)
+for _c, _letter in ((34, 34), (92, 92), (10, 110), (13, 114), (9, 116), (8, 98), (12, 102)):
+    _SHORT[_c] = _letter
+cdef const char *_HAZARD_KEYS[10]
+cdef int _HAZARD_FIELD[10]
+cdef const char *_FIX_KEYS[7]
+cdef int _FIX_FIELD[7]
+_HAZARD_KEYS[:] = [b'{"kind":', b',"buffer":', b',"rank":', b',"range":', b',"first":',
+                   b',"second":', b',"first_mode":', b',"second_mode":', b',"manifest":',
+                   b',"fix":']
+_HAZARD_FIELD[:] = [H_KIND, H_BUFFER, H_RANK, -1, H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE,
+                    H_MANIFEST, -1]
+_FIX_KEYS[:] = [b'{"kind":', b',"text":', b',"before":', b',"handle_op":', b',"record_after":',
+                b',"event_stream":', b',"wait_stream":']
+_FIX_FIELD[:] = [X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, -1, -1]
 
 
 def bind(op, agent, hazard, fix):
@@ -55,13 +73,8 @@ def bind(op, agent, hazard, fix):
     global Op, Agent, Hazard, Fix
     Op, Agent, Hazard, Fix = op, agent, hazard, fix
     op_offsets(Op, _op)
-    for fields, cls in ((_HAZARD_FIELDS, Hazard), (_FIX_FIELDS, Fix)):
-        if tuple(cls.__slots__) != fields:
-            raise AssertionError(f"{cls.__name__}'s slots changed: {cls.__slots__}")
-    for i, name in enumerate(_HAZARD_FIELDS):
-        _hz[i] = slot_offset(Hazard, name)
-    for i, name in enumerate(_FIX_FIELDS):
-        _fx[i] = slot_offset(Fix, name)
+    hazard_offsets(Hazard, _hz)
+    fix_offsets(Fix, _fx)
 
 
 class _Refused(Exception):
@@ -140,20 +153,9 @@ cdef class _Out:
                 self.room(1)
                 self.buf[self.n] = <char>c
                 self.n += 1
-            elif c == 34:
-                self.raw(b'\\"', 2)
-            elif c == 92:
-                self.raw(b"\\\\", 2)
-            elif c == 10:
-                self.raw(b"\\n", 2)
-            elif c == 13:
-                self.raw(b"\\r", 2)
-            elif c == 9:
-                self.raw(b"\\t", 2)
-            elif c == 8:
-                self.raw(b"\\b", 2)
-            elif c == 12:
-                self.raw(b"\\f", 2)
+            elif c < 128 and _SHORT[c]:  # json's two-character escapes
+                esc[0], esc[1] = 92, _SHORT[c]
+                self.raw(esc, 2)
             elif c > 0xFFFF:
                 u = <unsigned int>c - 0x10000
                 snprintf(esc, 16, "\\u%04x\\u%04x", 0xD800 | (u >> 10), 0xDC00 | (u & 0x3FF))
@@ -239,6 +241,11 @@ cdef class _Out:
             raise _Refused()
         return 0
 
+    cdef int item(self, object v) except -1:
+        """One value of a row, and the comma after it."""
+        self.value(v)
+        return self.lit(b",")
+
     cdef int agent(self, object a) except -1:
         """``str(a)`` of an Agent, as a JSON string."""
         if type(a) is not Agent:
@@ -267,6 +274,41 @@ cdef class _Out:
             self.last_agent, self.last_agent_row = <void *>a, row
         return self.raw(self.last_agent_row, len(self.last_agent_row))
 
+    cdef int fields(self, object rec, Py_ssize_t *offsets, const char **keys, int *field,
+                    int n) except -2:
+        """A hazard's or a fix's keys and values, in the order of ``keys`` (``field``: each
+        value's slot, or -1 for the range, the fix and the fix's streams); -1 where the
+        reference must write it."""
+        cdef int j
+        for j in range(n):
+            self.lit(keys[j])
+            if field[j] >= 0:
+                self.value(_get(rec, offsets[field[j]]))
+            elif keys == _FIX_KEYS:  # (event_stream, wait_stream: an agent's text, or null)
+                v = _get(rec, offsets[X_EVENT_STREAM if j == 5 else X_WAIT_STREAM])
+                if v is None:
+                    self.lit(b"null")
+                else:
+                    self.agent(v)
+            elif j == 3:  # the range: [lo, hi]
+                rng = _get(rec, offsets[H_RANGE])
+                if type(rng) is not tuple or len(<tuple>rng) != 2:
+                    return -1
+                self.lit(b"[")
+                self.value((<tuple>rng)[0])
+                self.lit(b",")
+                self.value((<tuple>rng)[1])
+                self.lit(b"]")
+            else:  # the fix
+                fix = _get(rec, offsets[H_FIX])
+                if fix is None:
+                    self.lit(b"null")
+                elif type(fix) is not Fix or self.fields(fix, _fx, _FIX_KEYS, _FIX_FIELD, 7) < 0:
+                    return -1
+                else:
+                    self.lit(b"}")
+        return 0
+
     cdef str text(self):
         return PyUnicode_DecodeASCII(self.buf, self.n, NULL)
 
@@ -276,6 +318,7 @@ def op_rows(ops, list ids):
     block of them; None where the reference must write it."""
     cdef _Out out = _Out()
     cdef Py_ssize_t k
+    cdef int field
     try:
         for k in range(len(ids)):
             i = ids[k]
@@ -287,24 +330,15 @@ def op_rows(ops, list ids):
             out.lit(b'\n      "')
             out.value(i)  # (an int's %d is its str)
             out.lit(b'":[')
-            out.value(_get(o, _op[F_NAME]))
-            out.lit(b",")
-            out.value(_get(o, _op[F_KIND]))
-            out.lit(b",")
+            out.item(_get(o, _op[F_NAME]))
+            out.item(_get(o, _op[F_KIND]))
             out.agent_row(_get(o, _op[F_AGENT]))
-            out.value(_get(o, _op[F_STEP]))
-            out.lit(b",")
-            out.value(_get(o, _op[F_LOCATION]))
-            out.lit(b",")
-            out.value(_get(o, _op[F_START]))
-            out.lit(b",")
-            out.value(_get(o, _op[F_END]))
-            out.lit(b",")
+            for field in (F_STEP, F_LOCATION, F_START, F_END):
+                out.item(_get(o, _op[field]))
             attrs = _get(o, _op[F_ATTRS])
             if type(attrs) is not dict:
                 return None
-            out.value((<dict>attrs).get("microbatch"))
-            out.lit(b",")
+            out.item((<dict>attrs).get("microbatch"))
             out.value(_get(o, _op[F_LINE]))
             out.lit(b"]")
     except _Refused:
@@ -322,59 +356,10 @@ def hazard_entries(list hazards):
             h = hazards[k]
             if type(h) is not Hazard:
                 return None
-            out.lit(b",\n    {\"kind\":" if k else b"\n    {\"kind\":")
-            out.value(_get(h, _hz[0]))
-            out.lit(b",\"buffer\":")
-            out.value(_get(h, _hz[2]))
-            out.lit(b",\"rank\":")
-            out.value(_get(h, _hz[1]))
-            rng = _get(h, _hz[3])
-            if type(rng) is not tuple or len(<tuple>rng) != 2:
+            out.lit(b",\n    " if k else b"\n    ")
+            if out.fields(h, _hz, _HAZARD_KEYS, _HAZARD_FIELD, 10) < 0:
                 return None
-            out.lit(b",\"range\":[")
-            out.value((<tuple>rng)[0])
-            out.lit(b",")
-            out.value((<tuple>rng)[1])
-            out.lit(b"],\"first\":")
-            out.value(_get(h, _hz[4]))
-            out.lit(b",\"second\":")
-            out.value(_get(h, _hz[5]))
-            out.lit(b",\"first_mode\":")
-            out.value(_get(h, _hz[6]))
-            out.lit(b",\"second_mode\":")
-            out.value(_get(h, _hz[7]))
-            out.lit(b",\"manifest\":")
-            out.value(_get(h, _hz[8]))
-            out.lit(b",\"fix\":")
-            fix = _get(h, _hz[9])
-            if fix is None:
-                out.lit(b"null}")
-                continue
-            if type(fix) is not Fix:
-                return None
-            out.lit(b"{\"kind\":")
-            out.value(_get(fix, _fx[0]))
-            out.lit(b",\"text\":")
-            out.value(_get(fix, _fx[1]))
-            out.lit(b",\"before\":")
-            out.value(_get(fix, _fx[2]))
-            out.lit(b",\"handle_op\":")
-            out.value(_get(fix, _fx[3]))
-            out.lit(b",\"record_after\":")
-            out.value(_get(fix, _fx[4]))
-            out.lit(b",\"event_stream\":")
-            s = _get(fix, _fx[5])
-            if s is None:
-                out.lit(b"null")
-            else:
-                out.agent(s)
-            out.lit(b",\"wait_stream\":")
-            s = _get(fix, _fx[6])
-            if s is None:
-                out.lit(b"null")
-            else:
-                out.agent(s)
-            out.lit(b"}}")
+            out.lit(b"}")
     except _Refused:
         return None
     return out.text()

@@ -1,6 +1,7 @@
 # cython: language_level=3
 """Reading a slots class's fields directly: the compiled passes' one way to read (and the compiled
-replay's to fill) an ``Op``, an ``Access`` or a ``View`` (streamsim/trace.py: slots dataclasses).
+replay's to fill) an ``Op``, an ``Access`` or a ``View`` (streamsim/trace.py: slots dataclasses),
+and the compiled fixes' and JSON tables' a ``Hazard`` and a ``Fix`` (streamsim/analysis/findings.py).
 
 Each field of a slots class is a member descriptor at a fixed offset in the object. A load at that
 offset is what ``getattr`` ends in, without the type's attribute lookup and the descriptor call on
@@ -40,14 +41,39 @@ cdef enum:
     F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP, F_LINE, F_HANDLE, F_ATTRS, N_FIELDS
 
 
-cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
-    """Fill ``out[F_X]`` with the offset of each of ``op_class``'s slots (``trace.Op``, or a class
-    of its slots); AssertionError when its slots are not the fields above, in that order."""
-    names = ("id", "agent", "index", "kind", "name", "enqueued", "start", "end", "start_seq",
-             "end_seq", "accesses", "issuer", "after", "joins", "location", "step", "line",
-             "handle", "attrs")
-    if tuple(op_class.__slots__) != names:
-        raise AssertionError(f"{op_class.__name__}'s slots changed: {op_class.__slots__}")
+cdef inline int class_offsets(type cls, tuple names, Py_ssize_t *out) except -1:
+    """Fill ``out[i]`` with the offset of ``cls``'s slot ``names[i]``; AssertionError when its
+    slots are not ``names``, in that order (a field added, removed or moved: the enums below)."""
+    if tuple(cls.__slots__) != names:
+        raise AssertionError(f"{cls.__name__}'s slots changed: {cls.__slots__}")
     for i, name in enumerate(names):
-        out[i] = slot_offset(op_class, name)
+        out[i] = slot_offset(cls, name)
     return 0
+
+
+cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
+    """``out[F_X]``: the offset of each of ``op_class``'s slots (``trace.Op``, or a class of its
+    slots)."""
+    return class_offsets(op_class, ("id", "agent", "index", "kind", "name", "enqueued", "start",
+                                    "end", "start_seq", "end_seq", "accesses", "issuer", "after",
+                                    "joins", "location", "step", "line", "handle", "attrs"), out)
+
+
+# streamsim.analysis.findings' Hazard and Fix, their fields in __slots__ order: H_X and X_X index
+# the offsets hazard_offsets and fix_offsets fill
+cdef enum:
+    H_KIND, H_RANK, H_BUFFER, H_RANGE, H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE,
+    H_MANIFEST, H_FIX, N_HAZARD_FIELDS
+cdef enum:
+    X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
+    X_BUFFER, N_FIX_FIELDS
+
+
+cdef inline int hazard_offsets(type hazard_class, Py_ssize_t *out) except -1:
+    return class_offsets(hazard_class, ("kind", "rank", "buffer", "range", "first", "second",
+                                        "first_mode", "second_mode", "manifest", "fix"), out)
+
+
+cdef inline int fix_offsets(type fix_class, Py_ssize_t *out) except -1:
+    return class_offsets(fix_class, ("kind", "text", "before", "handle_op", "record_after",
+                                     "event_stream", "wait_stream", "buffer"), out)

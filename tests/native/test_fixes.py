@@ -10,7 +10,6 @@ CI a missing module fails instead."""
 from __future__ import annotations
 
 import collections
-import os
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,10 @@ from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
+from .built import required
 from .test_metrics import _generator
 
-if "_fixes" not in native.modules() and os.environ.get("CI"):  # a skip there would hide a break
-    raise RuntimeError("CI: the compiled fixes (streamsim.native._fixes) are not built: pip "
-                       "install -e . printed why; the differential tests must run in CI")
-pytestmark = pytest.mark.skipif("_fixes" not in native.modules(),
-                                reason="the compiled fixes are not built")
+pytestmark = required("_fixes", "the compiled fixes")
 
 MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
 LOGS = 300

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -27,13 +26,10 @@ from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
+from .built import required
 from .test_metrics import _generator
 
-if "_jsonv4" not in native.modules() and os.environ.get("CI"):  # a skip there would hide a break
-    raise RuntimeError("CI: the compiled JSON tables (streamsim.native._jsonv4) are not built: "
-                       "pip install -e . printed why; the differential tests must run in CI")
-pytestmark = pytest.mark.skipif("_jsonv4" not in native.modules(),
-                                reason="the compiled JSON tables are not built")
+pytestmark = required("_jsonv4", "the compiled JSON tables")
 
 MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
 
