@@ -37,6 +37,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
+from .. import native
 from ..trace import HOST, Op, Trace
 from .findings import Fix, Hazard
 from .fixes import no_fix_reason
@@ -106,35 +107,8 @@ def site_of(op: Op) -> Site:
 def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...]:
     """The root causes of ``hazards`` (found in ``trace``), in the order their first instances
     appear (hazards come in issue order of their second access)."""
-    groups: dict[tuple, list[int]] = {}
-    sites: dict[int, Site] = {}
-
-    def site(op_id: int) -> Site:
-        s = sites.get(op_id)
-        if s is None:
-            s = sites[op_id] = site_of(trace.op(op_id))
-        return s
-
     lives = _Lives(trace) if hazards else None
-    covered = _covered_by(trace, hazards)
-    keys: list[tuple] = []
-    merged: dict[tuple, tuple] = {}  # a pair of sites -> the pair whose fix orders it too
-    for i, h in enumerate(hazards):
-        made = lives.site(h) if lives else None
-        buffer = h.buffer if made is None else made  # (a tuple: no buffer's name)
-        key = (h.kind, buffer, site(h.first), site(h.second))
-        c = covered.get(i)
-        if c is not None and keys[c][:3] == key[:3] and keys[c] != key:
-            merged.setdefault(key, keys[c])
-        keys.append(key)
-    for i, key in enumerate(keys):
-        # The same missing wait: its earlier consumer's root cause, for every instance of these
-        # sites (the code-level fix before the earlier consumer orders the later one in each;
-        # an instance whose earlier pair the pass did not name, only its latest read, included)
-        seen = 0
-        while key in merged and seen < len(merged):
-            key, seen = merged[key], seen + 1
-        groups.setdefault(key, []).append(i)
+    groups = _grouped(trace, hazards, lives)
     out = []
     waits: dict[int, Op] | None = None  # waited op id -> the program's first wait of it (lazily)
     for (kind, buffer, first, second), idx in groups.items():
@@ -164,6 +138,46 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
                              sum(h.manifest for h in members),
                              tuple(sorted({h.rank for h in members})), text, fix_kind, why))
     return tuple(out)
+
+
+def _grouped(trace: Trace, hazards: Sequence[Hazard], lives: "_Lives | None"
+             ) -> dict[tuple, list[int]]:
+    """The hazards' indices by root cause: key (kind, buffer or the allocation site of the life
+    the second access touches, the two sites) -> its instances, in the order the keys first
+    appear; compiled where it runs (streamsim/native/_rootcause.pyx: the same dict)."""
+    covered = _covered_by(trace, hazards)
+    made_site = lives.site if lives is not None and lives.made else None  # (else None for all)
+    got = native.root_cause_groups(trace, hazards, made_site, covered)
+    if got is not None:
+        return got
+    groups: dict[tuple, list[int]] = {}
+    sites: dict[int, Site] = {}
+
+    def site(op_id: int) -> Site:
+        s = sites.get(op_id)
+        if s is None:
+            s = sites[op_id] = site_of(trace.op(op_id))
+        return s
+
+    keys: list[tuple] = []
+    merged: dict[tuple, tuple] = {}  # a pair of sites -> the pair whose fix orders it too
+    for i, h in enumerate(hazards):
+        made = lives.site(h) if lives else None
+        buffer = h.buffer if made is None else made  # (a tuple: no buffer's name)
+        key = (h.kind, buffer, site(h.first), site(h.second))
+        c = covered.get(i)
+        if c is not None and keys[c][:3] == key[:3] and keys[c] != key:
+            merged.setdefault(key, keys[c])
+        keys.append(key)
+    for i, key in enumerate(keys):
+        # The same missing wait: its earlier consumer's root cause, for every instance of these
+        # sites (the code-level fix before the earlier consumer orders the later one in each;
+        # an instance whose earlier pair the pass did not name, only its latest read, included)
+        seen = 0
+        while key in merged and seen < len(merged):
+            key, seen = merged[key], seen + 1
+        groups.setdefault(key, []).append(i)
+    return groups
 
 
 def _covered_by(trace: Trace, hazards: Sequence[Hazard]) -> dict[int, int]:
@@ -316,3 +330,6 @@ def _step(trace: Trace, op_id: int) -> int | None:
     if op.step is None and op.agent.kind != HOST and op.issuer is not None:
         return trace.op(op.issuer).step
     return op.step
+
+
+native.bind_root_causes(op=Op, site=Site, peer_sub=_PEER.sub)

@@ -48,6 +48,10 @@ try:
     from . import _jsonv4 as _compiled_json  # type: ignore[attr-defined]
 except ImportError:
     _compiled_json = None
+try:
+    from . import _rootcause as _compiled_groups  # type: ignore[attr-defined]
+except ImportError:
+    _compiled_groups = None
 
 
 def built() -> bool:
@@ -72,7 +76,8 @@ def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer),
-                                 ("_fixes", _compiled_fixes), ("_jsonv4", _compiled_json))
+                                 ("_fixes", _compiled_fixes), ("_jsonv4", _compiled_json),
+                                 ("_rootcause", _compiled_groups))
             if m is not None]
 
 
@@ -132,6 +137,23 @@ def with_fixes(trace: Any, hazards: Sequence) -> list | None:
     if _compiled_fixes is None or not _on():
         return None
     return _compiled_fixes.with_fixes(trace, hazards)
+
+
+def bind_root_causes(**objects: Any) -> None:
+    """Hand the trace's ``Op``, rootcause's ``Site`` and its label's regex substitution to the
+    compiled grouping (``_rootcause.bind``)."""
+    if _compiled_groups is not None:
+        _compiled_groups.bind(**objects)
+
+
+def root_cause_groups(trace: Any, hazards: Sequence, made_site: Any, covered: dict
+                      ) -> dict | None:
+    """Compiled :func:`streamsim.analysis.rootcause._grouped` (its dict, key for key, in order);
+    None when the reference must group (``STREAMSIM_NATIVE=0`` or ``_rootcause`` not built, or
+    an op it does not read: ``_rootcause.pyx``)."""
+    if _compiled_groups is None or not _on():
+        return None
+    return _compiled_groups.groups(trace, hazards, made_site, covered)
 
 
 def bind_json(**objects: Any) -> None:

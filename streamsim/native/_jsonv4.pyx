@@ -23,7 +23,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
 from libc.math cimport isfinite
 
-from streamsim.native._slots cimport (slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
                                       F_STEP, F_LINE, F_ATTRS, H_KIND, H_RANK, H_BUFFER, H_RANGE,
                                       H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE, H_MANIFEST,
@@ -79,13 +79,6 @@ def bind(op, agent, hazard, fix):
 
 class _Refused(Exception):
     """A value the reference writes differently or not at all: it writes the block."""
-
-
-cdef inline object _get(object o, Py_ssize_t offset):
-    cdef PyObject *v = slot(<PyObject *>o, offset)
-    if v == NULL:
-        raise _Refused()
-    return <object>v
 
 
 cdef class _Out:
@@ -283,15 +276,15 @@ cdef class _Out:
         for j in range(n):
             self.lit(keys[j])
             if field[j] >= 0:
-                self.value(_get(rec, offsets[field[j]]))
+                self.value(slot_set(rec, offsets[field[j]]))
             elif keys == _FIX_KEYS:  # (event_stream, wait_stream: an agent's text, or null)
-                v = _get(rec, offsets[X_EVENT_STREAM if j == 5 else X_WAIT_STREAM])
+                v = slot_set(rec, offsets[X_EVENT_STREAM if j == 5 else X_WAIT_STREAM])
                 if v is None:
                     self.lit(b"null")
                 else:
                     self.agent(v)
             elif j == 3:  # the range: [lo, hi]
-                rng = _get(rec, offsets[H_RANGE])
+                rng = slot_set(rec, offsets[H_RANGE])
                 if type(rng) is not tuple or len(<tuple>rng) != 2:
                     return -1
                 self.lit(b"[")
@@ -300,7 +293,7 @@ cdef class _Out:
                 self.value((<tuple>rng)[1])
                 self.lit(b"]")
             else:  # the fix
-                fix = _get(rec, offsets[H_FIX])
+                fix = slot_set(rec, offsets[H_FIX])
                 if fix is None:
                     self.lit(b"null")
                 elif type(fix) is not Fix or self.fields(fix, _fx, _FIX_KEYS, _FIX_FIELD, 7) < 0:
@@ -323,25 +316,25 @@ def op_rows(ops, list ids):
         for k in range(len(ids)):
             i = ids[k]
             o = ops[i]
-            if type(o) is not Op or _get(o, _op[F_ID]) != i:
+            if type(o) is not Op or slot_set(o, _op[F_ID]) != i:
                 return None
             if k:
                 out.lit(b",")
             out.lit(b'\n      "')
             out.value(i)  # (an int's %d is its str)
             out.lit(b'":[')
-            out.item(_get(o, _op[F_NAME]))
-            out.item(_get(o, _op[F_KIND]))
-            out.agent_row(_get(o, _op[F_AGENT]))
+            out.item(slot_set(o, _op[F_NAME]))
+            out.item(slot_set(o, _op[F_KIND]))
+            out.agent_row(slot_set(o, _op[F_AGENT]))
             for field in (F_STEP, F_LOCATION, F_START, F_END):
-                out.item(_get(o, _op[field]))
-            attrs = _get(o, _op[F_ATTRS])
+                out.item(slot_set(o, _op[field]))
+            attrs = slot_set(o, _op[F_ATTRS])
             if type(attrs) is not dict:
                 return None
             out.item((<dict>attrs).get("microbatch"))
-            out.value(_get(o, _op[F_LINE]))
+            out.value(slot_set(o, _op[F_LINE]))
             out.lit(b"]")
-    except _Refused:
+    except (_Refused, AttributeError):  # (AttributeError: a field never set)
         return None
     return out.text()
 
@@ -360,6 +353,6 @@ def hazard_entries(list hazards):
             if out.fields(h, _hz, _HAZARD_KEYS, _HAZARD_FIELD, 10) < 0:
                 return None
             out.lit(b"}")
-    except _Refused:
+    except (_Refused, AttributeError):  # (AttributeError: a field never set)
         return None
     return out.text()

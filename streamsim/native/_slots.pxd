@@ -41,6 +41,15 @@ cdef enum:
     F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP, F_LINE, F_HANDLE, F_ATTRS, N_FIELDS
 
 
+cdef inline object slot_set(object o, Py_ssize_t offset):
+    """The value of one of ``o``'s slots (a new reference); AttributeError where it is unset (a
+    field never assigned), as ``getattr`` raises it."""
+    cdef PyObject *v = slot(<PyObject *>o, offset)
+    if v == NULL:
+        raise AttributeError(f"{type(o).__name__} has a field never set")
+    return <object>v
+
+
 cdef inline int class_offsets(type cls, tuple names, Py_ssize_t *out) except -1:
     """Fill ``out[i]`` with the offset of ``cls``'s slot ``names[i]``; AssertionError when its
     slots are not ``names``, in that order (a field added, removed or moved: the enums below)."""

@@ -10,7 +10,6 @@ CI a missing module fails instead."""
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
 import pytest
 
@@ -19,16 +18,14 @@ from streamsim.analysis import fixes as F
 from streamsim.analysis.findings import Hazard
 from streamsim.analysis.hb import hb_pass
 from streamsim.oplog import load_oplog, simulate_oplog
-from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
-from .built import required
+from .built import model_trace, model_variants, required, variant_id
 from .test_metrics import _generator
 
 pytestmark = required("_fixes", "the compiled fixes")
 
-MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
 LOGS = 300
 SEEN: collections.Counter = collections.Counter()  # fix kinds compared (None: no fix)
 
@@ -47,12 +44,9 @@ def assert_same(monkeypatch, trace: Trace, what: str) -> None:
         SEEN[None if b.fix is None else b.fix.kind] += 1
 
 
-@pytest.mark.parametrize("path,variant", [(p, v) for p in MODELS
-                                          for v in load_model(str(p)).variants],
-                         ids=lambda x: x.stem if isinstance(x, Path) else x)
+@pytest.mark.parametrize("path,variant", model_variants(), ids=variant_id)
 def test_every_model_variant_gets_the_references_fixes(monkeypatch, path, variant):
-    model = load_model(str(path))
-    assert_same(monkeypatch, simulate(model, variant, model.resolve(())),
+    assert_same(monkeypatch, model_trace(path, variant),
                 f"{path.name} --variant {variant}")
 
 

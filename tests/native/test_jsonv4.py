@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -22,16 +21,14 @@ from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import load_oplog, simulate_oplog
 from streamsim.report.jsontext import encode_compact, repaired
 from streamsim.report.jsonv4 import hazard_v4, named_ops, op_row
-from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
-from .built import required
+from .built import model_trace, model_variants, required, variant_id
 from .test_metrics import _generator
 
 pytestmark = required("_jsonv4", "the compiled JSON tables")
 
-MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
 
 
 def reference_rows(trace: Trace, ids: list[int]) -> str:
@@ -57,12 +54,9 @@ def assert_same(monkeypatch, trace: Trace, hazards: list[Hazard], what: str) -> 
     assert entries == reference_hazards(hazards), what
 
 
-@pytest.mark.parametrize("path,variant", [(p, v) for p in MODELS
-                                          for v in load_model(str(p)).variants],
-                         ids=lambda x: x.stem if isinstance(x, Path) else x)
+@pytest.mark.parametrize("path,variant", model_variants(), ids=variant_id)
 def test_every_model_variant_has_the_references_tables(monkeypatch, path, variant):
-    model = load_model(str(path))
-    trace = simulate(model, variant, model.resolve(()))
+    trace = model_trace(path, variant)
     assert_same(monkeypatch, trace, list(analyse(trace).hazards), f"{path.name} {variant}")
 
 
