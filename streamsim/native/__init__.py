@@ -12,6 +12,7 @@ path, never a guess.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -40,18 +41,33 @@ try:
     from . import _replay as _replayer  # type: ignore[attr-defined]
 except ImportError:
     _replayer = None
-try:
-    from . import _fixes as _compiled_fixes  # type: ignore[attr-defined]
-except ImportError:
-    _compiled_fixes = None
-try:
-    from . import _jsonv4 as _compiled_json  # type: ignore[attr-defined]
-except ImportError:
-    _compiled_json = None
-try:
-    from . import _rootcause as _compiled_groups  # type: ignore[attr-defined]
-except ImportError:
-    _compiled_groups = None
+# The compiled stages only a run with hazards or a JSON report needs, imported (and handed their
+# objects) on first use, not with this package: a one-line log's start-up does without them.
+_on_use: dict[str, Any] = {}  # module name -> the module, bound (None: not built)
+_binding: dict[str, dict[str, Any]] = {}  # module name -> the objects its ``bind`` takes
+
+
+def _used(name: str) -> Any:
+    """The compiled module ``name`` (``_fixes``, ``_jsonv4``, ``_rootcause``), imported and bound
+    on first use; None when it was not built."""
+    m = _on_use.get(name, _UNLOADED)
+    if m is _UNLOADED:
+        objects = _binding.get(name)
+        if objects is None:  # (the Python module that hands them over is not imported: it is
+            return None  # the only caller, so this is a hand-made call; the reference runs)
+        m = _built(name)
+        if m is not None:
+            m.bind(**objects)
+        _on_use[name] = m
+    return m
+
+
+def _built(name: str) -> Any:
+    """The compiled module ``name``, imported (not bound), or None when it was not built."""
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ImportError:
+        return None
 
 
 def built() -> bool:
@@ -76,8 +92,8 @@ def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer),
-                                 ("_fixes", _compiled_fixes), ("_jsonv4", _compiled_json),
-                                 ("_rootcause", _compiled_groups))
+                                 *((name, _built(name)) for name in ("_fixes", "_jsonv4",
+                                                                     "_rootcause")))
             if m is not None]
 
 
@@ -126,24 +142,21 @@ def bind_replayer(**objects: Any) -> None:
 def bind_fixes(**objects: Any) -> None:
     """Hand the trace's and the findings' classes and the reference's ``propose_fix`` and
     ``_current_stream`` to the compiled fixes (which import nothing above them: ``_fixes.bind``)."""
-    if _compiled_fixes is not None:
-        _compiled_fixes.bind(**objects)
+    _binding["_fixes"] = objects
 
 
 def with_fixes(trace: Any, hazards: Sequence) -> list | None:
     """Compiled :func:`streamsim.analysis.fixes.with_fix` of each hazard (``_fixes.pyx``: the
     common kinds of fix made in C, the others by the reference); None when the reference must run
     (``STREAMSIM_NATIVE=0`` or ``_fixes`` not built)."""
-    if _compiled_fixes is None or not _on():
-        return None
-    return _compiled_fixes.with_fixes(trace, hazards)
+    m = _used("_fixes") if _on() else None
+    return None if m is None else m.with_fixes(trace, hazards)
 
 
 def bind_root_causes(**objects: Any) -> None:
     """Hand the trace's ``Op``, rootcause's ``Site`` and its label's regex substitution to the
     compiled grouping (``_rootcause.bind``)."""
-    if _compiled_groups is not None:
-        _compiled_groups.bind(**objects)
+    _binding["_rootcause"] = objects
 
 
 def root_cause_groups(trace: Any, hazards: Sequence, made_site: Any, covered: dict
@@ -151,31 +164,27 @@ def root_cause_groups(trace: Any, hazards: Sequence, made_site: Any, covered: di
     """Compiled :func:`streamsim.analysis.rootcause._grouped` (its dict, key for key, in order);
     None when the reference must group (``STREAMSIM_NATIVE=0`` or ``_rootcause`` not built, or
     an op it does not read: ``_rootcause.pyx``)."""
-    if _compiled_groups is None or not _on():
-        return None
-    return _compiled_groups.groups(trace, hazards, made_site, covered)
+    m = _used("_rootcause") if _on() else None
+    return None if m is None else m.groups(trace, hazards, made_site, covered)
 
 
 def bind_json(**objects: Any) -> None:
     """Hand the trace's and the findings' classes to the compiled JSON tables (``_jsonv4.bind``)."""
-    if _compiled_json is not None:
-        _compiled_json.bind(**objects)
+    _binding["_jsonv4"] = objects
 
 
 def op_rows(ops: Any, ids: list[int]) -> str | None:
     """The compiled text of a block of the JSON report's ``ops.rows`` (streamsim/report/jsonv4.py
     writes the same); None when the reference must write it (``STREAMSIM_NATIVE=0`` or
     ``_jsonv4`` not built, or a value it does not write: ``_jsonv4.pyx``)."""
-    if _compiled_json is None or not _on():
-        return None
-    return _compiled_json.op_rows(ops, ids)
+    m = _used("_jsonv4") if _on() else None
+    return None if m is None else m.op_rows(ops, ids)
 
 
 def hazard_entries(hazards: list) -> str | None:
     """The compiled text of a block of the JSON report's ``hazards`` (as :func:`op_rows`)."""
-    if _compiled_json is None or not _on():
-        return None
-    return _compiled_json.hazard_entries(hazards)
+    m = _used("_jsonv4") if _on() else None
+    return None if m is None else m.hazard_entries(hazards)
 
 
 def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
