@@ -42,7 +42,9 @@ UNUSED_BY_A_SHORT_CHECK = (
     "streamsim.explore", "streamsim.record", "streamsim.report.html",
     "streamsim.report.markdown", "streamsim.report.outputs", "streamsim.report.jsonout",
     "streamsim.report.atomic", "streamsim.oplog.write", "streamsim.oplog.fastpath",
-    "streamsim.native._decode", "streamsim.pipeline.fixcost", "streamsim.analysis.why")
+    "streamsim.native._decode", "streamsim.pipeline.fixcost", "streamsim.analysis.why",
+    # (the compiled stages of hazards and of the JSON report: imported on first use)
+    "streamsim.native._fixes", "streamsim.native._rootcause", "streamsim.native._jsonv4")
 
 
 def _loaded_by(argv: list[str], names: tuple[str, ...], tmp_path) -> set[str]:
