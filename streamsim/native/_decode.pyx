@@ -28,10 +28,9 @@ On the 200,000-line random program (``benchmarks/check.py --stages``) this made 
 -> 0.53 s CPU and its peak RSS 266 -> 164 MB: no dict per line, no second copy of its fields.
 Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fast paths).
 """
-from cpython.ref cimport PyObject, Py_INCREF
 from msgspec import UNSET, DecodeError, ValidationError
 
-from streamsim.native._slots cimport class_offsets
+from streamsim.native._slots cimport class_offsets, put_slot
 
 from streamsim.trace import View
 
@@ -88,11 +87,8 @@ cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec de
 
 
 cdef inline void _lput(object line, int field, object value) noexcept:
-    """Set slot ``field`` of a Line just made (empty: nothing to release), where its member
-    descriptor reads it (streamsim/native/_slots.pxd), without a call per field."""
-    cdef PyObject** at = <PyObject**>((<char*><PyObject*>line) + _line_offset[field])
-    Py_INCREF(value)
-    at[0] = <PyObject*>value
+    """Set slot ``field`` (L_X) of a Line just made (_slots.pxd's put_slot)."""
+    put_slot(line, _line_offset[field], value)
 
 
 cdef object _line(parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,

@@ -19,9 +19,7 @@ the reference (``propose_fix``, ``_current_stream``), as does any hazard or op o
 the classes bound (a subclass may override what is read). On the 200,000-line random program
 (59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
-from cpython.ref cimport PyObject, Py_INCREF
-
-from streamsim.native._slots cimport (slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+from streamsim.native._slots cimport (slot_set, put_slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
                                       F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_BUFFER, H_FIRST,
                                       H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS,
@@ -47,20 +45,6 @@ def bind(op, agent, fix, hazard, propose_fix, current_stream):
     op_offsets(Op, _op)
     hazard_offsets(Hazard, _hazard)
     fix_offsets(Fix, _fix)
-
-
-cdef inline object _get(object o, Py_ssize_t offset):
-    """Slot ``offset`` of ``o`` (a new reference; None where it is unset, which the callers'
-    type checks rule out for the classes bound: every field of a dataclass is set by its init)."""
-    cdef PyObject *v = slot(<PyObject *>o, offset)
-    return None if v == NULL else <object>v
-
-
-cdef inline void _put(object o, Py_ssize_t offset, object value) noexcept:
-    """Set a slot of a record just made (empty: nothing to release)."""
-    cdef PyObject **at = <PyObject **>((<char *><PyObject *>o) + offset)
-    Py_INCREF(value)
-    at[0] = <PyObject *>value
 
 
 cdef class _Agent:
@@ -107,46 +91,46 @@ cdef class _Proposer:
         if i < 0 or i >= self.nops:
             return None
         o = self.ops[i]
-        if type(o) is not Op or _get(o, _op[F_ID]) != op_id:
+        if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
             return None
         return o
 
     cdef str describe(self, object o, _Agent a):
         """``Op.describe``: ``name on agent[ when][ at location]``."""
-        location = _get(o, _op[F_LOCATION])
+        location = slot_set(o, _op[F_LOCATION])
         where = f" at {location}" if location else ""
         parts = []  # (Op.when)
-        step = _get(o, _op[F_STEP])
+        step = slot_set(o, _op[F_STEP])
         if step is not None:
             parts.append(f"step {step}")
-        m = _get(o, _op[F_ATTRS]).get("microbatch")
+        m = slot_set(o, _op[F_ATTRS]).get("microbatch")
         if m is not None:
             parts.append(f"micro-batch {m}")
         when = " ".join(parts)
-        return f"{_get(o, _op[F_NAME])} on {a.text}{' ' + when if when else ''}{where}"
+        return f"{slot_set(o, _op[F_NAME])} on {a.text}{' ' + when if when else ''}{where}"
 
     cdef object propose(self, object h):
         """``propose_fix(trace, h)``, its common kinds made here (see the module's docstring)."""
-        x = self.op(_get(h, _hazard[H_FIRST]))
-        y = self.op(_get(h, _hazard[H_SECOND]))
+        x = self.op(slot_set(h, _hazard[H_FIRST]))
+        y = self.op(slot_set(h, _hazard[H_SECOND]))
         if x is None or y is None:
             return _propose_fix(self.trace, h)
-        cdef _Agent xa = self.agent(_get(x, _op[F_AGENT]))
-        cdef _Agent ya = self.agent(_get(y, _op[F_AGENT]))
+        cdef _Agent xa = self.agent(slot_set(x, _op[F_AGENT]))
+        cdef _Agent ya = self.agent(slot_set(y, _op[F_AGENT]))
         if xa is None or ya is None:
             return _propose_fix(self.trace, h)
-        kind = _get(h, _hazard[H_KIND])
-        xkind = _get(x, _op[F_KIND])
+        kind = slot_set(h, _hazard[H_KIND])
+        xkind = slot_set(x, _op[F_KIND])
         if kind == USE_AFTER_FREE and xkind == "free":
             return None  # (_used_after_its_free: no sync makes it safe)
         if xa.host:
             return _propose_fix(self.trace, h)  # (a hand-off, or none: rare)
-        yissuer = _get(y, _op[F_ISSUER])
-        before = _get(y, _op[F_ID]) if ya.host or yissuer is None else yissuer  # (issue_point)
-        handle = _get(x, _op[F_HANDLE])
+        yissuer = slot_set(y, _op[F_ISSUER])
+        before = slot_set(y, _op[F_ID]) if ya.host or yissuer is None else yissuer  # (issue_point)
+        handle = slot_set(x, _op[F_HANDLE])
         fix = _new_object(Fix)
-        if kind == USE_AFTER_FREE and _get(y, _op[F_KIND]) == "free" and handle is None:
-            text = (f"call {_get(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
+        if kind == USE_AFTER_FREE and slot_set(y, _op[F_KIND]) == "free" and handle is None:
+            text = (f"call {slot_set(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
                     f"{self.describe(y, ya)} ({self.describe(x, xa)} may still use it)")
             return _fix_of(fix, "record_stream", text, before, None, None, xa.agent, None)
         if handle is not None:
@@ -159,30 +143,30 @@ cdef class _Proposer:
             how = "" if wait_stream is not None or xa.gloo else " (blocking)"
             text = (f"wait handle {handle}{how} (from {self.describe(x, xa)}) before "
                     f"{self.describe(y, ya)}")
-            return _fix_of(fix, "wait_handle", text, before, _get(x, _op[F_ID]), None, None,
+            return _fix_of(fix, "wait_handle", text, before, slot_set(x, _op[F_ID]), None, None,
                            wait_stream)
         if ya.host:
             text = (f"record an event on {xa.text} after {self.describe(x, xa)} and synchronize "
                     f"it before {self.describe(y, ya)}")
-            return _fix_of(fix, "event_sync", text, before, None, _get(x, _op[F_ISSUER]),
+            return _fix_of(fix, "event_sync", text, before, None, slot_set(x, _op[F_ISSUER]),
                            xa.agent, None)
         wait_stream = ya.agent if not ya.comm else _current_stream(y)
         text = (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
                 f"{wait_stream} before {self.describe(y, ya)}")
-        return _fix_of(fix, "event", text, before, None, _get(x, _op[F_ISSUER]), xa.agent,
+        return _fix_of(fix, "event", text, before, None, slot_set(x, _op[F_ISSUER]), xa.agent,
                        wait_stream)
 
 
 cdef object _fix_of(fix, kind, text, before, handle_op, record_after, event_stream, wait_stream):
     """``fix`` (a Fix just made, empty) with its fields set (``buffer``: None, as proposed)."""
-    _put(fix, _fix[X_KIND], kind)
-    _put(fix, _fix[X_TEXT], text)
-    _put(fix, _fix[X_BEFORE], before)
-    _put(fix, _fix[X_HANDLE_OP], handle_op)
-    _put(fix, _fix[X_RECORD_AFTER], record_after)
-    _put(fix, _fix[X_EVENT_STREAM], event_stream)
-    _put(fix, _fix[X_WAIT_STREAM], wait_stream)
-    _put(fix, _fix[X_BUFFER], None)
+    put_slot(fix, _fix[X_KIND], kind)
+    put_slot(fix, _fix[X_TEXT], text)
+    put_slot(fix, _fix[X_BEFORE], before)
+    put_slot(fix, _fix[X_HANDLE_OP], handle_op)
+    put_slot(fix, _fix[X_RECORD_AFTER], record_after)
+    put_slot(fix, _fix[X_EVENT_STREAM], event_stream)
+    put_slot(fix, _fix[X_WAIT_STREAM], wait_stream)
+    put_slot(fix, _fix[X_BUFFER], None)
     return fix
 
 
@@ -200,7 +184,7 @@ def with_fixes(trace, hazards):
         fix = p.propose(h)
         made = _new_object(Hazard)
         for i in range(H_MANIFEST + 1):  # (every field but the fix, the last)
-            _put(made, _hazard[i], _get(h, _hazard[i]))
-        _put(made, _hazard[H_FIX], fix)
+            put_slot(made, _hazard[i], slot_set(h, _hazard[i]))
+        put_slot(made, _hazard[H_FIX], fix)
         out.append(made)
     return out

@@ -19,7 +19,6 @@ CPU here against the reference's 0.30-0.32 s; most of what is left is Python's f
 Tests: tests/native/test_jsonv4.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
 from libc.math cimport isfinite
 
@@ -86,7 +85,8 @@ cdef class _Out:
     once (``str(agent)``: ``rank{rank}/{name}``)."""
     cdef char *buf
     cdef Py_ssize_t n, cap
-    cdef dict agents
+    cdef dict agents  # id(agent) -> its text
+    cdef dict agent_rows  # id(agent) -> its text and rank as an op row has them
     cdef unsigned long long float_bits[1 << FLOAT_CACHE_BITS]
     cdef char float_text[1 << FLOAT_CACHE_BITS][32]
     cdef unsigned char float_len[1 << FLOAT_CACHE_BITS]
@@ -101,6 +101,7 @@ cdef class _Out:
             raise MemoryError()
         self.n = 0
         self.agents = {}
+        self.agent_rows = {}
         memset(self.float_used, 0, sizeof(self.float_used))
         self.last_agent = NULL
 
@@ -253,7 +254,7 @@ cdef class _Out:
         """An op row's ``"str(agent)",rank,`` (the agent's text and rank made once per agent)."""
         cdef bytes row
         if <void *>a != self.last_agent:
-            row = self.agents.get((id(a), "row"))
+            row = self.agent_rows.get(id(a))
             if row is None:
                 if type(a) is not Agent:
                     raise _Refused()
@@ -262,7 +263,7 @@ cdef class _Out:
                 self.lit(b",")
                 self.value(a.rank)
                 self.lit(b",")
-                row = self.agents[(id(a), "row")] = self.buf[mark:self.n]
+                row = self.agent_rows[id(a)] = self.buf[mark:self.n]
                 self.n = mark
             self.last_agent, self.last_agent_row = <void *>a, row
         return self.raw(self.last_agent_row, len(self.last_agent_row))

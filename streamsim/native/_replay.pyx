@@ -38,14 +38,13 @@ cover, a run that stalls (a process still waiting when no entry is left: the ref
 report). The caller then runs the reference, which words the error. Held equal to the reference op
 by op by tests/native/test_replay.py.
 """
-from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
-    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets)
+    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot)
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -80,11 +79,8 @@ def bind(**objects):
 
 
 cdef inline void _put(object obj, int field, object value) noexcept:
-    """Set slot ``field`` of a record just made (empty: nothing to release): the Python class's
-    own slot, written where its member descriptor reads it, without a call per field."""
-    cdef PyObject** at = <PyObject**>((<char*><PyObject*>obj) + _offset[field])
-    Py_INCREF(value)
-    at[0] = <PyObject*>value
+    """Set slot ``field`` (F_X) of a record just made (_slots.pxd's put_slot)."""
+    put_slot(obj, _offset[field], value)
 
 
 DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
