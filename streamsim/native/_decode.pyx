@@ -30,7 +30,10 @@ Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fas
 """
 from msgspec import UNSET, DecodeError, ValidationError
 
-from streamsim.native._slots cimport class_offsets, put_slot
+from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM,
+    L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
+    L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
+    L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot)
 
 from streamsim.trace import View
 
@@ -63,7 +66,7 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _NAME_FIELDS = name_fields
-    class_offsets(Line, _LINE_FIELDS, _line_offset)
+    line_offsets(Line, _line_offset)
 
 
 cdef tuple _FULL = (0.0, 1.0)
@@ -71,17 +74,7 @@ cdef tuple _FULL = (0.0, 1.0)
 cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "dur", "step",
                                        "event", "reads", "writes", "site", "t"})
 
-# streamsim.oplog.schema.Line's fields, in its __slots__ order: L_X indexes _line_offset
-cdef enum:
-    L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS,
-    L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER,
-    L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE,
-    L_INFERRED, N_LINE
-cdef tuple _LINE_FIELDS = (
-    "lineno", "op", "location", "rank", "host", "stream", "name", "dur", "step", "reads",
-    "writes", "event", "peer", "group", "ranks", "handle", "nbytes", "blocking", "buffer",
-    "target", "batch", "site", "t", "result", "label", "channel", "root", "any_source", "inferred")
-cdef Py_ssize_t _line_offset[<int>N_LINE]
+cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
 cdef object _new_object = object.__new__
 cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec decoded it by)
 

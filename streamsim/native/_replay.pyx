@@ -44,7 +44,11 @@ from libc.string cimport memcpy
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
-    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot)
+    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
+    L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
+    L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
+    L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
+from cpython.object cimport PyObject
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -58,24 +62,38 @@ _TO_ROOT = frozenset({"reduce", "gather"})
 _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 
 cdef object Op = None, Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
+cdef object Line = None
 cdef object is_comm = None
 cdef object _new_object = object.__new__
 
 cdef Py_ssize_t _offset[<int>N_FIELDS]  # an op's slots (F_X) by their offsets in the object
 cdef Py_ssize_t _rec_offset[<int>N_FIELDS]
+cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
 
 
 def bind(**objects):
     """The engine's and the trace's classes (this module imports nothing above it)."""
-    global Op, Rec, Agent, Access, View, Note, Ref, is_comm
+    global Op, Rec, Agent, Access, View, Note, Ref, is_comm, Line
     Op, Rec, Agent = objects["Op"], objects["Rec"], objects["Agent"]
     Access, View, Note, Ref = objects["Access"], objects["View"], objects["Note"], objects["Ref"]
     is_comm = objects["is_comm"]
+    Line = objects["Line"]
+    line_offsets(Line, _line_offset)
     op_offsets(Op, _offset)  # (an Op and a Rec: the same slots at the same offsets, as their
     op_offsets(Rec, _rec_offset)  # class swap in build_trace relies on)
     for i in range(N_FIELDS):
         if _rec_offset[i] != _offset[i]:
             raise AssertionError(f"Rec.{Op.__slots__[i]} is not where Op's is")
+
+
+cdef inline object _l(object ln, int field):
+    """Field ``field`` (L_X) of a line (exactly a ``Line``: :func:`replay` checks), read from its
+    slot: what ``getattr`` ends in, without the type's attribute lookup and the descriptor call
+    on the way (a tenth of a fix re-run's replay). A slot never set: the reference runs."""
+    cdef PyObject *v = slot(<PyObject *>ln, _line_offset[field])
+    if v == NULL:
+        raise _Fallback()
+    return <object>v
 
 
 cdef inline void _put(object obj, int field, object value) noexcept:
@@ -288,7 +306,7 @@ cdef class _Run:
     # line's, the step it takes (the first line's)
     cdef dict batch_of, lanes_left, lane_parent, workrecs, opstep
     cdef list host_batches  # per host: line index -> its batch's lines, or () (issued with it)
-    cdef list key_line  # per host: the rest of an action's injection key -> its line's index
+    cdef list key_line  # per host: its lines by location (_site_index): an action's line
     cdef list wait_target  # per host: the comm op its blocking wait is on
     cdef list host_kind  # per host: the kind of the line it is at (looked up once a line)
     # the line order between the threads of a rank (oplog/issueorder.py, replay._Replay): per
@@ -553,18 +571,18 @@ cdef class _Run:
     # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
     cdef dict host_attrs(self, object ln):
         cdef dict d = {}
-        if ln.site is not None:
-            d["site"] = ln.site
-        if ln.t is not None:
-            d["t"] = ln.t
-        if ln.result is not None:
+        if _l(ln, L_SITE) is not None:
+            d["site"] = _l(ln, L_SITE)
+        if _l(ln, L_T) is not None:
+            d["t"] = _l(ln, L_T)
+        if _l(ln, L_RESULT) is not None:
             d["observed"] = True  # (the query's result is the program's)
         return _provenance(d, ln)
 
     cdef dict op_attrs(self, object ln, str current):
         cdef dict d = {"current_stream": current}
-        if ln.site is not None:
-            d["site"] = ln.site
+        if _l(ln, L_SITE) is not None:
+            d["site"] = _l(ln, L_SITE)
         return _provenance(d, ln)
 
     cdef tuple access_list(self, tuple reads, tuple writes):
@@ -618,7 +636,7 @@ cdef class _Run:
         self.end[op] = self.clock[h]
         self.eseq[op] = self.seq + 1
         if accesses and self.freed:
-            self.note_freed_use(op, ln.name, ln.location)
+            self.note_freed_use(op, _l(ln, L_NAME), _l(ln, L_LOCATION))
         self.seq += 2
         if injected:
             self.attrs[op]["injected"] = True
@@ -633,7 +651,7 @@ cdef class _Run:
         cdef int rank = self.agent_rank[h]
         cdef int c
         if kind == K_FREE:  # (its recorded streams: read after the issue, made if new)
-            after = self.recorded_work(rank, ln.buffer)
+            after = self.recorded_work(rank, _l(ln, L_BUFFER))
         elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
             c = self.stream(rank, current)  # (Host._nccl_enqueue_edge: after the issue)
             after = (self.last[c],) if self.last[c] >= 0 else ()
@@ -646,7 +664,7 @@ cdef class _Run:
         if after:
             self.after[op] = after
         if accesses and self.freed:
-            self.note_freed_use(op, ln.name, ln.location)
+            self.note_freed_use(op, _l(ln, L_NAME), _l(ln, L_LOCATION))
         self.last[s] = op
         self.enqueue_op(s, op)
         if self.wake[s]:
@@ -697,11 +715,11 @@ cdef class _Run:
                         continue
                     return 1
                 ln = lines[j]
-                if ln.t is not None:
-                    t = ln.t
+                if _l(ln, L_T) is not None:
+                    t = _l(ln, L_T)
                     if t > self.clock[h]:
                         self.clock[h] = t
-                code = _KIND_CODE.get(ln.op)
+                code = _KIND_CODE.get(_l(ln, L_OP))
                 if code is None:
                     raise _Fallback()
                 kind = code
@@ -726,7 +744,7 @@ cdef class _Run:
                     self.host_gates[h] = tuple([p for x in batch
                                                 for p in self.gates.get(x.lineno, ())])
                 else:
-                    self.host_gates[h] = self.gates.get(lines[j].lineno, ())
+                    self.host_gates[h] = self.gates.get(_l(lines[j], L_LINENO), ())
                 self.gatej[h] = -1
                 self.state[h] = H_GATED
             elif st == H_GATED:  # in_line_order: each gate not yet taken, waited for in turn
@@ -750,9 +768,9 @@ cdef class _Run:
                 ln = lines[j]
                 kind = self.host_kind[h]
                 if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
-                    s = self.stream(rank, ln.stream)  # which makes the stream before any fix's sync)
+                    s = self.stream(rank, _l(ln, L_STREAM))  # which makes the stream before any fix's sync)
                     if kind == K_WAIT:  # (an NCCL barrier's wait: taken before them too)
-                        target = self.works.get(ln.target)
+                        target = self.works.get(_l(ln, L_TARGET))
                         self.line_barrier[h] = -1
                         if target is not None and \
                                 self.lines[self.lineof[<int>target]].op == "barrier" and \
@@ -786,7 +804,7 @@ cdef class _Run:
                     continue
                 if self.pos[h] < nlines:
                     ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream
-                    current = ln.stream if K_ISEND <= self.host_kind[h] <= K_WAIT else "compute"
+                    current = _l(ln, L_STREAM) if K_ISEND <= self.host_kind[h] <= K_WAIT else "compute"
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
@@ -813,25 +831,25 @@ cdef class _Run:
                     self.attrs[op]["event"] = name
                     rec = self.fix_events.get((rank, name))
                     if rec is None:
-                        self.note_unrecorded(op, f"{name}.synchronize()", ln.location, name)
+                        self.note_unrecorded(op, f"{name}.synchronize()", _l(ln, L_LOCATION), name)
                         deps = None
                     else:
                         deps = (rec,)
                 elif kind == K_SYNC_EVENT:
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["event"] = ln.event
-                    rec = self.events.get((rank, ln.event))
+                    self.attrs[op]["event"] = _l(ln, L_EVENT)
+                    rec = self.events.get((rank, _l(ln, L_EVENT)))
                     if rec is None:
-                        self.note_unrecorded(op, ln.name, ln.location, ln.event)
+                        self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
                         deps = None  # (wait_recs is not called: after stays ())
                     else:
                         deps = (rec,)
                 elif kind == K_QUERY:  # Host.query_work
                     ln = lines[self.pos[h]]
-                    target = <int>self.works[ln.target]
+                    target = <int>self.works[_l(ln, L_TARGET)]
                     recs = self.workrecs.get(target, (target,))
                     finished = all([self.eseq[<int>x] >= 0 for x in recs])
-                    observed = ln.result
+                    observed = _l(ln, L_RESULT)
                     done = finished if observed is None else observed
                     a = self.attrs[op]
                     a["handle"] = self.ophandle[target]
@@ -849,8 +867,8 @@ cdef class _Run:
                     continue
                 elif kind == K_GET:  # sim/handoff.get: Channels.get, then wait_recs on the put
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["channel"] = ln.channel
-                    key = (rank, ln.channel)
+                    self.attrs[op]["channel"] = _l(ln, L_CHANNEL)
+                    key = (rank, _l(ln, L_CHANNEL))
                     k = self.ch_gets.get(key, 0)
                     self.ch_gets[key] = k + 1
                     puts = self.ch_puts.get(key)
@@ -865,8 +883,8 @@ cdef class _Run:
                     deps = (puts[k],)
                 elif kind == K_SYNC_STREAM:
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["stream"] = ln.stream
-                    s = self.stream(rank, ln.stream)
+                    self.attrs[op]["stream"] = _l(ln, L_STREAM)
+                    s = self.stream(rank, _l(ln, L_STREAM))
                     deps = (self.last[s],) if self.last[s] >= 0 else ()
                 else:  # sync_device: every stream of the rank, by name (no gloo channel here)
                     deps = tuple([self.last[s] for s in self.rank_streams(rank)
@@ -928,10 +946,10 @@ cdef class _Run:
         """The line's call is a blocking op (Engine.blocking_op: no settle, its sync_clock
         after the op is made), not a host action or an enqueue (whose first step settles)."""
         if kind == K_WAIT:  # (Host.wait_work: the host blocks for gloo, blocking, a barrier)
-            target = self.works.get(ln.target)
+            target = self.works.get(_l(ln, L_TARGET))
             if target is None:
                 raise _Fallback()  # (another thread's handle not issued: the engine waits)
-            return ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
+            return _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
                 self.lines[self.lineof[<int>target]].op == "barrier"
         return kind == K_SYNC_EVENT or kind == K_SYNC_STREAM or kind == K_SYNC_DEVICE or \
             kind == K_QUERY or kind == K_SEND_OBJECT or kind == K_RECV_OBJECT or kind == K_GET
@@ -947,14 +965,14 @@ cdef class _Run:
             a["injected"] = True
             name = f"{self.ophandle[target]}.wait()"
         else:
-            name = ln.name
+            name = _l(ln, L_NAME)
         a["handle"] = self.ophandle[target]
         a["blocking"] = True
         if self.opgroup[target].backend == "gloo" and self.kinds[target] == K_ISEND:
             if target in self.gloo_sends_waited:
                 tl = self.lines[self.lineof[target]]
                 self.notes.append(Note(
-                    "gloo-send-waited-twice", f"{name} at {ln.location} waits the handle of "
+                    "gloo-send-waited-twice", f"{name} at {_l(ln, L_LOCATION)} waits the handle of "
                     f"{tl.name} (issued at {tl.location}) a second time: under gloo a second "
                     "wait() on an isend's handle hangs (seen with torch 2.13: it waits for a "
                     "send never made); the simulation takes it as satisfied", op))
@@ -970,7 +988,7 @@ cdef class _Run:
         cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
         self.cur[h] = op
         if self.awaited and self.injk[h] < 0 and line in self.awaited and \
-                line not in self.taken and self.lines[line].op in self.on_start:
+                line not in self.taken and _l(self.lines[line], L_OP) in self.on_start:
             self.take(line)  # (Origin.on_start: as its host action is made, before it waits)
         self.state[h] = H_CLOCKED
         if self.clock[h] > self.now:
@@ -983,43 +1001,43 @@ cdef class _Run:
     cdef bint action(self, int h, object ln) except -1:
         """The line's own call (its kind's ``OpKind.replay``); True when it blocks."""
         cdef int op, kind = self.host_kind[h], rank = self.agent_rank[h]
-        cdef int line = ln.lineno
+        cdef int line = _l(ln, L_LINENO)
         if kind == K_LAUNCH:
-            self.enqueue(h, ln.stream, kind, ln.dur, line, ln,
-                         self.access_list(ln.reads, ln.writes), ())
+            self.enqueue(h, _l(ln, L_STREAM), kind, _l(ln, L_DUR), line, ln,
+                         self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)), ())
         elif kind == K_HOST:
-            self.host_op(h, kind, ln.dur, line, ln, self.access_list(ln.reads, ln.writes))
+            self.host_op(h, kind, _l(ln, L_DUR), line, ln, self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)))
         elif kind == K_RECORD:
-            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (), ())
-            self.attrs[op]["event"] = ln.event
-            self.events[(rank, ln.event)] = op
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (), ())
+            self.attrs[op]["event"] = _l(ln, L_EVENT)
+            self.events[(rank, _l(ln, L_EVENT))] = op
         elif kind == K_WAIT_EVENT:
             got = self.host_s2[h]
             if got is None:
-                rec = self.events.get((rank, ln.event))  # (read before its enqueue settles)
+                rec = self.events.get((rank, _l(ln, L_EVENT)))  # (read before its enqueue settles)
                 if self.shared[h] and self.clock[h] > self.now:
                     return self.settle2(h, (rec,))
             else:
                 rec = got[0]
                 self.host_s2[h] = None
-            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
                               () if rec is None else (rec,))
-            self.attrs[op]["event"] = ln.event
+            self.attrs[op]["event"] = _l(ln, L_EVENT)
             if rec is None:
-                self.note_unrecorded(op, ln.name, ln.location, ln.event)
+                self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
         elif kind == K_ALLOC:
             op = self.host_op(h, kind, 0.0, line, ln, ())
             a = self.attrs[op]
-            a["buffer"] = ln.buffer
-            a["nbytes"] = ln.nbytes
-            a["stream"] = ln.stream
-            if ln.label is not None:
-                a["label"] = ln.label
-            self.freed.pop((rank, ln.buffer), None)
+            a["buffer"] = _l(ln, L_BUFFER)
+            a["nbytes"] = _l(ln, L_NBYTES)
+            a["stream"] = _l(ln, L_STREAM)
+            if _l(ln, L_LABEL) is not None:
+                a["label"] = _l(ln, L_LABEL)
+            self.freed.pop((rank, _l(ln, L_BUFFER)), None)
         elif kind == K_FREE:
-            if ln.nbytes is None:
+            if _l(ln, L_NBYTES) is None:
                 raise _Fallback()
-            key = (rank, ln.buffer)
+            key = (rank, _l(ln, L_BUFFER))
             got = self.host_s2[h]
             if got is None:
                 earlier = self.freed.pop(key, None)  # (taken before its enqueue settles)
@@ -1028,26 +1046,26 @@ cdef class _Run:
             else:
                 earlier = got[0]
                 self.host_s2[h] = None
-            view = View(rank, ln.buffer, 0, int(ln.nbytes))
-            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (Access(view, "write"),), ())
-            self.attrs[op]["buffer"] = ln.buffer
+            view = View(rank, _l(ln, L_BUFFER), 0, int(_l(ln, L_NBYTES)))
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (Access(view, "write"),), ())
+            self.attrs[op]["buffer"] = _l(ln, L_BUFFER)
             if earlier is not None:
-                self.attrs[op]["after_free"] = (ln.buffer,)
+                self.attrs[op]["after_free"] = (_l(ln, L_BUFFER),)
                 el = self.lines[self.lineof[<int>earlier]]
                 self.notes.append(Note(
-                    "double-free", f"{ln.name} at {ln.location} frees {ln.buffer!r} on "
+                    "double-free", f"{_l(ln, L_NAME)} at {_l(ln, L_LOCATION)} frees {_l(ln, L_BUFFER)!r} on "
                     f"rank{rank} again: {el.name} at {el.location} already freed it (no "
                     "alloc since)", op))
             self.freed[key] = op
         elif kind == K_RECORD_STREAM:
-            if ln.nbytes is None or is_comm(ln.stream):
+            if _l(ln, L_NBYTES) is None or is_comm(_l(ln, L_STREAM)):
                 raise _Fallback()
             op = self.host_op(h, kind, 0.0, line, ln, ())
             a = self.attrs[op]
-            a["buffer"] = ln.buffer
-            a["stream"] = ln.stream
-            self.recorded.setdefault((rank, ln.buffer), []).append(ln.stream)
-        elif (kind == K_ISEND or kind == K_IRECV) and ln.batch is not None:
+            a["buffer"] = _l(ln, L_BUFFER)
+            a["stream"] = _l(ln, L_STREAM)
+            self.recorded.setdefault((rank, _l(ln, L_BUFFER)), []).append(_l(ln, L_STREAM))
+        elif (kind == K_ISEND or kind == K_IRECV) and _l(ln, L_BATCH) is not None:
             self.batch(h, ln, self.host_batches[h][self.pos[h]])
         elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
             if self.shared[h]:  # (its enqueue's settle: nothing it reads comes before)
@@ -1063,27 +1081,27 @@ cdef class _Run:
         elif kind == K_ISEND_OBJECT:
             self.isend_object(h, line, ln)
         elif kind == K_QUERY:
-            if self.works.get(ln.target) is None:
+            if self.works.get(_l(ln, L_TARGET)) is None:
                 raise _Fallback()
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         elif kind == K_WAIT:  # Host.wait_work (NCCL: the current stream waits; or the host)
-            target = self.works.get(ln.target)
+            target = self.works.get(_l(ln, L_TARGET))
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
-            if ln.blocking or self.opgroup[<int>target].backend == "gloo" or \
+            if _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
                     self.lines[self.lineof[<int>target]].op == "barrier":
                 self.wait_target[h] = target
                 self.barrier_last[h] = self.line_barrier[h]
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
-            op = self.enqueue(h, ln.stream, kind, 0.0, line, ln, (),
-                              self.workrecs.get(target, (target,)), False, ln.stream)
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
+                              self.workrecs.get(target, (target,)), False, _l(ln, L_STREAM))
             a = self.attrs[op]
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         elif kind == K_PUT:  # sim/handoff.put: a host action; the get that waits for it wakes
             op = self.host_op(h, kind, 0.0, line, ln, ())
-            self.attrs[op]["channel"] = ln.channel
-            key = (rank, ln.channel)
+            self.attrs[op]["channel"] = _l(ln, L_CHANNEL)
+            key = (rank, _l(ln, L_CHANNEL))
             puts = self.ch_puts.get(key)
             if puts is None:
                 puts = self.ch_puts[key] = []
@@ -1115,8 +1133,8 @@ cdef class _Run:
         if self.awaited:
             batch = self.host_batches[h].get(j) if self.host_batches[h] is not None else None
             for ln in (batch or (self.host_lines[h][j],)):
-                if ln.lineno in self.awaited and ln.lineno not in self.taken:
-                    self.take(ln.lineno)
+                if _l(ln, L_LINENO) in self.awaited and _l(ln, L_LINENO) not in self.taken:
+                    self.take(_l(ln, L_LINENO))
         self.state[h] = H_LINE
         self.pos[h] = j + 1
 
@@ -1130,7 +1148,7 @@ cdef class _Run:
 
     cdef object group_of(self, int rank, object ln):
         """Host.group: the line's group, which holds the rank."""
-        cfg = self.groups.get(ln.group)
+        cfg = self.groups.get(_l(ln, L_GROUP))
         if cfg is None or rank not in cfg.ranks:
             raise _Fallback()
         return cfg
@@ -1138,13 +1156,13 @@ cdef class _Run:
     cdef str handle(self, int h, object ln):
         """Host._new_handle: every comm op counts, named or not."""
         self.host_handles[h] += 1
-        return ln.handle or f"{ln.op}#{self.host_handles[h]}"
+        return _l(ln, L_HANDLE) or f"{_l(ln, L_OP)}#{self.host_handles[h]}"
 
     cdef void p2p(self, int h, int kind, int line, object ln) except *:
         """Host.p2p: an unbatched isend or irecv."""
         cfg = self.group_of(self.agent_rank[h], ln)
-        self.p2p_rec(h, kind, ln, cfg, cfg.p2p_stream(self.agent_rank[h], ln.peer, ln.op),
-                     ln.stream, -2, 0)
+        self.p2p_rec(h, kind, ln, cfg, cfg.p2p_stream(self.agent_rank[h], _l(ln, L_PEER), _l(ln, L_OP)),
+                     _l(ln, L_STREAM), -2, 0)
 
     cdef void batch(self, int h, object first, list members) except *:
         """replay._Replay.batch, Host.batch_p2p: the lines of one batch_isend_irecv issued by its
@@ -1158,13 +1176,13 @@ cdef class _Run:
         ops = []
         for i in order:
             ln = members[i]
-            op = self.p2p_rec(h, _KIND_CODE[ln.op], ln, cfg, f"nccl:{cfg.name}", first.stream,
+            op = self.p2p_rec(h, _KIND_CODE[_l(ln, L_OP)], ln, cfg, f"nccl:{cfg.name}", _l(first, L_STREAM),
                               batch_id, len(members))
             if batch_id < 0:
                 batch_id = op
-            if ln.step != first.step:
-                self.opstep[op] = first.step
-                self.opstep[self.issuer[op]] = first.step
+            if _l(ln, L_STEP) != _l(first, L_STEP):
+                self.opstep[op] = _l(first, L_STEP)
+                self.opstep[self.issuer[op]] = _l(first, L_STEP)
             ops.append(op)
         recs = tuple(ops)
         for op in ops:
@@ -1177,23 +1195,23 @@ cdef class _Run:
         cdef int rank = self.agent_rank[h]
         cdef int op, m
         cdef bint is_send = kind == K_ISEND
-        if ln.peer not in cfg.ranks:
+        if _l(ln, L_PEER) not in cfg.ranks:
             raise _Fallback()
-        tensors = ln.reads if is_send else ln.writes
-        size = _nbytes_of(tensors) if ln.nbytes is None else ln.nbytes
-        dur = (cfg.transfer_time(size) if ln.dur is None else ln.dur) if is_send else 0.0
+        tensors = _l(ln, L_READS) if is_send else _l(ln, L_WRITES)
+        size = _nbytes_of(tensors) if _l(ln, L_NBYTES) is None else _l(ln, L_NBYTES)
+        dur = (cfg.transfer_time(size) if _l(ln, L_DUR) is None else _l(ln, L_DUR)) if is_send else 0.0
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
-        op = self.enqueue(h, stream, kind, dur, ln.lineno, ln, acc, (), False, current)
+        op = self.enqueue(h, stream, kind, dur, _l(ln, L_LINENO), ln, acc, (), False, current)
         if batch_id != -2:
             self.attrs[op]["batch"] = op if batch_id == -1 else batch_id
             self.attrs[op]["batch_size"] = batch_size
-        m = self.p2p_entry(cfg.name, rank, ln.peer, is_send)
+        m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), is_send)
         if is_send:
             self.m_send[m] = op
         else:
             self.m_recv[m] = op
         a = self.comm_issued(h, op, m, cfg, ln)
-        a["peer"] = ln.peer
+        a["peer"] = _l(ln, L_PEER)
         a["nbytes"] = size
         a["mode"] = "read" if is_send else "write"
         a["dur"] = self.end[op]
@@ -1206,7 +1224,7 @@ cdef class _Run:
         self.opmatch[op] = match
         self.opgroup[op] = cfg
         self.ophandle[op] = self.handle(h, ln)
-        self.works[ln.lineno] = op
+        self.works[_l(ln, L_LINENO)] = op
         a = self.attrs[op]
         a["group"] = cfg.name
         return a
@@ -1257,13 +1275,13 @@ cdef class _Run:
         cdef int rank = self.agent_rank[h]
         cdef int op, m
         cfg = self.group_of(rank, ln)
-        nbytes = ln.nbytes or 0
-        dur = cfg.transfer_time(nbytes) if ln.dur is None else ln.dur
+        nbytes = _l(ln, L_NBYTES) or 0
+        dur = cfg.transfer_time(nbytes) if _l(ln, L_DUR) is None else _l(ln, L_DUR)
         op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, (), ())
-        m = self.p2p_entry(cfg.name, rank, ln.peer, True)
+        m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), True)
         self.m_send[m] = op
         a = self.comm_issued(h, op, m, cfg, ln)
-        a["peer"] = ln.peer
+        a["peer"] = _l(ln, L_PEER)
         a["nbytes"] = nbytes
         a["dur"] = self.end[op]
 
@@ -1275,14 +1293,14 @@ cdef class _Run:
         cdef double dur
         if at == K_SEND_OBJECT:
             cfg = self.group_of(rank, ln)
-            nbytes = ln.nbytes or 0
-            dur = self.scaled(cfg.transfer_time(nbytes) if ln.dur is None else ln.dur)
+            nbytes = _l(ln, L_NBYTES) or 0
+            dur = self.scaled(cfg.transfer_time(nbytes) if _l(ln, L_DUR) is None else _l(ln, L_DUR))
             a = self.attrs[op]
             a["group"] = cfg.name
-            a["peer"] = ln.peer
+            a["peer"] = _l(ln, L_PEER)
             a["nbytes"] = nbytes
             a["dur"] = dur
-            m = self.p2p_entry(cfg.name, rank, ln.peer, True)
+            m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), True)
             self.m_send[m] = op
             self.opmatch[op] = m
             self.opdur[op] = dur
@@ -1305,8 +1323,8 @@ cdef class _Run:
             cfg = self.group_of(rank, ln)
             a = self.attrs[op]
             a["group"] = cfg.name
-            a["peer"] = ln.peer
-            m = self.p2p_entry(cfg.name, rank, ln.peer, False)
+            a["peer"] = _l(ln, L_PEER)
+            m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), False)
             self.m_recv[m] = op
             self.opmatch[op] = m
             self.started(m)
@@ -1335,23 +1353,23 @@ cdef class _Run:
         cdef int rank = self.agent_rank[h]
         cdef int op, c
         cfg = self.group_of(rank, ln)
-        root = ln.root
+        root = _l(ln, L_ROOT)
         if root is not None and root not in cfg.ranks:
             raise _Fallback()
-        inputs, outputs = ln.reads, ln.writes
-        if ln.nbytes is not None:
-            size = ln.nbytes
-        elif ln.op == "barrier":  # (streamsim.sim.comm.wire_bytes)
+        inputs, outputs = _l(ln, L_READS), _l(ln, L_WRITES)
+        if _l(ln, L_NBYTES) is not None:
+            size = _l(ln, L_NBYTES)
+        elif _l(ln, L_OP) == "barrier":  # (streamsim.sim.comm.wire_bytes)
             size = 0
-        elif ln.op == "gather":
+        elif _l(ln, L_OP) == "gather":
             size = len(cfg.ranks) * _nbytes_of(inputs)
-        elif ln.op == "scatter":
+        elif _l(ln, L_OP) == "scatter":
             size = len(cfg.ranks) * _nbytes_of(outputs)
         else:
-            size = _nbytes_of(inputs if ln.op in _SIZED_BY_INPUTS else outputs or inputs)
-        dur = cfg.transfer_time(size) if ln.dur is None else ln.dur
+            size = _nbytes_of(inputs if _l(ln, L_OP) in _SIZED_BY_INPUTS else outputs or inputs)
+        dur = cfg.transfer_time(size) if _l(ln, L_DUR) is None else _l(ln, L_DUR)
         op = self.enqueue(h, f"{cfg.backend}:{cfg.name}", K_COLLECTIVE, dur, line, ln,
-                          self.access_list(inputs, outputs), (), False, ln.stream)
+                          self.access_list(inputs, outputs), (), False, _l(ln, L_STREAM))
         side = (cfg.name, rank)
         k = self.coll_issued.get(side, 0)
         self.coll_issued[side] = k + 1
@@ -1377,7 +1395,7 @@ cdef class _Run:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
         location, step and clock; no label of its own); True when it blocks."""
         cdef int op, code = spec[0], rank = self.agent_rank[h]
-        cdef int line = ln.lineno
+        cdef int line = _l(ln, L_LINENO)
         name, stream = spec[1], spec[2]
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
@@ -1393,14 +1411,14 @@ cdef class _Run:
             self.special[op - 1] = self.special[op] = ("wait_event", f"wait_event({name})")
             self.attrs[op]["event"] = name
             if rec is None:
-                self.note_unrecorded(op, f"wait_event({name})", ln.location, name)
+                self.note_unrecorded(op, f"wait_event({name})", _l(ln, L_LOCATION), name)
         elif code == R_WAIT:  # ev.synchronize()
             blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
             self.special[self.cur[h]] = ("sync_event", f"{name}.synchronize()")
             return blocked
         elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
-            j = self.key_line[h].get(name)
-            target = self.works.get(self.host_lines[h][j].lineno) if j is not None else None
+            j = _line_at(self.key_line[h], self.host_lines[h], name)
+            target = self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
             if target is None:
                 return False  # (that action was not issued yet: nothing to wait)
             cfg = self.opgroup[<int>target]
@@ -1796,8 +1814,8 @@ cdef class _Run:
             _put(r, F_ID, ids[i])
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
             _put(r, F_INDEX, self.index[i])
-            _put(r, F_KIND, ln.op if sp is None else sp[0])
-            _put(r, F_NAME, ln.name if sp is None else sp[1])
+            _put(r, F_KIND, _l(ln, L_OP) if sp is None else sp[0])
+            _put(r, F_NAME, _l(ln, L_NAME) if sp is None else sp[1])
             _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
             _put(r, F_START, _shared_float(floats, self.start[i]))
             _put(r, F_END, _shared_float(floats, self.end[i]))
@@ -1808,9 +1826,9 @@ cdef class _Run:
             _put(r, F_ISSUER, ids[iss] if iss >= 0 else None)
             _put(r, F_AFTER, _ids(ids, self.after[i]))
             _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
-            _put(r, F_LOCATION, ln.location)
-            _put(r, F_STEP, ln.step if not opstep or i not in opstep else opstep[i])
-            _put(r, F_LINE, ln.lineno if sp is None else None)
+            _put(r, F_LOCATION, _l(ln, L_LOCATION))
+            _put(r, F_STEP, _l(ln, L_STEP) if not opstep or i not in opstep else opstep[i])
+            _put(r, F_LINE, _l(ln, L_LINENO) if sp is None else None)
             _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
             _put(r, F_ATTRS, self.attrs[i])
             out.append(r)
@@ -1869,10 +1887,12 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             sum([len(x) for v in post.values() for x in v.values()])
     r._ops(2 * len(lines) + 2 * n_fix + 1)
     per_thread = {t: [] for t in threads}
-    for ln in lines:
-        per_thread[(ln.rank, ln.host)].append(ln)
-        by_lineno[ln.lineno] = ln
     try:
+        for ln in lines:
+            if type(ln) is not Line:  # (a subclass may put a property where a slot was)
+                raise _Fallback()
+            per_thread[(_l(ln, L_RANK), _l(ln, L_HOST))].append(ln)
+            by_lineno[_l(ln, L_LINENO)] = ln
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
             r.host_lines[h] = mine
@@ -1901,9 +1921,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
 cdef dict _provenance(dict d, object ln):
     """The last attrs a line's label gives both its ops (replay._Replay.origin): a wait's
     ``inferred``, else an irecv's ``any_source``."""
-    if ln.inferred is not None:
-        d["inferred"] = ln.inferred
-    elif ln.any_source:
+    if _l(ln, L_INFERRED) is not None:
+        d["inferred"] = _l(ln, L_INFERRED)
+    elif _l(ln, L_ANY_SOURCE):
         d["any_source"] = True
     return d
 
@@ -1943,25 +1963,69 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     syncs after the program's previous action, then those before this one; after its last
     action, those after it (the driver's end). An action's key: (its host thread, kind,
     location, n), the n-th action of that kind from that location; ``pre`` and ``post`` hold
-    the rest of the key by host thread (hashing the Agent per line was most of the work)."""
-    before = {}
-    key_line = {}
+    the rest of the key by host thread (hashing the Agent per line was most of the work).
+    Returns ``(before, at_end, sites)``: line index -> its syncs, the syncs after the last
+    action, and the thread's lines by location (:func:`_site_index`) that find a key's line.
+
+    Each key is looked up from its location, rather than each line's key made and looked up:
+    there are fewer syncs than lines, and an op log's lines each have a location of their own."""
     mine_pre = pre.get(agent) or {}
     mine_post = post.get(agent) or {}
     if not mine_pre and not mine_post:
-        return before, (), key_line
-    occurrences = {}
-    last = None
-    for j, ln in enumerate(mine):
-        site = (ln.op, ln.location)
-        n = occurrences.get(site, 0)
-        occurrences[site] = n + 1
-        key = (ln.op, ln.location, n)
-        key_line[key] = j
-        specs = list(mine_post.pop(last, ())) if last is not None and mine_post else []
-        if mine_pre:
-            specs += mine_pre.pop(key, ())
-        if specs:
-            before[j] = tuple(specs)
-        last = key
-    return before, tuple(mine_post.pop(last, ())) if last is not None else (), key_line
+        return {}, (), None
+    sites = _site_index(mine)
+    cdef Py_ssize_t j, last = len(mine) - 1
+    cdef dict before = {}
+    at_end = ()
+    for key, specs in mine_post.items():  # (first: a line's list has them before its own)
+        j = _line_at(sites, mine, key)
+        if j < 0:
+            continue
+        if j == last:
+            at_end = tuple(specs)
+        else:
+            before.setdefault(j + 1, []).extend(specs)
+    for key, specs in mine_pre.items():
+        j = _line_at(sites, mine, key)
+        if j >= 0:
+            before.setdefault(j, []).extend(specs)
+    return {j: tuple(specs) for j, specs in before.items()}, at_end, sites
+
+
+cdef tuple _site_index(list mine):
+    """A thread's lines by location: ``(first, more)``, location -> the index of its first line,
+    and location -> every line's index, for a location of several lines (None: no such)."""
+    cdef dict first = {}
+    more = None
+    cdef Py_ssize_t j
+    for j in range(len(mine)):
+        loc = _l(mine[j], L_LOCATION)
+        k = first.setdefault(loc, j)
+        if <Py_ssize_t>k != j:
+            if more is None:
+                more = {}
+            more.setdefault(loc, [k]).append(j)
+    return first, more
+
+
+cdef Py_ssize_t _line_at(tuple sites, list mine, object key) except -2:
+    """The index of the line of injection key ``key`` (kind, location, n): the n-th line of that
+    kind at that location, compared as the reference's dict compares its key; -1: none."""
+    if sites is None or type(key) is not tuple or len(<tuple>key) != 3:
+        return -1
+    kind, loc, n = key
+    cdef dict first = sites[0]
+    more = sites[1]
+    many = (<dict>more).get(loc) if more is not None else None
+    if many is None:
+        j = first.get(loc)
+        if j is None or not (n == 0 and _l(mine[<Py_ssize_t>j], L_OP) == kind):
+            return -1
+        return j
+    count = 0
+    for j in many:
+        if _l(mine[<Py_ssize_t>j], L_OP) == kind:
+            if count == n:
+                return j
+            count += 1
+    return -1

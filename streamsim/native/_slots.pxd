@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Reading a slots class's fields directly: the compiled passes' one way to read (and the compiled
-replay's to fill) an ``Op``, an ``Access`` or a ``View`` (streamsim/trace.py: slots dataclasses),
+replay's to fill) an ``Op``, an ``Access`` or a ``View``, the reader's to fill (and the replay's to read) a ``Line`` (streamsim/trace.py: slots dataclasses),
 and the compiled fixes' and JSON tables' a ``Hazard`` and a ``Fix`` (streamsim/analysis/findings.py).
 
 Each field of a slots class is a member descriptor at a fixed offset in the object. A load at that
@@ -76,6 +76,24 @@ cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
     return class_offsets(op_class, ("id", "agent", "index", "kind", "name", "enqueued", "start",
                                     "end", "start_seq", "end_seq", "accesses", "issuer", "after",
                                     "joins", "location", "step", "line", "handle", "attrs"), out)
+
+
+# streamsim.oplog.schema.Line's fields, in its __slots__ order: L_X indexes the offsets
+# line_offsets fills (the compiled reader makes Lines by them, the compiled replay reads them)
+cdef enum:
+    L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS,
+    L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER,
+    L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE,
+    L_INFERRED, N_LINE
+
+
+cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
+    """``out[L_X]``: the offset of each of ``line_class``'s slots (``schema.Line``)."""
+    return class_offsets(line_class, (
+        "lineno", "op", "location", "rank", "host", "stream", "name", "dur", "step", "reads",
+        "writes", "event", "peer", "group", "ranks", "handle", "nbytes", "blocking", "buffer",
+        "target", "batch", "site", "t", "result", "label", "channel", "root", "any_source",
+        "inferred"), out)
 
 
 # streamsim.analysis.findings' Hazard and Fix, their fields in __slots__ order: H_X and X_X index

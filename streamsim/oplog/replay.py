@@ -180,6 +180,7 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
 
 
 native.bind_replayer(Op=Op, Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
+                     Line=Line,
                      is_comm=lambda name: stream_role(name) in COMM_ROLES)
 
 # (see _Replay.take) the blocking lines whose effect on shared state is at their start

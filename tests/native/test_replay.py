@@ -399,6 +399,38 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     assert left >= 10, left  # (the threaded logs' re-runs, left to the engine, were tried)
 
 
+def test_fix_reruns_of_lines_that_share_a_location_replay_to_the_same_trace(monkeypatch):
+    """An injection key is (kind, location, n): the n-th action of that kind from that location.
+    An op log's lines each have their own location; a hand-built one's may share one, as a
+    model's loop does. The compiled replay finds a key's line from its location
+    (``_replay._line_at``): here among several lines of several kinds."""
+    import dataclasses
+    ran = past_first = 0
+    for seed in range(40):
+        log = load_oplog_text(covered_log(seed))
+        if threaded(log) or any(ln.batch is not None for ln in log.lines):
+            continue
+        shared = dataclasses.replace(log, lines=tuple(
+            dataclasses.replace(ln, location=f"loop.py:{ln.lineno % 3}") for ln in log.lines))
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        for keyed in keyed_fix_sets(simulate_oplog(shared)):
+            if not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
+                                               "wait_handle"}:
+                continue
+            past_first += sum(f.before[3] > 0 for f in keyed)
+            monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+            reference = simulate_oplog(shared, fixes=keyed)
+            monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+            compiled = replay_mod._replayed_natively(shared, None, 0.0, 5_000_000, 1e12, keyed)
+            if reference.stall is not None:
+                assert compiled is None
+                continue
+            diff = difference(reference, compiled)
+            assert diff is None, f"log seed {seed}, fixes {[f.text for f in keyed]}: {diff}"
+            ran += 1
+    assert ran >= 10 and past_first >= 10, (ran, past_first)
+
+
 def test_the_generated_logs_reach_every_kind_and_note():
     kinds, notes = set(), set()
     for seed in range(200):
@@ -439,6 +471,37 @@ def test_a_log_it_does_not_cover_is_left_to_the_reference(monkeypatch):
     for log in (comm, stall):
         assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is None
     assert simulate_oplog(stall).stall is not None  # (the reference ran it, and words it)
+
+
+def test_a_line_it_cannot_read_from_its_slots_is_left_to_the_reference(monkeypatch):
+    """The replay reads a line's fields from its slots (``_replay._l``): a line of a subclass
+    of ``Line`` (which may put a property where a slot was) or a Line with a field never set is
+    left to the reference, which reads it by ``getattr``."""
+    import dataclasses
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    log = load_oplog_text('{"op": "launch", "stream": "s", "writes": ["a"]}\n'
+                          '{"op": "host", "reads": ["a"]}\n')
+    assert replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12) is not None
+    Line = type(log.lines[0])
+
+    class Renamed(Line):
+        __slots__ = ()
+
+        @property
+        def name(self):
+            return "renamed"
+    sub = object.__new__(Renamed)
+    for f in dataclasses.fields(Line):  # (its slots, set through Line's own descriptors)
+        Line.__dict__[f.name].__set__(sub, getattr(log.lines[1], f.name))
+    subclassed = dataclasses.replace(log, lines=(log.lines[0], sub))
+    assert replay_mod._replayed_natively(subclassed, None, 0.0, 5_000_000, 1e12) is None
+    assert simulate_oplog(subclassed).ops[-1].name == "renamed"  # (the reference read it)
+    unset = object.__new__(Line)
+    for f in dataclasses.fields(Line):
+        if f.name != "site":
+            object.__setattr__(unset, f.name, getattr(log.lines[1], f.name))
+    with_unset = dataclasses.replace(log, lines=(log.lines[0], unset))
+    assert replay_mod._replayed_natively(with_unset, None, 0.0, 5_000_000, 1e12) is None
 
 
 THREADED_LOGS = {
