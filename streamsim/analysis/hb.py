@@ -125,6 +125,15 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     return with_fixes(trace, hazards)
 
 
+def hazard_count(trace: Trace) -> int:
+    """``len(analyse_hazards(trace, fixes=False))``, the hazards not made: what a fix costing
+    re-run needs of its trace (how many hazards its fixes left)."""
+    got = native.hazard_count(trace, (RAW, WAR, WAW, USE_AFTER_FREE))
+    if got is not None:
+        return got
+    return len(_analyse(trace, False).hazards)
+
+
 def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
     """Run the pass; keep every op's clocks when ``keep_clocks`` (for ``HappensBefore.ordered``).
     (Not ``analyse``: that is :func:`streamsim.analysis.checks.analyse`, which returns the

@@ -205,6 +205,18 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
         return None  # reference's Python ints hold it
 
 
+def hazard_count(trace: Any, names: tuple[str, str, str, str]) -> int | None:
+    """How many rows :func:`hb_rows` would return, none of them made (a fix costing re-run
+    counts what its fixes left); None when the pure-Python pass must run instead (as
+    :func:`hb_rows`)."""
+    if not available():
+        return None
+    try:
+        return _compiled.hb_rows(trace, None, names, COVERED_KINDS, True)
+    except OverflowError:  # (as hb_rows)
+        return None
+
+
 def _on() -> bool:
     """STREAMSIM_NATIVE is not 0 (read at each call, so a test can switch paths)."""
     return os.environ.get("STREAMSIM_NATIVE", "1") != "0"

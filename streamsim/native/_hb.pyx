@@ -774,9 +774,10 @@ cdef int _by_key(const void *a, const void *b) noexcept nogil:
     return -1 if x.id < y.id else (1 if x.id > y.id else 0)
 
 
-def hb_rows(trace, list keys, tuple names, covered):
+def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
     ``keys``: the trace's issue keys, or None to compute them here (as ``issue_keys`` does).
+    ``only_count``: only how many rows there are (an int), none of them made or sorted.
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
     cdef _Pass P = _Pass.__new__(_Pass)
@@ -1173,6 +1174,8 @@ def hb_rows(trace, list keys, tuple names, covered):
                 segs[i:j2] = [s]
                 starts[i:j2] = [lo]
 
+    if only_count:
+        return len(P.found)
     rows = sorted([(position[key[1]], position[key[0]], key[2], key[3], key[4],
                     (<Found>h).lo, (<Found>h).hi, key[0], key[1], (<Found>h).fmode,
                     (<Found>h).smode, (<Found>h).manifest)

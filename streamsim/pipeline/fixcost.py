@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
 from ..analysis.findings import Findings, Fix, Hazard
-from ..analysis.hb import analyse_hazards
+from ..analysis.hb import hazard_count
 from ..analysis.liveness import deadlock_from_stall
 from ..analysis.metrics import Metrics, compute_metrics
 from ..sim.errors import InternalError
@@ -127,7 +127,7 @@ def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
     except InternalError:  # streamsim's bug in the re-run: not costed (the caller says so)
         return None
     # (a cost counts what the fixed run still has: no fixes or root causes for it, no warnings)
-    left = len(analyse_hazards(fixed, fixes=False))
+    left = hazard_count(fixed)
     return _measured(trace, fixed, keyed, left, deadlock_from_stall(fixed) is not None, before,
                      delayed=keying.delayed)
 

@@ -180,3 +180,26 @@ def test_a_byte_position_past_64_bits_takes_the_reference(monkeypatch):
     assert native.hb_rows(trace, issue_keys(trace), NAMES) is None
     assert [(h.kind, h.range) for h in hb.hb_pass(trace).hazards] == \
         [(RAW, (2 ** 64 + 5, 2 ** 64 + 15))]
+
+
+@needs_build
+def test_a_hazard_count_is_the_number_of_hazards_on_both_paths(monkeypatch):
+    """Fix costing counts what a re-run's fixes left (``hb.hazard_count``): the compiled pass
+    counts its findings without making them; the count is the number of hazards the pass
+    reports, on both paths, for every model's run and generated logs with hazards."""
+    from .built import model_trace, model_variants
+    from .test_replay import covered_log
+    from .test_differential import load_oplog_text
+    traces = [model_trace(p, v) for p, v in model_variants()]
+    traces += [simulate_oplog(load_oplog_text(covered_log(seed))) for seed in range(30)]
+    some = 0
+    for trace in traces:
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        compiled = native.hazard_count(trace, (RAW, WAR, WAW, USE_AFTER_FREE))
+        assert compiled is not None  # (the compiled pass counted it)
+        counts = {compiled, hb.hazard_count(trace), len(hb.analyse_hazards(trace, fixes=False))}
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        counts |= {hb.hazard_count(trace), len(hb.analyse_hazards(trace, fixes=False))}
+        assert len(counts) == 1, counts
+        some += compiled > 0
+    assert some >= 10, some
