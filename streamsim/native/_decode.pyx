@@ -33,7 +33,8 @@ from msgspec import UNSET, DecodeError, ValidationError
 from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM,
     L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
     L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
-    L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot)
+    L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot, new_record,
+    check_generic_alloc)
 
 from streamsim.trace import View
 
@@ -67,6 +68,7 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
+    check_generic_alloc(Line)
 
 
 cdef tuple _FULL = (0.0, 1.0)
@@ -75,7 +77,6 @@ cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "
                                        "event", "reads", "writes", "site", "t"})
 
 cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
-cdef object _new_object = object.__new__
 cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec decoded it by)
 
 
@@ -92,7 +93,7 @@ cdef object _line(parser, op, r, host, stream, name, dur, step, tuple reads, tup
     defaults."""
     cdef dict strings = parser.strings
     lineno = parser.lineno
-    line = _new_object(Line)
+    line = new_record(<type>Line)
     _lput(line, L_LINENO, lineno)
     _lput(line, L_OP, op)
     _lput(line, L_LOCATION, f"{parser.path}:{lineno}")

@@ -19,7 +19,8 @@ the reference (``propose_fix``, ``_current_stream``), as does any hazard or op o
 the classes bound (a subclass may override what is read). On the 200,000-line random program
 (59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
-from streamsim.native._slots cimport (slot_set, put_slot, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
+                                      op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
                                       F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_BUFFER, H_FIRST,
                                       H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS,
@@ -29,7 +30,6 @@ from streamsim.native._slots cimport (slot_set, put_slot, op_offsets, hazard_off
 cdef object Op = None, Agent = None, Fix = None, Hazard = None
 cdef object _propose_fix = None, _current_stream = None
 cdef str HOST = "host", USE_AFTER_FREE = "use-after-free"
-cdef object _new_object = object.__new__
 
 cdef Py_ssize_t _op[<int>N_FIELDS]
 cdef Py_ssize_t _fix[<int>N_FIX_FIELDS]
@@ -45,6 +45,8 @@ def bind(op, agent, fix, hazard, propose_fix, current_stream):
     op_offsets(Op, _op)
     hazard_offsets(Hazard, _hazard)
     fix_offsets(Fix, _fix)
+    check_generic_alloc(Hazard)
+    check_generic_alloc(Fix)
 
 
 cdef class _Agent:
@@ -128,7 +130,7 @@ cdef class _Proposer:
         yissuer = slot_set(y, _op[F_ISSUER])
         before = slot_set(y, _op[F_ID]) if ya.host or yissuer is None else yissuer  # (issue_point)
         handle = slot_set(x, _op[F_HANDLE])
-        fix = _new_object(Fix)
+        fix = new_record(<type>Fix)
         if kind == USE_AFTER_FREE and slot_set(y, _op[F_KIND]) == "free" and handle is None:
             text = (f"call {slot_set(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
                     f"{self.describe(y, ya)} ({self.describe(x, xa)} may still use it)")
@@ -182,7 +184,7 @@ def with_fixes(trace, hazards):
                               h.second_mode, h.manifest, _propose_fix(trace, h)))
             continue
         fix = p.propose(h)
-        made = _new_object(Hazard)
+        made = new_record(<type>Hazard)
         for i in range(H_MANIFEST + 1):  # (every field but the fix, the last)
             put_slot(made, _hazard[i], slot_set(h, _hazard[i]))
         put_slot(made, _hazard[H_FIX], fix)

@@ -38,13 +38,14 @@ cover, a run that stalls (a process still waiting when no entry is left: the ref
 report). The caller then runs the reference, which words the error. Held equal to the reference op
 by op by tests/native/test_replay.py.
 """
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
+    new_record, check_generic_alloc,
     L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
@@ -64,7 +65,6 @@ _TRANSFER_START = "transfer_start"  # (streamsim.trace.TRANSFER_START)
 cdef object Op = None, Rec = None, Agent = None, Access = None, View = None, Note = None, Ref = None
 cdef object Line = None
 cdef object is_comm = None
-cdef object _new_object = object.__new__
 
 cdef Py_ssize_t _offset[<int>N_FIELDS]  # an op's slots (F_X) by their offsets in the object
 cdef Py_ssize_t _rec_offset[<int>N_FIELDS]
@@ -79,6 +79,7 @@ def bind(**objects):
     is_comm = objects["is_comm"]
     Line = objects["Line"]
     line_offsets(Line, _line_offset)
+    check_generic_alloc(Op)
     op_offsets(Op, _offset)  # (an Op and a Rec: the same slots at the same offsets, as their
     op_offsets(Rec, _rec_offset)  # class swap in build_trace relies on)
     for i in range(N_FIELDS):
@@ -288,7 +289,8 @@ cdef class _Run:
     # the syncs after its last line; the sync being run; each injected op's (kind, name)
     cdef list inj_before, inj_end, host_specs
     cdef int* injk  # the sync being run, of host_specs[h]
-    cdef dict special, fix_events
+    cdef dict special, fix_events  # special: op -> (kind, name) of a fix's sync (not its line's)
+    cdef char* marked  # op -> 1 where special has it (looked up only there)
     cdef bint injecting
     # comm (streamsim/sim/comm.py): the groups; per comm op its group and its match (a p2p
     # transfer's or a collective's index); the transfers' and collectives' state
@@ -330,7 +332,7 @@ cdef class _Run:
         self.sseq = self.eseq = NULL
         self.agent = self.index = self.issuer = self.lineof = NULL
         self.whead = self.wtail = self.wproc = self.wnext = NULL
-        self.is_host = self.lend = self.wake = NULL
+        self.is_host = self.lend = self.wake = self.marked = NULL
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
         self.clock = NULL
         self.injk = NULL
@@ -352,7 +354,7 @@ cdef class _Run:
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
-        free(self.shared); free(self.gatej)
+        free(self.shared); free(self.gatej); free(self.marked)
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -368,7 +370,8 @@ cdef class _Run:
         self.lineof = <int*>malloc(cap * sizeof(int))
         self.whead = <int*>malloc(cap * sizeof(int))
         self.wtail = <int*>malloc(cap * sizeof(int))
-        if (self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
+        self.marked = <char*>calloc(cap, sizeof(char))
+        if (self.marked == NULL or self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
                 self.eseq == NULL or self.agent == NULL or self.index == NULL or
                 self.issuer == NULL or self.lineof == NULL or self.whead == NULL or
                 self.wtail == NULL):
@@ -773,7 +776,7 @@ cdef class _Run:
                         target = self.works.get(_l(ln, L_TARGET))
                         self.line_barrier[h] = -1
                         if target is not None and \
-                                self.lines[self.lineof[<int>target]].op == "barrier" and \
+                                _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.line_barrier[h] = self.last[s]
                 if self.shared[h] and not self.blocking_call(h, kind, ln):
@@ -950,7 +953,7 @@ cdef class _Run:
             if target is None:
                 raise _Fallback()  # (another thread's handle not issued: the engine waits)
             return _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
-                self.lines[self.lineof[<int>target]].op == "barrier"
+                _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
         return kind == K_SYNC_EVENT or kind == K_SYNC_STREAM or kind == K_SYNC_DEVICE or \
             kind == K_QUERY or kind == K_SEND_OBJECT or kind == K_RECV_OBJECT or kind == K_GET
 
@@ -1089,7 +1092,7 @@ cdef class _Run:
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
             if _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
-                    self.lines[self.lineof[<int>target]].op == "barrier":
+                    _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier":
                 self.wait_target[h] = target
                 self.barrier_last[h] = self.line_barrier[h]
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
@@ -1400,7 +1403,7 @@ cdef class _Run:
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
             op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
-            self.special[op - 1] = self.special[op] = ("record", f"record({name})")
+            self.mark_special(op - 1, self.mark_special(op, ("record", f"record({name})")))
             self.attrs[op]["event"] = name
             self.fix_events[(rank, name)] = op
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
@@ -1408,13 +1411,13 @@ cdef class _Run:
             rec = self.fix_events.get((rank, name))
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
                               () if rec is None else (rec,), True, current)
-            self.special[op - 1] = self.special[op] = ("wait_event", f"wait_event({name})")
+            self.mark_special(op - 1, self.mark_special(op, ("wait_event", f"wait_event({name})")))
             self.attrs[op]["event"] = name
             if rec is None:
                 self.note_unrecorded(op, f"wait_event({name})", _l(ln, L_LOCATION), name)
         elif code == R_WAIT:  # ev.synchronize()
             blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
-            self.special[self.cur[h]] = ("sync_event", f"{name}.synchronize()")
+            self.mark_special(self.cur[h], ("sync_event", f"{name}.synchronize()"))
             return blocked
         elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
             j = _line_at(self.key_line[h], self.host_lines[h], name)
@@ -1425,18 +1428,18 @@ cdef class _Run:
             waited_on = current if stream is None else stream
             blocking = True if stream is None else cfg.blocking_wait
             self.barrier_last[h] = -1
-            if self.lines[self.lineof[<int>target]].op == "barrier" and cfg.backend != "gloo":
+            if _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and cfg.backend != "gloo":
                 blocking = True
                 self.barrier_last[h] = self.last[self.stream(rank, waited_on)]
             if blocking or cfg.backend == "gloo":
                 self.wait_target[h] = target
                 blocked = self.block_sync(h, K_WAIT, line, {})
-                self.special[self.cur[h]] = ("wait", f"{self.ophandle[<int>target]}.wait()")
+                self.mark_special(self.cur[h], ("wait", f"{self.ophandle[<int>target]}.wait()"))
                 return blocked
             op = self.enqueue(h, waited_on, K_WAIT, 0.0, line, ln, (),
                               self.workrecs.get(target, (target,)), True, waited_on)
-            self.special[op - 1] = self.special[op] = (
-                "wait", f"{self.ophandle[<int>target]}.wait()")
+            self.mark_special(op - 1, self.mark_special(
+                op, ("wait", f"{self.ophandle[<int>target]}.wait()")))
             a = self.attrs[op]
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
@@ -1444,12 +1447,18 @@ cdef class _Run:
             if is_comm(stream):
                 raise _Fallback()
             op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, (), True)
-            self.special[op] = ("record_stream", f"record_stream({name}, {stream})")
+            self.mark_special(op, ("record_stream", f"record_stream({name}, {stream})"))
             a = self.attrs[op]
             a["buffer"] = name
             a["stream"] = stream
             self.recorded.setdefault((rank, name), []).append(stream)
         return False
+
+    cdef tuple mark_special(self, int op, tuple sp):
+        """Op ``op`` is a fix's sync, of kind and name ``sp`` (not its line's); returns ``sp``."""
+        self.special[op] = sp
+        self.marked[op] = 1
+        return sp
 
     cdef list rank_streams(self, int rank):
         """The rank's streams in the order of their agents (Engine: sorted(e.streams))."""
@@ -1583,7 +1592,7 @@ cdef class _Run:
             members = self.c_members[c]
             if members:  # (the k-th collective of the group: the same op, the same root)
                 first = self.lines[self.lineof[<int>members[0]]].op
-                mine = self.lines[self.lineof[op]].op
+                mine = _l(self.lines[self.lineof[op]], L_OP)
                 if (first in _MATCHED or mine in _MATCHED) and (first, self.attrs[
                         <int>members[0]].get("root")) != (mine, self.attrs[op].get("root")):
                     raise _Fallback()  # (the reference's ModelError says which)
@@ -1612,7 +1621,7 @@ cdef class _Run:
             at = S_REDUCING
         # S_REDUCING: the collective ends (streamsim.sim.comm.joined_members)
         c = self.opmatch[op]
-        kind_name = self.lines[self.lineof[op]].op
+        kind_name = _l(self.lines[self.lineof[op]], L_OP)
         if kind_name in _TO_ROOT or kind_name == "scatter":
             root = self.attrs[op]["root"]
             if self.agent_rank[self.agent[op]] == root:
@@ -1794,33 +1803,42 @@ cdef class _Run:
         here already). A run that left sequence positions unused (which the reference's
         ``build_trace`` renumbers, and no covered log does: test_replay) is left to the
         reference."""
-        cdef int i, iss
+        cdef int i, iss, lo, last_lo = -1
+        cdef long long q
         if self.seq_holes:
             raise _Fallback()
         out = []
         # Objects shared as the engine's are: an op id's int, one object wherever it is named
         # (the op's id, an issuer, an after or joins entry), and equal recent times one float
         # (an op's end, the next one's start, the enqueued time of what it issued): ~80 bytes
-        # a line less than an object each (docs/native.md)
-        cdef list ids = list(range(self.nops))
+        # a line less than an object each (docs/native.md); an op's index and sequence
+        # positions are ints of that range too, shared likewise
+        cdef Py_ssize_t nids = max(self.nops, self.seq)
+        cdef list ids = list(range(nids))
         cdef list floats = [None] * FLOAT_CACHE
         lines = self.lines
         special = self.special
         opjoins, ophandle, opstep = self.opjoins, self.ophandle, self.opstep
+        ln = None
         for i in range(self.nops):
-            ln = lines[self.lineof[i]]
-            r = _new_object(Op)  # (every slot is set below, in order; frozen once made)
-            sp = special.get(i) if special else None
+            lo = self.lineof[i]
+            if lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
+                ln = lines[lo]
+                last_lo = lo
+            r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
+            sp = special[i] if self.marked[i] else None
             _put(r, F_ID, ids[i])
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
-            _put(r, F_INDEX, self.index[i])
+            _put(r, F_INDEX, ids[self.index[i]])
             _put(r, F_KIND, _l(ln, L_OP) if sp is None else sp[0])
             _put(r, F_NAME, _l(ln, L_NAME) if sp is None else sp[1])
             _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
             _put(r, F_START, _shared_float(floats, self.start[i]))
             _put(r, F_END, _shared_float(floats, self.end[i]))
-            _put(r, F_START_SEQ, self.sseq[i])
-            _put(r, F_END_SEQ, self.eseq[i])
+            q = self.sseq[i]
+            _put(r, F_START_SEQ, ids[q] if 0 <= q < nids else q)
+            q = self.eseq[i]
+            _put(r, F_END_SEQ, ids[q] if 0 <= q < nids else q)
             _put(r, F_ACCESSES, self.accesses[i])
             iss = self.issuer[i]
             _put(r, F_ISSUER, ids[iss] if iss >= 0 else None)
