@@ -253,6 +253,15 @@ def keyed_host_ops(trace: Any, wanted: set) -> dict | None:
     return _compiled_metrics.keyed_host_ops(trace, wanted)
 
 
+def critical_rank(trace: Any) -> tuple[int | None] | None:
+    """Compiled :func:`streamsim.pipeline.fixcost.critical_rank`, wrapped: ``(rank,)`` (``(None,)``
+    for a trace with no ops); None when the reference must scan instead (``STREAMSIM_NATIVE=0``
+    or ``_metrics`` not built, an op not an ``Op``, an end not a float)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.critical_rank(trace)
+
+
 def delayed_ops(trace: Any, host: dict) -> dict | None:
     """Compiled second scan of :func:`streamsim.pipeline.fixcost._delayed_ops` (``host``: host
     op id -> injection key): key -> the op a sync before that host action delays; None when the

@@ -19,9 +19,11 @@ that are not positions (a trace cut to some of its ops). Tests: tests/native/tes
 
 Two scans of fix costing (streamsim/pipeline/fixcost.py), after the run and after each re-run,
 read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_ops``) and
-:func:`delayed_ops` (the second scan of ``_delayed_ops``). Tests: tests/native/test_fixscan.py.
+:func:`delayed_ops` (the second scan of ``_delayed_ops``), and the rank a re-run ends on,
+:func:`critical_rank`. Tests: tests/native/test_fixscan.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_GET_LENGTH
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
 from cpython.object cimport PyObject, PyTypeObject
@@ -46,6 +48,7 @@ op_offsets(Op, OFF)
 
 cdef PyObject *ALLOC = <PyObject *>"alloc"
 cdef PyObject *FREE = <PyObject *>"free"
+cdef PyObject *LAUNCH = <PyObject *>"launch"
 
 
 cdef struct Iv:
@@ -742,3 +745,43 @@ def delayed_ops(trace, dict host):
             elif not cur[1]:
                 cur[0], cur[1] = op, True
     return {host[h]: chosen[h][0] for h in order}
+
+
+def critical_rank(trace):
+    """The reference's ``fixcost.critical_rank(trace)``, wrapped: ``(rank,)``, or ``(None,)``
+    for a trace with no ops; None when the reference must run (an op of another type than
+    ``Op``, an end that is not a Python float). The rank the makespan waits for: whose last
+    kernel (``launch``) ends last, the smallest such rank on a tie; with no kernel, whose last op
+    ends last. The same two scans, the ends compared as C doubles (a Python float's comparison),
+    an agent's rank read only on a tie, as the reference reads it."""
+    cdef list ops = list(trace.ops)
+    cdef Py_ssize_t n = len(ops), i
+    cdef PyObject *p
+    cdef PyObject *kind
+    cdef PyObject *end
+    cdef PyObject *best = NULL
+    cdef double e, best_end = 0.0
+    cdef bint kernels
+    for kernels in (True, False):
+        for i in range(n):
+            p = <PyObject *>ops[i]
+            if kernels:  # (the first scan reads every op: it checks each can be read)
+                if Py_TYPE(p) != OP_TYPE:
+                    return None
+                kind, end = _slot(p, OFF[F_KIND]), _slot(p, OFF[F_END])
+                if kind == NULL or end == NULL or _slot(p, OFF[F_AGENT]) == NULL or \
+                        not PyFloat_CheckExact(<object>end):
+                    return None
+                if kind != LAUNCH and not (PyUnicode_CheckExact(<object>kind) and
+                                           PyUnicode_GET_LENGTH(<object>kind) == 6 and
+                                           <object>kind == "launch"):
+                    continue  # (most kinds: another length; an equal str not interned: ==)
+            e = PyFloat_AS_DOUBLE(<object>_slot(p, OFF[F_END]))
+            if best == NULL or e > best_end or (
+                    e == best_end and (<object>_slot(p, OFF[F_AGENT])).rank <
+                    (<object>_slot(best, OFF[F_AGENT])).rank):
+                best = p
+                best_end = e
+        if best != NULL:
+            break
+    return (None if best == NULL else (<object>_slot(best, OFF[F_AGENT])).rank,)

@@ -229,6 +229,10 @@ def critical_rank(trace: Trace) -> int | None:
     """The rank the makespan waits for: whose last kernel (``launch``) ends last, the smallest such
     rank on a tie; with no kernel, whose last op ends last. None for a trace with no ops. (The
     first stage's final receive of the sampled tokens ends last, but it waits for the last stage.)"""
+    from .. import native  # (as in _delayed_ops)
+    compiled = native.critical_rank(trace)  # (this function, compiled: tests/native)
+    if compiled is not None:
+        return compiled[0]
     best: Op | None = None
     for kernels in (True, False):
         for op in trace.ops:

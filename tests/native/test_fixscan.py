@@ -45,6 +45,15 @@ def assert_same(monkeypatch, trace, wanted: set, what: str) -> None:
     assert list(compiled_host.items()) == list(host.items()), f"{what}: keyed host ops differ"
     assert list(compiled) == list(reference), f"{what}: delayed ops' keys differ (or order)"
     assert all(compiled[k] is reference[k] for k in reference), f"{what}: another op chosen"
+    assert_same_critical_rank(monkeypatch, trace, what)
+
+
+def assert_same_critical_rank(monkeypatch, trace, what: str) -> None:
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compiled = native.critical_rank(trace)
+    assert compiled is not None, what
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    assert compiled == (fixcost.critical_rank(trace),), f"{what}: another critical rank"
 
 
 def fixed_runs():
@@ -135,3 +144,29 @@ def test_hand_built_corners_match_the_reference(monkeypatch):
     assert_same(monkeypatch, trace, wanted, "hand-built")
     delayed = fixcost._delayed_ops(trace, wanted)
     assert [op.id for op in delayed.values()] == [0, 3, 6]  # (as the reference: tested above)
+
+
+def test_critical_rank_corners_match_the_reference(monkeypatch):
+    """The rank a run ends on: the last kernel's, the smallest rank on a tie (a later op of a
+    larger rank ending as late does not take it, a later one of a smaller rank does); with no
+    kernel, the last op's; no ops, None. An end that is not a float takes the reference."""
+    import dataclasses
+    from streamsim.trace import HOST, STREAM, Agent, Trace
+    ranks = [Agent(r, STREAM, "compute") for r in range(3)]
+    host = Agent(0, HOST, "main")
+
+    def trace_of(*ops):
+        return Trace(ops=tuple(ops), agents=(host, *ranks), end_time=9.0)
+    tie = trace_of(_op(0, ranks[1], "launch"), dataclasses.replace(
+        _op(1, ranks[2], "launch"), end=1.0), dataclasses.replace(_op(2, ranks[0], "launch"),
+                                                                 end=1.0),
+        _op(3, host, "host"))  # (a later host op: not a kernel)
+    no_kernel = trace_of(_op(0, ranks[2], "record"), _op(1, ranks[1], "free"))
+    for what, trace, rank in (("a tie", tie, 0), ("no kernel", no_kernel, 1),
+                              ("no ops", trace_of(), None)):
+        assert_same_critical_rank(monkeypatch, trace, what)
+        assert fixcost.critical_rank(trace) == rank, what
+    ints = trace_of(dataclasses.replace(_op(0, ranks[1], "launch"), end=3))
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    assert native.critical_rank(ints) is None
+    assert fixcost.critical_rank(ints) == 1
