@@ -38,7 +38,7 @@ cover, a run that stalls (a process still waiting when no entry is left: the ref
 report). The caller then runs the reference, which words the error. Held equal to the reference op
 by op by tests/native/test_replay.py.
 """
-from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
 
@@ -289,8 +289,10 @@ cdef class _Run:
     # the syncs after its last line; the sync being run; each injected op's (kind, name)
     cdef list inj_before, inj_end, host_specs
     cdef int* injk  # the sync being run, of host_specs[h]
-    cdef dict special, fix_events  # special: op -> (kind, name) of a fix's sync (not its line's)
-    cdef char* marked  # op -> 1 where special has it (looked up only there)
+    cdef dict fix_events
+    cdef list special  # op -> (kind, name) of a fix's sync (not its line's), else None; made
+    # (one slot an op of the run's capacity) when a fix's first sync is: a list, not a dict
+    # (a re-run's 240,000 syncs were 4% of it in dict inserts and their resizes)
     cdef bint injecting
     # comm (streamsim/sim/comm.py): the groups; per comm op its group and its match (a p2p
     # transfer's or a collective's index); the transfers' and collectives' state
@@ -332,7 +334,7 @@ cdef class _Run:
         self.sseq = self.eseq = NULL
         self.agent = self.index = self.issuer = self.lineof = NULL
         self.whead = self.wtail = self.wproc = self.wnext = NULL
-        self.is_host = self.lend = self.wake = self.marked = NULL
+        self.is_host = self.lend = self.wake = NULL
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
         self.clock = NULL
         self.injk = NULL
@@ -354,7 +356,7 @@ cdef class _Run:
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
-        free(self.shared); free(self.gatej); free(self.marked)
+        free(self.shared); free(self.gatej)
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -370,8 +372,7 @@ cdef class _Run:
         self.lineof = <int*>malloc(cap * sizeof(int))
         self.whead = <int*>malloc(cap * sizeof(int))
         self.wtail = <int*>malloc(cap * sizeof(int))
-        self.marked = <char*>calloc(cap, sizeof(char))
-        if (self.marked == NULL or self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
+        if (self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
                 self.eseq == NULL or self.agent == NULL or self.index == NULL or
                 self.issuer == NULL or self.lineof == NULL or self.whead == NULL or
                 self.wtail == NULL):
@@ -1456,8 +1457,9 @@ cdef class _Run:
 
     cdef tuple mark_special(self, int op, tuple sp):
         """Op ``op`` is a fix's sync, of kind and name ``sp`` (not its line's); returns ``sp``."""
+        if self.special is None:
+            self.special = [None] * self.capops
         self.special[op] = sp
-        self.marked[op] = 1
         return sp
 
     cdef list rank_streams(self, int rank):
@@ -1826,7 +1828,7 @@ cdef class _Run:
                 ln = lines[lo]
                 last_lo = lo
             r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
-            sp = special[i] if self.marked[i] else None
+            sp = special[i] if special is not None else None
             _put(r, F_ID, ids[i])
             _put(r, F_AGENT, self.agent_obj[self.agent[i]])
             _put(r, F_INDEX, ids[self.index[i]])
@@ -1878,7 +1880,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.host_lines, r.host_deps, r.host_after = [], [], []
     r.inj_before, r.inj_end, r.host_specs = [], [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
-    r.special, r.fix_events = {}, {}
+    r.special, r.fix_events = None, {}
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
@@ -1936,6 +1938,53 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     return ops, r.notes, set(r.agent_obj)
 
 
+def fix_syncs(list fixes):
+    """``(pre, post)`` for :func:`replay`: the syncs of ``fixes`` (keyed: their places are
+    injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
+    with the engine, host thread -> the rest of an action's key -> the syncs to issue before
+    (``pre``) and after (``post``) that action; None when a fix is not one this replay covers
+    (a hand-off, or a sync whose two places are on two threads). Each distinct host thread
+    object is hashed once (a hash of the Agent dataclass, in Python, per fix was most of the
+    work)."""
+    cdef dict pre = {}, post = {}
+    cdef dict pre_of = {}, post_of = {}  # id(an Agent object) -> its dict in pre / post
+    cdef Py_ssize_t i = 0
+    for fix in fixes:
+        kind = fix.kind
+        place = fix.before
+        ag = place[0]
+        mine = pre_of.get(id(ag))
+        if mine is None:
+            mine = pre_of[id(ag)] = pre.setdefault(ag, {})
+        before = (<dict>mine).setdefault(place[1:], [])
+        wait_stream = fix.wait_stream
+        if wait_stream is not None:
+            wait_stream = wait_stream.name
+        if kind == "event" or kind == "event_sync":
+            after = fix.record_after
+            other = after[0]
+            if other is not ag and other != ag:
+                return None
+            name = f"fix{i}"
+            mine = post_of.get(id(other))
+            if mine is None:
+                mine = post_of[id(other)] = post.setdefault(other, {})
+            (<list>(<dict>mine).setdefault(after[1:], [])).append(
+                (R_RECORD, name, fix.event_stream.name))
+            (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None))
+        elif kind == "record_stream":
+            (<list>before).append((R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
+        elif kind == "wait_handle":
+            handle = fix.handle_op
+            if handle[0] is not ag and handle[0] != ag:
+                return None
+            (<list>before).append((R_WAIT_HANDLE, handle[1:], wait_stream))
+        else:
+            return None
+        i += 1
+    return pre, post
+
+
 cdef dict _provenance(dict d, object ln):
     """The last attrs a line's label gives both its ops (replay._Replay.origin): a wait's
     ``inferred``, else an irecv's ``any_source``."""
@@ -1991,33 +2040,47 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     mine_post = post.get(agent) or {}
     if not mine_pre and not mine_post:
         return {}, (), None
-    sites = _site_index(mine)
+    sites = _site_index(mine, mine_pre, mine_post)
     cdef Py_ssize_t j, last = len(mine) - 1
     cdef dict before = {}
     at_end = ()
-    for key, specs in mine_post.items():  # (first: a line's list has them before its own)
+    for key, specs in mine_post.items():  # (first: a line's tuple has them before its own)
         j = _line_at(sites, mine, key)
         if j < 0:
             continue
         if j == last:
             at_end = tuple(specs)
         else:
-            before.setdefault(j + 1, []).extend(specs)
+            before[j + 1] = tuple(specs)  # (one key a line: the first syncs of line j + 1)
     for key, specs in mine_pre.items():
         j = _line_at(sites, mine, key)
         if j >= 0:
-            before.setdefault(j, []).extend(specs)
-    return {j: tuple(specs) for j, specs in before.items()}, at_end, sites
+            got = before.get(j)
+            before[j] = tuple(specs) if got is None else got + tuple(specs)
+    return before, at_end, sites
 
 
-cdef tuple _site_index(list mine):
-    """A thread's lines by location: ``(first, more)``, location -> the index of its first line,
-    and location -> every line's index, for a location of several lines (None: no such)."""
+cdef tuple _site_index(list mine, dict mine_pre, dict mine_post):
+    """A thread's lines at the locations its injection keys name (``mine_pre``'s and
+    ``mine_post``'s; a handle wait's names its issuing action, before it: a key of ``mine_pre``
+    too): ``(first, more)``, location -> the index of its first line, and location -> every
+    line's index, for a location of several lines (None: no such)."""
+    cdef set wanted = set()
+    for keys in (mine_pre, mine_post):
+        for key in <dict>keys:
+            if type(key) is tuple and len(<tuple>key) == 3:
+                wanted.add((<tuple>key)[1])
+    for specs in mine_pre.values():
+        for spec in specs:
+            if spec[0] == R_WAIT_HANDLE and type(spec[1]) is tuple and len(<tuple>spec[1]) == 3:
+                wanted.add((<tuple>spec[1])[1])
     cdef dict first = {}
     more = None
     cdef Py_ssize_t j
     for j in range(len(mine)):
         loc = _l(mine[j], L_LOCATION)
+        if loc not in wanted:
+            continue
         k = first.setdefault(loc, j)
         if <Py_ssize_t>k != j:
             if more is None:

@@ -155,28 +155,7 @@ def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, di
             fixes = key_fixes(base, fixes)
         except ModelError:
             return None  # (the engine's, as its run raises it)
-    pre: dict = {}  # host thread -> (kind, location, n) -> syncs (the compiled replay's form)
-    post: dict = {}
-    for i, fix in enumerate(fixes):
-        before = pre.setdefault(fix.before[0], {}).setdefault(fix.before[1:], [])
-        wait_stream = fix.wait_stream.name if fix.wait_stream is not None else None
-        if fix.kind in ("event", "event_sync"):
-            if fix.record_after[0] != fix.before[0]:
-                return None
-            name = f"fix{i}"
-            post.setdefault(fix.record_after[0], {}).setdefault(fix.record_after[1:], []).append(
-                (compiled.R_RECORD, name, fix.event_stream.name))
-            before.append((compiled.R_WAIT, name,
-                           wait_stream if fix.kind == "event" else None))
-        elif fix.kind == "record_stream":
-            before.append((compiled.R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
-        elif fix.kind == "wait_handle":
-            if fix.handle_op[0] != fix.before[0]:
-                return None
-            before.append((compiled.R_WAIT_HANDLE, fix.handle_op[1:], wait_stream))
-        else:
-            return None
-    return pre, post
+    return compiled.fix_syncs(list(fixes))  # (the compiled replay's form: _replay.pyx)
 
 
 native.bind_replayer(Op=Op, Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,
