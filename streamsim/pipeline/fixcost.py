@@ -69,8 +69,11 @@ class Keying:
         self._of = {ident: sync_of[i] for ident, i in index.items()}  # identity -> sync
         self._sync = {h: sync_of[i] for h, i in which}  # id(hazard) -> sync number
         # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
-        # for every subset costed, so found once rather than by a scan of the trace per re-run)
-        self.delayed = _delayed_ops(trace, {kf.before for kf in self._keyed})
+        # for every subset costed, so found once rather than by a scan of the trace per re-run);
+        # the host action each key names is the one its fix named (by op id), so no scan of the
+        # trace finds them again (tests/pipeline/test_keying.py)
+        self.delayed = _delayed_ops(trace, {kf.before for kf in self._keyed},
+                                    _named_host_ops(trace, fixes, keyed))
 
     def of(self, hazards: Sequence[Hazard]) -> list[Fix]:
         """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``: each
@@ -164,18 +167,22 @@ def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
     wanted = {f.before for f in keyed}
     a = _delayed_ops(trace, wanted) if delayed is None else delayed
     b = _delayed_ops(fixed, wanted)
-    shifts = [b[k].start - a[k].start for k in sorted(wanted) if k in a and k in b]  # (sorted:
-    # a float sum in a set's order would depend on the hash seed)
+    shifts = []
+    for k in sorted(wanted, key=_key_order):  # (sorted: a float sum in a set's order would
+        x, y = a.get(k), b.get(k)  # depend on the hash seed)
+        if x is not None and y is not None:
+            shifts.append(y.start - x.start)
     moved = [d for d in shifts if d > 1e-6]
     return FixShift(delayed=len(shifts), moved=len(moved), max_us=max(moved, default=0.0),
                     total_us=sum(moved), critical_rank=critical_rank(fixed))
 
 
-def _delayed_ops(trace: Trace, wanted: set) -> dict:
+def _delayed_ops(trace: Trace, wanted: set, host: dict | None = None) -> dict:
     """Injection key -> the op a sync inserted before that host action delays: the first stream op
     the action enqueued, else the action itself (each key's op does not depend on the others
-    ``wanted`` names)."""
-    host = _keyed_host_ops(trace, wanted)
+    ``wanted`` names). ``host``: ``_keyed_host_ops(trace, wanted)``, if the caller has it."""
+    if host is None:
+        host = _keyed_host_ops(trace, wanted)
     from .. import native  # (local: the optional compiled scans; tests/native/test_fixscan.py)
     compiled = native.delayed_ops(trace, host)  # (this loop, compiled: tests/native)
     if compiled is not None:
@@ -191,6 +198,30 @@ def _delayed_ops(trace: Trace, wanted: set) -> dict:
             if out.get(k) is None or out[k].agent.kind == HOST:
                 out[k] = op
     return out
+
+
+def _key_order(key: tuple) -> tuple:
+    """The sort key that puts injection keys (agent, kind, location, n) in their own order, with
+    the Agent's fields for the Agent (its dataclass order: rank, kind, name), so that sorting
+    compares tuples of str and int in C rather than calling the dataclass's __eq__ and __lt__
+    (tests/pipeline/test_fix_shift.py)."""
+    ag = key[0]
+    return (ag.rank, ag.kind, ag.name), key[1], key[2], key[3]
+
+
+def _named_host_ops(trace: Trace, fixes: Sequence[Fix], keyed: Sequence[Fix]) -> dict | None:
+    """``_keyed_host_ops(trace, {kf.before for kf in keyed})`` (as a mapping; its order does
+    not matter to ``_delayed_ops``) where ``keyed`` is ``key_fixes(trace, fixes, dedupe=False)``:
+    the host action that issued the op each fix's ``before`` names (or that op, a host action)
+    has that fix's key. None when a fix was keyed already (no op id to start from)."""
+    host: dict = {}
+    op = trace.op
+    for fix, kf in zip(fixes, keyed, strict=True):
+        if not isinstance(fix.before, int):
+            return None
+        named = op(fix.before)
+        host[named.id if named.agent.kind == HOST else named.issuer] = kf.before
+    return host
 
 
 def _keyed_host_ops(trace: Trace, wanted: set) -> dict:

@@ -157,3 +157,23 @@ def test_apply_fixes_on_an_op_log(tmp_path, capsys):
     assert "500.0 us reached the makespan (rank 0 is the critical path)" in out
     assert main(["check", str(log), "--apply-fixes", "--fixed-out", str(tmp_path / "f")]) == 2
     assert "choose one" in capsys.readouterr().err
+
+
+def test_injection_keys_sort_in_their_own_order_by_the_agents_fields():
+    """fix_shift sums the shifts in the keys' sorted order; it sorts by ``_key_order`` (the
+    Agent's fields in its place) rather than by the keys themselves: the same order, for agents
+    of other ranks, kinds and names, and equal agents that are distinct objects."""
+    import random
+    from streamsim.pipeline.fixcost import _key_order
+    from streamsim.trace import HOST, STREAM, Agent
+    rng = random.Random(0)
+    agents = [Agent(r, k, n) for r in (0, 1, 10) for k in (HOST, STREAM)
+              for n in ("main", "compute", "nccl:pp", "aux")]
+    keys = {(Agent(ag.rank, ag.kind, ag.name) if rng.random() < 0.5 else ag, kind, loc, n)
+            for ag in agents for kind in ("launch", "wait") for loc in ("a.py:1", "a.py:10")
+            for n in (0, 2, 11) if rng.random() < 0.6}
+    assert len(keys) > 100
+    for _ in range(5):
+        shuffled = list(keys)
+        rng.shuffle(shuffled)
+        assert sorted(shuffled, key=_key_order) == sorted(shuffled)

@@ -3,7 +3,9 @@ fixes of a group of hazards (all of them, one root cause's instances). That must
 keying the group from scratch gives, ``key_fixes(trace, distinct_fixes(group))``: the same keyed
 fixes, by value and in order (a re-run injects them in that order), for every group fix costing
 asks about and for arbitrary subsets, on every model variant with hazards and on generated op logs
-of several ranks and threads (every fix kind, hand-offs included)."""
+of several ranks and threads (every fix kind, hand-offs included). And the ops the fixes' syncs
+delay in the run (``Keying.delayed``, found from the host actions the fixes name) are what a scan
+of the trace for their keys finds (``_delayed_ops``, as for a re-run)."""
 from __future__ import annotations
 
 import random
@@ -13,7 +15,7 @@ import pytest
 
 from streamsim.analysis.checks import analyse, distinct_fixes
 from streamsim.oplog import simulate_oplog
-from streamsim.pipeline.fixcost import Keying
+from streamsim.pipeline.fixcost import Keying, _delayed_ops
 from streamsim.sim.inject import key_fixes
 from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
@@ -38,6 +40,10 @@ def groups_of(findings, rng: random.Random) -> list[list]:
 def assert_keyed_alike(trace, what: str, rng: random.Random) -> int:
     findings = analyse(trace)
     keying = Keying(trace, findings)
+    wanted = {kf.before for kf in key_fixes(trace, distinct_fixes(findings.hazards))}
+    scanned = _delayed_ops(trace, wanted)  # (the delayed ops as a re-run's are found: a scan)
+    assert list(keying.delayed.items()) == list(scanned.items()), \
+        f"{what}: the delayed ops found from the fixes' own ops differ from the scan's"
     for k, group in enumerate(groups_of(findings, rng)):
         want = key_fixes(trace, distinct_fixes(group))
         assert keying.of(group) == want, f"{what}: group {k} keyed otherwise"
@@ -78,3 +84,27 @@ def test_a_hazard_it_did_not_key_is_keyed_all_the_same():
     keying = Keying(trace, findings)
     copies = [type(h)(*(getattr(h, f) for f in h.__slots__)) for h in findings.hazards]
     assert keying.of(copies) == key_fixes(trace, distinct_fixes(copies))
+
+
+def test_a_fix_before_a_stream_op_names_the_host_action_that_issued_it():
+    """Keying finds the host action each key names from the op its fix names: that op, or the
+    host action that issued it (a fix may name a stream op: key_fixes keys its issuer). The
+    fixes of the runs above all name host actions; here each names an op its action issued."""
+    import dataclasses
+    from streamsim.pipeline.fixcost import _keyed_host_ops, _named_host_ops
+    from streamsim.trace import HOST
+    moved = 0
+    for seed in range(40):
+        trace = simulate_oplog(load_oplog_text(generated_log(seed)))
+        issued = {}  # host action -> the first op it issued
+        for op in trace.ops:
+            if op.agent.kind != HOST and op.issuer is not None:
+                issued.setdefault(op.issuer, op.id)
+        fixes = [dataclasses.replace(f, before=issued.get(f.before, f.before))
+                 if f.kind != "record_stream" else f  # (its before: the action that frees)
+                 for f in distinct_fixes(analyse(trace).hazards) if f.kind != "handoff"]
+        moved += sum(f.before in issued.values() for f in fixes)
+        keyed = key_fixes(trace, fixes, dedupe=False)
+        named = _named_host_ops(trace, fixes, keyed)
+        assert named == _keyed_host_ops(trace, {kf.before for kf in keyed}), f"log {seed}"
+    assert moved >= 20, moved
