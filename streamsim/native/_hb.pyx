@@ -884,10 +884,14 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     if by_key == NULL or walk == NULL:
         PyMem_Free(by_key)
         raise MemoryError()
+    cdef bint in_order = True  # (an op log's ops are numbered in issue order: most traces)
     for i in range(n):
         by_key[i].key = P.key[i]
         by_key[i].id = i
-    qsort(by_key, n, sizeof(KeyId), _by_key)
+        if i and by_key[i].key < by_key[i - 1].key:
+            in_order = False
+    if not in_order:  # (already sorted by (key, id): qsort would leave it as it is)
+        qsort(by_key, n, sizeof(KeyId), _by_key)
     for i in range(n):
         walk[i] = by_key[i].id
     PyMem_Free(by_key)
