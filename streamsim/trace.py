@@ -123,7 +123,8 @@ class Op:
     step: int | None = None
     line: int | None = None  # op-log line, when the input was an op log
     handle: str | None = None  # the Work handle name of an async op
-    attrs: Mapping[str, object] = field(default_factory=dict)
+    attrs: Mapping[str, object] = field(default_factory=dict)  # read-only, as the op: ops with
+    # equal attrs may share one dict (the compiled replay shares the common ones: memory)
 
     @property
     def duration(self) -> float:

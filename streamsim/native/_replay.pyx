@@ -290,6 +290,7 @@ cdef class _Run:
     cdef list inj_before, inj_end, host_specs
     cdef int* injk  # the sync being run, of host_specs[h]
     cdef dict fix_events
+    cdef dict empty, of_stream  # the attrs ops share (own_attrs): none; a current stream's
     cdef list special  # op -> (kind, name) of a fix's sync (not its line's), else None; made
     # (one slot an op of the run's capacity) when a fix's first sync is: a list, not a dict
     # (a re-run's 240,000 syncs were 4% of it in dict inserts and their resizes)
@@ -574,6 +575,10 @@ cdef class _Run:
 
     # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
     cdef dict host_attrs(self, object ln):
+        """A host action's attrs; the run's one empty dict where it has none (:meth:`own_attrs`)."""
+        if _l(ln, L_SITE) is None and _l(ln, L_T) is None and _l(ln, L_RESULT) is None and \
+                _l(ln, L_INFERRED) is None and not _l(ln, L_ANY_SOURCE):
+            return self.empty
         cdef dict d = {}
         if _l(ln, L_SITE) is not None:
             d["site"] = _l(ln, L_SITE)
@@ -584,10 +589,28 @@ cdef class _Run:
         return _provenance(d, ln)
 
     cdef dict op_attrs(self, object ln, str current):
+        """An enqueued op's attrs; the run's one dict of ``current`` where it has no other."""
+        if _l(ln, L_SITE) is None and _l(ln, L_INFERRED) is None and not _l(ln, L_ANY_SOURCE):
+            shared = self.of_stream.get(current)
+            if shared is None:
+                shared = self.of_stream[current] = {"current_stream": current}
+            return shared
         cdef dict d = {"current_stream": current}
         if _l(ln, L_SITE) is not None:
             d["site"] = _l(ln, L_SITE)
         return _provenance(d, ln)
+
+    cdef dict own_attrs(self, int op):
+        """Op ``op``'s attrs, to change: its own dict, a copy made now where it had one shared
+        with other ops (:meth:`host_attrs`, :meth:`op_attrs`: most ops' attrs are equal, a dict
+        of no entry or of its current stream alone, and stay so; one dict for them all was ~240
+        bytes a line less at the replay's peak). Every change to an op's attrs goes through
+        here (the ops' records share what is left shared: trace.Op's attrs are read-only)."""
+        d = self.attrs[op]
+        if d is self.empty or (len(<dict>d) == 1 and
+                               self.of_stream.get((<dict>d).get("current_stream")) is d):
+            d = self.attrs[op] = dict(<dict>d)
+        return d
 
     cdef tuple access_list(self, tuple reads, tuple writes):
         """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
@@ -623,7 +646,7 @@ cdef class _Run:
                                        f"{view.buffer!r} on rank{key[0]} after {fl.name} at "
                                        f"{fl.location} freed it (no alloc since)", op))
         if named:
-            self.attrs[op]["after_free"] = tuple([k[1] for k in named])
+            self.own_attrs(op)["after_free"] = tuple([k[1] for k in named])
 
     # -- the host thread (Engine.host_op, enqueue; Host's calls) --------------------------------
     cdef int host_op(self, int h, int kind, double dur, int line, object ln, object accesses,
@@ -643,7 +666,7 @@ cdef class _Run:
             self.note_freed_use(op, _l(ln, L_NAME), _l(ln, L_LOCATION))
         self.seq += 2
         if injected:
-            self.attrs[op]["injected"] = True
+            self.own_attrs(op)["injected"] = True
         return op
 
     cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
@@ -831,8 +854,8 @@ cdef class _Run:
                 elif self.injk[h] >= 0:  # a fix's event.synchronize()
                     name = self.host_specs[h][self.injk[h]][1]
                     ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
-                    self.attrs[op]["injected"] = True
-                    self.attrs[op]["event"] = name
+                    self.own_attrs(op)["injected"] = True
+                    self.own_attrs(op)["event"] = name
                     rec = self.fix_events.get((rank, name))
                     if rec is None:
                         self.note_unrecorded(op, f"{name}.synchronize()", _l(ln, L_LOCATION), name)
@@ -841,7 +864,7 @@ cdef class _Run:
                         deps = (rec,)
                 elif kind == K_SYNC_EVENT:
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["event"] = _l(ln, L_EVENT)
+                    self.own_attrs(op)["event"] = _l(ln, L_EVENT)
                     rec = self.events.get((rank, _l(ln, L_EVENT)))
                     if rec is None:
                         self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
@@ -855,7 +878,7 @@ cdef class _Run:
                     finished = all([self.eseq[<int>x] >= 0 for x in recs])
                     observed = _l(ln, L_RESULT)
                     done = finished if observed is None else observed
-                    a = self.attrs[op]
+                    a = self.own_attrs(op)
                     a["handle"] = self.ophandle[target]
                     a["result"] = done
                     if not done:  # (no edge names the op it asked about: its id, for the writer)
@@ -871,7 +894,7 @@ cdef class _Run:
                     continue
                 elif kind == K_GET:  # sim/handoff.get: Channels.get, then wait_recs on the put
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["channel"] = _l(ln, L_CHANNEL)
+                    self.own_attrs(op)["channel"] = _l(ln, L_CHANNEL)
                     key = (rank, _l(ln, L_CHANNEL))
                     k = self.ch_gets.get(key, 0)
                     self.ch_gets[key] = k + 1
@@ -887,7 +910,7 @@ cdef class _Run:
                     deps = (puts[k],)
                 elif kind == K_SYNC_STREAM:
                     ln = lines[self.pos[h]]
-                    self.attrs[op]["stream"] = _l(ln, L_STREAM)
+                    self.own_attrs(op)["stream"] = _l(ln, L_STREAM)
                     s = self.stream(rank, _l(ln, L_STREAM))
                     deps = (self.last[s],) if self.last[s] >= 0 else ()
                 else:  # sync_device: every stream of the rank, by name (no gloo channel here)
@@ -964,7 +987,7 @@ cdef class _Run:
         its current stream's last op, taken as the wait was called)."""
         cdef int target = self.wait_target[h]
         ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
-        a = self.attrs[op]
+        a = self.own_attrs(op)
         if self.injk[h] >= 0:  # (a fix's: Engine._note_issue marks it first)
             a["injected"] = True
             name = f"{self.ophandle[target]}.wait()"
@@ -1013,7 +1036,7 @@ cdef class _Run:
             self.host_op(h, kind, _l(ln, L_DUR), line, ln, self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)))
         elif kind == K_RECORD:
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (), ())
-            self.attrs[op]["event"] = _l(ln, L_EVENT)
+            self.own_attrs(op)["event"] = _l(ln, L_EVENT)
             self.events[(rank, _l(ln, L_EVENT))] = op
         elif kind == K_WAIT_EVENT:
             got = self.host_s2[h]
@@ -1026,12 +1049,12 @@ cdef class _Run:
                 self.host_s2[h] = None
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
                               () if rec is None else (rec,))
-            self.attrs[op]["event"] = _l(ln, L_EVENT)
+            self.own_attrs(op)["event"] = _l(ln, L_EVENT)
             if rec is None:
                 self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
         elif kind == K_ALLOC:
             op = self.host_op(h, kind, 0.0, line, ln, ())
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["buffer"] = _l(ln, L_BUFFER)
             a["nbytes"] = _l(ln, L_NBYTES)
             a["stream"] = _l(ln, L_STREAM)
@@ -1052,9 +1075,9 @@ cdef class _Run:
                 self.host_s2[h] = None
             view = View(rank, _l(ln, L_BUFFER), 0, int(_l(ln, L_NBYTES)))
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (Access(view, "write"),), ())
-            self.attrs[op]["buffer"] = _l(ln, L_BUFFER)
+            self.own_attrs(op)["buffer"] = _l(ln, L_BUFFER)
             if earlier is not None:
-                self.attrs[op]["after_free"] = (_l(ln, L_BUFFER),)
+                self.own_attrs(op)["after_free"] = (_l(ln, L_BUFFER),)
                 el = self.lines[self.lineof[<int>earlier]]
                 self.notes.append(Note(
                     "double-free", f"{_l(ln, L_NAME)} at {_l(ln, L_LOCATION)} frees {_l(ln, L_BUFFER)!r} on "
@@ -1065,7 +1088,7 @@ cdef class _Run:
             if _l(ln, L_NBYTES) is None or is_comm(_l(ln, L_STREAM)):
                 raise _Fallback()
             op = self.host_op(h, kind, 0.0, line, ln, ())
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["buffer"] = _l(ln, L_BUFFER)
             a["stream"] = _l(ln, L_STREAM)
             self.recorded.setdefault((rank, _l(ln, L_BUFFER)), []).append(_l(ln, L_STREAM))
@@ -1099,12 +1122,12 @@ cdef class _Run:
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
                               self.workrecs.get(target, (target,)), False, _l(ln, L_STREAM))
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         elif kind == K_PUT:  # sim/handoff.put: a host action; the get that waits for it wakes
             op = self.host_op(h, kind, 0.0, line, ln, ())
-            self.attrs[op]["channel"] = _l(ln, L_CHANNEL)
+            self.own_attrs(op)["channel"] = _l(ln, L_CHANNEL)
             key = (rank, _l(ln, L_CHANNEL))
             puts = self.ch_puts.get(key)
             if puts is None:
@@ -1207,8 +1230,8 @@ cdef class _Run:
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
         op = self.enqueue(h, stream, kind, dur, _l(ln, L_LINENO), ln, acc, (), False, current)
         if batch_id != -2:
-            self.attrs[op]["batch"] = op if batch_id == -1 else batch_id
-            self.attrs[op]["batch_size"] = batch_size
+            self.own_attrs(op)["batch"] = op if batch_id == -1 else batch_id
+            self.own_attrs(op)["batch_size"] = batch_size
         m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), is_send)
         if is_send:
             self.m_send[m] = op
@@ -1229,7 +1252,7 @@ cdef class _Run:
         self.opgroup[op] = cfg
         self.ophandle[op] = self.handle(h, ln)
         self.works[_l(ln, L_LINENO)] = op
-        a = self.attrs[op]
+        a = self.own_attrs(op)
         a["group"] = cfg.name
         return a
 
@@ -1299,7 +1322,7 @@ cdef class _Run:
             cfg = self.group_of(rank, ln)
             nbytes = _l(ln, L_NBYTES) or 0
             dur = self.scaled(cfg.transfer_time(nbytes) if _l(ln, L_DUR) is None else _l(ln, L_DUR))
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["group"] = cfg.name
             a["peer"] = _l(ln, L_PEER)
             a["nbytes"] = nbytes
@@ -1325,7 +1348,7 @@ cdef class _Run:
             return False
         if at == K_RECV_OBJECT:
             cfg = self.group_of(rank, ln)
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["group"] = cfg.name
             a["peer"] = _l(ln, L_PEER)
             m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), False)
@@ -1405,7 +1428,7 @@ cdef class _Run:
             self.stream(rank, stream)
             op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
             self.mark_special(op - 1, self.mark_special(op, ("record", f"record({name})")))
-            self.attrs[op]["event"] = name
+            self.own_attrs(op)["event"] = name
             self.fix_events[(rank, name)] = op
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
             self.stream(rank, stream)
@@ -1413,7 +1436,7 @@ cdef class _Run:
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
                               () if rec is None else (rec,), True, current)
             self.mark_special(op - 1, self.mark_special(op, ("wait_event", f"wait_event({name})")))
-            self.attrs[op]["event"] = name
+            self.own_attrs(op)["event"] = name
             if rec is None:
                 self.note_unrecorded(op, f"wait_event({name})", _l(ln, L_LOCATION), name)
         elif code == R_WAIT:  # ev.synchronize()
@@ -1441,7 +1464,7 @@ cdef class _Run:
                               self.workrecs.get(target, (target,)), True, waited_on)
             self.mark_special(op - 1, self.mark_special(
                 op, ("wait", f"{self.ophandle[<int>target]}.wait()")))
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
@@ -1449,7 +1472,7 @@ cdef class _Run:
                 raise _Fallback()
             op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, (), True)
             self.mark_special(op, ("record_stream", f"record_stream({name}, {stream})"))
-            a = self.attrs[op]
+            a = self.own_attrs(op)
             a["buffer"] = name
             a["stream"] = stream
             self.recorded.setdefault((rank, name), []).append(stream)
@@ -1731,7 +1754,7 @@ cdef class _Run:
     cdef void transfer_from(self, int op, double t) except *:
         """comm._transfer_from: the op waited for its peers and transferred only from ``t``."""
         if t > self.start[op]:
-            self.attrs[op][_TRANSFER_START] = t
+            self.own_attrs(op)[_TRANSFER_START] = t
 
     cdef void unmatched_notes(self) except *:
         """CommMixin.unmatched_notes: each send no receive matched (in key order)."""
@@ -1814,7 +1837,7 @@ cdef class _Run:
         # (the op's id, an issuer, an after or joins entry), and equal recent times one float
         # (an op's end, the next one's start, the enqueued time of what it issued): ~80 bytes
         # a line less than an object each (docs/native.md); an op's index and sequence
-        # positions are ints of that range too, shared likewise
+        # positions are ints of that range too, shared likewise (and most attrs: own_attrs)
         cdef Py_ssize_t nids = max(self.nops, self.seq)
         cdef list ids = list(range(nids))
         cdef list floats = [None] * FLOAT_CACHE
@@ -1881,6 +1904,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.inj_before, r.inj_end, r.host_specs = [], [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = None, {}
+    r.empty, r.of_stream = {}, {}
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
