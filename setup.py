@@ -10,7 +10,9 @@ missing or fails (``CC=false``), the install goes on in pure Python and says so 
 """
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -29,7 +31,14 @@ SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
 
 def _say(why: object, module: str = "streamsim.native") -> None:
     """Say on stderr that a compiled module (or all: ``streamsim.native``) was not built; the
-    stages it would run take their pure-Python reference (each module is optional on its own)."""
+    stages it would run take their pure-Python reference (each module is optional on its own).
+    A copy of that module an earlier editable build left in the tree is removed: else it would
+    be imported, stale, where this says pure Python runs."""
+    for name in SOURCES if module == "streamsim.native" else (module,):
+        stale = name.replace(".", os.sep) + sysconfig.get_config_var("EXT_SUFFIX")
+        if os.path.exists(stale):
+            os.remove(stale)
+            print(f"streamsim: removed {stale}, built from an earlier source", file=sys.stderr)
     print(f"streamsim: the compiled core ({module}) was not built ({str(why).rstrip('.')}); "
           f"streamsim runs in pure Python", file=sys.stderr)
 
