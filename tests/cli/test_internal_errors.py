@@ -76,8 +76,7 @@ def test_a_failed_compiled_fix_rerun_is_reported_as_not_costed_and_the_check_goe
         pytest.skip("the compiled replay is off (STREAMSIM_NATIVE=0) or not built")
 
     class BrokenWithFixes:
-        R_RECORD, R_WAIT, R_RECORD_STREAM = compiled.R_RECORD, compiled.R_WAIT, \
-            compiled.R_RECORD_STREAM
+        fix_syncs = staticmethod(compiled.fix_syncs)  # (the syncs registered as they are)
 
         @staticmethod
         def replay(*args):
