@@ -104,6 +104,8 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
 
     wrap(pipeline, "simulate", lambda *a, **k: RESIM if k.get("fixes") else SIM)
     wrap(hb, "_analyse", phase("HB pass", "fix cost: HB pass of re-runs"))
+    # (a re-run's hazards counted, not made: fix costing calls hb.hazard_count by its own name)
+    wrap(fixcost, "hazard_count", "fix cost: HB pass of re-runs")
     wrap(fixes, "with_fix", "fixes")
     wrap(checks, "root_causes", "root causes")
     for mod in (checks, fixcost):
@@ -130,6 +132,15 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
                                set()).add("python" if got is None else "native")
         return got
     native.hb_rows = traced_rows
+    if hasattr(native, "hazard_count"):  # (counted, not made: a checkout from before has none)
+        count_of = native.hazard_count
+
+        def traced_count(*a, **k):
+            got = count_of(*a, **k)
+            clock.paths.setdefault("fix cost: HB pass of re-runs", set()).add(
+                "python" if got is None else "native")
+            return got
+        native.hazard_count = traced_count
     if hasattr(native, "metrics"):  # (the compiled metrics: a checkout from before has none)
         metrics_of = native.metrics
 
