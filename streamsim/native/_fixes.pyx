@@ -174,7 +174,17 @@ cdef object _fix_of(fix, kind, text, before, handle_op, record_after, event_stre
 
 def with_fixes(trace, hazards):
     """``[fixes.with_fix(trace, h) for h in hazards]``: each hazard again, its proposed fix
-    attached (a hazard of another type than Hazard: the reference's ``with_fix``)."""
+    attached (a hazard of another type than Hazard: the reference's ``with_fix``); None when
+    the reference must run instead: an op or hazard with a field never set (``slot_set``'s
+    AttributeError), which the reference may not read at all, as the JSON tables and the
+    root-cause grouping decline."""
+    try:
+        return _with_fixes(trace, hazards)
+    except AttributeError:
+        return None
+
+
+cdef list _with_fixes(trace, hazards):
     cdef _Proposer p = _Proposer(trace)
     cdef list out = []
     cdef int i

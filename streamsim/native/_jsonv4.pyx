@@ -166,7 +166,8 @@ cdef class _Out:
         """``str(v)``."""
         cdef char num[24]
         cdef int k = 24
-        cdef unsigned long long u = <unsigned long long>(-v) if v < 0 else <unsigned long long>v
+        cdef unsigned long long u = (0ULL - <unsigned long long>v) if v < 0 else \
+            <unsigned long long>v  # (unsigned: -v of the least long long would overflow)
         while True:
             k -= 1
             num[k] = <char>(48 + u % 10)

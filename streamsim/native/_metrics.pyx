@@ -23,7 +23,6 @@ read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_
 :func:`critical_rank`. Tests: tests/native/test_fixscan.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
-from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_GET_LENGTH
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
 from cpython.object cimport PyObject, PyTypeObject
@@ -48,7 +47,6 @@ op_offsets(Op, OFF)
 
 cdef PyObject *ALLOC = <PyObject *>"alloc"
 cdef PyObject *FREE = <PyObject *>"free"
-cdef PyObject *LAUNCH = <PyObject *>"launch"
 
 
 cdef struct Iv:
@@ -772,10 +770,8 @@ def critical_rank(trace):
                 if kind == NULL or end == NULL or _slot(p, OFF[F_AGENT]) == NULL or \
                         not PyFloat_CheckExact(<object>end):
                     return None
-                if kind != LAUNCH and not (PyUnicode_CheckExact(<object>kind) and
-                                           PyUnicode_GET_LENGTH(<object>kind) == 6 and
-                                           <object>kind == "launch"):
-                    continue  # (most kinds: another length; an equal str not interned: ==)
+                if <object>kind != "launch":
+                    continue
             e = PyFloat_AS_DOUBLE(<object>_slot(p, OFF[F_END]))
             if best == NULL or e > best_end or (
                     e == best_end and (<object>_slot(p, OFF[F_AGENT])).rank <

@@ -854,8 +854,9 @@ cdef class _Run:
                 elif self.injk[h] >= 0:  # a fix's event.synchronize()
                     name = self.host_specs[h][self.injk[h]][1]
                     ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
-                    self.own_attrs(op)["injected"] = True
-                    self.own_attrs(op)["event"] = name
+                    a = self.own_attrs(op)
+                    a["injected"] = True
+                    a["event"] = name
                     rec = self.fix_events.get((rank, name))
                     if rec is None:
                         self.note_unrecorded(op, f"{name}.synchronize()", _l(ln, L_LOCATION), name)
@@ -1075,9 +1076,10 @@ cdef class _Run:
                 self.host_s2[h] = None
             view = View(rank, _l(ln, L_BUFFER), 0, int(_l(ln, L_NBYTES)))
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (Access(view, "write"),), ())
-            self.own_attrs(op)["buffer"] = _l(ln, L_BUFFER)
+            a = self.own_attrs(op)
+            a["buffer"] = _l(ln, L_BUFFER)
             if earlier is not None:
-                self.own_attrs(op)["after_free"] = (_l(ln, L_BUFFER),)
+                a["after_free"] = (_l(ln, L_BUFFER),)
                 el = self.lines[self.lineof[<int>earlier]]
                 self.notes.append(Note(
                     "double-free", f"{_l(ln, L_NAME)} at {_l(ln, L_LOCATION)} frees {_l(ln, L_BUFFER)!r} on "
@@ -1230,8 +1232,9 @@ cdef class _Run:
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
         op = self.enqueue(h, stream, kind, dur, _l(ln, L_LINENO), ln, acc, (), False, current)
         if batch_id != -2:
-            self.own_attrs(op)["batch"] = op if batch_id == -1 else batch_id
-            self.own_attrs(op)["batch_size"] = batch_size
+            a = self.own_attrs(op)
+            a["batch"] = op if batch_id == -1 else batch_id
+            a["batch_size"] = batch_size
         m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), is_send)
         if is_send:
             self.m_send[m] = op
@@ -1427,7 +1430,9 @@ cdef class _Run:
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
             op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
-            self.mark_special(op - 1, self.mark_special(op, ("record", f"record({name})")))
+            sp = ("record", f"record({name})")
+            self.mark_special(op - 1, sp)  # (its issuing host action and the record itself)
+            self.mark_special(op, sp)
             self.own_attrs(op)["event"] = name
             self.fix_events[(rank, name)] = op
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
@@ -1435,7 +1440,9 @@ cdef class _Run:
             rec = self.fix_events.get((rank, name))
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
                               () if rec is None else (rec,), True, current)
-            self.mark_special(op - 1, self.mark_special(op, ("wait_event", f"wait_event({name})")))
+            sp = ("wait_event", f"wait_event({name})")
+            self.mark_special(op - 1, sp)
+            self.mark_special(op, sp)
             self.own_attrs(op)["event"] = name
             if rec is None:
                 self.note_unrecorded(op, f"wait_event({name})", _l(ln, L_LOCATION), name)
@@ -1462,8 +1469,9 @@ cdef class _Run:
                 return blocked
             op = self.enqueue(h, waited_on, K_WAIT, 0.0, line, ln, (),
                               self.workrecs.get(target, (target,)), True, waited_on)
-            self.mark_special(op - 1, self.mark_special(
-                op, ("wait", f"{self.ophandle[<int>target]}.wait()")))
+            sp = ("wait", f"{self.ophandle[<int>target]}.wait()")
+            self.mark_special(op - 1, sp)
+            self.mark_special(op, sp)
             a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
@@ -1478,12 +1486,11 @@ cdef class _Run:
             self.recorded.setdefault((rank, name), []).append(stream)
         return False
 
-    cdef tuple mark_special(self, int op, tuple sp):
-        """Op ``op`` is a fix's sync, of kind and name ``sp`` (not its line's); returns ``sp``."""
+    cdef void mark_special(self, int op, tuple sp) except *:
+        """Op ``op`` is a fix's sync, of kind and name ``sp`` (not its line's)."""
         if self.special is None:
             self.special = [None] * self.capops
         self.special[op] = sp
-        return sp
 
     cdef list rank_streams(self, int rank):
         """The rank's streams in the order of their agents (Engine: sorted(e.streams))."""
@@ -1847,7 +1854,7 @@ cdef class _Run:
         ln = None
         for i in range(self.nops):
             lo = self.lineof[i]
-            if lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
+            if ln is None or lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
                 ln = lines[lo]
                 last_lo = lo
             r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
@@ -1888,7 +1895,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
     ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
     action (as streamsim/sim/inject.py registers them; the caller leaves any other fix to the
-    reference); they are consumed. ``gates``: the line order between the threads of a rank of
+    reference); they are read, not changed. ``gates``: the line order between the threads of a rank of
     several threads (streamsim.oplog.issueorder.issue_gates: line -> the earlier lines of other
     threads it waits for); ``on_start``: the kinds of line taken as they start when another
     thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""

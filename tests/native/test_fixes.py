@@ -118,6 +118,25 @@ def test_hand_made_corners_get_the_references_fixes(monkeypatch):
     assert reference[8].fix.before == 13
 
 
+def test_a_field_never_set_leaves_the_fixes_to_the_reference(monkeypatch):
+    """The compiled fixes read an op's and a hazard's fields from their slots: one never set (an
+    object made without its __init__) makes them decline, as the JSON tables and the root-cause
+    grouping do, rather than raise; the reference then runs (and reads what it reads). Here a
+    host action whose ``issuer`` was never set: the reference never reads it."""
+    host, compute = Agent(0, HOST, "main"), Agent(0, STREAM, "compute")
+    bare = object.__new__(Op)
+    for name in Op.__slots__:
+        if name != "issuer":
+            object.__setattr__(bare, name, getattr(_op(2, host, "host"), name))
+    trace = Trace(ops=(_op(0, host, "host"), _op(1, compute, issuer=0), bare),
+                  agents=(host, compute))
+    hazards = [Hazard("WAR", 0, "b", (0, 8), 1, 2, "read", "write", False)]
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    assert native.with_fixes(trace, hazards) is None
+    fixed = F.with_fixes(trace, hazards)  # (the reference's, for that hazard)
+    assert fixed == [F.with_fix(trace, h) for h in hazards] and fixed[0].fix is not None
+
+
 def test_the_comparison_catches_a_wrong_word(monkeypatch):
     """The test can fail: a proposal whose text differs in one word is caught."""
     gen = _generator()
