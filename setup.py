@@ -31,16 +31,22 @@ SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
 
 def _say(why: object, module: str = "streamsim.native") -> None:
     """Say on stderr that a compiled module (or all: ``streamsim.native``) was not built; the
-    stages it would run take their pure-Python reference (each module is optional on its own).
-    A copy of that module an earlier editable build left in the tree is removed: else it would
-    be imported, stale, where this says pure Python runs."""
-    for name in SOURCES if module == "streamsim.native" else (module,):
-        stale = name.replace(".", os.sep) + sysconfig.get_config_var("EXT_SUFFIX")
-        if os.path.exists(stale):
-            os.remove(stale)
-            print(f"streamsim: removed {stale}, built from an earlier source", file=sys.stderr)
+    stages it would run take their pure-Python reference (each module is optional on its own)."""
     print(f"streamsim: the compiled core ({module}) was not built ({str(why).rstrip('.')}); "
           f"streamsim runs in pure Python", file=sys.stderr)
+
+
+def _drop_stale(module: str) -> None:
+    """Remove the copy of ``module`` an earlier editable build left in the tree, when its source
+    no longer translates or compiles: else Python would import that stale copy where the
+    install says pure Python runs. (Only then: a setup.py call without Cython, ``--version``
+    say, leaves a working build alone.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    stale = os.path.join(here, *module.split(".")) + sysconfig.get_config_var("EXT_SUFFIX")
+    if os.path.exists(stale):
+        os.remove(stale)
+        print(f"streamsim: removed {os.path.relpath(stale, here)}, built from an earlier source",
+              file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):
@@ -62,6 +68,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as e:
             self.failed = True
+            _drop_stale(ext.name)
             _say(e, ext.name)
 
 
@@ -76,6 +83,7 @@ def _extensions() -> list[Extension]:
         try:  # its own module only, not the others)
             out += cythonize([Extension(name, [src])], language_level=3, quiet=True)
         except Exception as e:  # (Cython's CompileError: the .pyx does not translate)
+            _drop_stale(name)
             _say(e, name)
     return out
 

@@ -107,6 +107,7 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
     # (a re-run's hazards counted, not made: fix costing calls hb.hazard_count by its own name)
     wrap(fixcost, "hazard_count", "fix cost: HB pass of re-runs")
     wrap(fixes, "with_fix", "fixes")
+    wrap(fixes, "with_fixes", "fixes")  # (the compiled fixes: with_fix only where they decline)
     wrap(checks, "root_causes", "root causes")
     for mod in (checks, fixcost):
         wrap(mod, "deadlock_from_stall", phase("liveness", "fix cost: liveness of re-runs"))
