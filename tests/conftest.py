@@ -25,6 +25,25 @@ def _small_logs_take_the_fast_paths():
     read.SMALL_LOG = small
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_files_stay_in_the_suites_own_directory(tmp_path_factory):
+    """What the product saves in the temp directory while the suite runs (an internal error's
+    traceback: the tests of exit 3 make four) goes to a directory of pytest's, which pytest
+    removes in time, not to the machine's ``/tmp``; the command line's tests (subprocesses) get
+    it through ``TMPDIR``."""
+    import os
+    import tempfile
+    d = str(tmp_path_factory.mktemp("tempdir"))
+    saved_dir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = d, d
+    yield
+    tempfile.tempdir = saved_dir
+    if saved_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved_env
+
+
 def simulate(*programs: Callable, groups: tuple = (), **sim_kw) -> Trace:
     """Run ``programs[i]`` as the main host thread of rank ``i``.
 
