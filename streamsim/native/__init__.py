@@ -269,3 +269,15 @@ def delayed_ops(trace: Any, host: dict) -> dict | None:
     if _compiled_metrics is None or not _on():
         return None
     return _compiled_metrics.delayed_ops(trace, host)
+
+
+def keying(trace: Any, hazards: Sequence) -> tuple | None:
+    """Compiled core of :class:`streamsim.pipeline.fixcost.Keying`: ``(fixes, keyed, sync_of,
+    sync, host)`` (see ``_metrics.keying``); None when the reference must run instead
+    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a hazard or fix of another class, a fix
+    keyed already or one the reference refuses, an op not an ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    from ..analysis.findings import Fix, Hazard
+    from ..kinds import FIX_KINDS
+    return _compiled_metrics.keying(trace, hazards, Fix, Hazard, FIX_KINDS)

@@ -20,7 +20,9 @@ that are not positions (a trace cut to some of its ops). Tests: tests/native/tes
 Two scans of fix costing (streamsim/pipeline/fixcost.py), after the run and after each re-run,
 read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_ops``) and
 :func:`delayed_ops` (the second scan of ``_delayed_ops``), and the rank a re-run ends on,
-:func:`critical_rank`. Tests: tests/native/test_fixscan.py.
+:func:`critical_rank`. Tests: tests/native/test_fixscan.py. And keying a run's fixes once for
+every re-run (``fixcost.Keying``), which scans the same slots: :func:`keying`
+(tests/native/test_keying.py).
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -30,7 +32,10 @@ from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
 from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
-    F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP)
+    F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, new_record, put_slot,
+    check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
+    X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
+    X_BUFFER)
 
 from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
@@ -781,3 +786,239 @@ def critical_rank(trace):
         if best != NULL:
             break
     return (None if best == NULL else (<object>_slot(best, OFF[F_AGENT])).rank,)
+
+
+def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
+    """What ``fixcost.Keying`` computes from a run's findings, by the reference's own steps
+    (``Keying.__init__``, ``inject.key_fixes(trace, fixes, dedupe=False)`` and its
+    ``injection_keys``, ``fixcost._named_host_ops``): ``(fixes, keyed, sync_of, sync, host)``,
+    the hazards' distinct fixes in order, the keyed fix of each sync number (the first of its
+    keyed identity), each fix's sync number, ``id(hazard)`` -> its fix's sync number, and
+    host action id -> the key of the fixes that sync before it. None when the reference must run:
+    a hazard or fix of another class than those given (or a field never set), a fix keyed
+    already, of a kind outside ``fix_kinds`` or naming an op that is not there, that no host
+    action issued or that freed nothing (the reference words those errors), an op not an ``Op``.
+
+    The reference hashes each fix's identity and then its keyed identity, tuples holding
+    Agents and injection keys (a hash of the Agent dataclass, in Python, per agent in them: most
+    of its time). Here each is told apart by a tuple of ints and strings that are equal exactly
+    when the identities are: an agent by its number (equal agents: one number), a place by
+    its op id, and a keyed place by the id of its host action (two host actions never share a
+    key, and each of a fix's ops has one: the one that issued it, or itself)."""
+    cdef Py_ssize_t HOFF[<int>N_HAZARD_FIELDS]
+    cdef Py_ssize_t XOFF[<int>N_FIX_FIELDS]
+    hazard_offsets(hazard_class, HOFF)
+    fix_offsets(fix_class, XOFF)
+    check_generic_alloc(fix_class)
+    cdef PyTypeObject *HAZ = <PyTypeObject *>hazard_class
+    cdef PyTypeObject *FIX = <PyTypeObject *>fix_class
+    cdef list ops = list(trace.ops)
+    cdef Py_ssize_t nops = len(ops), i, j, hid
+    cdef PyObject *p
+    cdef PyObject *v
+    cdef PtrMap agent_no = PtrMap()  # agent address -> its number (equal agents: one number)
+    cdef dict numbers = {}  # agent -> its number
+    cdef PtrMap host_kind = PtrMap()  # agent address -> 1 a host thread, 0 not
+
+    # 1. The hazards' distinct fixes (Keying's first loop), told apart by their plain identity.
+    cdef list fixes = []
+    cdef dict index = {}  # plain identity -> index in fixes
+    cdef list which = []  # (id(hazard), index of its fix)
+    for h in hazards:
+        p = <PyObject *>h
+        if Py_TYPE(p) != HAZ:
+            return None
+        v = _slot(p, HOFF[H_FIX])
+        if v == NULL:
+            return None
+        if v == <PyObject *>None:
+            continue
+        fix = <object>v
+        ident = _plain_identity(fix, FIX, XOFF, agent_no, numbers)
+        if ident is None:
+            return None
+        i = index.setdefault(ident, len(fixes))
+        if i == len(fixes):
+            fixes.append(fix)
+        which.append((id(h), i))
+
+    # 2. key_fixes(trace, fixes, dedupe=False): the host action of each place each fix names
+    cdef Block b_named = Block(nops)
+    cdef char *named = <char *>b_named.p  # host op id -> 1 named by a fix
+    for i in range(nops):
+        named[i] = 0
+    cdef list places = []  # per fix: (kind, its places' host op ids or -1, ...)
+    cdef dict freed_by = None  # issuing host op id -> the free it issued
+    cdef Py_ssize_t hb, hh, hr
+    for fix in fixes:
+        p = <PyObject *>fix
+        kind = <object>_slot(p, XOFF[X_KIND])
+        if kind not in fix_kinds:
+            return None  # (the reference raises: "cannot apply a fix of kind ...")
+        hb = _host_of(ops, nops, <object>_slot(p, XOFF[X_BEFORE]), host_kind)
+        hh = _host_of(ops, nops, <object>_slot(p, XOFF[X_HANDLE_OP]), host_kind)
+        hr = _host_of(ops, nops, <object>_slot(p, XOFF[X_RECORD_AFTER]), host_kind)
+        if hb < 0 or hh < -1 or hr < -1:
+            return None  # (no such op, or no host action issued it: the reference words it)
+        named[hb] = 1
+        if hh >= 0:
+            named[hh] = 1
+        if hr >= 0:
+            named[hr] = 1
+        buffer = None
+        if kind == "record_stream":
+            if freed_by is None:  # {op.issuer: op for op in trace.ops if op.kind == "free"}
+                freed_by = {}
+                for op in ops:
+                    if _slot(<PyObject *>op, OFF[F_KIND]) != NULL and \
+                            <object>_slot(<PyObject *>op, OFF[F_KIND]) == "free":
+                        freed_by[op.issuer] = op
+            free = freed_by.get(<object>_slot(p, XOFF[X_BEFORE]))
+            if free is None:
+                return None  # (the reference raises: "... which freed nothing")
+            buffer = str(free.attrs.get("buffer"))
+        places.append((hb, hh, hr, buffer))
+
+    # injection_keys(trace, only=the named host ops): each named action's key, counting only
+    # the actions at the named ones' kinds and locations (the n of a key counts its own site's)
+    cdef list key_of = [None] * nops  # host op id -> its key (the named ones)
+    cdef set lines = set(), kinds = set()
+    for i in range(nops):
+        if named[i]:
+            lines.add(ops[i].location)
+            kinds.add(ops[i].kind)
+    cdef dict seen = {}  # (thread number, kind, location) -> actions counted
+    cdef PyObject *loc
+    cdef PyObject *okind
+    cdef PyObject *ag
+    cdef PyObject *oid
+    cdef Py_ssize_t t
+    for i in range(nops):
+        p = <PyObject *>ops[i]
+        loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
+        ag, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
+        if loc == NULL or okind == NULL or ag == NULL or oid == NULL:
+            return None
+        if not (<object>loc in lines and <object>okind in kinds):
+            continue
+        if not _is_host(ag, host_kind):
+            continue
+        v = _slot(p, OFF[F_ATTRS])
+        if v == NULL or type(<object>v) is not dict:
+            return None
+        if (<dict>v).get("injected"):
+            continue
+        t = _agent_number(ag, agent_no, numbers)
+        site = (t, <object>okind, <object>loc)
+        n = seen.get(site, 0)
+        seen[site] = n + 1
+        if not PyLong_CheckExact(<object>oid) or PyLong_AsSsize_t(<object>oid) != i:
+            return None  # (ops stored off their ids: the reference's trace.op asserts)
+        if named[i]:
+            key_of[i] = (<object>ag, <object>okind, <object>loc, n)
+
+    # each fix keyed (the reference's type(fix)(...), made by its slots), numbered by its keyed
+    # identity (Keying's second loop), and the host action its sync goes before (_named_host_ops)
+    cdef list keyed = []  # sync number -> the first keyed fix of its identity
+    cdef list sync_of = []  # fix index -> sync number
+    cdef dict number_of = {}  # keyed plain identity -> sync number
+    cdef dict host = {}
+    for j in range(len(fixes)):
+        fix = fixes[j]
+        p = <PyObject *>fix
+        hb, hh, hr, buffer = places[j]
+        kb = key_of[hb]
+        kh = key_of[hh] if hh >= 0 else None
+        kr = key_of[hr] if hr >= 0 else None
+        if kb is None or (hh >= 0 and kh is None) or (hr >= 0 and kr is None):
+            return None  # (an injected action, or no host thread's: the reference's KeyError)
+        kind = <object>_slot(p, XOFF[X_KIND])
+        es, ws = <object>_slot(p, XOFF[X_EVENT_STREAM]), <object>_slot(p, XOFF[X_WAIT_STREAM])
+        ident = (kind, hb, hh, hr, _number_or_none(es, agent_no, numbers),
+                 _number_or_none(ws, agent_no, numbers), buffer)
+        n = number_of.setdefault(ident, len(keyed))
+        if n == len(keyed):
+            kf = new_record(fix_class)
+            put_slot(kf, XOFF[X_KIND], kind)
+            put_slot(kf, XOFF[X_TEXT], <object>_slot(p, XOFF[X_TEXT]))
+            put_slot(kf, XOFF[X_BEFORE], kb)
+            put_slot(kf, XOFF[X_HANDLE_OP], kh)
+            put_slot(kf, XOFF[X_RECORD_AFTER], kr)
+            put_slot(kf, XOFF[X_EVENT_STREAM], es)
+            put_slot(kf, XOFF[X_WAIT_STREAM], ws)
+            put_slot(kf, XOFF[X_BUFFER], buffer)
+            keyed.append(kf)
+        sync_of.append(n)
+        host[hb] = kb
+    cdef dict sync = {hz: sync_of[i] for hz, i in which}
+    return fixes, keyed, sync_of, sync, host
+
+
+cdef object _plain_identity(object fix, PyTypeObject *FIX, Py_ssize_t *XOFF, PtrMap agent_no,
+                            dict numbers):
+    """A fix's ``identity`` with each agent as its number: equal exactly when the identities are;
+    None when the fix is of another class, has a field never set, or is keyed already (a place
+    that is not an int: the reference keeps such a fix as it is)."""
+    cdef PyObject *p = <PyObject *>fix
+    cdef int f
+    if Py_TYPE(p) != FIX:
+        return None
+    for f in range(<int>N_FIX_FIELDS):
+        if _slot(p, XOFF[f]) == NULL:
+            return None
+    before = <object>_slot(p, XOFF[X_BEFORE])
+    handle = <object>_slot(p, XOFF[X_HANDLE_OP])
+    after = <object>_slot(p, XOFF[X_RECORD_AFTER])
+    if not PyLong_CheckExact(before) or not (handle is None or PyLong_CheckExact(handle)) or \
+            not (after is None or PyLong_CheckExact(after)):
+        return None
+    return (<object>_slot(p, XOFF[X_KIND]), before, handle, after,
+            _number_or_none(<object>_slot(p, XOFF[X_EVENT_STREAM]), agent_no, numbers),
+            _number_or_none(<object>_slot(p, XOFF[X_WAIT_STREAM]), agent_no, numbers),
+            <object>_slot(p, XOFF[X_BUFFER]))
+
+
+cdef Py_ssize_t _agent_number(PyObject *ag, PtrMap agent_no, dict numbers) except -1:
+    """The number of agent ``ag``: one per distinct agent by equality, found by its address."""
+    cdef Py_ssize_t t = agent_no.get(<uintptr_t>ag)
+    if t < 0:
+        t = numbers.setdefault(<object>ag, len(numbers))
+        agent_no.put(<uintptr_t>ag, t)
+    return t
+
+
+cdef object _number_or_none(object ag, PtrMap agent_no, dict numbers):
+    return None if ag is None else _agent_number(<PyObject *>ag, agent_no, numbers)
+
+
+cdef bint _is_host(PyObject *ag, PtrMap host_kind) except -1:
+    """Whether agent ``ag`` is a host thread (its kind read once per agent object)."""
+    cdef Py_ssize_t k = host_kind.get(<uintptr_t>ag)
+    if k < 0:
+        k = 1 if (<object>ag).kind == HOST else 0
+        host_kind.put(<uintptr_t>ag, k)
+    return k == 1
+
+
+cdef Py_ssize_t _host_of(list ops, Py_ssize_t nops, object op_id, PtrMap host_kind) except -3:
+    """``key_fixes``' ``host_op(op_id)``: the host action that issued op ``op_id``, or that op
+    if it is one; -1 for no place (None); -2 where the reference would fail (no such op, an op
+    not an ``Op`` or stored off its id, an issuer that is not an op id)."""
+    if op_id is None:
+        return -1
+    if not PyLong_CheckExact(op_id):
+        return -2
+    cdef Py_ssize_t i = PyLong_AsSsize_t(op_id)
+    if not 0 <= i < nops:
+        return -2
+    cdef PyObject *p = <PyObject *>ops[i]
+    if Py_TYPE(p) != OP_TYPE or _slot(p, OFF[F_ID]) == NULL or _slot(p, OFF[F_AGENT]) == NULL \
+            or _slot(p, OFF[F_ISSUER]) == NULL or <object>_slot(p, OFF[F_ID]) != op_id:
+        return -2
+    if _is_host(_slot(p, OFF[F_AGENT]), host_kind):
+        return i
+    iss = <object>_slot(p, OFF[F_ISSUER])
+    if not PyLong_CheckExact(iss):
+        return -2
+    i = PyLong_AsSsize_t(iss)
+    return i if 0 <= i < nops else -2

@@ -9,6 +9,7 @@ fit in a budget of re-simulated ops, so that costing stays within a bounded mult
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
@@ -48,48 +49,68 @@ class Keying:
     def __init__(self, trace: Trace, findings: Findings):
         hazards = findings.hazards
         self._hazards = hazards  # (kept alive: ``_sync`` is keyed by their ids)
-        fixes: list[Fix] = []  # distinct_fixes(hazards), each fix's identity hashed once here
-        index: dict[tuple, int] = {}  # a fix's identity (op ids) -> its index in ``fixes``
-        which: list[tuple[int, int]] = []  # (id of a hazard with a fix, its fix's index)
-        for h in hazards:
-            if h.fix is not None:
-                i = index.setdefault(h.fix.identity, len(fixes))
-                if i == len(fixes):
-                    fixes.append(h.fix)
-                which.append((id(h), i))
-        keyed = key_fixes(trace, fixes, dedupe=False)
-        self._keyed: list[Fix] = []  # sync number -> its keyed fix (the first of its identity)
-        numbers: dict[tuple, int] = {}  # keyed identity -> sync number
-        sync_of = []  # fix index -> sync number
-        for kf in keyed:
-            n = numbers.setdefault(kf.identity, len(numbers))
-            if n == len(self._keyed):
-                self._keyed.append(kf)
-            sync_of.append(n)
-        self._of = {ident: sync_of[i] for ident, i in index.items()}  # identity -> sync
-        self._sync = {h: sync_of[i] for h, i in which}  # id(hazard) -> sync number
+        from .. import native  # (local: the optional compiled core; tests/native/test_keying.py)
+        compiled = native.keying(trace, hazards)  # (this, compiled: no Agent hashed per fix)
+        if compiled is not None:
+            fixes, self._keyed, sync_of, self._sync, host = compiled
+        else:
+            fixes, self._keyed, sync_of, self._sync, host = _keying(trace, hazards)
+        self._fixes, self._sync_of = fixes, sync_of
         # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
         # for every subset costed, so found once rather than by a scan of the trace per re-run);
         # the host action each key names is the one its fix named (by op id), so no scan of the
         # trace finds them again (tests/pipeline/test_keying.py)
-        self.delayed = _delayed_ops(trace, {kf.before for kf in self._keyed},
-                                    _named_host_ops(trace, fixes, keyed))
+        if host is None:
+            host = _keyed_host_ops(trace, {kf.before for kf in self._keyed})
+        self.delayed = _delayed_ops(trace, None, host)
+
+    @functools.cached_property
+    def _of(self) -> dict[tuple, int]:
+        """A fix's identity -> its sync number (for a hazard not among the findings': rare)."""
+        return {f.identity: self._sync_of[i] for i, f in enumerate(self._fixes)}
 
     def of(self, hazards: Sequence[Hazard]) -> list[Fix]:
         """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``: each
         sync once, in the order of the first hazard that needs it (tests/pipeline/test_keying)."""
         out, seen = [], set()
-        sync, of, keyed = self._sync, self._of, self._keyed
+        sync, keyed = self._sync, self._keyed
         for h in hazards:
             n = sync.get(id(h))
             if n is None:  # (not one of the findings' hazards: an equal one, or no fix)
                 if h.fix is None:
                     continue
-                n = of[h.fix.identity]
+                n = self._of[h.fix.identity]
             if n not in seen:
                 seen.add(n)
                 out.append(keyed[n])
         return out
+
+
+def _keying(trace: Trace, hazards: Sequence[Hazard]) -> tuple:
+    """:class:`Keying`'s reference: ``(fixes, keyed, sync_of, sync, host)``, the hazards'
+    distinct fixes (each fix's identity hashed once), the keyed fix of each sync number (the
+    first of its keyed identity), each fix's sync number, ``id(hazard)`` -> its sync number, and
+    host action id -> the key its fixes' syncs go before (None: a fix was keyed already)."""
+    fixes: list[Fix] = []  # distinct_fixes(hazards), each fix's identity hashed once here
+    index: dict[tuple, int] = {}  # a fix's identity (op ids) -> its index in ``fixes``
+    which: list[tuple[int, int]] = []  # (id of a hazard with a fix, its fix's index)
+    for h in hazards:
+        if h.fix is not None:
+            i = index.setdefault(h.fix.identity, len(fixes))
+            if i == len(fixes):
+                fixes.append(h.fix)
+            which.append((id(h), i))
+    keyed = key_fixes(trace, fixes, dedupe=False)
+    unique: list[Fix] = []  # sync number -> its keyed fix (the first of its identity)
+    numbers: dict[tuple, int] = {}  # keyed identity -> sync number
+    sync_of = []  # fix index -> sync number
+    for kf in keyed:
+        n = numbers.setdefault(kf.identity, len(numbers))
+        if n == len(unique):
+            unique.append(kf)
+        sync_of.append(n)
+    sync = {h: sync_of[i] for h, i in which}  # id(hazard) -> sync number
+    return fixes, unique, sync_of, sync, _named_host_ops(trace, fixes, keyed)
 
 
 def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED_ROOT_CAUSES,
@@ -177,10 +198,11 @@ def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
                     total_us=sum(moved), critical_rank=critical_rank(fixed))
 
 
-def _delayed_ops(trace: Trace, wanted: set, host: dict | None = None) -> dict:
+def _delayed_ops(trace: Trace, wanted: set | None, host: dict | None = None) -> dict:
     """Injection key -> the op a sync inserted before that host action delays: the first stream op
     the action enqueued, else the action itself (each key's op does not depend on the others
-    ``wanted`` names). ``host``: ``_keyed_host_ops(trace, wanted)``, if the caller has it."""
+    ``wanted`` names). ``host``: ``_keyed_host_ops(trace, wanted)``, if the caller has it (then
+    ``wanted`` is not read)."""
     if host is None:
         host = _keyed_host_ops(trace, wanted)
     from .. import native  # (local: the optional compiled scans; tests/native/test_fixscan.py)
