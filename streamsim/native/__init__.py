@@ -281,3 +281,14 @@ def keying(trace: Any, hazards: Sequence) -> tuple | None:
     from ..analysis.findings import Fix, Hazard
     from ..kinds import FIX_KINDS
     return _compiled_metrics.keying(trace, hazards, Fix, Hazard, FIX_KINDS)
+
+
+def shift(delayed: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:
+    """Compiled scans and walk of :func:`streamsim.pipeline.fixcost.fix_shift` (``delayed``: the
+    run's delayed ops, ``Keying.delayed``): ``(n, moved)``, the keys with an op delayed in both
+    runs and the shifts above 1e-6 in the keys' order; None when the reference must run
+    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a 4-tuple, an op not an
+    ``Op``)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.shift(delayed, fixed, keyed)

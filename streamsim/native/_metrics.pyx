@@ -22,7 +22,8 @@ read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_
 :func:`delayed_ops` (the second scan of ``_delayed_ops``), and the rank a re-run ends on,
 :func:`critical_rank`. Tests: tests/native/test_fixscan.py. And keying a run's fixes once for
 every re-run (``fixcost.Keying``), which scans the same slots: :func:`keying`
-(tests/native/test_keying.py).
+(tests/native/test_keying.py); and the walk of a re-run's shift, :func:`shift`
+(test_fixscan.py).
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -812,7 +813,7 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     check_generic_alloc(fix_class)
     cdef PyTypeObject *HAZ = <PyTypeObject *>hazard_class
     cdef PyTypeObject *FIX = <PyTypeObject *>fix_class
-    cdef list ops = list(trace.ops)
+    cdef tuple ops = trace.ops if type(trace.ops) is tuple else tuple(trace.ops)
     cdef Py_ssize_t nops = len(ops), i, j, hid
     cdef PyObject *p
     cdef PyObject *v
@@ -899,9 +900,9 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
         ag, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
         if loc == NULL or okind == NULL or ag == NULL or oid == NULL:
             return None
-        if not (<object>loc in lines and <object>okind in kinds):
+        if not _is_host(ag, host_kind):  # (first: half the ops, and no hash)
             continue
-        if not _is_host(ag, host_kind):
+        if not (<object>loc in lines and <object>okind in kinds):
             continue
         v = _slot(p, OFF[F_ATTRS])
         if v == NULL or type(<object>v) is not dict:
@@ -1000,7 +1001,7 @@ cdef bint _is_host(PyObject *ag, PtrMap host_kind) except -1:
     return k == 1
 
 
-cdef Py_ssize_t _host_of(list ops, Py_ssize_t nops, object op_id, PtrMap host_kind) except -3:
+cdef Py_ssize_t _host_of(tuple ops, Py_ssize_t nops, object op_id, PtrMap host_kind) except -3:
     """``key_fixes``' ``host_op(op_id)``: the host action that issued op ``op_id``, or that op
     if it is one; -1 for no place (None); -2 where the reference would fail (no such op, an op
     not an ``Op`` or stored off its id, an issuer that is not an op id)."""
@@ -1022,3 +1023,136 @@ cdef Py_ssize_t _host_of(list ops, Py_ssize_t nops, object op_id, PtrMap host_ki
         return -2
     i = PyLong_AsSsize_t(iss)
     return i if 0 <= i < nops else -2
+
+
+def shift(dict delayed, fixed, keyed):
+    """The scans and the walk of ``fixcost.fix_shift(trace, fixed, keyed, delayed)``, up to its
+    sums: ``(n, moved)``, how many of the keys the syncs sit before have an op delayed in both
+    runs, and the shifts above 1e-6 of those, in the keys' order (``_key_order``), for the caller's
+    ``max`` and ``sum`` (Python's: from 3.12 its float sum is compensated). ``delayed``: the run's
+    delayed ops (``Keying.delayed``, injection key -> op); ``fixed``: the run re-simulated with
+    ``keyed``. None when the reference must run (a key that is not a 4-tuple, an op of another
+    type than ``Op`` or with a field never set).
+
+    The reference looks each key up in a set and two dicts, and sorts the keys by a Python key
+    function: each a hash of the Agent dataclass in Python. Here each distinct key is numbered
+    once by a tuple of ints and strings (its agent by number, equal agents one number), the
+    re-run's scan (``_keyed_host_ops`` and ``_delayed_ops``) keeps its state by that number, a
+    key of the run's ``delayed`` is found by its address first (the keys are the keyed fixes'
+    own objects), and the keys are sorted with each agent as its place in the agents' order."""
+    cdef PtrMap agent_no = PtrMap()
+    cdef dict numbers = {}
+    cdef dict want = {}  # (agent number, kind, location, n) -> index of the distinct key
+    cdef list keys = []  # index -> the key (its first object)
+    cdef PyObject *p
+    for kf in keyed:
+        k = kf.before
+        if type(k) is not tuple or len(<tuple>k) != 4:
+            return None
+        ag = (<tuple>k)[0]
+        cheap = (_agent_number(<PyObject *>ag, agent_no, numbers), (<tuple>k)[1], (<tuple>k)[2],
+                 (<tuple>k)[3])
+        if want.setdefault(cheap, len(keys)) == len(keys):
+            keys.append(k)
+    cdef Py_ssize_t nk = len(keys), i, t, hid, idx
+    cdef set lines = {k[2] for k in keys}, kinds = {k[1] for k in keys}
+
+    # the re-run's scans: host op id -> index of its key (_keyed_host_ops), then the op each
+    # key's sync delays (_delayed_ops): the first stream op its action enqueued, else the action
+    cdef tuple ops = fixed.ops if type(fixed.ops) is tuple else tuple(fixed.ops)
+    cdef Py_ssize_t nops = len(ops)
+    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # host op id -> key index, or -1
+    for i in range(nops):
+        key_of[i] = -1
+    cdef PtrMap host_kind = PtrMap()
+    cdef dict sites = {}
+    cdef PyObject *loc
+    cdef PyObject *okind
+    cdef PyObject *ag_p
+    cdef PyObject *oid
+    cdef PyObject *v
+    for i in range(nops):
+        p = <PyObject *>ops[i]
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
+        ag_p, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
+        if loc == NULL or okind == NULL or ag_p == NULL or oid == NULL or \
+                _slot(p, OFF[F_ISSUER]) == NULL or _slot(p, OFF[F_START]) == NULL:
+            return None
+        if not PyLong_CheckExact(<object>oid) or PyLong_AsSsize_t(<object>oid) != i:
+            return None  # (ids off their positions: the reference's dicts, not this array)
+        if not _is_host(ag_p, host_kind):  # (first: half the ops, and no hash)
+            continue
+        if not (<object>loc in lines and <object>okind in kinds):
+            continue
+        v = _slot(p, OFF[F_ATTRS])
+        if v == NULL or type(<object>v) is not dict:
+            return None
+        if (<dict>v).get("injected"):
+            continue
+        t = _agent_number(ag_p, agent_no, numbers)
+        site = (t, <object>okind, <object>loc)
+        n = sites.get(site, 0)
+        sites[site] = n + 1
+        got = want.get((t, <object>okind, <object>loc, n))
+        if got is not None:
+            key_of[i] = <Py_ssize_t>got
+    cdef list after = [None] * nk  # key index -> the op delayed in the re-run
+    cdef Block b_host = Block((nk + 1) * sizeof(char))
+    cdef char *from_host = <char *>b_host.p  # key index -> 1: that op is the host action itself
+    cdef PyObject *iss
+    for i in range(nops):
+        p = <PyObject *>ops[i]
+        if _is_host(_slot(p, OFF[F_AGENT]), host_kind):
+            idx = key_of[i]
+            if idx >= 0 and after[idx] is None:
+                after[idx] = ops[i]
+                from_host[idx] = 1
+        else:
+            iss = _slot(p, OFF[F_ISSUER])
+            if iss == <PyObject *>None or not PyLong_CheckExact(<object>iss):
+                if iss != <PyObject *>None:
+                    return None
+                continue
+            hid = PyLong_AsSsize_t(<object>iss)
+            if not 0 <= hid < nops:
+                continue
+            idx = key_of[hid]
+            if idx >= 0 and (after[idx] is None or from_host[idx]):
+                after[idx] = ops[i]
+                from_host[idx] = 0
+
+    # the run's delayed op of each key: by the key object's address (Keying's keys are the
+    # keyed fixes' own objects), else by value
+    cdef PtrMap by_address = PtrMap()
+    cdef list run_ops = []
+    for k, op in delayed.items():
+        by_address.put(<uintptr_t><PyObject *>k, len(run_ops))
+        run_ops.append(op)
+    cdef list before = [None] * nk
+    for i in range(nk):
+        k = keys[i]
+        t = by_address.get(<uintptr_t><PyObject *>k)
+        before[i] = run_ops[t] if t >= 0 else delayed.get(k)
+
+    # the keys in _key_order: each agent by its place in the agents' (rank, kind, name) order
+    cdef dict place = {}
+    for ag, t in sorted(numbers.items(), key=lambda x: (x[0].rank, x[0].kind, x[0].name)):
+        place[t] = len(place)
+    order = []
+    for cheap, i in want.items():
+        order.append((place[cheap[0]], cheap[1], cheap[2], cheap[3], i))
+    order.sort()
+    cdef list moved = []
+    cdef Py_ssize_t count = 0
+    for entry in order:
+        i = (<tuple>entry)[4]
+        x, y = before[i], after[i]
+        if x is not None and y is not None:
+            d = y.start - x.start
+            count += 1
+            if d > 1e-6:
+                moved.append(d)
+    return count, moved

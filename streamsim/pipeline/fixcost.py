@@ -185,16 +185,21 @@ def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
     ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops.
     ``delayed``: ``trace``'s delayed ops for these keys or more (:attr:`Keying.delayed`), if
     the caller has them."""
-    wanted = {f.before for f in keyed}
-    a = _delayed_ops(trace, wanted) if delayed is None else delayed
-    b = _delayed_ops(fixed, wanted)
-    shifts = []
-    for k in sorted(wanted, key=_key_order):  # (sorted: a float sum in a set's order would
-        x, y = a.get(k), b.get(k)  # depend on the hash seed)
-        if x is not None and y is not None:
-            shifts.append(y.start - x.start)
-    moved = [d for d in shifts if d > 1e-6]
-    return FixShift(delayed=len(shifts), moved=len(moved), max_us=max(moved, default=0.0),
+    from .. import native  # (as in _delayed_ops)
+    compiled = None if delayed is None else native.shift(delayed, fixed, keyed)  # (compiled:
+    if compiled is not None:  # tests/native/test_fixscan.py)
+        count, moved = compiled
+    else:
+        wanted = {f.before for f in keyed}
+        a = _delayed_ops(trace, wanted) if delayed is None else delayed
+        b = _delayed_ops(fixed, wanted)
+        shifts = []
+        for k in sorted(wanted, key=_key_order):  # (sorted: a float sum in a set's order would
+            x, y = a.get(k), b.get(k)  # depend on the hash seed)
+            if x is not None and y is not None:
+                shifts.append(y.start - x.start)
+        count, moved = len(shifts), [d for d in shifts if d > 1e-6]
+    return FixShift(delayed=count, moved=len(moved), max_us=max(moved, default=0.0),
                     total_us=sum(moved), critical_rank=critical_rank(fixed))
 
 

@@ -106,6 +106,58 @@ def test_generated_log_fix_scans_match_the_reference(monkeypatch, tmp_path):
     assert compared >= LOGS // 4, compared
 
 
+def assert_same_shift(monkeypatch, trace, fixed, keyed, delayed, what: str) -> int:
+    """``fix_shift`` with the compiled ``shift`` and with the reference: the same FixShift, its
+    floats by their bits; returns how many ops it found delayed."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    assert native.shift(delayed, fixed, keyed) is not None, what
+    compiled = fixcost.fix_shift(trace, fixed, keyed, delayed)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    reference = fixcost.fix_shift(trace, fixed, keyed, delayed)
+    assert compiled == reference, f"{what}: another shift"
+    for a, b in ((compiled.total_us, reference.total_us), (compiled.max_us, reference.max_us)):
+        assert type(a) is type(b) and repr(a) == repr(b), what  # (a -0.0, an int 0: told apart)
+    return reference.delayed
+
+
+def test_fix_shifts_match_the_reference(monkeypatch, tmp_path):
+    """How far each group's fixes moved the ops they delay (every fix at once, each root
+    cause's alone, and a subset that names one action twice), on every model variant with
+    hazards and on generated op logs: the compiled walk's FixShift is the reference's."""
+    spec = importlib.util.spec_from_file_location(
+        "_differential_logs", Path(__file__).with_name("test_differential.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    runs = []  # (what, trace, rerun)
+    for p, v in fixed_runs():
+        model = load_model(str(p))
+        values = model.resolve(())
+        runs.append((f"{p.name} {v}", simulate(model, v, values),
+                     lambda keyed, model=model, v=v, values=values: simulate(
+                         model, v, values, fixes=keyed)))
+    path = tmp_path / "gen.jsonl"
+    for i in range(LOGS // 3):
+        path.write_text(gen.generated_log(i))
+        log = load_oplog(path)
+        runs.append((f"generated log {i}", simulate_oplog(log),
+                     lambda keyed, log=log: simulate_oplog(log, fixes=keyed)))
+    found = twice = 0
+    for what, trace, rerun in runs:
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        findings = analyse(trace)
+        keying = fixcost.Keying(trace, findings)
+        groups = [findings.hazards] + [[findings.hazards[k] for k in rc.instances]
+                                       for rc in findings.root_causes[:3]]
+        for g, group in enumerate(groups):
+            keyed = keying.of(group)
+            if not keyed:
+                continue
+            twice += len(keyed) - len({kf.before for kf in keyed})
+            found += assert_same_shift(monkeypatch, trace, rerun(keyed), keyed,
+                                       keying.delayed, f"{what}, group {g}")
+    assert found > 500 and twice > 0, (found, twice)
+
+
 def test_a_key_of_another_shape_takes_the_reference(monkeypatch):
     """The compiled keyed_host_ops groups keys as (agent, kind, location, n): any other key
     makes it decline rather than guess."""
