@@ -292,3 +292,11 @@ def shift(delayed: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None
     if _compiled_metrics is None or not _on():
         return None
     return _compiled_metrics.shift(delayed, fixed, keyed)
+
+
+def hazards(rows: list) -> list | None:
+    """Compiled ``streamsim.analysis.hb._hazards``: a ``Hazard`` of each row of the HB pass,
+    made by its slots (``_fixes.hazards``); None when the reference must make them
+    (``STREAMSIM_NATIVE=0``, ``_fixes`` not built or not bound yet)."""
+    m = _used("_fixes") if _on() else None
+    return None if m is None else m.hazards(rows)

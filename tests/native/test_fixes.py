@@ -42,6 +42,16 @@ def assert_same(monkeypatch, trace: Trace, what: str) -> None:
         assert type(a) is Hazard and (a.fix is None or type(a.fix) is type(b.fix)), what
         assert a == b, f"{what}: {a} != {b}"
         SEEN[None if b.fix is None else b.fix.kind] += 1
+    # and the hazards the HB pass hands over, made by their slots (hb._hazards, compiled)
+    from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
+    rows = native.hb_rows(trace, None, (RAW, WAR, WAW, USE_AFTER_FREE))[0]
+    made = native.hazards(rows)
+    assert made is not None, f"{what}: the compiled hazards did not run"
+    reference = [Hazard(r[2], r[3], r[4], (r[5], r[6]), *r[7:]) for r in rows]
+    assert [type(h) for h in made] == [Hazard] * len(rows), what
+    assert made == reference, f"{what}: the HB pass's hazards made otherwise"
+    assert all(type(getattr(a, f)) is type(getattr(b, f)) for a, b in zip(made, reference)
+               for f in Hazard.__slots__), what
 
 
 @pytest.mark.parametrize("path,variant", model_variants(), ids=variant_id)
