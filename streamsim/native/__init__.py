@@ -300,3 +300,12 @@ def hazards(rows: list) -> list | None:
     (``STREAMSIM_NATIVE=0``, ``_fixes`` not built or not bound yet)."""
     m = _used("_fixes") if _on() else None
     return None if m is None else m.hazards(rows)
+
+
+def hazard_op_ids(hazards: Sequence, nops: int) -> list[int] | None:
+    """Compiled loop of :func:`streamsim.report.jsonv4.named_ops` over the hazards: the op ids
+    they and their fixes name, ascending (``_jsonv4.hazard_op_ids``); None when the reference
+    must collect them (``STREAMSIM_NATIVE=0`` or ``_jsonv4`` not built, a record of another
+    class, an id that is not an op's position)."""
+    m = _used("_jsonv4") if _on() else None
+    return None if m is None else m.hazard_op_ids(hazards, nops)

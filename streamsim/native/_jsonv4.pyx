@@ -358,3 +358,52 @@ def hazard_entries(list hazards):
     except (_Refused, AttributeError):  # (AttributeError: a field never set)
         return None
     return out.text()
+
+
+def hazard_op_ids(hazards, Py_ssize_t nops):
+    """The ids the hazards name (their two ops, their fixes' places that are ints), ascending
+    (``jsonv4.named_ops``' loop over the hazards, its ``sorted``): a flag per op id instead of a
+    set; None when the reference must collect them (a hazard or fix of another class or with a
+    field never set, an id that is not an int in ``[0, nops)``)."""
+    cdef bytearray seen = bytearray(nops)
+    cdef unsigned char *flag = seen
+    cdef Py_ssize_t i, count = 0
+    cdef int f
+    for h in hazards:
+        if type(h) is not Hazard:
+            return None
+        for f in (H_FIRST, H_SECOND):
+            i = _op_id(slot_set(h, _hz[f]), nops, True)
+            if i < 0:
+                return None
+            count += 1 - flag[i]
+            flag[i] = 1
+        fix = slot_set(h, _hz[H_FIX])
+        if fix is None:
+            continue
+        if type(fix) is not Fix:
+            return None
+        for f in (X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER):
+            i = _op_id(slot_set(fix, _fx[f]), nops, False)
+            if i == -2:
+                return None
+            if i >= 0:
+                count += 1 - flag[i]
+                flag[i] = 1
+    cdef list out = [None] * count
+    cdef Py_ssize_t k = 0
+    for i in range(nops):
+        if flag[i]:
+            out[k] = i
+            k += 1
+    return out
+
+
+cdef Py_ssize_t _op_id(object x, Py_ssize_t nops, bint always) except -3:
+    """The op id ``x`` as an index: -1 where it is no place (a fix's place that is not an int:
+    keyed, or None), -2 where the reference must look (an int of another type, or outside
+    ``[0, nops)``; ``always``: not an int either, a hazard's op)."""
+    if type(x) is not int:
+        return -2 if always or isinstance(x, int) else -1
+    cdef Py_ssize_t i = x
+    return i if 0 <= i < nops else -2

@@ -79,8 +79,15 @@ def warning_v4(w: Warning) -> dict[str, Any]:
     return {"kind": w.kind, "message": w.message, "op": w.op}
 
 
-def named_ops(f: Findings) -> list[int]:
-    """The ids of every op the findings name, ascending: the keys of ``ops.rows``."""
+def named_ops(f: Findings, nops: int | None = None) -> list[int]:
+    """The ids of every op the findings name, ascending: the keys of ``ops.rows``. ``nops``:
+    how many ops the trace has (ids are positions below it), for the compiled collection."""
+    others = [w.op for w in f.warnings if w.op is not None]
+    if f.deadlock is not None:
+        others += [b.op for b in f.deadlock.blocked if b.op is not None]
+    named = native.hazard_op_ids(f.hazards, nops) if nops is not None else None
+    if named is not None:  # (the hazards' ids, compiled: a flag per op; tests/native)
+        return sorted(set(named).union(others)) if others else named
     ids: set[int] = set()
     for h in f.hazards:
         ids.add(h.first)
@@ -88,9 +95,7 @@ def named_ops(f: Findings) -> list[int]:
         if h.fix is not None:
             ids.update(p for p in (h.fix.before, h.fix.handle_op, h.fix.record_after)
                        if isinstance(p, int))
-    ids.update(w.op for w in f.warnings if w.op is not None)
-    if f.deadlock is not None:
-        ids.update(b.op for b in f.deadlock.blocked if b.op is not None)
+    ids.update(others)
     return sorted(ids)
 
 
@@ -117,7 +122,7 @@ def _sections(r: Report, written: bool = False) -> dict[str, Any]:
 def report_json_v4(r: Report) -> dict[str, Any]:
     """The version-4 object (keys documented in docs/cli.md): ``json.loads`` of its text."""
     d = _sections(r)
-    d["ops"] = ops_table(r.trace, named_ops(r.findings))
+    d["ops"] = ops_table(r.trace, named_ops(r.findings, len(r.trace.ops)))
     return d
 
 
@@ -135,7 +140,7 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
         else:
             yield dumps_indented(value).replace("\n", "\n  ") + ","
     yield "\n  \"ops\": {\n    \"columns\": " + encode_compact(list(OP_COLUMNS)).decode()
-    ids = named_ops(r.findings)
+    ids = named_ops(r.findings, len(r.trace.ops))
     if not ids:
         yield ",\n    \"rows\": {}\n  }\n}\n"
         return

@@ -46,6 +46,11 @@ def assert_same(monkeypatch, trace: Trace, hazards: list[Hazard], what: str) -> 
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     from streamsim.analysis.findings import Findings
     ids = named_ops(Findings(hazards=tuple(hazards))) or [op.id for op in trace.ops]
+    # (the ids the hazards name, compiled: as the reference collects them)
+    compiled_ids = native.hazard_op_ids(tuple(hazards), len(trace.ops))
+    assert compiled_ids is not None, f"{what}: the compiled named ids declined"
+    assert compiled_ids == named_ops(Findings(hazards=tuple(hazards))), f"{what}: other ids"
+    assert named_ops(Findings(hazards=tuple(hazards)), len(trace.ops)) == compiled_ids, what
     rows = native.op_rows(trace.ops, ids)
     assert rows is not None, f"{what}: the compiled op rows declined"
     assert rows == reference_rows(trace, ids), what
@@ -146,3 +151,17 @@ def test_the_comparison_catches_a_wrong_character(monkeypatch):
                         lambda ops, ids: compiled(ops, ids).replace("\\u00e9", "\\u00E9"))
     with pytest.raises(AssertionError, match="corners"):
         assert_same(monkeypatch, trace, hazards, "corners")
+
+
+def test_ids_that_are_not_positions_leave_the_named_ops_to_the_reference(monkeypatch):
+    """The compiled collection flags ids by position: an id past the trace's ops, or not an int,
+    makes it decline, and the reference collects them as they are."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    from streamsim.analysis.findings import Findings
+    h = Hazard("RAW", 0, "x", (0, 4), 1, 3, "write", "read", True,
+               Fix("event", "t", 2, None, 0, None, None))
+    assert native.hazard_op_ids((h,), 4) == [0, 1, 2, 3]
+    for bad in (Hazard("RAW", 0, "x", (0, 4), 1, 7, "write", "read", True),
+                Hazard("RAW", 0, "x", (0, 4), 1.0, 3, "write", "read", True)):
+        assert native.hazard_op_ids((bad,), 4) is None
+        assert named_ops(Findings(hazards=(bad,)), 4) == sorted({bad.first, bad.second})
