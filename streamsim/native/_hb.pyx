@@ -214,6 +214,9 @@ cdef class _Pass:
     cdef list joins
     cdef long *key  # per op: its issue key (trace.issue_keys)
     cdef long *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
+    cdef long *stk  # the walk's stack of nodes (an op id, or ~id: its end), ``sp`` deep: a
+    cdef long sp  # node is on it once at a time (``pending``), so it is at most the walk long
+    cdef long *posn  # op id -> its position in the walk (a list only for the rows: hb_rows)
     cdef list clocks
     cdef list seen
     cdef list hist_e
@@ -261,6 +264,8 @@ cdef class _Pass:
         PyMem_Free(self.pending)
         PyMem_Free(self.key)
         PyMem_Free(self.walk)
+        PyMem_Free(self.stk)
+        PyMem_Free(self.posn)
         if self.dh:
             for k in range(self.na):
                 PyMem_Free(self.dh[k].e)
@@ -616,19 +621,23 @@ cdef class _Pass:
             touched.clear()
         touched[a] = (rec, acc)
 
-    cdef long blocker(self, long oid):
-        """The unprocessed predecessor of op oid's start with the smallest key, as a node."""
+    cdef long blocker(self, long oid) except? -1:
+        """The unprocessed predecessor of op oid's start with the smallest key, as a node: its
+        predecessor on its agent, its issuer, then its after edges, in that order."""
         cdef long best = -1
         cdef long x
-        cands = [x for x in (self.prev_on[oid], self.issuer[oid]) if x >= 0]
-        cands += <tuple>self.after[oid]
-        for xo in cands:
+        cdef int k
+        for k in range(2):
+            x = self.prev_on[oid] if k == 0 else self.issuer[oid]
+            if x >= 0 and not self.ended[x] and (best < 0 or _before(self.key, x, best)):
+                best = x
+        for xo in <tuple>self.after[oid]:
             x = xo
             if not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
         return ~best if self.joins[best] else best
 
-    cdef int push(self, list stack, long node) except -2:
+    cdef int push(self, long node) except -2:
         """Push node; 1: a cycle (the reference raises; the caller gives up)."""
         cdef long x
         cdef unsigned char bit
@@ -639,7 +648,8 @@ cdef class _Pass:
         if self.pending[x] & bit:
             return 1
         self.pending[x] |= bit
-        stack.append(node)
+        self.stk[self.sp] = node
+        self.sp += 1
         return 0
 
 
@@ -795,7 +805,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     cdef Mark rec, w, rr
     cdef Seg s
     cdef ViewState ent
-    cdef list stack, segs, starts, last_on
+    cdef list segs, starts, last_on
     P.ops = ops
     P.n = n
     P.na = na
@@ -881,7 +891,9 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     cdef KeyId *by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
     cdef long *walk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
     P.walk = walk  # (freed with P)
-    if by_key == NULL or walk == NULL:
+    P.stk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
+    P.sp = 0
+    if by_key == NULL or walk == NULL or P.stk == NULL:
         PyMem_Free(by_key)
         raise MemoryError()
     cdef bint in_order = True  # (an op log's ops are numbered in issue order: most traces)
@@ -913,9 +925,13 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     P.stores = {}
     P.entries = {}
     cdef dict entries = P.entries
-    cdef list position = [0] * n
+    P.posn = <long *>PyMem_Malloc(max(n, 1) * sizeof(long))
+    if P.posn == NULL:
+        raise MemoryError()
+    cdef long *position = P.posn
+    for i in range(n):
+        position[i] = 0
     count = 0
-    stack = []
     cdef list after_l = P.after
     cdef list joins_l = P.joins
     cdef list clocks = P.clocks
@@ -924,14 +940,14 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     for wi in range(nwalk):
         root = walk[wi]
         while True:
-            if stack:
-                oid = stack[len(stack) - 1]
+            if P.sp:
+                oid = P.stk[P.sp - 1]
             else:
                 oid = root
                 if oid < 0:
                     if P.ended[~oid]:
                         break
-                    if P.push(stack, oid):
+                    if P.push(oid):
                         return None
                 elif P.started[oid]:
                     break
@@ -947,10 +963,10 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                         if not P.started[x] and (need is None or _before(P.key, x, <long>need)):
                             need = x
                 if need is not None:
-                    if P.push(stack, <long>need):
+                    if P.push(<long>need):
                         return None
                     continue
-                stack.pop()
+                P.sp -= 1
                 P.pending[oid] &= ~2
                 a = P.agent_of[oid]
                 g = P.gen[a]
@@ -984,14 +1000,14 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                         waiting = True
                         break
             if waiting:
-                if not stack:
-                    if P.push(stack, oid):
+                if not P.sp:
+                    if P.push(oid):
                         return None
-                if P.push(stack, P.blocker(oid)):
+                if P.push(P.blocker(oid)):
                     return None
                 continue
-            if stack:
-                stack.pop()
+            if P.sp:
+                P.sp -= 1
                 P.pending[oid] &= ~1
             op = ops[oid]
             a = P.agent_of[oid]
@@ -1180,9 +1196,9 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
 
     if only_count:
         return len(P.found)
-    rows = sorted([(position[key[1]], position[key[0]], key[2], key[3], key[4],
+    rows = sorted([(position[<long>key[1]], position[<long>key[0]], key[2], key[3], key[4],
                     (<Found>h).lo, (<Found>h).hi, key[0], key[1], (<Found>h).fmode,
                     (<Found>h).smode, (<Found>h).manifest)
                    for key, h in P.found.items()])
     agent_of = [P.agent_of[i] for i in range(n)]
-    return rows, position, agent_of
+    return rows, [position[i] for i in range(n)], agent_of
