@@ -11,7 +11,6 @@ fails instead of skipping).
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import pytest
@@ -21,13 +20,10 @@ from streamsim.oplog import read
 from streamsim.oplog.read import parse_oplog
 from streamsim.sim.errors import ModelError
 
+from .built import required
 from .test_differential import generated_log, logs_in_tests
 
-BUILT = "_decode" in native.modules()
-if not BUILT and os.environ.get("CI"):  # CI builds it: a skip there would hide a break
-    raise RuntimeError("CI: the compiled reader (streamsim.native._decode) is not built: pip "
-                       "install -e . printed why; the differential tests must run in CI")
-pytestmark = pytest.mark.skipif(not BUILT, reason="the compiled reader is not built")
+pytestmark = required("_decode", "the compiled reader")
 
 
 def outcome(data: str | bytes, monkeypatch, path: str):

@@ -20,10 +20,9 @@ from streamsim.sim.inject import key_fixes
 from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
 
-pytestmark = pytest.mark.skipif("_metrics" not in native.modules(),
-                                reason="the compiled metrics are not built")
+from .built import MODELS, required
 
-MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.py"))
+pytestmark = required("_metrics", "the compiled metrics")
 LOGS = 300
 
 

@@ -14,8 +14,9 @@ from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
 from streamsim.trace import Trace, issue_keys
 
 from ..analysis.test_hb import random_traces
+from .built import required
 
-pytestmark = pytest.mark.skipif(not native.built(), reason="the compiled core is not built")
+pytestmark = required("_hb", "the compiled core")
 NAMES = (RAW, WAR, WAW, USE_AFTER_FREE)
 
 

@@ -18,9 +18,11 @@ from streamsim.sim.inject import key_fixes
 from streamsim.trace import HOST, STREAM, Access, Agent, View, WRITE, READ, issue_keys, \
     trace_from_ops
 
+from .built import required
+
 NAMES = (RAW, WAR, WAW, USE_AFTER_FREE)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-pytestmark = pytest.mark.skipif(not native.built(), reason="the compiled core is not built")
+pytestmark = required("_hb", "the compiled core")
 
 # two streams of one rank race on x, a second rank's thread in between (threads interleave)
 LOG = ('{"op": "launch", "stream": "a", "writes": ["x"]}\n'

@@ -23,12 +23,10 @@ from streamsim.oplog import load_oplog
 from streamsim.oplog import replay as replay_mod
 from streamsim.oplog.replay import simulate_oplog
 
+from .built import required
 from .test_differential import collective_tensors, load_oplog_text, logs_in_tests
 
-if native.replayer() is None and os.environ.get("CI") and os.environ.get("STREAMSIM_NATIVE") != "0":
-    raise RuntimeError("CI: the compiled replay (streamsim.native._replay) is not built: pip "
-                       "install -e . printed why; its tests must run in CI")
-pytestmark = pytest.mark.skipif(native._replayer is None, reason="the compiled replay is not built")
+pytestmark = required("_replay", "the compiled replay")
 
 GENERATED = int(os.environ.get("STREAMSIM_REPLAY_LOGS", "2000"))
 CHUNK = 100
