@@ -814,7 +814,7 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     cdef PyTypeObject *HAZ = <PyTypeObject *>hazard_class
     cdef PyTypeObject *FIX = <PyTypeObject *>fix_class
     cdef tuple ops = trace.ops if type(trace.ops) is tuple else tuple(trace.ops)
-    cdef Py_ssize_t nops = len(ops), i, j, hid
+    cdef Py_ssize_t nops = len(ops), i, j
     cdef PyObject *p
     cdef PyObject *v
     cdef PtrMap agent_no = PtrMap()  # agent address -> its number (equal agents: one number)
@@ -848,7 +848,7 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     cdef char *named = <char *>b_named.p  # host op id -> 1 named by a fix
     for i in range(nops):
         named[i] = 0
-    cdef list places = []  # per fix: (kind, its places' host op ids or -1, ...)
+    cdef list places = []  # per fix: its places' host op ids (-1: none), its keyed buffer
     cdef dict freed_by = None  # issuing host op id -> the free it issued
     cdef Py_ssize_t hb, hh, hr
     for fix in fixes:
@@ -871,8 +871,10 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
             if freed_by is None:  # {op.issuer: op for op in trace.ops if op.kind == "free"}
                 freed_by = {}
                 for op in ops:
-                    if _slot(<PyObject *>op, OFF[F_KIND]) != NULL and \
-                            <object>_slot(<PyObject *>op, OFF[F_KIND]) == "free":
+                    if Py_TYPE(<PyObject *>op) != OP_TYPE or \
+                            _slot(<PyObject *>op, OFF[F_KIND]) == NULL:
+                        return None
+                    if <object>_slot(<PyObject *>op, OFF[F_KIND]) == "free":
                         freed_by[op.issuer] = op
             free = freed_by.get(<object>_slot(p, XOFF[X_BEFORE]))
             if free is None:
@@ -896,6 +898,8 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     cdef Py_ssize_t t
     for i in range(nops):
         p = <PyObject *>ops[i]
+        if Py_TYPE(p) != OP_TYPE:
+            return None
         loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
         ag, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
         if loc == NULL or okind == NULL or ag == NULL or oid == NULL:

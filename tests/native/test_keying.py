@@ -155,6 +155,14 @@ def test_what_the_reference_refuses_or_words_is_left_to_it():
     other = Other(*(getattr(h, f) for f in h.__slots__))
     assert native.keying(trace, hazards[:i] + [other]) is None
 
+    class OtherOp(type(trace.ops[0])):  # (an op of a subclass: its slots are not read)
+        __slots__ = ()
+    last = trace.ops[-1]
+    swapped = dataclasses.replace(trace, ops=(*trace.ops[:-1], OtherOp(
+        *(getattr(last, f) for f in last.__slots__))))
+    assert native.keying(swapped, hazards) is None
+    assert fixcost._keying(swapped, hazards)[1] == fixcost._keying(trace, hazards)[1]
+
 
 def test_keying_uses_it_and_is_the_same_on_both_paths(monkeypatch):
     """``Keying`` takes the compiled core where it is on, and what it hands each re-run, and the
