@@ -93,8 +93,14 @@ def deadlock_from_stall(trace: Trace) -> Deadlock | None:
 def unwaited_handles(trace: Trace) -> list[int]:
     """Ids of async ops with a handle that no ``wait`` or completed ``query`` waited on (a wait a
     stall left blocked counts: the handle was waited, it never completed)."""
-    waited = {r for op in trace.ops if op.kind in ("wait", "query") for r in waited_on(op)}
-    return [op.id for op in trace.ops if op.handle is not None and op.id not in waited]
+    waited: set[int] = set()
+    handles = []  # (one scan of the ops, not two: 400,000 of them in a 200,000-line log)
+    for op in trace.ops:
+        if op.handle is not None:
+            handles.append(op.id)
+        if op.kind == "wait" or op.kind == "query":
+            waited.update(waited_on(op))
+    return [i for i in handles if i not in waited]
 
 
 def warnings(trace: Trace) -> list[Warning]:
