@@ -271,16 +271,16 @@ def delayed_ops(trace: Any, host: dict) -> dict | None:
     return _compiled_metrics.delayed_ops(trace, host)
 
 
-def keying(trace: Any, hazards: Sequence) -> tuple | None:
+def keying(trace: Any, hazards: Sequence, fix_class: type, hazard_class: type) -> tuple | None:
     """Compiled core of :class:`streamsim.pipeline.fixcost.Keying`: ``(fixes, keyed, sync_of,
-    sync, host)`` (see ``_metrics.keying``); None when the reference must run instead
-    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a hazard or fix of another class, a fix
-    keyed already or one the reference refuses, an op not an ``Op``)."""
+    sync, host)`` (see ``_metrics.keying``; ``fix_class``, ``hazard_class``: the findings'
+    ``Fix`` and ``Hazard``, which this package does not import); None when the reference must
+    run instead (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a hazard or fix of another
+    class, a fix keyed already or one the reference refuses, an op not an ``Op``)."""
     if _compiled_metrics is None or not _on():
         return None
-    from ..analysis.findings import Fix, Hazard
     from ..kinds import FIX_KINDS
-    return _compiled_metrics.keying(trace, hazards, Fix, Hazard, FIX_KINDS)
+    return _compiled_metrics.keying(trace, hazards, fix_class, hazard_class, FIX_KINDS)
 
 
 def shift(delayed: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:

@@ -20,7 +20,7 @@ the classes bound (a subclass may override what is read). On the 200,000-line ra
 (59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
 from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
-                                      op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
+                                      fix_record, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
                                       F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_RANK, H_BUFFER,
                                       H_RANGE, H_FIRST, H_FIRST_MODE, H_SECOND_MODE,
@@ -131,11 +131,10 @@ cdef class _Proposer:
         yissuer = slot_set(y, _op[F_ISSUER])
         before = slot_set(y, _op[F_ID]) if ya.host or yissuer is None else yissuer  # (issue_point)
         handle = slot_set(x, _op[F_HANDLE])
-        fix = new_record(<type>Fix)
         if kind == USE_AFTER_FREE and slot_set(y, _op[F_KIND]) == "free" and handle is None:
             text = (f"call {slot_set(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
                     f"{self.describe(y, ya)} ({self.describe(x, xa)} may still use it)")
-            return _fix_of(fix, "record_stream", text, before, None, None, xa.agent, None)
+            return _fix_of("record_stream", text, before, None, None, xa.agent, None)
         if handle is not None:
             if ya.host or xa.gloo:
                 wait_stream = None
@@ -146,31 +145,24 @@ cdef class _Proposer:
             how = "" if wait_stream is not None or xa.gloo else " (blocking)"
             text = (f"wait handle {handle}{how} (from {self.describe(x, xa)}) before "
                     f"{self.describe(y, ya)}")
-            return _fix_of(fix, "wait_handle", text, before, slot_set(x, _op[F_ID]), None, None,
+            return _fix_of("wait_handle", text, before, slot_set(x, _op[F_ID]), None, None,
                            wait_stream)
         if ya.host:
             text = (f"record an event on {xa.text} after {self.describe(x, xa)} and synchronize "
                     f"it before {self.describe(y, ya)}")
-            return _fix_of(fix, "event_sync", text, before, None, slot_set(x, _op[F_ISSUER]),
+            return _fix_of("event_sync", text, before, None, slot_set(x, _op[F_ISSUER]),
                            xa.agent, None)
         wait_stream = ya.agent if not ya.comm else _current_stream(y)
         text = (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
                 f"{wait_stream} before {self.describe(y, ya)}")
-        return _fix_of(fix, "event", text, before, None, slot_set(x, _op[F_ISSUER]), xa.agent,
+        return _fix_of("event", text, before, None, slot_set(x, _op[F_ISSUER]), xa.agent,
                        wait_stream)
 
 
-cdef object _fix_of(fix, kind, text, before, handle_op, record_after, event_stream, wait_stream):
-    """``fix`` (a Fix just made, empty) with its fields set (``buffer``: None, as proposed)."""
-    put_slot(fix, _fix[X_KIND], kind)
-    put_slot(fix, _fix[X_TEXT], text)
-    put_slot(fix, _fix[X_BEFORE], before)
-    put_slot(fix, _fix[X_HANDLE_OP], handle_op)
-    put_slot(fix, _fix[X_RECORD_AFTER], record_after)
-    put_slot(fix, _fix[X_EVENT_STREAM], event_stream)
-    put_slot(fix, _fix[X_WAIT_STREAM], wait_stream)
-    put_slot(fix, _fix[X_BUFFER], None)
-    return fix
+cdef object _fix_of(kind, text, before, handle_op, record_after, event_stream, wait_stream):
+    """A Fix with these fields (``buffer``: None, as proposed)."""
+    return fix_record(<type>Fix, _fix, kind, text, before, handle_op, record_after, event_stream,
+                      wait_stream, None)
 
 
 def with_fixes(trace, hazards):

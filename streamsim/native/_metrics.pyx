@@ -33,7 +33,7 @@ from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
 from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
-    F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, new_record, put_slot,
+    F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
     X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
     X_BUFFER)
@@ -890,37 +890,12 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
         if named[i]:
             lines.add(ops[i].location)
             kinds.add(ops[i].kind)
-    cdef dict seen = {}  # (thread number, kind, location) -> actions counted
-    cdef PyObject *loc
-    cdef PyObject *okind
-    cdef PyObject *ag
-    cdef PyObject *oid
-    cdef Py_ssize_t t
-    for i in range(nops):
-        p = <PyObject *>ops[i]
-        if Py_TYPE(p) != OP_TYPE:
-            return None
-        loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
-        ag, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
-        if loc == NULL or okind == NULL or ag == NULL or oid == NULL:
-            return None
-        if not _is_host(ag, host_kind):  # (first: half the ops, and no hash)
-            continue
-        if not (<object>loc in lines and <object>okind in kinds):
-            continue
-        v = _slot(p, OFF[F_ATTRS])
-        if v == NULL or type(<object>v) is not dict:
-            return None
-        if (<dict>v).get("injected"):
-            continue
-        t = _agent_number(ag, agent_no, numbers)
-        site = (t, <object>okind, <object>loc)
-        n = seen.get(site, 0)
-        seen[site] = n + 1
-        if not PyLong_CheckExact(<object>oid) or PyLong_AsSsize_t(<object>oid) != i:
-            return None  # (ops stored off their ids: the reference's trace.op asserts)
+    counted = _at_sites(ops, lines, kinds, host_kind, agent_no, numbers)
+    if counted is None:
+        return None
+    for i, ag, okind, loc, n, t in counted:
         if named[i]:
-            key_of[i] = (<object>ag, <object>okind, <object>loc, n)
+            key_of[i] = (ag, okind, loc, n)
 
     # each fix keyed (the reference's type(fix)(...), made by its slots), numbered by its keyed
     # identity (Keying's second loop), and the host action its sync goes before (_named_host_ops)
@@ -943,16 +918,8 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
                  _number_or_none(ws, agent_no, numbers), buffer)
         n = number_of.setdefault(ident, len(keyed))
         if n == len(keyed):
-            kf = new_record(fix_class)
-            put_slot(kf, XOFF[X_KIND], kind)
-            put_slot(kf, XOFF[X_TEXT], <object>_slot(p, XOFF[X_TEXT]))
-            put_slot(kf, XOFF[X_BEFORE], kb)
-            put_slot(kf, XOFF[X_HANDLE_OP], kh)
-            put_slot(kf, XOFF[X_RECORD_AFTER], kr)
-            put_slot(kf, XOFF[X_EVENT_STREAM], es)
-            put_slot(kf, XOFF[X_WAIT_STREAM], ws)
-            put_slot(kf, XOFF[X_BUFFER], buffer)
-            keyed.append(kf)
+            keyed.append(fix_record(fix_class, XOFF, kind, <object>_slot(p, XOFF[X_TEXT]), kb, kh,
+                                    kr, es, ws, buffer))
         sync_of.append(n)
         host[hb] = kb
     cdef dict sync = {hz: sync_of[i] for hz, i in which}
@@ -981,6 +948,50 @@ cdef object _plain_identity(object fix, PyTypeObject *FIX, Py_ssize_t *XOFF, Ptr
             _number_or_none(<object>_slot(p, XOFF[X_EVENT_STREAM]), agent_no, numbers),
             _number_or_none(<object>_slot(p, XOFF[X_WAIT_STREAM]), agent_no, numbers),
             <object>_slot(p, XOFF[X_BUFFER]))
+
+
+cdef list _at_sites(tuple ops, set lines, set kinds, PtrMap host_kind, PtrMap agent_no,
+                    dict numbers):
+    """``injection_keys``' count of the program's actions, restricted to the kinds and
+    locations of the keys wanted (a key's n counts its own site's actions only): ``(position,
+    agent, kind, location, n, thread number)`` of each action counted, in op order. None when
+    the reference must scan: an op not exactly an ``Op``, a field the scans read never set, op
+    ids that are not positions, attrs that are not a dict."""
+    cdef list out = []
+    cdef dict seen = {}  # (thread number, kind, location) -> actions counted
+    cdef Py_ssize_t i, t
+    cdef PyObject *p
+    cdef PyObject *loc
+    cdef PyObject *okind
+    cdef PyObject *ag
+    cdef PyObject *oid
+    cdef PyObject *v
+    for i in range(len(ops)):
+        p = <PyObject *>ops[i]
+        if Py_TYPE(p) != OP_TYPE:
+            return None
+        loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
+        ag, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
+        if loc == NULL or okind == NULL or ag == NULL or oid == NULL or \
+                _slot(p, OFF[F_ISSUER]) == NULL or _slot(p, OFF[F_START]) == NULL:
+            return None
+        if not PyLong_CheckExact(<object>oid) or PyLong_AsSsize_t(<object>oid) != i:
+            return None  # (ops stored off their ids: the reference's trace.op asserts)
+        if not _is_host(ag, host_kind):  # (first: half the ops, and no hash)
+            continue
+        if not (<object>loc in lines and <object>okind in kinds):
+            continue
+        v = _slot(p, OFF[F_ATTRS])
+        if v == NULL or type(<object>v) is not dict:
+            return None
+        if (<dict>v).get("injected"):
+            continue
+        t = _agent_number(ag, agent_no, numbers)
+        site = (t, <object>okind, <object>loc)
+        n = seen.get(site, 0)
+        seen[site] = n + 1
+        out.append((i, <object>ag, <object>okind, <object>loc, n, t))
+    return out
 
 
 cdef Py_ssize_t _agent_number(PyObject *ag, PtrMap agent_no, dict numbers) except -1:
@@ -1070,37 +1081,11 @@ def shift(dict delayed, fixed, keyed):
     for i in range(nops):
         key_of[i] = -1
     cdef PtrMap host_kind = PtrMap()
-    cdef dict sites = {}
-    cdef PyObject *loc
-    cdef PyObject *okind
-    cdef PyObject *ag_p
-    cdef PyObject *oid
-    cdef PyObject *v
-    for i in range(nops):
-        p = <PyObject *>ops[i]
-        if Py_TYPE(p) != OP_TYPE:
-            return None
-        loc, okind = _slot(p, OFF[F_LOCATION]), _slot(p, OFF[F_KIND])
-        ag_p, oid = _slot(p, OFF[F_AGENT]), _slot(p, OFF[F_ID])
-        if loc == NULL or okind == NULL or ag_p == NULL or oid == NULL or \
-                _slot(p, OFF[F_ISSUER]) == NULL or _slot(p, OFF[F_START]) == NULL:
-            return None
-        if not PyLong_CheckExact(<object>oid) or PyLong_AsSsize_t(<object>oid) != i:
-            return None  # (ids off their positions: the reference's dicts, not this array)
-        if not _is_host(ag_p, host_kind):  # (first: half the ops, and no hash)
-            continue
-        if not (<object>loc in lines and <object>okind in kinds):
-            continue
-        v = _slot(p, OFF[F_ATTRS])
-        if v == NULL or type(<object>v) is not dict:
-            return None
-        if (<dict>v).get("injected"):
-            continue
-        t = _agent_number(ag_p, agent_no, numbers)
-        site = (t, <object>okind, <object>loc)
-        n = sites.get(site, 0)
-        sites[site] = n + 1
-        got = want.get((t, <object>okind, <object>loc, n))
+    counted = _at_sites(ops, lines, kinds, host_kind, agent_no, numbers)
+    if counted is None:
+        return None
+    for i, ag, okind, loc, n, t in counted:
+        got = want.get((t, okind, loc, n))
         if got is not None:
             key_of[i] = <Py_ssize_t>got
     cdef list after = [None] * nk  # key index -> the op delayed in the re-run

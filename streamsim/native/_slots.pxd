@@ -135,3 +135,20 @@ cdef inline int hazard_offsets(type hazard_class, Py_ssize_t *out) except -1:
 cdef inline int fix_offsets(type fix_class, Py_ssize_t *out) except -1:
     return class_offsets(fix_class, ("kind", "text", "before", "handle_op", "record_after",
                                      "event_stream", "wait_stream", "buffer"), out)
+
+
+cdef inline object fix_record(type fix_class, Py_ssize_t *off, object kind, object text,
+                              object before, object handle_op, object record_after,
+                              object event_stream, object wait_stream, object buffer):
+    """A new ``Fix`` (``fix_class``, its slots' offsets ``off``: fix_offsets) with every field
+    set: what its dataclass ``__init__`` makes, without a call per field."""
+    fix = new_record(fix_class)
+    put_slot(fix, off[X_KIND], kind)
+    put_slot(fix, off[X_TEXT], text)
+    put_slot(fix, off[X_BEFORE], before)
+    put_slot(fix, off[X_HANDLE_OP], handle_op)
+    put_slot(fix, off[X_RECORD_AFTER], record_after)
+    put_slot(fix, off[X_EVENT_STREAM], event_stream)
+    put_slot(fix, off[X_WAIT_STREAM], wait_stream)
+    put_slot(fix, off[X_BUFFER], buffer)
+    return fix

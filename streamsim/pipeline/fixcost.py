@@ -50,7 +50,7 @@ class Keying:
         hazards = findings.hazards
         self._hazards = hazards  # (kept alive: ``_sync`` is keyed by their ids)
         from .. import native  # (local: the optional compiled core; tests/native/test_keying.py)
-        compiled = native.keying(trace, hazards)  # (this, compiled: no Agent hashed per fix)
+        compiled = native.keying(trace, hazards, Fix, Hazard)  # (compiled: no Agent hashed)
         if compiled is not None:
             fixes, self._keyed, sync_of, self._sync, host = compiled
         else:

@@ -14,6 +14,7 @@ import pytest
 
 from streamsim import native
 from streamsim.analysis.checks import analyse
+from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import simulate_oplog
 from streamsim.pipeline import fixcost
 
@@ -25,7 +26,7 @@ LOGS = 300
 
 
 def assert_keyed_alike(trace, hazards, what: str) -> tuple:
-    compiled = native.keying(trace, hazards)
+    compiled = native.keying(trace, hazards, Fix, Hazard)
     assert compiled is not None, f"{what}: the compiled keying declined"
     fixes, keyed, sync_of, sync, host = compiled
     r_fixes, r_keyed, r_sync_of, r_sync, r_host = fixcost._keying(trace, hazards)
@@ -114,7 +115,7 @@ def test_an_action_marked_injected_is_not_counted_at_its_site():
             try:
                 fixcost._keying(marked, hazards)
             except KeyError:  # (that action is a fix's place itself: the reference fails)
-                assert native.keying(marked, hazards) is None
+                assert native.keying(marked, hazards, Fix, Hazard) is None
                 continue
             _, rekeyed = assert_keyed_alike(marked, hazards, f"{path.name}:{variant}, marked")
             assert rekeyed != keyed
@@ -144,23 +145,24 @@ def test_what_the_reference_refuses_or_words_is_left_to_it():
 
     from streamsim.sim.errors import ModelError
     for change in ({"kind": "no such kind"}, {"before": len(trace.ops) + 5}):
-        assert native.keying(trace, with_fix(**change)) is None, change
+        assert native.keying(trace, with_fix(**change), Fix, Hazard) is None, change
         with pytest.raises((ModelError, IndexError)):
             fixcost._keying(trace, with_fix(**change))
     keyed = fixcost._keying(trace, hazards)[1][0]
-    assert native.keying(trace, with_fix(before=keyed.before)) is None  # (kept as it is)
+    # (a fix keyed already: the reference keeps it as it is)
+    assert native.keying(trace, with_fix(before=keyed.before), Fix, Hazard) is None
 
     class Other(type(h)):
         __slots__ = ()
     other = Other(*(getattr(h, f) for f in h.__slots__))
-    assert native.keying(trace, hazards[:i] + [other]) is None
+    assert native.keying(trace, hazards[:i] + [other], Fix, Hazard) is None
 
     class OtherOp(type(trace.ops[0])):  # (an op of a subclass: its slots are not read)
         __slots__ = ()
     last = trace.ops[-1]
     swapped = dataclasses.replace(trace, ops=(*trace.ops[:-1], OtherOp(
         *(getattr(last, f) for f in last.__slots__))))
-    assert native.keying(swapped, hazards) is None
+    assert native.keying(swapped, hazards, Fix, Hazard) is None
     assert fixcost._keying(swapped, hazards)[1] == fixcost._keying(trace, hazards)[1]
 
 
