@@ -25,6 +25,13 @@ pytestmark = required("_metrics", "the compiled metrics")
 LOGS = 300
 
 
+@pytest.fixture(autouse=True)
+def compiled_on(monkeypatch):
+    """The compiled keying on, even in a run with STREAMSIM_NATIVE=0 (the suite's pure-Python
+    run): these tests compare it with the reference."""
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+
+
 def assert_keyed_alike(trace, hazards, what: str) -> tuple:
     compiled = native.keying(trace, hazards, Fix, Hazard)
     assert compiled is not None, f"{what}: the compiled keying declined"
