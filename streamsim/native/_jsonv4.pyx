@@ -365,6 +365,13 @@ def hazard_op_ids(hazards, Py_ssize_t nops):
     (``jsonv4.named_ops``' loop over the hazards, its ``sorted``): a flag per op id instead of a
     set; None when the reference must collect them (a hazard or fix of another class or with a
     field never set, an id that is not an int in ``[0, nops)``)."""
+    try:
+        return _hazard_op_ids(hazards, nops)
+    except AttributeError:  # (slot_set: a field never set, which the reference may not read)
+        return None
+
+
+cdef object _hazard_op_ids(hazards, Py_ssize_t nops):
     cdef bytearray seen = bytearray(nops)
     cdef unsigned char *flag = seen
     cdef Py_ssize_t i, count = 0

@@ -155,7 +155,8 @@ def test_the_comparison_catches_a_wrong_character(monkeypatch):
 
 def test_ids_that_are_not_positions_leave_the_named_ops_to_the_reference(monkeypatch):
     """The compiled collection flags ids by position: an id past the trace's ops, or not an int,
-    makes it decline, and the reference collects them as they are."""
+    or a hazard with a field never set, makes it decline, and the reference collects them as
+    they are."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     from streamsim.analysis.findings import Findings
     h = Hazard("RAW", 0, "x", (0, 4), 1, 3, "write", "read", True,
@@ -165,3 +166,5 @@ def test_ids_that_are_not_positions_leave_the_named_ops_to_the_reference(monkeyp
                 Hazard("RAW", 0, "x", (0, 4), 1.0, 3, "write", "read", True)):
         assert native.hazard_op_ids((bad,), 4) is None
         assert named_ops(Findings(hazards=(bad,)), 4) == sorted({bad.first, bad.second})
+    unset = object.__new__(Hazard)  # (no field set: declined, not an AttributeError)
+    assert native.hazard_op_ids((h, unset), 4) is None
