@@ -23,8 +23,10 @@ from bisect import bisect_right
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdlib cimport qsort
+from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy
 
+from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
 from streamsim.strided import block_hits, covers
@@ -45,6 +47,15 @@ cdef Py_ssize_t A_MODE = slot_offset(Access, "mode")
 
 cdef inline bint _is_tuple(PyObject *o) noexcept:
     return o != NULL and Py_TYPE(o) == <PyTypeObject *>tuple
+
+
+cdef extern from "Python.h":
+    Py_ssize_t _tuple_size "PyTuple_GET_SIZE" (PyObject *t) noexcept
+
+
+cdef inline Py_ssize_t _ntuple(PyObject *t) noexcept:
+    """The length of tuple ``t`` (checked a tuple by _readable), without a reference taken."""
+    return _tuple_size(t)
 
 
 cdef bint _readable(PyObject *p) noexcept:
@@ -210,8 +221,12 @@ cdef class _Pass:
     cdef unsigned char *ended
     cdef unsigned char *started
     cdef unsigned char *pending
-    cdef list after
-    cdef list joins
+    # per op, borrowed from it (``ops`` holds the ops for the pass, and an op's fields never
+    # change): its after, joins and accesses tuples, so that the walk reads them without
+    # touching the op object again (a cache miss per op at 400,000 ops: a fifth of the walk)
+    cdef PyObject **after
+    cdef PyObject **joins
+    cdef PyObject **accs
     cdef long *key  # per op: its issue key (trace.issue_keys)
     cdef long *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
     cdef long *stk  # the walk's stack of nodes (an op id, or ~id: its end), ``sp`` deep: a
@@ -224,9 +239,12 @@ cdef class _Pass:
     cdef list end_of
     cdef dict found
     cdef dict stores
-    cdef dict entries
+    cdef AddrMap by_agent  # an agent object's address -> its number in trace.agents
+    cdef AddrMap by_view  # a view object's address -> its ViewState's place in ``views``
+    cdef list views  # the ViewStates, in the order their views were first accessed
     cdef set freed
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
+    cdef bint only_count  # hb_rows(only_count=True): the rows are counted, never made
     # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
     # copies it has seen at dseen[a * na + o] (the dict form's seen[a][o]; -1, never a tag: none),
     # its copies in dh[a], each op's exact end clock (the dict form's end_of, its tag -2 - op) in
@@ -245,6 +263,8 @@ cdef class _Pass:
 
     def __dealloc__(self):
         cdef long k
+        addrmap_free(&self.by_agent)
+        addrmap_free(&self.by_view)
         PyMem_Free(self.index)
         PyMem_Free(self.issuer)
         PyMem_Free(self.prev_on)
@@ -266,6 +286,9 @@ cdef class _Pass:
         PyMem_Free(self.walk)
         PyMem_Free(self.stk)
         PyMem_Free(self.posn)
+        PyMem_Free(self.after)
+        PyMem_Free(self.joins)
+        PyMem_Free(self.accs)
         if self.dh:
             for k in range(self.na):
                 PyMem_Free(self.dh[k].e)
@@ -297,6 +320,9 @@ cdef class _Pass:
         self.started = <unsigned char *>PyMem_Calloc(m, 1)
         self.pending = <unsigned char *>PyMem_Calloc(m, 1)
         self.key = <long *>PyMem_Calloc(m, sizeof(long))
+        self.after = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
+        self.joins = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
+        self.accs = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
         self.partner = <long *>PyMem_Calloc(ma, sizeof(long))
         self.gen = <long *>PyMem_Calloc(ma, sizeof(long))
         self.hist_g = <long *>PyMem_Calloc(ma, sizeof(long))
@@ -510,6 +536,19 @@ cdef class _Pass:
                                                         else self.WAR)
         key = (fid, sid, kind, rank, buf)
         got = self.found.get(key)
+        if self.only_count:  # (a count reads the rows' ranges, for the WAW-in-RAW rule above,
+            if got is None:  # but never whether they struck: no access found, no window)
+                h = Found.__new__(Found)
+                h.lo = lo
+                h.hi = hi
+                self.found[key] = h
+            else:
+                h = <Found>got
+                if lo < h.lo:
+                    h.lo = lo
+                if hi > h.hi:
+                    h.hi = hi
+            return
         if got is not None and (<Found>got).manifest:  # (the windows can change nothing)
             h = <Found>got
             if lo < h.lo:
@@ -554,7 +593,8 @@ cdef class _Pass:
         ent.buffer = v.buffer
         ent.view = v
         ent.strided = v.pattern is not None
-        self.entries[id(v)] = ent
+        addrmap_put(&self.by_view, <uintptr_t><PyObject *>v, len(self.views))
+        self.views.append(ent)
         return ent
 
     cdef mixed(self, list segs, long k, object op, object acc, long a, Mark rec, dict C,
@@ -635,7 +675,7 @@ cdef class _Pass:
             x = xo
             if not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
-        return ~best if self.joins[best] else best
+        return ~best if _ntuple(self.joins[best]) else best
 
     cdef int push(self, long node) except -2:
         """Push node; 1: a cycle (the reference raises; the caller gives up)."""
@@ -796,6 +836,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     cdef list agents = list(trace.agents)
     cdef long na = len(agents)
     cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
+    cdef Py_ssize_t nacc
     cdef pos_t lo, hi
     cdef dict C
     cdef tuple S
@@ -809,6 +850,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     P.ops = ops
     P.n = n
     P.na = na
+    P.only_count = only_count
     P.RAW, P.WAR, P.WAW, P.UAF = names
     P.READ, P.WRITE = READ, WRITE
     P.alloc(n, na)
@@ -822,12 +864,15 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
         if ag.kind != HOST and ag.rank in first_host:
             P.partner[i] = first_host[ag.rank]
         P.may_skip[i] = P.partner[i] == i
-    by_id = {id(ag): i for i, ag in enumerate(agents)}
+    addrmap_init(&P.by_agent)
+    addrmap_init(&P.by_view)
+    for i in range(na - 1, -1, -1):  # (an object listed twice: its last place, as a dict's)
+        ag = agents[i]
+        if addrmap_get(&P.by_agent, <uintptr_t><PyObject *>ag) < 0:
+            addrmap_put(&P.by_agent, <uintptr_t><PyObject *>ag, i)
     by_eq = {ag: i for i, ag in enumerate(agents)}
     last_on = [-1] * na
     P.freed = set()
-    P.after = [None] * n
-    P.joins = [None] * n
     host_agent = [ag.kind == HOST for ag in agents]
     used = set()  # agents with a host action (issue keys)
     cdef bint any_line = False  # a host action has an op-log line
@@ -843,13 +888,13 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
         if kind not in covered:
             return None
         ag = <object>slot(po, OFF[F_AGENT])
-        got = by_id.get(id(ag))
-        if got is None:
+        a = addrmap_get(&P.by_agent, <uintptr_t><PyObject *>ag)
+        if a < 0:  # (an agent object not in trace.agents: an equal one, or none)
             got = by_eq.get(ag)
             if got is None:
                 return None  # the reference restarts knowing every agent
-            by_id[id(ag)] = got
-        a = got
+            a = got
+            addrmap_put(&P.by_agent, <uintptr_t><PyObject *>ag, a)
         oid = <object>slot(po, OFF[F_ID])
         P.agent_of[oid] = a
         P.prev_on[oid] = last_on[a]
@@ -873,9 +918,10 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                 ln = <object>slot(po, OFF[F_LINE])
                 if ln:
                     P.line[oid] = ln
-        P.after[oid] = <object>slot(po, OFF[F_AFTER])
-        P.joins[oid] = <object>slot(po, OFF[F_JOINS])
-        if P.joins[oid]:
+        P.after[oid] = slot(po, OFF[F_AFTER])
+        P.joins[oid] = slot(po, OFF[F_JOINS])
+        P.accs[oid] = slot(po, OFF[F_ACCESSES])
+        if _ntuple(P.joins[oid]):
             njoin += 1
         if kind == "free":
             P.is_free[oid] = 1
@@ -909,7 +955,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     PyMem_Free(by_key)
     k = n
     for i in range(n):
-        if P.joins[i]:
+        if _ntuple(P.joins[i]):
             walk[k] = ~i
             k += 1
 
@@ -923,8 +969,8 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     P.end_of = [None] * n
     P.found = {}
     P.stores = {}
-    P.entries = {}
-    cdef dict entries = P.entries
+    P.views = []
+    cdef list views = P.views
     P.posn = <long *>PyMem_Malloc(max(n, 1) * sizeof(long))
     if P.posn == NULL:
         raise MemoryError()
@@ -932,8 +978,6 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     for i in range(n):
         position[i] = 0
     count = 0
-    cdef list after_l = P.after
-    cdef list joins_l = P.joins
     cdef list clocks = P.clocks
     cdef bint waiting
 
@@ -953,12 +997,11 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                     break
             if oid < 0:  # the end of an op that joins (rule 6)
                 oid = ~oid
-                op = ops[oid]
                 if not P.started[oid]:
                     need = oid
                 else:
                     need = None
-                    for jo in <tuple>joins_l[oid]:
+                    for jo in <tuple>P.joins[oid]:
                         x = jo
                         if not P.started[x] and (need is None or _before(P.key, x, <long>need)):
                             need = x
@@ -972,7 +1015,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                 g = P.gen[a]
                 if dense:
                     D = P.dclk + a * na
-                    for jo in <tuple>joins_l[oid]:
+                    for jo in <tuple>P.joins[oid]:
                         x = jo
                         Sp = P.dstart(x, &tag)
                         P.djoin(a, D, Sp, tag, x)
@@ -981,7 +1024,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                         P.dnew_copy(a, D, P.index[oid] + 2)
                 else:
                     C = <dict>clocks[a]
-                    for jo in <tuple>joins_l[oid]:
+                    for jo in <tuple>P.joins[oid]:
                         P.join(a, C, P.start_copy(jo), jo)
                     P.end_of[oid] = (-2 - oid, dict(C))
                     if P.gen[a] != g:
@@ -992,9 +1035,9 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
             # an op's start (rules 1, 2 and its after edges first)
             p = P.prev_on[oid]
             r = P.issuer[oid]
-            aft = <tuple>after_l[oid]
+            aft = <tuple>P.after[oid]
             waiting = (p >= 0 and not P.ended[p]) or (r >= 0 and not P.ended[r])
-            if not waiting and aft:
+            if not waiting and _ntuple(P.after[oid]):
                 for xo in aft:
                     if not P.ended[<long>xo]:
                         waiting = True
@@ -1009,13 +1052,13 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
             if P.sp:
                 P.sp -= 1
                 P.pending[oid] &= ~1
-            op = ops[oid]
             a = P.agent_of[oid]
             position[oid] = count
             count += 1
             P.started[oid] = 1
-            accs = <object>slot(<PyObject *>op, OFF[F_ACCESSES])
-            if r < 0 and P.may_skip[a] and not accs and not aft and not joins_l[oid]:
+            nacc = _ntuple(P.accs[oid])
+            if r < 0 and P.may_skip[a] and not nacc and not _ntuple(P.after[oid]) and \
+                    not _ntuple(P.joins[oid]):
                 P.ended[oid] = 1
                 continue
 
@@ -1090,19 +1133,17 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                     P.dnew_copy(a, D, e)
                 else:
                     P.new_copy(a, C, e)
-            if not joins_l[oid]:
+            if not _ntuple(P.joins[oid]):
                 P.ended[oid] = 1
 
-            if not accs:
+            if not nacc:
                 continue
+            op = ops[oid]
             rec = _mark(oid, a, e)
-            for acc in <tuple>accs:
+            for acc in <tuple>P.accs[oid]:
                 view = <object>slot(<PyObject *>acc, A_VIEW)
-                got = entries.get(id(view))
-                if got is None:
-                    ent = P.entry(view)
-                else:
-                    ent = <ViewState>got
+                x = addrmap_get(&P.by_view, <uintptr_t><PyObject *>view)
+                ent = P.entry(view) if x < 0 else <ViewState>views[x]
                 if ent.touched is not None:
                     P.touch(<dict>ent.touched, op, a, rec, acc, C, D, ent)
                 if ent.strided:  # a strided view: every segment of its hull, mixed

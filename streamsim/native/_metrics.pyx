@@ -32,6 +32,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
+from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
@@ -150,69 +151,21 @@ cdef class Block:
 
 
 cdef class PtrMap:
-    """Agent address -> slot (the reference's ``seen`` dict keyed by ``id(agent)``): open
-    addressing over a power-of-two table, grown at half full."""
-    cdef uintptr_t *keys
-    cdef Py_ssize_t *vals
-    cdef Py_ssize_t cap, n
+    """Agent address -> slot (the reference's ``seen`` dict keyed by ``id(agent)``): an
+    ``AddrMap`` (``_addrmap.pxd``) freed with its owner."""
+    cdef AddrMap m
 
     def __cinit__(self):
-        self.cap = 64
-        self.keys = <uintptr_t *>PyMem_Malloc(self.cap * sizeof(uintptr_t))
-        self.vals = <Py_ssize_t *>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
-        if self.keys == NULL or self.vals == NULL:
-            raise MemoryError()
-        cdef Py_ssize_t i
-        for i in range(self.cap):
-            self.keys[i] = 0
+        addrmap_init(&self.m)
 
     def __dealloc__(self):
-        PyMem_Free(self.keys)
-        PyMem_Free(self.vals)
+        addrmap_free(&self.m)
 
-    cdef inline Py_ssize_t _home(self, uintptr_t k):
-        return <Py_ssize_t>((<uint64_t>(k >> 4) * <uint64_t>11400714819323198485ULL) >> 20) & (
-            self.cap - 1)
+    cdef inline Py_ssize_t get(self, uintptr_t k):
+        return addrmap_get(&self.m, k)
 
-    cdef Py_ssize_t get(self, uintptr_t k):
-        cdef Py_ssize_t h = self._home(k)
-        while self.keys[h]:
-            if self.keys[h] == k:
-                return self.vals[h]
-            h = (h + 1) & (self.cap - 1)
-        return -1
-
-    cdef int put(self, uintptr_t k, Py_ssize_t v) except -1:
-        cdef Py_ssize_t h, i, old_cap
-        cdef uintptr_t *old_keys
-        cdef Py_ssize_t *old_vals
-        if 2 * (self.n + 1) > self.cap:
-            old_cap, old_keys, old_vals = self.cap, self.keys, self.vals
-            self.cap = old_cap * 2
-            self.keys = <uintptr_t *>PyMem_Malloc(self.cap * sizeof(uintptr_t))
-            self.vals = <Py_ssize_t *>PyMem_Malloc(self.cap * sizeof(Py_ssize_t))
-            if self.keys == NULL or self.vals == NULL:
-                PyMem_Free(old_keys)
-                PyMem_Free(old_vals)
-                raise MemoryError()
-            for i in range(self.cap):
-                self.keys[i] = 0
-            self.n = 0
-            for i in range(old_cap):
-                if old_keys[i]:
-                    self._insert(old_keys[i], old_vals[i])
-            PyMem_Free(old_keys)
-            PyMem_Free(old_vals)
-        self._insert(k, v)
-        return 0
-
-    cdef void _insert(self, uintptr_t k, Py_ssize_t v):
-        cdef Py_ssize_t h = self._home(k)
-        while self.keys[h]:
-            h = (h + 1) & (self.cap - 1)
-        self.keys[h] = k
-        self.vals[h] = v
-        self.n += 1
+    cdef inline int put(self, uintptr_t k, Py_ssize_t v) except -1:
+        return addrmap_put(&self.m, k, v)
 
 
 cdef Py_ssize_t _merge(Iv *buf, Py_ssize_t n, double *out_s, double *out_e) noexcept:
