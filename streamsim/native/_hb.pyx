@@ -18,6 +18,7 @@ outside ``covered``, an op whose agent is not among ``trace.agents`` (the refere
 knowing every agent), or an ordering error (a cycle, an op out of program order), which the
 reference words. Tests: tests/native (byte-identical reports on both paths).
 """
+cimport cython
 from bisect import bisect_right
 
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -43,6 +44,20 @@ cdef Py_ssize_t OFF[<int>N_FIELDS]  # the op slots by F_X (streamsim/native/_slo
 op_offsets(Op, OFF)
 cdef Py_ssize_t A_VIEW = slot_offset(Access, "view")
 cdef Py_ssize_t A_MODE = slot_offset(Access, "mode")
+cdef Py_ssize_t V_RANK = slot_offset(View, "rank")
+cdef Py_ssize_t V_BUFFER = slot_offset(View, "buffer")
+cdef Py_ssize_t V_OFFSET = slot_offset(View, "offset")
+cdef Py_ssize_t V_NBYTES = slot_offset(View, "nbytes")
+cdef Py_ssize_t V_PATTERN = slot_offset(View, "pattern")
+
+
+cdef inline object _v(object v, Py_ssize_t offset):
+    """Field ``offset`` of View ``v`` (exactly a View: _readable checks each access's), read from
+    its slot; AttributeError for one never set, as reading the attribute would raise."""
+    cdef PyObject *x = slot(<PyObject *>v, offset)
+    if x == NULL:
+        raise AttributeError("a View field is not set")
+    return <object>x
 
 
 cdef inline bint _is_tuple(PyObject *o) noexcept:
@@ -120,6 +135,7 @@ cdef Mark _mark(long op, long agent, long epoch):
     return m
 
 
+@cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
 cdef class Seg:
     """FastTrack's state of bytes [lo, hi) of a storage (the reference's _Segment); ``live``
     False: split or replaced (the reference's ``lo = None``)."""
@@ -142,6 +158,7 @@ cdef Seg _seg(pos_t lo, pos_t hi, object write, object reads, object mixed=None)
     return s
 
 
+@cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
 cdef class Mixed:
     """The state of a mixed segment (the reference's _Mixed): ``writes`` and ``reads``, lists of
     (Mark, view) in issue order, view None for a plain access (it covered the segment)."""
@@ -173,6 +190,7 @@ cdef bint _covered(object entry_view, object v, pos_t lo, pos_t hi) except -1:
     return entry_view is None and covers(v.pattern, v.offset, v.nbytes, lo, hi)
 
 
+@cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
 cdef class ViewState:
     """What the pass keeps of one view (the reference's _ViewState)."""
     cdef Seg seg
@@ -187,6 +205,7 @@ cdef class ViewState:
     cdef bint strided  # a view with a pattern: every segment of its hull mixed
 
 
+@cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
 cdef class Found:
     """A hazard being gathered (the reference's _Found)."""
     cdef public pos_t lo
@@ -578,21 +597,22 @@ cdef class _Pass:
                 h.manifest = True
 
     cdef ViewState entry(self, object v):
-        sk = (v.rank, v.buffer)
+        rank, buffer, offset = _v(v, V_RANK), _v(v, V_BUFFER), _v(v, V_OFFSET)
+        sk = (rank, buffer)
         st = self.stores.get(sk)
         if st is None:
             st = self.stores[sk] = ([], [], {} if sk in self.freed else None)
         cdef ViewState ent = ViewState.__new__(ViewState)
         ent.seg = _DEAD
-        ent.lo = v.offset
-        ent.hi = v.offset + v.nbytes
+        ent.lo = offset
+        ent.hi = offset + _v(v, V_NBYTES)
         ent.starts = <list>st[0]
         ent.segs = <list>st[1]
         ent.touched = st[2]
-        ent.rank = v.rank
-        ent.buffer = v.buffer
+        ent.rank = rank
+        ent.buffer = buffer
         ent.view = v
-        ent.strided = v.pattern is not None
+        ent.strided = _v(v, V_PATTERN) is not None
         addrmap_put(&self.by_view, <uintptr_t><PyObject *>v, len(self.views))
         self.views.append(ent)
         return ent
@@ -925,7 +945,9 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
             njoin += 1
         if kind == "free":
             P.is_free[oid] = 1
-            P.freed.update((acc.view.rank, acc.view.buffer) for acc in op.accesses)
+            for acc in <tuple>slot(po, OFF[F_ACCESSES]):
+                view = <object>slot(<PyObject *>acc, A_VIEW)
+                P.freed.add((_v(view, V_RANK), _v(view, V_BUFFER)))
     if keys is None:
         _issue_keys(P, agents, sorted(used), any_line, all_issued)
     else:  # (the caller's: trace.issue_keys; a key past 64 bits raises OverflowError: the
