@@ -85,7 +85,36 @@ cdef inline void _lput(object line, int field, object value) noexcept:
     put_slot(line, _line_offset[field], value)
 
 
-cdef object _line(parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
+cdef class _State:
+    """What pass 1 reads of the reader (``read._Parser``) on every line, in typed fields: its
+    dicts themselves (the reference, to which unusual lines go, changes the same ones, and never
+    rebinds them), its path, and the two fields it does rebind, ``lineno`` (read here, set by
+    the caller) and ``ops_seen`` (set here; :meth:`flush` writes both to the parser before it
+    reads them). An attribute of the parser object cost a dict lookup each, ten a line."""
+    cdef object parser
+    cdef dict lives, implicit, interned, strings, threads, handles, groups, last_t
+    cdef object path, lineno, batches, ref
+    cdef bint ops_seen
+
+    cdef void flush(self) except *:
+        """Hand ``lineno`` and ``ops_seen`` back to the parser (before it reads them)."""
+        self.parser.lineno = self.lineno
+        if self.ops_seen:
+            self.parser.ops_seen = True
+
+
+cdef _State _state(parser):
+    cdef _State st = _State.__new__(_State)
+    st.parser = parser
+    st.lives, st.implicit, st.interned = parser.lives, parser.implicit, parser.interned
+    st.strings, st.threads, st.handles = parser.strings, parser.threads, parser.handles
+    st.groups, st.last_t = parser.groups, parser.last_t
+    st.path, st.lineno, st.batches, st.ref = parser.path, parser.lineno, parser.batches, parser.ref
+    st.ops_seen = parser.ops_seen
+    return st
+
+
+cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
                   peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
                   inferred):
     """The Line the reference's ``build`` makes of this line's spec (its names interned), made
@@ -126,7 +155,7 @@ cdef object _line(parser, op, r, host, stream, name, dur, step, tuple reads, tup
     return line
 
 
-cdef tuple _resolved(parser, list items, r, long rank, dict pending):
+cdef tuple _resolved(_State parser, list items, r, long rank, dict pending):
     """The Refs of a line's refs, as the reference's ``ref`` records them in pass 1 and its
     ``resolve`` makes them in pass 2, made in pass 1: a ref of an explicit life, or with an
     explicit size, to its interned Ref; a ref whose size is its implicit life's (known only at
@@ -223,12 +252,14 @@ def first_pass(parser, list chunks, list raw):
     batches = parser.batches
     cdef dict open_ = batches.open
     take = parser.take
+    cdef _State st = _state(parser)
     for i in range(n):
         chunk = chunks[i]
         if type(chunk) is bytes:
             try:
                 text = (<bytes>chunk).decode("utf-8")
             except UnicodeDecodeError:
+                st.flush()
                 take(i + 1, chunk, raw)
                 continue
         else:
@@ -237,11 +268,13 @@ def first_pass(parser, list chunks, list raw):
         if not s:
             continue  # (a blank line)
         if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
+            st.flush()
             take(i + 1, chunk, raw)
             continue
-        parser.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
-        spec = _scan(parser, s, pending)
+        st.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
+        spec = _scan(st, s, pending)
         if spec is None:
+            st.flush()
             take(i + 1, chunk, raw, False)  # (its fast path would refuse it again)
             continue
         made = type(spec) is not dict  # (a Line: it has no batch)
@@ -255,7 +288,8 @@ def first_pass(parser, list chunks, list raw):
                 open_[thread] = None
         raw.append(spec if made else (i + 1, spec))
     if n:
-        parser.lineno = n
+        st.lineno = n
+    st.flush()
     parser.settled = (pending, _settle(parser, pending))
 
 
@@ -263,10 +297,11 @@ def fast_spec(parser, str s):
     """streamsim.oplog.fastpath.fast_spec: the checker's spec of line ``s`` (stripped), or None
     when the checker must read it. String refs are recorded as the reference's ``parser.ref``
     records them (the thread, the buffer's implicit extent) and kept as (rank, buffer) tuples."""
-    return _scan(parser, s, None)
+    cdef _State st = _state(parser)
+    return _scan(st, s, None)
 
 
-cdef object _scan(parser, str s, dict pending):
+cdef object _scan(_State parser, str s, dict pending):
     """:func:`fast_spec`, or with ``pending`` (pass 1 of :func:`first_pass`) the line's Line
     itself, made here (:func:`_line`) where its spec would hold nothing pass 2 must wait for
     (a batch, a buffer op's implicit size): its refs resolved now, one of an implicit life to a
@@ -433,7 +468,9 @@ cdef object _scan(parser, str s, dict pending):
         parser.last_t[(r, host)] = (t, parser.lineno)
     else:
         t = None
-    parser.ops_seen = True  # (a config declaration after this line is an error)
+    if not parser.ops_seen:  # (a config declaration after this line is an error)
+        parser.ops_seen = True
+        parser.parser.ops_seen = True
     parser.threads.setdefault((r, host), None)
     if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
         key = (r, buffer)
@@ -513,7 +550,7 @@ cdef object _scan(parser, str s, dict pending):
     return spec
 
 
-cdef tuple _comm(parser, obj, op):
+cdef tuple _comm(_State parser, obj, op):
     """fastpath._comm: a comm op's group, its entry in the parser's groups (or None) and the
     quotes of its group, handle and nbytes fields; None when the group is one of gloo ops."""
     cdef long q = 0
@@ -532,7 +569,7 @@ cdef tuple _comm(parser, obj, op):
     return group, g, q
 
 
-cdef long _ref_quotes(parser, list items, r):
+cdef long _ref_quotes(_State parser, list items, r):
     """fastpath._ref_quotes: the quotes of a list of refs, or -1 when a ref object would be
     refused by the checker's ``ref`` (which then words it)."""
     cdef long q = 0
@@ -566,7 +603,7 @@ cdef long _ref_quotes(parser, list items, r):
     return q
 
 
-cdef list _refs(parser, names, r, long rank):
+cdef list _refs(_State parser, names, r, long rank):
     """``[parser.ref(x, key, rank) for x in names]``: string refs (offset 0, no size: never an
     error) as (rank, buffer) tuples: a buffer of the current life with a size keeps it (resolved
     in pass 2), one without raises its implicit extent to at least 1; a ref object (checked by
