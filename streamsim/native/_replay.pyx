@@ -50,6 +50,10 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport uintptr_t
+from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -283,7 +287,11 @@ cdef class _Run:
     cdef bint seq_holes
     cdef object rng, rng_random
     cdef double jitter, launch_overhead, max_time
-    cdef dict read_cache, write_cache  # id(an interned Ref) -> its Access (Host._accesses)
+    # an interned Ref's address -> its Access's place in ``acc_objs``, one map a mode
+    # (Host._accesses; the lines keep the refs alive): no int made for id(ref) per ref
+    cdef AddrMap read_at, write_at
+    cdef list acc_objs
+    cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
     cdef dict lines  # line number -> Line
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, and
     # the syncs after its last line; the sync being run; each injected op's (kind, name)
@@ -347,6 +355,8 @@ cdef class _Run:
 
     def __dealloc__(self):
         cdef int i
+        addrmap_free(&self.read_at)
+        addrmap_free(&self.write_at)
         if self.queue != NULL:
             for i in range(self.nag):
                 free(self.queue[i])
@@ -450,6 +460,11 @@ cdef class _Run:
     cdef int stream(self, int rank, str name, bint comm=False) except -1:
         """The stream ``name`` of ``rank``, made (and its loop started) on first use; ``comm``:
         a group's own (a comm op's), else a comm stream's name gives up."""
+        by_rank = self.stream_of_name.get(name)
+        if by_rank is not None:
+            s = (<dict>by_rank).get(rank)
+            if s is not None:
+                return <int>s
         key = (rank, name)
         s = self.stream_at.get(key)
         if s is not None:
@@ -458,6 +473,7 @@ cdef class _Run:
             raise _Fallback()  # (no group: the reference's ModelError names the stream)
         cdef int a = self._new_agent(rank, name, False)
         self.stream_at[key] = a
+        self.stream_of_name.setdefault(name, {})[rank] = a
         self.push(0.0, URGENT, a)  # env.process(_stream_loop(s)): its Initialize
         return a
 
@@ -614,22 +630,30 @@ cdef class _Run:
 
     cdef tuple access_list(self, tuple reads, tuple writes):
         """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
-        if not reads and not writes:
+        cdef Py_ssize_t nr = len(reads), nw = len(writes), i
+        if not nr and not nw:
             return ()
-        out = []
-        for t in reads:
-            out.append(self.access(t, "read", self.read_cache))
-        for t in writes:
-            out.append(self.access(t, "write", self.write_cache))
-        return tuple(out)
+        cdef tuple out = PyTuple_New(nr + nw)
+        for i in range(nr):
+            acc = self.access(reads[i], "read", &self.read_at)
+            Py_INCREF(acc)
+            PyTuple_SET_ITEM(out, i, acc)
+        for i in range(nw):
+            acc = self.access(writes[i], "write", &self.write_at)
+            Py_INCREF(acc)
+            PyTuple_SET_ITEM(out, nr + i, acc)
+        return out
 
-    cdef object access(self, object t, str mode, dict cache):
+    cdef object access(self, object t, str mode, AddrMap *at):
         """The Access of ref ``t`` in ``mode``, one a ref (the lines keep the refs alive)."""
         if type(t) is not Ref:
             raise _Fallback()
-        acc = cache.get(id(t))
-        if acc is None:
-            acc = cache[id(t)] = Access(t.view, mode, t.window)
+        cdef Py_ssize_t k = addrmap_get(at, <uintptr_t><PyObject *>t)
+        if k >= 0:
+            return self.acc_objs[k]
+        acc = Access(t.view, mode, t.window)
+        addrmap_put(at, <uintptr_t><PyObject *>t, len(self.acc_objs))
+        self.acc_objs.append(acc)
         return acc
 
     cdef void note_freed_use(self, int op, str name, str location) except *:
@@ -1930,7 +1954,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.taken, r.sig_waiters = set(), {}
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)
-    r.notes, r.read_cache, r.write_cache = [], {}, {}
+    r.notes, r.acc_objs, r.stream_of_name = [], [], {}
+    addrmap_init(&r.read_at)
+    addrmap_init(&r.write_at)
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
     n_fix = 0
     if r.injecting:
