@@ -555,37 +555,11 @@ cdef class _Pass:
                                                         else self.WAR)
         key = (fid, sid, kind, rank, buf)
         got = self.found.get(key)
-        if self.only_count:  # (a count reads the rows' ranges, for the WAW-in-RAW rule above,
-            if got is None:  # but never whether they struck: no access found, no window)
-                h = Found.__new__(Found)
-                h.lo = lo
-                h.hi = hi
-                self.found[key] = h
-            else:
-                h = <Found>got
-                if lo < h.lo:
-                    h.lo = lo
-                if hi > h.hi:
-                    h.hi = hi
-            return
-        if got is not None and (<Found>got).manifest:  # (the windows can change nothing)
-            h = <Found>got
-            if lo < h.lo:
-                h.lo = lo
-            if hi > h.hi:
-                h.hi = hi
-            return
-        facc = _access_of(fop, first_mode, rank, buf, lo, hi)
-        if swap:
-            fop, facc, op, acc = op, acc, fop, facc
-        manifest = _window_start(op, acc) < _window_end(fop, facc)
-        if got is None:
+        cdef bint fresh = got is None
+        if fresh:
             h = Found.__new__(Found)
             h.lo = lo
             h.hi = hi
-            h.fmode = fmode
-            h.smode = smode
-            h.manifest = manifest
             self.found[key] = h
         else:
             h = <Found>got
@@ -593,8 +567,21 @@ cdef class _Pass:
                 h.lo = lo
             if hi > h.hi:
                 h.hi = hi
-            if manifest:
-                h.manifest = True
+        # a count (only_count) reads the rows' ranges, for the WAW-within-RAW rule above, but
+        # never whether a race struck: no access looked up, no window; nor can the windows
+        # change a row already manifest
+        if self.only_count or (not fresh and h.manifest):
+            return
+        facc = _access_of(fop, first_mode, rank, buf, lo, hi)
+        if swap:
+            fop, facc, op, acc = op, acc, fop, facc
+        manifest = _window_start(op, acc) < _window_end(fop, facc)
+        if fresh:
+            h.fmode = fmode
+            h.smode = smode
+            h.manifest = manifest
+        elif manifest:
+            h.manifest = True
 
     cdef ViewState entry(self, object v):
         rank, buffer, offset = _v(v, V_RANK), _v(v, V_BUFFER), _v(v, V_OFFSET)
