@@ -903,6 +903,8 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
             a = got
             addrmap_put(&P.by_agent, <uintptr_t><PyObject *>ag, a)
         oid = <object>slot(po, OFF[F_ID])
+        if oid != pos:  # (ops not stored by id, as Trace.op requires: the per-op arrays are
+            return None  # indexed by id; the reference says what is wrong)
         P.agent_of[oid] = a
         P.prev_on[oid] = last_on[a]
         last_on[a] = oid

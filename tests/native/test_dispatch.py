@@ -203,3 +203,45 @@ def test_a_hazard_count_is_the_number_of_hazards_on_both_paths(monkeypatch):
         assert len(counts) == 1, counts
         some += compiled > 0
     assert some >= 10, some
+
+
+_NOT_BY_ID = r'''
+import dataclasses, sys
+from streamsim import native
+from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
+from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.trace import issue_keys
+trace = simulate_oplog(load_oplog(sys.argv[1]))
+ops = list(trace.ops)
+which = sys.argv[2]
+if which == "past":
+    ops[1] = dataclasses.replace(ops[1], id=10 ** 6)
+elif which == "negative":
+    ops[1] = dataclasses.replace(ops[1], id=-3)
+elif which == "twice":
+    ops[1] = dataclasses.replace(ops[1], id=0)
+else:
+    ops[0], ops[1] = ops[1], ops[0]
+bad = dataclasses.replace(trace, ops=tuple(ops))
+names = (RAW, WAR, WAW, USE_AFTER_FREE)
+print(native.hazard_count(bad, names), native.hb_rows(bad, None, names))
+'''
+
+
+@needs_build
+@pytest.mark.parametrize("which", ["past", "negative", "twice", "swapped"])
+def test_ops_not_stored_by_id_take_the_reference(monkeypatch, tmp_path, which):
+    """A hand-built trace whose ops are not stored by id (``Trace.op``'s rule: an id past the
+    ops, a negative one, one id twice, two ops swapped): the compiled pass, whose per-op arrays
+    are indexed by id, declines, and the reference says what is wrong. It once wrote past its
+    arrays (a segmentation fault) or read the wrong op. Run in a child, so that a crash fails
+    this test, not the suite."""
+    import subprocess
+    import sys
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    path = tmp_path / "race.jsonl"
+    path.write_text(RACE)
+    got = subprocess.run([sys.executable, "-c", _NOT_BY_ID, str(path), which],
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.split() == ["None", "None"], got.stdout
