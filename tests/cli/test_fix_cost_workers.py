@@ -22,12 +22,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STREAMSIM = [sys.executable, "-m", "streamsim"]
 TIMEOUT = 300  # seconds: a bound against a hang, far above the runs' few seconds
+# streamsim with each fix re-run of an op log made 0.3 s slower, so that the workers are
+# still busy when a test acts on them, however fast a re-run is
+SLOW_RERUNS = [sys.executable, "-c", textwrap.dedent("""
+    import sys, time
+    import streamsim.pipeline as pipeline
+    from streamsim.cli.main import main
+    replay = pipeline.simulate_oplog
+    def slow(log, fixes=(), **kw):
+        if fixes:
+            time.sleep(0.3)
+        return replay(log, fixes=fixes, **kw)
+    pipeline.simulate_oplog = slow
+    sys.exit(main())  # (the program's own arguments, supervised as the program is)
+""")]
 
 
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory) -> str:
-    """A random program whose fix costing re-simulates it 15 times (seconds of work for the
-    workers), so that they are still busy when the test acts on them."""
+    """A random program whose fix costing re-simulates it 15 times (with ``SLOW_RERUNS``, seconds
+    of work for the workers)."""
     spec = importlib.util.spec_from_file_location("programs", ROOT / "benchmarks" / "programs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -68,8 +82,8 @@ def _grandchildren(root: int) -> list[int]:
     return sorted(p for p, pp in parents.items() if pp in children)
 
 
-def _start(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(STREAMSIM + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+def _start(argv: list[str], command: list[str] = STREAMSIM) -> subprocess.Popen:
+    return subprocess.Popen(command + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True, cwd=ROOT)
 
 
@@ -104,9 +118,11 @@ def _cleanup(proc: subprocess.Popen) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers fork")
 def test_ctrl_c_while_workers_cost_fixes_exits_130_and_leaves_no_process(big_log):
-    proc = _start(["check", big_log, "--jobs", "3"])  # (2 workers and the command itself)
+    proc = _start(["check", big_log, "--jobs", "3"], SLOW_RERUNS)  # (2 workers and the command)
     try:
         _workers(proc, 2)
+        time.sleep(0.1)  # (their start-up done, which leaves Ctrl-C to the command: a worker
+        # interrupted before it would die of it, a race between exit 130 and exit 3)
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends its foreground group
         code, err = _finish(proc)
         assert code == 130, err
@@ -118,7 +134,7 @@ def test_ctrl_c_while_workers_cost_fixes_exits_130_and_leaves_no_process(big_log
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers fork")
 def test_a_worker_killed_from_outside_is_an_internal_error_exit_3_not_a_hang(big_log):
-    proc = _start(["check", big_log, "--jobs", "3"])  # (2 workers and the command itself)
+    proc = _start(["check", big_log, "--jobs", "3"], SLOW_RERUNS)  # (2 workers and the command)
     try:
         worker = _workers(proc, 2)[0]
         os.kill(worker, signal.SIGKILL)  # (the OOM killer's way)
