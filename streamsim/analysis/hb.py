@@ -74,6 +74,9 @@ from ..strided import block_hits, covers
 from ..trace import HOST, READ, WRITE, Access, Agent, Op, Trace, issue_keys
 from .findings import RAW, USE_AFTER_FREE, WAR, WAW, Hazard
 
+HAZARD_KINDS = (RAW, WAR, WAW, USE_AFTER_FREE)  # the kinds the pass reports, as the compiled pass
+# takes their names
+
 
 @dataclass
 class HappensBefore:
@@ -128,7 +131,7 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
 def hazard_count(trace: Trace) -> int:
     """``len(analyse_hazards(trace, fixes=False))``, the hazards not made: what a fix costing
     re-run needs of its trace (how many hazards its fixes left)."""
-    got = native.hazard_count(trace, (RAW, WAR, WAW, USE_AFTER_FREE))
+    got = native.hazard_count(trace, HAZARD_KINDS)
     if got is not None:
         return got
     return len(_analyse(trace, False, list(trace.agents)).hazards)  # (the pure-Python pass:
@@ -144,7 +147,7 @@ def hb_pass(trace: Trace, keep_clocks: bool = False) -> Analysis:
 
 def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None) -> Analysis:
     if not keep_clocks and agents is None:  # the compiled pass (streamsim.native), if it runs
-        got = native.hb_rows(trace, None, (RAW, WAR, WAW, USE_AFTER_FREE))  # (its own keys)
+        got = native.hb_rows(trace, None, HAZARD_KINDS)  # (its own keys)
         if got is not None:
             rows, position, agent_of = got
             return Analysis(_hazards(rows), HappensBefore(trace, tuple(trace.agents), agent_of),

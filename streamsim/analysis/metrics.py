@@ -131,6 +131,12 @@ def memory_use(trace: Trace) -> MemoryUse:
     walked = native.memory(trace)
     if walked is None:
         walked = _memory_walk(_memory_events(trace))
+    return memory_of(walked)
+
+
+def memory_of(walked: tuple[dict, dict, dict, set, int]) -> MemoryUse:
+    """The :class:`MemoryUse` of a walk (:func:`_memory_walk`'s result, or the compiled
+    walk's: ``native.memory``, or ``native.measure_columns``' for a run kept as columns)."""
     series, peak, peak_at, freeing, unknown = walked
     notes = []
     never = sorted(r for r in series if r not in freeing)
@@ -261,11 +267,16 @@ def compute_metrics(trace: Trace) -> Metrics:
     :func:`memory_use`) run compiled where :mod:`streamsim.native` is built: the same figures,
     floats bit for bit (tests/native/test_metrics.py); these functions stay the reference."""
     parts = native.metrics(trace)
-    latencies, idle, overlap_num, overlap_den, busy_us = \
-        _timing(trace) if parts is None else parts
-    mem = memory_use(trace)
+    return metrics_of(trace.end_time, _timing(trace) if parts is None else parts,
+                      memory_use(trace))
+
+
+def metrics_of(makespan: float, timing: tuple, mem: MemoryUse) -> Metrics:
+    """The :class:`Metrics` of a run whose end is ``makespan``, from its :func:`_timing` (or the
+    compiled scan's: ``native.metrics``, ``native.measure_columns``) and its memory."""
+    latencies, idle, overlap_num, overlap_den, busy_us = timing
     return Metrics(
-        makespan_us=trace.end_time,
+        makespan_us=makespan,
         steps=len(latencies),
         mean_step_us=sum(latencies) / len(latencies) if latencies else 0.0,
         p99_step_us=_percentile(latencies, 99),

@@ -132,6 +132,34 @@ def replayer() -> Any:
     return _replayer if _replayer is not None and _on() else None
 
 
+def lean_reruns() -> bool:
+    """Whether a fix costing re-run of an op log may be kept as columns (``_replay.Columns``)
+    and measured from them (:func:`measure_columns`): the replay, the HB pass and the metrics
+    built, and the compiled path on."""
+    return (_replayer is not None and _compiled is not None and _compiled_metrics is not None
+            and _on())
+
+
+def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dict,
+                    keyed: Sequence) -> tuple | None:
+    """What fix costing measures of a re-run, read from the columns the compiled replay kept of
+    it (``_replay.Columns``, streamsim/native/_cols.pxd; no ``Op`` made): ``(hazards, timing,
+    memory, shift, critical)``, as :func:`hazard_count`, :func:`metrics`, :func:`memory`,
+    :func:`shift` and :func:`critical_rank` give them for its trace (``delayed``, ``keyed``: as
+    for :func:`shift`). None when one of them declines: the caller then makes the trace
+    (``columns.trace_parts``) and measures it, compiled or not."""
+    try:
+        left = _compiled.hb_count_columns(columns, names, COVERED_KINDS)
+    except OverflowError:  # (as hb_rows)
+        return None
+    if left is None:
+        return None
+    m = _compiled_metrics
+    parts = (m.timing_columns(columns), m.memory_columns(columns),
+             m.shift_columns(delayed, columns, keyed), m.critical_rank_columns(columns))
+    return None if None in parts else (left, *parts)
+
+
 def bind_replayer(**objects: Any) -> None:
     """Hand the engine's objects to the compiled replay (which imports nothing above it): its
     record class, the trace's classes and ``Ref`` (``_replay.bind``)."""

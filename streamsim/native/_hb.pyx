@@ -28,6 +28,8 @@ from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
+from streamsim.native._cols cimport OpCols, OPCOLS
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
 from streamsim.strided import block_hits, covers
@@ -75,15 +77,19 @@ cdef inline Py_ssize_t _ntuple(PyObject *t) noexcept:
 
 cdef bint _readable(PyObject *p) noexcept:
     """Whether op ``p`` can be read from its slots by the pass (see above)."""
-    cdef PyObject *acc
-    cdef PyObject *view
-    cdef PyObject *accs
     if Py_TYPE(p) != OP_T or slot(p, OFF[F_ID]) == NULL or slot(p, OFF[F_AGENT]) == NULL or \
             slot(p, OFF[F_INDEX]) == NULL or slot(p, OFF[F_KIND]) == NULL or \
             slot(p, OFF[F_ISSUER]) == NULL or slot(p, OFF[F_LINE]) == NULL or \
             not _is_tuple(slot(p, OFF[F_AFTER])) or not _is_tuple(slot(p, OFF[F_JOINS])):
         return False
-    accs = slot(p, OFF[F_ACCESSES])
+    return _readable_accesses(slot(p, OFF[F_ACCESSES]))
+
+
+cdef bint _readable_accesses(PyObject *accs) noexcept:
+    """Whether an op's accesses can be read from their slots: a tuple of ``Access`` objects,
+    each of a ``View``."""
+    cdef PyObject *acc
+    cdef PyObject *view
     if not _is_tuple(accs):
         return False
     for a in <tuple>accs:
@@ -264,6 +270,7 @@ cdef class _Pass:
     cdef set freed
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
     cdef bint only_count  # hb_rows(only_count=True): the rows are counted, never made
+    cdef long njoin  # ops whose end joins something (their ends end the walk)
     # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
     # copies it has seen at dseen[a * na + o] (the dict form's seen[a][o]; -1, never a tag: none),
     # its copies in dh[a], each op's exact end clock (the dict form's end_of, its tag -2 - op) in
@@ -530,15 +537,13 @@ cdef class _Pass:
         (<list>self.hist_c[a]).append((self.gen[a], dict(C)))
         self.hist_g[a] = self.gen[a]
 
-    cdef report(self, Mark first, object fmode, object op, object acc, object kind, pos_t lo,
+    cdef report(self, Mark first, object fmode, long sid, object acc, object kind, pos_t lo,
                 pos_t hi, object rank, object buf):
-        """Record the race of op's access acc (second) with first's mark on [lo, hi)."""
+        """Record the race of op sid's access acc (second) with first's mark on [lo, hi)."""
         cdef long fid = first.op
-        cdef long sid
+        cdef long f0 = fid, s0 = sid  # (as found: before the swap into issue order)
         cdef Found h
         first_mode = fmode
-        fop = self.ops[fid]
-        sid = <object>slot(<PyObject *>op, OFF[F_ID])
         if self.is_free[sid] or self.is_free[fid]:
             kind = self.UAF
         elif kind is self.WAW:
@@ -572,6 +577,7 @@ cdef class _Pass:
         # change a row already manifest
         if self.only_count or (not fresh and h.manifest):
             return
+        fop, op = self.ops[f0], self.ops[s0]
         facc = _access_of(fop, first_mode, rank, buf, lo, hi)
         if swap:
             fop, facc, op, acc = op, acc, fop, facc
@@ -604,7 +610,7 @@ cdef class _Pass:
         self.views.append(ent)
         return ent
 
-    cdef mixed(self, list segs, long k, object op, object acc, long a, Mark rec, dict C,
+    cdef mixed(self, list segs, long k, long op, object acc, long a, Mark rec, dict C,
                const long *D, ViewState ent):
         """Check and record ``acc`` on segment ``segs[k]`` as a mixed segment (the reference's
         ``mixed``): a strided access, or a plain one on a segment some strided access made
@@ -647,7 +653,7 @@ cdef class _Pass:
                        or not _covered((<tuple>e)[1], v, lo, hi)]
             m.reads.append((rec, own))
 
-    cdef touch(self, dict touched, object op, long a, Mark rec, object acc, dict C,
+    cdef touch(self, dict touched, long op, long a, Mark rec, object acc, dict C,
                const long *D, ViewState ent):
         cdef pos_t flo, fhi, lo, hi
         cdef long b
@@ -837,31 +843,40 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     ``only_count``: only how many rows there are (an int), none of them made or sorted.
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
-    cdef _Pass P = _Pass.__new__(_Pass)
     cdef list ops = list(trace.ops)
-    cdef long n = len(ops)
     cdef list agents = list(trace.agents)
-    cdef long na = len(agents)
-    cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
-    cdef Py_ssize_t nacc
-    cdef pos_t lo, hi
-    cdef dict C
-    cdef tuple S
-    cdef long *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
-    cdef long *Sp
-    cdef long tag
-    cdef Mark rec, w, rr
-    cdef Seg s
-    cdef ViewState ent
-    cdef list segs, starts, last_on
+    cdef _Pass P = _start(agents, len(ops), names, only_count)
     P.ops = ops
+    if not _scan_ops(P, ops, agents, keys, covered):
+        return None
+    return _walk(P)
+
+
+def hb_count_columns(columns, tuple names, covered):
+    """How many rows :func:`hb_rows` would count (``only_count``) for the run ``columns`` holds
+    (``_replay.Columns``: a fix costing re-run as columns, ``_cols.pxd``), its ops read from
+    the columns: none is made. None as :func:`hb_rows` (the caller then makes the trace and
+    counts it)."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef list agents = list(columns.agents)
+    cdef _Pass P = _start(agents, c.n, names, True)
+    if not _scan_columns(P, c, agents, covered):
+        return None
+    return _walk(P)
+
+
+cdef _Pass _start(list agents, long n, tuple names, bint only_count):
+    """A pass over n ops of ``agents`` (the trace's, in order), set up before its first scan:
+    each agent's partner (its rank's first host thread, for a stream), agents by address."""
+    cdef _Pass P = _Pass.__new__(_Pass)
+    cdef long na = len(agents), i
     P.n = n
     P.na = na
     P.only_count = only_count
     P.RAW, P.WAR, P.WAW, P.UAF = names
     P.READ, P.WRITE = READ, WRITE
     P.alloc(n, na)
-
     first_host = {}
     for i, ag in enumerate(agents):
         if ag.kind == HOST:
@@ -877,34 +892,41 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
         ag = agents[i]
         if addrmap_get(&P.by_agent, <uintptr_t><PyObject *>ag) < 0:
             addrmap_put(&P.by_agent, <uintptr_t><PyObject *>ag, i)
-    by_eq = {ag: i for i, ag in enumerate(agents)}
-    last_on = [-1] * na
     P.freed = set()
+    return P
+
+
+cdef bint _scan_ops(_Pass P, list ops, list agents, list keys, covered) except -1:
+    """The first scan, of the trace's ``Op`` objects: each op's fields into P's arrays, and its
+    issue keys (``keys``, or computed as ``issue_keys`` does). False: the reference must run."""
+    cdef long n = P.n, na = P.na, a, oid
+    by_eq = {ag: i for i, ag in enumerate(agents)}
+    cdef list last_on = [-1] * na
     host_agent = [ag.kind == HOST for ag in agents]
     used = set()  # agents with a host action (issue keys)
     cdef bint any_line = False  # a host action has an op-log line
     cdef bint all_issued = True  # every stream op names the host action that issued it
-    cdef long pos = 0
+    cdef long pos = 0, i
     cdef PyObject *po
-    cdef long njoin = 0  # ops whose end joins something (their ends end the walk)
+    P.njoin = 0
     for op in ops:
         po = <PyObject *>op
         if not _readable(po):
-            return None  # (an op of another type, or unset fields: the reference reads it)
+            return False  # (an op of another type, or unset fields: the reference reads it)
         kind = <object>slot(po, OFF[F_KIND])
         if kind not in covered:
-            return None
+            return False
         ag = <object>slot(po, OFF[F_AGENT])
         a = addrmap_get(&P.by_agent, <uintptr_t><PyObject *>ag)
         if a < 0:  # (an agent object not in trace.agents: an equal one, or none)
             got = by_eq.get(ag)
             if got is None:
-                return None  # the reference restarts knowing every agent
+                return False  # the reference restarts knowing every agent
             a = got
             addrmap_put(&P.by_agent, <uintptr_t><PyObject *>ag, a)
         oid = <object>slot(po, OFF[F_ID])
         if oid != pos:  # (ops not stored by id, as Trace.op requires: the per-op arrays are
-            return None  # indexed by id; the reference says what is wrong)
+            return False  # indexed by id; the reference says what is wrong)
         P.agent_of[oid] = a
         P.prev_on[oid] = last_on[a]
         last_on[a] = oid
@@ -931,7 +953,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
         P.joins[oid] = slot(po, OFF[F_JOINS])
         P.accs[oid] = slot(po, OFF[F_ACCESSES])
         if _ntuple(P.joins[oid]):
-            njoin += 1
+            P.njoin += 1
         if kind == "free":
             P.is_free[oid] = 1
             for acc in <tuple>slot(po, OFF[F_ACCESSES]):
@@ -942,6 +964,81 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     else:  # (the caller's: trace.issue_keys; a key past 64 bits raises OverflowError: the
         for i in range(n):  # reference's then, streamsim.native.hb_rows)
             P.key[i] = keys[i]
+    return True
+
+
+cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
+    """The first scan, of a run held as columns (``_cols.pxd``): what :func:`_scan_ops` reads
+    of each ``Op``, read from its column instead, and the issue keys computed from them. The
+    columns are the compiled replay's: op ids are positions and every agent is in ``agents``,
+    so only the kinds and the accesses are checked. False: the reference must run."""
+    cdef long n = P.n, na = P.na, a, oid
+    cdef list last_on = [-1] * na
+    cdef bytearray host_agent = bytearray([ag.kind == HOST for ag in agents])
+    used = set()
+    cdef bint any_line = False, all_issued = True
+    cdef PyObject *kind
+    cdef PyObject *known = NULL  # the last kind found covered (kinds are the lines' objects)
+    P.njoin = 0
+    for oid in range(n):
+        kind = c.kind[oid]
+        if kind != known:
+            if <object>kind not in covered:
+                return False
+            known = kind
+        a = c.agent[oid]
+        P.agent_of[oid] = a
+        P.prev_on[oid] = last_on[a]
+        last_on[a] = oid
+        P.index[oid] = c.index[oid]
+        P.issuer[oid] = c.issuer[oid]
+        P.in_order[oid] = oid
+        if host_agent[a]:
+            P.is_host[oid] = 1
+            used.add(a)
+            if c.line[oid]:
+                P.has_line[oid] = 1
+                P.line[oid] = c.line[oid]
+                any_line = True
+        elif c.issuer[oid] < 0:
+            all_issued = False
+            P.line[oid] = c.line[oid]
+        if not (_is_tuple(c.after[oid]) and _is_tuple(c.joins[oid]) and
+                _readable_accesses(c.accesses[oid])):
+            return False
+        P.after[oid] = c.after[oid]
+        P.joins[oid] = c.joins[oid]
+        P.accs[oid] = c.accesses[oid]
+        if _ntuple(P.joins[oid]):
+            P.njoin += 1
+        if <object>kind == "free":
+            P.is_free[oid] = 1
+            for acc in <tuple>c.accesses[oid]:
+                view = <object>slot(<PyObject *>acc, A_VIEW)
+                P.freed.add((_v(view, V_RANK), _v(view, V_BUFFER)))
+    _issue_keys(P, agents, sorted(used), any_line, all_issued)
+    return True
+
+
+cdef object _walk(_Pass P):
+    """The walk over the ops in issue order (the pass proper), once a first scan filled P: the
+    rows, position and agent_of as :func:`hb_rows` returns them, their count (``only_count``),
+    or None (an ordering error: the reference words it)."""
+    cdef long n = P.n, na = P.na
+    cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
+    cdef Py_ssize_t nacc
+    cdef pos_t lo, hi
+    cdef dict C
+    cdef tuple S
+    cdef long *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
+    cdef long *Sp
+    cdef long tag
+    cdef Mark rec, w, rr
+    cdef Seg s
+    cdef ViewState ent
+    cdef list segs, starts
+    cdef long njoin = P.njoin
+    cdef bint only_count = P.only_count
     # the walk: op ids by issue key (ties by id: Python's stable sort of range(n) by key), then
     # the ends of the ops that join (~id), in id order
     cdef long nwalk = n + njoin
@@ -1149,21 +1246,20 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
 
             if not nacc:
                 continue
-            op = ops[oid]
             rec = _mark(oid, a, e)
             for acc in <tuple>P.accs[oid]:
                 view = <object>slot(<PyObject *>acc, A_VIEW)
                 x = addrmap_get(&P.by_view, <uintptr_t><PyObject *>view)
                 ent = P.entry(view) if x < 0 else <ViewState>views[x]
                 if ent.touched is not None:
-                    P.touch(<dict>ent.touched, op, a, rec, acc, C, D, ent)
+                    P.touch(<dict>ent.touched, oid, a, rec, acc, C, D, ent)
                 if ent.strided:  # a strided view: every segment of its hull, mixed
                     if ent.hi > ent.lo:
                         segs = ent.segs
                         ij = _cover(ent.starts, segs, ent.lo, ent.hi)
                         i, j2 = ij
                         for k in range(i, j2):
-                            P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                            P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
                     continue
                 s = ent.seg
                 mode = <object>slot(<PyObject *>acc, A_MODE)
@@ -1172,7 +1268,7 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                         if s.write is not None:
                             w = <Mark>s.write
                             if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, op, acc, P.RAW, ent.lo, ent.hi, ent.rank,
+                                P.report(w, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent.rank,
                                          ent.buffer)
                         if s.reads is None:
                             s.reads = {a: rec}
@@ -1190,12 +1286,12 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                     for k in range(i, j2):
                         s = <Seg>segs[k]
                         if s.mixed is not None:
-                            P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                            P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
                             continue
                         if s.write is not None:
                             w = <Mark>s.write
                             if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, op, acc, P.RAW, s.lo, s.hi, ent.rank,
+                                P.report(w, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent.rank,
                                          ent.buffer)
                         if s.reads is None:
                             s.reads = {a: rec}
@@ -1207,13 +1303,13 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                     if s.write is not None:
                         w = <Mark>s.write
                         if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, op, acc, P.WAW, ent.lo, ent.hi, ent.rank,
+                            P.report(w, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent.rank,
                                      ent.buffer)
                     if s.reads is not None:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
                             if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, op, acc, P.WAR, ent.lo, ent.hi, ent.rank,
+                                P.report(rr, READ, oid, acc, P.WAR, ent.lo, ent.hi, ent.rank,
                                          ent.buffer)
                         s.reads = None
                     s.write = rec
@@ -1227,18 +1323,18 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
                 for k in range(i, j2):
                     s = <Seg>segs[k]
                     if s.mixed is not None:  # checked as mixed, then replaced as the others
-                        P.mixed(segs, k, op, acc, a, rec, C, D, ent)
+                        P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
                         (<Seg>segs[k]).live = False
                         continue
                     if s.write is not None:
                         w = <Mark>s.write
                         if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, op, acc, P.WAW, s.lo, s.hi, ent.rank, ent.buffer)
+                            P.report(w, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent.rank, ent.buffer)
                     if s.reads:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
                             if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, op, acc, P.WAR, s.lo, s.hi, ent.rank,
+                                P.report(rr, READ, oid, acc, P.WAR, s.lo, s.hi, ent.rank,
                                          ent.buffer)
                     s.live = False
                 s = _seg(lo, hi, rec, None)

@@ -33,6 +33,8 @@ from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
+from streamsim.native._cols cimport OpCols, OPCOLS
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
@@ -52,6 +54,7 @@ cdef Py_ssize_t OFF[<int>N_FIELDS]  # the op slots by F_X (streamsim/native/_slo
 op_offsets(Op, OFF)
 
 
+cdef object _ABSENT = object()  # (a dict's get default: no value of the dict's is it)
 cdef PyObject *ALLOC = <PyObject *>"alloc"
 cdef PyObject *FREE = <PyObject *>"free"
 
@@ -270,7 +273,6 @@ def timing(trace):
     cdef double makespan, start, end, ts
     if not _float(trace.end_time, &makespan):
         return None
-    cdef list keep = []
     cdef PtrMap slot_of = PtrMap()
     cdef list slot_agents = []  # slot -> its agent object (the reference's agent_at)
     cdef bytearray flags = bytearray()  # slot -> 1 stream, 2 counts for steps, 4 comm stream
@@ -278,10 +280,10 @@ def timing(trace):
     cdef Pairs moving = Pairs()  # every comm-stream transfer interval, the same
     cdef Pairs spans = Pairs()  # step -> [first start, last end] (tag unused)
     cdef dict step_at = {}  # step label -> its row in spans (insertion order kept)
-    cdef Py_ssize_t slot = -1, nslots = 0, k
+    cdef Py_ssize_t slot = -1, nslots = 0
     cdef PyObject *last = NULL
     cdef unsigned char f
-    cdef object ag, step, got
+    cdef object ag
     cdef PyObject *p
     cdef PyObject *ps
     cdef PyObject *pe
@@ -297,10 +299,7 @@ def timing(trace):
                 nslots += 1
                 slot_of.put(<uintptr_t><PyObject *>ag, slot)
                 slot_agents.append(ag)
-                stream = ag.kind == STREAM
-                # (a pending gloo object send is host-side bookkeeping, not device work)
-                flags.append((1 if stream else 0) | (2 if stream and not ag.is_gloo else 0) |
-                             (4 if ag.is_comm else 0))
+                flags.append(_stream_flags(ag))
             last = <PyObject *>ag
         f = flags[slot]
         if not (f & 1):
@@ -309,25 +308,96 @@ def timing(trace):
         if ps == NULL or pe == NULL or not _float(<object>ps, &start) or \
                 not _float(<object>pe, &end):
             return None
-        if f & 2 and _slot(p, OFF[F_STEP]) != NULL and _slot(p, OFF[F_STEP]) != <PyObject *>None:
-            step = <object>_slot(p, OFF[F_STEP])
-            got = step_at.get(step)
-            if got is None:
-                step_at[step] = spans.n
-                spans.push(start, end, 0)
-            else:  # (min and max, as the reference: the first unless strictly past it)
-                k = got
-                if start < spans.s[k]:
-                    spans.s[k] = start
-                if end > spans.e[k]:
-                    spans.e[k] = end
-        if end > start:
-            ivs.push(start, end, slot)
-            if f & 4:
-                if not _float(op.attrs.get(TRANSFER_START, op.start), &ts):
-                    return None
-                moving.push(ts, end, slot)
+        if _busy(f, slot, start, end, _slot(p, OFF[F_STEP]), _slot(p, OFF[F_ATTRS]), ivs,
+                 moving, spans, step_at) < 0:
+            return None
+    return _timing_of(makespan, ivs, moving, spans, slot_agents, nslots, trace.agents)
 
+
+def timing_columns(columns):
+    """:func:`timing` of the run ``columns`` holds (``_replay.Columns``, ``_cols.pxd``), read
+    from its columns; None as :func:`timing`."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef tuple agents = columns.agents
+    cdef double makespan = columns.end_time, start, end
+    cdef Py_ssize_t na = len(agents), i, a, slot, nslots = 0
+    cdef Block b_slot = Block((na + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *slot_of = <Py_ssize_t *>b_slot.p  # agent -> its slot (first seen), -1
+    for a in range(na):
+        slot_of[a] = -1
+    cdef list slot_agents = []
+    cdef bytearray flags = bytearray()
+    cdef Pairs ivs = Pairs(), moving = Pairs(), spans = Pairs()
+    cdef dict step_at = {}
+    cdef unsigned char f
+    for i in range(c.n):
+        a = c.agent[i]
+        slot = slot_of[a]
+        if slot < 0:
+            slot = slot_of[a] = nslots
+            nslots += 1
+            slot_agents.append(agents[a])
+            flags.append(_stream_flags(agents[a]))
+        f = flags[slot]
+        if not (f & 1):
+            continue
+        start, end = c.start[i], c.end[i]
+        if start != start or end != end:
+            return None  # (a NaN: as timing)
+        if _busy(f, slot, start, end, c.step[i], c.attrs[i], ivs, moving, spans, step_at) < 0:
+            return None
+    return _timing_of(makespan, ivs, moving, spans, slot_agents, nslots, agents)
+
+
+cdef unsigned char _stream_flags(object ag):
+    """An agent's flags for :func:`timing`: 1 a stream, 2 its ops count for steps, 4 a comm
+    stream (a pending gloo object send is host-side bookkeeping, not device work)."""
+    stream = ag.kind == STREAM
+    return (1 if stream else 0) | (2 if stream and not ag.is_gloo else 0) | \
+        (4 if ag.is_comm else 0)
+
+
+cdef int _busy(unsigned char f, Py_ssize_t slot, double start, double end, PyObject *step,
+               PyObject *attrs, Pairs ivs, Pairs moving, Pairs spans, dict step_at) except -2:
+    """A stream op's part of :func:`timing` (its agent's flags ``f``, its times, its ``step``
+    and ``attrs``): its step's span, its busy interval, a comm op's transfer interval (from
+    ``attrs[TRANSFER_START]``, else its start). -1: the reference must run (no attrs, or a
+    transfer start that is not a float)."""
+    cdef Py_ssize_t k
+    cdef double ts
+    if f & 2 and step != NULL and step != <PyObject *>None:
+        got = step_at.get(<object>step)
+        if got is None:
+            step_at[<object>step] = spans.n
+            spans.push(start, end, 0)
+        else:  # (min and max, as the reference: the first unless strictly past it)
+            k = got
+            if start < spans.s[k]:
+                spans.s[k] = start
+            if end > spans.e[k]:
+                spans.e[k] = end
+    if end > start:
+        ivs.push(start, end, slot)
+        if f & 4:
+            if attrs == NULL:
+                return -1
+            x = (<object>attrs).get(TRANSFER_START, _ABSENT)
+            if x is _ABSENT:
+                ts = start
+            elif not _float(x, &ts):
+                return -1
+            moving.push(ts, end, slot)
+    return 0
+
+
+cdef tuple _timing_of(double makespan, Pairs ivs, Pairs moving, Pairs spans, list slot_agents,
+                      Py_ssize_t nslots, agents):
+    """The rest of :func:`timing`, once its scan gathered each stream op's intervals and step
+    spans (tagged with their agents' slots, ``slot_agents``): the merges and sums."""
+    cdef list keep = []
+    cdef Py_ssize_t k
+    cdef object ag, got
     # raw: the busy intervals per Agent (equal Agent objects share one entry), in the order the
     # slots were first seen, each slot's intervals in op order
     cdef Block b_start = Block((nslots + 1) * sizeof(Py_ssize_t))
@@ -382,7 +452,7 @@ def timing(trace):
         boff[g + 1] = boff[g] + m
         btot[g] = _total(busy_s + boff[g], busy_e + boff[g], m)
 
-    ranks = sorted({a.rank for a in trace.agents})
+    ranks = sorted({a.rank for a in agents})
     cdef dict rank_at = {r: i for i, r in enumerate(ranks)}
     cdef Py_ssize_t nranks = len(ranks)
     # compute: per rank, the merged busy intervals of its compute streams, in busy's order
@@ -527,7 +597,63 @@ def memory(trace):
                     best = x
         times.s[at] = best
         times.tag[at] = 2 * (op.id if issuer is None else issuer)
-    cdef Py_ssize_t n = times.n
+    return _memory_walk(times, kinds, ranks, bufs, nbytes)
+
+
+def memory_columns(columns):
+    """:func:`memory` of the run ``columns`` holds (``_replay.Columns``, ``_cols.pxd``: an op
+    log's run, so no model allocation), read from its columns; None as :func:`memory`."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef tuple agents = columns.agents
+    cdef list ranks = [], bufs = [], nbytes = []
+    cdef bytearray kinds = bytearray()
+    cdef Pairs times = Pairs()
+    cdef list frees = []  # (event index, free op)
+    cdef Py_ssize_t i, j, iss
+    cdef double best, x
+    cdef PyObject *pk
+    for i in range(c.n):
+        pk = c.kind[i]
+        if pk != ALLOC and pk != FREE:  # (as memory(): the kinds are interned names)
+            if <object>pk != "alloc" and <object>pk != "free":
+                continue
+        ag = agents[c.agent[i]]
+        if <object>pk == "alloc":
+            if c.start[i] != c.start[i]:
+                return None  # (a NaN: as memory)
+            attrs = <object>c.attrs[i]
+            times.push(c.start[i], 0.0, 2 * i)
+            kinds.append(1)
+            ranks.append(ag.rank)
+            bufs.append(attrs.get("buffer"))
+            nbytes.append(int(attrs.get("nbytes") or 0))
+        elif ag.kind == STREAM:  # a free (not the host action that issued it)
+            frees.append((times.n, i))
+            times.push(0.0, 0.0, 0)  # (filled in below)
+            kinds.append(0)
+            ranks.append(ag.rank)
+            bufs.append((<object>c.attrs[i]).get("buffer"))
+            nbytes.append(0)
+    for at, i in frees:  # free_time: the issuer's start (else its own), or a later end it waits
+        iss = c.issuer[i]
+        best = c.start[i] if iss < 0 else c.start[iss]
+        for a in <tuple>c.after[i]:
+            j = a
+            x = c.end[j]
+            if x > best:  # max(): the first of equal values
+                best = x
+        if best != best:
+            return None
+        times.s[<Py_ssize_t>at] = best
+        times.tag[<Py_ssize_t>at] = 2 * (i if iss < 0 else iss)
+    return _memory_walk(times, kinds, ranks, bufs, nbytes)
+
+
+cdef tuple _memory_walk(Pairs times, bytearray kinds, list ranks, list bufs, list nbytes):
+    """The rest of :func:`memory`, once its scan gathered the events (``times``: each one's
+    time and issue position): the events sorted, and the reference's walk over them."""
+    cdef Py_ssize_t n = times.n, i
     cdef Block b_ev = Block(n * sizeof(Ev))
     cdef Ev *ev = <Ev *>b_ev.p
     for i in range(n):
@@ -741,6 +867,35 @@ def critical_rank(trace):
             break
     return (None if best == NULL else (<object>_slot(best, OFF[F_AGENT])).rank,)
 
+
+
+def critical_rank_columns(columns):
+    """:func:`critical_rank` of the run ``columns`` holds (``_replay.Columns``,
+    ``_cols.pxd``), read from its columns: ``(rank,)`` or ``(None,)``; None for a NaN end."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef tuple agents = columns.agents
+    cdef Py_ssize_t i, best = -1
+    cdef double e, best_end = 0.0
+    cdef bint kernels
+    cdef PyObject *launch = NULL  # the kind object last found to be "launch"
+    for kernels in (True, False):
+        for i in range(c.n):
+            e = c.end[i]
+            if kernels:
+                if e != e:
+                    return None  # (a NaN: as critical_rank, which the reference then runs)
+                if c.kind[i] != launch:
+                    if <object>c.kind[i] != "launch":
+                        continue
+                    launch = c.kind[i]
+            if best < 0 or e > best_end or (e == best_end and agents[c.agent[i]].rank <
+                                            agents[c.agent[best]].rank):
+                best = i
+                best_end = e
+        if best >= 0:
+            break
+    return (None if best < 0 else agents[c.agent[best]].rank,)
 
 def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     """What ``fixcost.Keying`` computes from a run's findings, by the reference's own steps
@@ -1008,42 +1163,29 @@ def shift(dict delayed, fixed, keyed):
     re-run's scan (``_keyed_host_ops`` and ``_delayed_ops``) keeps its state by that number, a
     key of the run's ``delayed`` is found by its address first (the keys are the keyed fixes'
     own objects), and the keys are sorted with each agent as its place in the agents' order."""
-    cdef PtrMap agent_no = PtrMap()
-    cdef dict numbers = {}
-    cdef dict want = {}  # (agent number, kind, location, n) -> index of the distinct key
-    cdef list keys = []  # index -> the key (its first object)
-    cdef PyObject *p
-    for kf in keyed:
-        k = kf.before
-        if type(k) is not tuple or len(<tuple>k) != 4:
-            return None
-        ag = (<tuple>k)[0]
-        cheap = (_agent_number(<PyObject *>ag, agent_no, numbers), (<tuple>k)[1], (<tuple>k)[2],
-                 (<tuple>k)[3])
-        if want.setdefault(cheap, len(keys)) == len(keys):
-            keys.append(k)
-    cdef Py_ssize_t nk = len(keys), i, t, hid, idx
-    cdef set lines = {k[2] for k in keys}, kinds = {k[1] for k in keys}
-
+    cdef _ShiftKeys K = _shift_keys(keyed)
+    if K is None:
+        return None
     # the re-run's scans: host op id -> index of its key (_keyed_host_ops), then the op each
     # key's sync delays (_delayed_ops): the first stream op its action enqueued, else the action
     cdef tuple ops = fixed.ops if type(fixed.ops) is tuple else tuple(fixed.ops)
-    cdef Py_ssize_t nops = len(ops)
+    cdef Py_ssize_t nops = len(ops), i, hid, idx
     cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
     cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # host op id -> key index, or -1
     for i in range(nops):
         key_of[i] = -1
     cdef PtrMap host_kind = PtrMap()
-    counted = _at_sites(ops, lines, kinds, host_kind, agent_no, numbers)
+    counted = _at_sites(ops, K.lines, K.kinds, host_kind, K.agent_no, K.numbers)
     if counted is None:
         return None
     for i, ag, okind, loc, n, t in counted:
-        got = want.get((t, okind, loc, n))
+        got = K.want.get((t, okind, loc, n))
         if got is not None:
             key_of[i] = <Py_ssize_t>got
-    cdef list after = [None] * nk  # key index -> the op delayed in the re-run
-    cdef Block b_host = Block((nk + 1) * sizeof(char))
+    cdef list after = [None] * K.nk  # key index -> the op delayed in the re-run
+    cdef Block b_host = Block((K.nk + 1) * sizeof(char))
     cdef char *from_host = <char *>b_host.p  # key index -> 1: that op is the host action itself
+    cdef PyObject *p
     cdef PyObject *iss
     for i in range(nops):
         p = <PyObject *>ops[i]
@@ -1065,7 +1207,112 @@ def shift(dict delayed, fixed, keyed):
             if idx >= 0 and (after[idx] is None or from_host[idx]):
                 after[idx] = ops[i]
                 from_host[idx] = 0
+    return _shift_of(K, delayed, [None if y is None else y.start for y in after])
 
+
+def shift_columns(dict delayed, columns, keyed):
+    """:func:`shift` with the re-run ``columns`` holds (``_replay.Columns``, ``_cols.pxd``),
+    its scans read from the columns; None as :func:`shift`."""
+    cdef _ShiftKeys K = _shift_keys(keyed)
+    if K is None:
+        return None
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef tuple agents = columns.agents
+    cdef Py_ssize_t nops = c.n, na = len(agents), i, a, t, idx, iss
+    cdef bytearray host = bytearray([ag.kind == HOST for ag in agents])
+    cdef Block b_no = Block((na + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its number by equality, or -1
+    for a in range(na):
+        number[a] = -1
+    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p
+    cdef dict seen = {}  # (thread number, kind, location) -> actions counted (as _at_sites)
+    cdef set lines = K.lines, kinds = K.kinds
+    cdef PyObject *loc
+    cdef PyObject *okind
+    for i in range(nops):
+        key_of[i] = -1
+        a = c.agent[i]
+        if not host[a]:
+            continue
+        loc, okind = c.location[i], c.kind[i]
+        if not (<object>loc in lines and <object>okind in kinds):
+            continue
+        if type(<object>c.attrs[i]) is not dict:
+            return None
+        if (<dict>c.attrs[i]).get("injected"):
+            continue
+        t = number[a]
+        if t < 0:
+            t = number[a] = _agent_number(<PyObject *>agents[a], K.agent_no, K.numbers)
+        site = (t, <object>okind, <object>loc)
+        n = seen.get(site, 0)
+        seen[site] = n + 1
+        got = K.want.get((t, <object>okind, <object>loc, n))
+        if got is not None:
+            key_of[i] = <Py_ssize_t>got
+    cdef Block b_after = Block((K.nk + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *after = <Py_ssize_t *>b_after.p  # key index -> the op delayed, or -1
+    cdef Block b_host = Block((K.nk + 1) * sizeof(char))
+    cdef char *from_host = <char *>b_host.p
+    for i in range(K.nk):
+        after[i] = -1
+    for i in range(nops):
+        if host[c.agent[i]]:
+            idx = key_of[i]
+            if idx >= 0 and after[idx] < 0:
+                after[idx] = i
+                from_host[idx] = 1
+        else:
+            iss = c.issuer[i]
+            if iss < 0:
+                continue
+            idx = key_of[iss]
+            if idx >= 0 and (after[idx] < 0 or from_host[idx]):
+                after[idx] = i
+                from_host[idx] = 0
+    return _shift_of(K, delayed, [None if after[i] < 0 else c.start[after[i]]
+                                  for i in range(K.nk)])
+
+
+cdef class _ShiftKeys:
+    """The keys a shift is measured at (:func:`_shift_keys`)."""
+    cdef PtrMap agent_no
+    cdef dict numbers  # agent (by equality) -> its number
+    cdef dict want  # (agent number, kind, location, n) -> index of the distinct key
+    cdef list keys  # index -> the key (its first object)
+    cdef Py_ssize_t nk
+    cdef set lines, kinds  # the keys' locations and kinds
+
+
+cdef _ShiftKeys _shift_keys(keyed):
+    """The distinct keys the syncs of ``keyed`` sit before, each numbered once by a tuple of
+    ints and strings (its agent by number, equal agents one number); None when a key is not a
+    4-tuple (the reference runs)."""
+    cdef _ShiftKeys K = _ShiftKeys.__new__(_ShiftKeys)
+    K.agent_no = PtrMap()
+    K.numbers, K.want, K.keys = {}, {}, []
+    for kf in keyed:
+        k = kf.before
+        if type(k) is not tuple or len(<tuple>k) != 4:
+            return None
+        ag = (<tuple>k)[0]
+        cheap = (_agent_number(<PyObject *>ag, K.agent_no, K.numbers), (<tuple>k)[1],
+                 (<tuple>k)[2], (<tuple>k)[3])
+        if K.want.setdefault(cheap, len(K.keys)) == len(K.keys):
+            K.keys.append(k)
+    K.nk = len(K.keys)
+    K.lines = {k[2] for k in K.keys}
+    K.kinds = {k[1] for k in K.keys}
+    return K
+
+
+cdef tuple _shift_of(_ShiftKeys K, dict delayed, list after_start):
+    """The walk of :func:`shift` once the re-run's scans found, per key, the start of the op its
+    sync delays there (``after_start``; None: none): ``(n, moved)``."""
+    cdef Py_ssize_t i, t, nk = K.nk
+    cdef list keys = K.keys
     # the run's delayed op of each key: by the key object's address (Keying's keys are the
     # keyed fixes' own objects), else by value
     cdef PtrMap by_address = PtrMap()
@@ -1081,19 +1328,19 @@ def shift(dict delayed, fixed, keyed):
 
     # the keys in _key_order: each agent by its place in the agents' (rank, kind, name) order
     cdef dict place = {}
-    for ag, t in sorted(numbers.items(), key=lambda x: (x[0].rank, x[0].kind, x[0].name)):
+    for ag, t in sorted(K.numbers.items(), key=lambda x: (x[0].rank, x[0].kind, x[0].name)):
         place[t] = len(place)
     order = []
-    for cheap, i in want.items():
+    for cheap, i in K.want.items():
         order.append((place[cheap[0]], cheap[1], cheap[2], cheap[3], i))
     order.sort()
     cdef list moved = []
     cdef Py_ssize_t count = 0
     for entry in order:
         i = (<tuple>entry)[4]
-        x, y = before[i], after[i]
+        x, y = before[i], after_start[i]
         if x is not None and y is not None:
-            d = y.start - x.start
+            d = y - x.start
             count += 1
             if d > 1e-6:
                 moved.append(d)

@@ -54,6 +54,8 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
+from streamsim.native._cols cimport OpCols, OPCOLS
+from cpython.pycapsule cimport PyCapsule_New
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -237,6 +239,9 @@ cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
     if a.prio != b.prio:
         return a.prio < b.prio
     return a.eid < b.eid
+
+
+cdef class Columns
 
 
 cdef class _Run:
@@ -1908,13 +1913,126 @@ cdef class _Run:
             out.append(r)
         return out
 
+    cdef Columns columns(self):
+        """The ops of the run as columns (``_cols.pxd``), for fix costing's compiled measures:
+        the same fields :meth:`records` gives each ``Op``, without making one. Left to the
+        reference as :meth:`records` is (sequence positions unused), and when two agents are
+        equal (the trace's ``agents`` is a set of them: no position of its own for each)."""
+        if self.seq_holes:
+            raise _Fallback()
+        cdef int n = self.nops, i, a, lo
+        cdef list order = sorted(range(self.nag), key=self.agent_obj.__getitem__)
+        cdef tuple agents = tuple([self.agent_obj[a] for a in order])
+        if len(set(agents)) != len(agents):
+            raise _Fallback()
+        cdef Columns c = Columns.__new__(Columns)
+        c.run = self
+        c.agents = agents
+        c.c.n = n
+        c.c.index, c.c.issuer, c.c.start, c.c.end = self.index, self.issuer, self.start, self.end
+        c.c.agent = <int*>malloc((n + 1) * sizeof(int))
+        c.c.line = <int*>malloc((n + 1) * sizeof(int))
+        cdef int *place = <int*>malloc((self.nag + 1) * sizeof(int))
+        if c.c.agent == NULL or c.c.line == NULL or place == NULL:
+            free(place)
+            raise MemoryError()
+        for i in range(self.nag):
+            place[<int>order[i]] = i
+        for i in range(n):
+            c.c.agent[i] = place[self.agent[i]]
+        free(place)
+        c.c.kind = c.objects(n)
+        c.c.location = c.objects(n)
+        c.c.step = c.objects(n)
+        c.c.attrs = c.objects(n)
+        c.c.accesses = c.objects(n)
+        c.c.after = c.objects(n)
+        c.c.joins = c.objects(n)
+        cdef double end_time = 0.0
+        lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
+        ln = None
+        cdef int last_lo = -1
+        for i in range(n):
+            lo = self.lineof[i]
+            if ln is None or lo != last_lo:  # (as records(): an action and its op, one line)
+                ln = lines[lo]
+                last_lo = lo
+            sp = special[i] if special is not None else None
+            if sp is None:
+                c.c.kind[i] = slot(<PyObject *>ln, _line_offset[L_OP])
+                c.c.line[i] = lo
+            else:
+                c.c.kind[i] = <PyObject *>(<tuple>sp)[0]
+                c.c.line[i] = 0
+            c.c.location[i] = slot(<PyObject *>ln, _line_offset[L_LOCATION])
+            if opstep and i in opstep:
+                x = opstep[i]  # (each borrowed from what holds it: the run's dicts and lists)
+                c.c.step[i] = <PyObject *>x
+            else:
+                c.c.step[i] = slot(<PyObject *>ln, _line_offset[L_STEP])
+            x = self.attrs[i]
+            c.c.attrs[i] = <PyObject *>x
+            x = self.accesses[i]
+            c.c.accesses[i] = <PyObject *>x
+            x = self.after[i]
+            c.c.after[i] = <PyObject *>x
+            x = opjoins[i] if opjoins and i in opjoins else _NO_JOINS
+            c.c.joins[i] = <PyObject *>x
+            if c.c.kind[i] == NULL or c.c.location[i] == NULL or c.c.step[i] == NULL:
+                raise _Fallback()  # (a Line slot never set: records() would raise there)
+            if i == 0 or self.end[i] > end_time:  # (max(): the first of equal values)
+                end_time = self.end[i]
+        c.end_time = end_time
+        return c
+
+
+cdef tuple _NO_JOINS = ()
+
+
+cdef class Columns:
+    """A run of the compiled replay as columns (``_cols.pxd``): what fix costing measures of a
+    re-run without its ``Op`` objects. Holds the run (whose arrays, lines and lists the columns
+    point into) until it is freed; :meth:`trace_parts` makes the ops after all, for a measure
+    that declined (the reference then measures the trace)."""
+    cdef _Run run
+    cdef OpCols c
+    cdef list held  # the pointer arrays the columns own
+    cdef readonly tuple agents  # the trace's agents, sorted (``OpCols.agent`` indexes them)
+    cdef readonly double end_time  # the trace's end_time: the latest end (0.0: no op)
+
+    def __dealloc__(self):
+        free(self.c.agent)
+        free(self.c.line)
+
+    cdef PyObject **objects(self, int n) except NULL:
+        """An array of n borrowed object pointers, freed with this object."""
+        if self.held is None:
+            self.held = []
+        b = bytearray((n + 1) * sizeof(PyObject *))
+        self.held.append(b)
+        return <PyObject **><char *>b
+
+    def __len__(self):
+        return self.c.n
+
+    def capsule(self):
+        """The columns for a compiled measure: a capsule of this object's ``OpCols`` (valid
+        while this object lives)."""
+        return PyCapsule_New(&self.c, OPCOLS, NULL)
+
+    def trace_parts(self):
+        """``(ops, notes, agents)`` as :func:`replay` returns them without ``lean``: the run's
+        ``Op`` objects, made now."""
+        return self.run.records(), self.run.notes, set(self.run.agent_obj)
+
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
            double max_time, rng, dict pre=None, dict post=None, dict groups=None,
-           dict gates=None, on_start=frozenset()):
+           dict gates=None, on_start=frozenset(), bint lean=False):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
     thread)s in spawn order) as the reference does; returns ``(ops, notes, agents)`` for
-    ``finish.trace_of``, or None when the reference must run instead. ``rng``: the seeded
+    ``finish.trace_of`` (with ``lean``: the run's :class:`Columns`, no ``Op`` made, for fix
+    costing's compiled measures), or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
     ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
@@ -1989,6 +2107,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
                 r.shared[h] = 1
         r.run()
         r.unmatched_notes()
+        if lean:
+            return r.columns()
         ops = r.records()
     except _Fallback:
         return None

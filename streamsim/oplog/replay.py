@@ -38,23 +38,28 @@ from ..sim.memory import Ref
 from ..sim.records import Rec
 from .batches import batches as group_batches
 from .issueorder import issue_gates
+from .leanrun import LeanRun
 from .read import Line, OpLog, load_oplog
 from ..trace import Access, Agent, Note, Op, Trace, View
 
 
 def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                    max_ops: int = 5_000_000, max_time: float = 1e12, fixes: Sequence = (),
-                   base: Trace | None = None, perturb=None) -> Trace:
+                   base: Trace | None = None, perturb=None, lean: bool = False
+                   ) -> "Trace | LeanRun":
     """Simulate an op log (an :class:`OpLog` or a path) into a trace; ops carry ``line``/``location``.
 
     ``fixes`` found in ``base`` (a trace of the same log) are injected as for a model, to cost them;
     ``perturb`` is the engine's duration perturbation (a schedule-exploration strategy).
+    ``lean``: a :class:`LeanRun` (the run as the compiled replay's columns, no ``Op`` made)
+    where the compiled replay and measures run it, else the trace (fix costing's re-runs).
     Every mistake the run reveals is a ``ModelError`` naming ``FILE:LINE``.
     """
     if not isinstance(oplog, OpLog):
         oplog = load_oplog(oplog)
     if perturb is None:
-        trace = _replayed_natively(oplog, seed, jitter, max_ops, max_time, fixes, base)
+        trace = _replayed_natively(oplog, seed, jitter, max_ops, max_time, fixes, base,
+                                   lean and native.lean_reruns())
         if trace is not None:
             return trace
     replay = _Replay(oplog)
@@ -83,8 +88,8 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
 
 
 def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: int,
-                       max_time: float, fixes: Sequence = (), base: Trace | None = None
-                       ) -> Trace | None:
+                       max_time: float, fixes: Sequence = (), base: Trace | None = None,
+                       lean: bool = False) -> "Trace | LeanRun | None":
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
     log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`), any
@@ -110,15 +115,18 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
             pre, post = got
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
                               max_ops, max_time, random.Random(0 if seed is None else seed),
-                              pre, post, groups, gates, _TAKEN_AS_THEY_START)
+                              pre, post, groups, gates, _TAKEN_AS_THEY_START, lean=lean)
         if got is None:
             return None
-        ops, notes, agents = got
         meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
                 "cost_model": cost_model(oplog.launch_overhead, groups.values())}
+        if lean:
+            return LeanRun(got, oplog.path, meta)
+        ops, notes, agents = got
         return trace_of(tuple(ops), None, notes, agents, oplog.path, meta)
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
+
 
 
 def _group_configs(oplog: OpLog) -> dict | None:

@@ -93,7 +93,8 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
 def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
               progress: Progress, jobs: int | None = 1) -> Report:
     """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
-    fixes (``rerun(keyed_fixes) -> Trace``; in ``jobs`` processes), report (``info``: the
+    fixes (``rerun(keyed_fixes) -> Trace``, :data:`~.fixcost.Rerun`; in ``jobs`` processes),
+    report (``info``: the
     report's fields that name the input)."""
     progress("analyse")
     findings = analyse(trace)
@@ -141,9 +142,9 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     path = log.path
     if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
-    def rerun(keyed):  # (keyed fixes: injected without a scan of the trace)
-        try:
-            return simulate_oplog(log, fixes=keyed, **opts)
+    def rerun(keyed):  # (keyed fixes: injected without a scan of the trace; kept as columns
+        try:  # where the compiled core runs it: fixcost.Rerun)
+            return simulate_oplog(log, fixes=keyed, lean=True, **opts)
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
     return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,

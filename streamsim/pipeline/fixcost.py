@@ -10,23 +10,29 @@ fit in a budget of re-simulated ops, so that costing stays within a bounded mult
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
 from ..analysis.findings import Findings, Fix, Hazard
-from ..analysis.hb import hazard_count
+from ..analysis.hb import HAZARD_KINDS, hazard_count
 from ..analysis.liveness import deadlock_from_stall
-from ..analysis.metrics import Metrics, compute_metrics
+from ..analysis.metrics import Metrics, compute_metrics, memory_of, metrics_of
 from ..sim.errors import InternalError
 from ..sim.inject import key_fixes
 from ..trace import HOST, Op, Trace
+
+if TYPE_CHECKING:
+    from ..oplog.leanrun import LeanRun
 
 MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simulation)
 # Trace ops re-simulated for the root causes' own costs, in all: each re-simulation runs the whole
 # program again, so without a bound a large log's costing would take 20 times its check.
 ROOT_CAUSE_COST_BUDGET = 1_000_000
 
-Rerun = Callable[[list], Trace]  # (keyed fixes: no trace needed to inject them) -> the re-run
+# (keyed fixes: no trace needed to inject them) -> the re-run: its Trace, or the run as the compiled
+# replay keeps it, in columns (an op log's: oplog.replay.LeanRun, whose trace() is the Trace),
+# which cost_of measures without making its Op objects
+Rerun = Callable[[list], "Trace | LeanRun"]
 
 
 def cost_fixes(trace: Trace, findings: Findings, rerun: Rerun,
@@ -148,6 +154,11 @@ def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
         return None
     try:
         fixed = rerun(keyed)
+        if not isinstance(fixed, Trace):  # a LeanRun: measured from its columns, if they serve
+            cost = _measured_lean(fixed, keyed, before, keying.delayed)
+            if cost is not None:
+                return cost
+            fixed = fixed.trace()
     except InternalError:  # streamsim's bug in the re-run: not costed (the caller says so)
         return None
     # (a cost counts what the fixed run still has: no fixes or root causes for it, no warnings)
@@ -164,6 +175,22 @@ def _measured(trace: Trace, fixed: Trace, keyed: Sequence[Fix], hazards_after: i
                    deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed, delayed))
 
 
+def _measured_lean(fixed: "LeanRun", keyed: Sequence[Fix], before: Metrics,
+                   delayed: dict) -> FixCost | None:
+    """:func:`_measured` of a re-run the compiled replay kept as columns, each figure read from
+    them (``native.measure_columns``; the same figures as from its trace: tests/native/
+    test_lean_rerun.py); None when a compiled measure declines (the caller measures the trace)."""
+    from .. import native  # (as in _delayed_ops)
+    got = native.measure_columns(fixed.columns, HAZARD_KINDS, delayed, keyed)
+    if got is None:
+        return None
+    left, timing, walked, (count, moved), (rank,) = got
+    # (a replay the compiled core ran never stalls: it leaves a stall to the engine)
+    return FixCost(syncs=len(keyed), before=before,
+                   after=metrics_of(fixed.end_time, timing, memory_of(walked)),
+                   hazards_after=left, deadlock_after=False, shift=_shift_of(count, moved, rank))
+
+
 def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics | None = None
                 ) -> tuple[Trace, Findings, Metrics, FixCost] | None:
     """The fixed run itself (``--apply-fixes``): ``trace`` re-simulated with every distinct fix
@@ -173,6 +200,8 @@ def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics 
     if not keyed:
         return None
     fixed = rerun(keyed)
+    if not isinstance(fixed, Trace):  # (a LeanRun: this run's trace is the report's)
+        fixed = fixed.trace()
     after, metrics = analyse(fixed), compute_metrics(fixed)
     cost = _measured(trace, fixed, keyed, len(after.hazards), after.deadlock is not None,
                      before or compute_metrics(trace), metrics)
@@ -199,8 +228,14 @@ def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
             if x is not None and y is not None:
                 shifts.append(y.start - x.start)
         count, moved = len(shifts), [d for d in shifts if d > 1e-6]
+    return _shift_of(count, moved, critical_rank(fixed))
+
+
+def _shift_of(count: int, moved: list[float], rank: int | None) -> FixShift:
+    """The :class:`FixShift` of ``count`` delayed ops, of which ``moved`` moved (their shifts,
+    in key order), the fixed run ending on ``rank``."""
     return FixShift(delayed=count, moved=len(moved), max_us=max(moved, default=0.0),
-                    total_us=sum(moved), critical_rank=critical_rank(fixed))
+                    total_us=sum(moved), critical_rank=rank)
 
 
 def _delayed_ops(trace: Trace, wanted: set | None, host: dict | None = None) -> dict:

@@ -41,7 +41,7 @@ def test_an_exception_inside_the_compiled_replay_is_an_internal_error_exit_3(
 
     class Broken:
         @staticmethod
-        def replay(*args):
+        def replay(*args, **kwargs):
             raise IndexError("compiled replay broke")
     monkeypatch.setattr(native, "replayer", lambda: Broken)
     path = tmp_path / "log.jsonl"
@@ -79,10 +79,10 @@ def test_a_failed_compiled_fix_rerun_is_reported_as_not_costed_and_the_check_goe
         fix_syncs = staticmethod(compiled.fix_syncs)  # (the syncs registered as they are)
 
         @staticmethod
-        def replay(*args):
+        def replay(*args, **kwargs):
             if args[8] or args[9]:  # (pre, post: a re-run's syncs; the first run has none)
                 raise TypeError("compiled injection broke")
-            return compiled.replay(*args)
+            return compiled.replay(*args, **kwargs)
     monkeypatch.setattr(native, "replayer", lambda: BrokenWithFixes)
     path = tmp_path / "log.jsonl"
     path.write_text(LOG)
