@@ -358,8 +358,8 @@ cdef unsigned char _stream_flags(object ag):
         (4 if ag.is_comm else 0)
 
 
-cdef int _busy(unsigned char f, Py_ssize_t slot, double start, double end, PyObject *step,
-               PyObject *attrs, Pairs ivs, Pairs moving, Pairs spans, dict step_at) except -2:
+cdef inline int _busy(unsigned char f, Py_ssize_t slot, double start, double end, PyObject *step,
+                      PyObject *attrs, Pairs ivs, Pairs moving, Pairs spans, dict step_at) except -2:
     """A stream op's part of :func:`timing` (its agent's flags ``f``, its times, its ``step``
     and ``attrs``): its step's span, its busy interval, a comm op's transfer interval (from
     ``attrs[TRANSFER_START]``, else its start). -1: the reference must run (no attrs, or a
