@@ -90,6 +90,7 @@ def test_a_rerun_measured_from_its_columns_costs_what_its_trace_does(monkeypatch
 def test_a_measure_that_declines_leaves_the_run_to_its_trace(monkeypatch):
     """When a compiled measure declines the columns (here the HB pass, as for a kind it does not
     cover), fix costing makes the re-run's trace and measures it: the same cost."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (the suite may run with it 0: this is about 1)
     log = load_oplog_text(covered_log(3))
     trace = simulate_oplog(log)
     keying = fixcost.Keying(trace, analyse(trace))
@@ -101,11 +102,12 @@ def test_a_measure_that_declines_leaves_the_run_to_its_trace(monkeypatch):
     assert isinstance(rerun(keyed), LeanRun)
     before = compute_metrics(trace)
     lean = fixcost.cost_of(trace, keying._hazards, rerun, before, keying)
+    covered = native.COVERED_KINDS
     monkeypatch.setattr(native, "COVERED_KINDS", frozenset())
     assert native.measure_columns(rerun(keyed).columns, HAZARD_KINDS,
                                   keying.delayed, keyed) is None
     declined = fixcost.cost_of(trace, keying._hazards, rerun, before, keying)
-    monkeypatch.undo()
+    monkeypatch.setattr(native, "COVERED_KINDS", covered)
     assert repr(lean) == repr(declined)
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
     assert isinstance(rerun(keyed), Trace)  # (the pure-Python path keeps no columns)
