@@ -166,11 +166,15 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
     that what is made of it does not depend on ``jobs``. ``jobs`` 1 (or one task, or no fork
     here) runs the tasks in this process, in order.
 
-    The workers take the tasks from the first on (the first, always a worker's, is the largest
-    re-run: every fix at once); this process takes them from the last on, each that no worker has
-    taken (a flag per task in shared memory, set under its lock by whoever takes it first), until
-    none is left, then collects the workers' results in index order. So ``jobs`` processes
-    compute, and only ``jobs - 1`` copies of the run are forked. (Not ``Future.cancel``: on a
+    This process takes the first task (fix costing's largest re-run: every fix at once; here it
+    runs on the run's pages as they are, where a forked worker would first pay the faults of
+    copying those it writes, while the workers start), then the others from the last on; the
+    workers take them from the second on; each task once (a flag per task in shared memory, set
+    under its lock by whoever takes it first). Once none is left, this process collects the
+    results in index order, awaiting every task's future, its own tasks' too (a worker answers
+    those "taken"): so a worker that dies before every task is answered is an error, whichever
+    process did the work. So ``jobs`` processes compute, and only ``jobs - 1`` copies of the run
+    are forked. (Not ``Future.cancel``: on a
     broken pool, Python 3.11's executor then fails on the cancelled futures in its own thread.)
 
     An :class:`InputError` of a task is raised here (the first in index order, once every earlier
@@ -191,14 +195,15 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
     try:
         futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
         mine: dict[int, tuple[bool, object]] = {}
-        for i in reversed(range(1, n)):  # this process's share: tasks no worker has taken
+        for i in (0, *reversed(range(1, n))):  # this process's share: tasks no worker took
             if _claim(claimed, i):
                 mine[i] = _here(task, i)
                 if not mine[i][0]:
                     break  # (an error: it is raised below once the earlier tasks are in)
         out: list[T] = []
         for i, fut in enumerate(futures):  # index order: never in the order they end
-            ok, got = mine[i] if i in mine else fut.result()
+            answer = fut.result()  # (a worker's result, or "taken": a dead worker raises here)
+            ok, got = mine[i] if i in mine else answer
             assert i in mine or got != _TAKEN
             if not ok:
                 assert isinstance(got, Failed)

@@ -154,18 +154,20 @@ def test_a_worker_killed_from_outside_is_an_internal_error_exit_3_not_a_hang(big
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers fork")
 def test_a_worker_that_crashes_in_its_rerun_is_exit_3_with_one_line(tmp_path):
     """A worker's re-run that dies by a signal of its own (a segfault in compiled code, say): the
-    same one line and exit 3 (the re-run is made to kill its own process, in the workers only:
-    the first re-run, every fix at once, always runs in a worker)."""
+    same one line and exit 3 (the re-run is made to kill its own process, in the workers only;
+    the command's own re-runs are made slow, so that a worker takes one meanwhile)."""
     log = tmp_path / "kinds.jsonl"
     log.write_text(EVERY_KIND_LOG)
     script = textwrap.dedent(f"""
-        import os, signal, sys
+        import os, signal, sys, time
         import streamsim.pipeline as pipeline
         from streamsim.cli.main import main
         parent, replay = os.getpid(), pipeline.simulate_oplog
         def crashing(log, fixes=(), **kw):
             if os.getpid() != parent and fixes:
                 os.kill(os.getpid(), signal.SIGSEGV)
+            if fixes:
+                time.sleep(0.5)
             return replay(log, fixes=fixes, **kw)
         pipeline.simulate_oplog = crashing
         sys.exit(main(["check", {str(log)!r}, "--jobs", "2"]))
@@ -201,6 +203,8 @@ PARAMS = [Param("steps", int, 2, "steps")]
 VARIANTS = {"racy": "two sends never waited"}
 FIRST = os.getpid()  # the process that loaded the model: its re-runs in workers loop forever
 def build(sim, p, variant):
+    if os.getpid() == FIRST:
+        time.sleep(0.2)  # (its own runs: slow enough that a worker takes a re-run meanwhile)
     if os.getpid() != FIRST:
         if HOSTILE:
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
