@@ -128,7 +128,6 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
         raise InternalError(f"replaying {oplog.path}", e) from e
 
 
-
 def _group_configs(oplog: OpLog) -> dict | None:
     """The engine's configuration of each of the log's groups, made as :func:`simulate_oplog`
     declares them (``Simulation.group``: its defaults, its checks); None when one is refused

@@ -93,9 +93,8 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
 def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
               progress: Progress, jobs: int | None = 1) -> Report:
     """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
-    fixes (``rerun(keyed_fixes) -> Trace``, :data:`~.fixcost.Rerun`; in ``jobs`` processes),
-    report (``info``: the
-    report's fields that name the input)."""
+    fixes (``rerun(keyed_fixes)``, :data:`~.fixcost.Rerun`; in ``jobs`` processes), report
+    (``info``: the report's fields that name the input)."""
     progress("analyse")
     findings = analyse(trace)
     metrics = compute_metrics(trace)

@@ -30,7 +30,7 @@ MAX_COSTED_ROOT_CAUSES = 20  # root causes costed one by one (each is a re-simul
 ROOT_CAUSE_COST_BUDGET = 1_000_000
 
 # (keyed fixes: no trace needed to inject them) -> the re-run: its Trace, or the run as the compiled
-# replay keeps it, in columns (an op log's: oplog.replay.LeanRun, whose trace() is the Trace),
+# replay keeps it, in columns (an op log's: oplog.leanrun.LeanRun, whose trace() is the Trace),
 # which cost_of measures without making its Op objects
 Rerun = Callable[[list], "Trace | LeanRun"]
 
