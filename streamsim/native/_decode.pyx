@@ -88,19 +88,18 @@ cdef inline void _lput(object line, int field, object value) noexcept:
 cdef class _State:
     """What pass 1 reads of the reader (``read._Parser``) on every line, in typed fields: its
     dicts themselves (the reference, to which unusual lines go, changes the same ones, and never
-    rebinds them), its path, and the two fields it does rebind, ``lineno`` (read here, set by
-    the caller) and ``ops_seen`` (set here; :meth:`flush` writes both to the parser before it
-    reads them). An attribute of the parser object cost a dict lookup each, ten a line."""
+    rebinds them), its path, and the two fields it does rebind: ``lineno`` (set by the caller;
+    :meth:`flush` writes it to the parser before the parser reads it) and ``ops_seen`` (written
+    through to the parser by ``_scan`` the once it becomes True). An attribute of the parser
+    object cost a dict lookup each, ten a line."""
     cdef object parser
     cdef dict lives, implicit, interned, strings, threads, handles, groups, last_t
     cdef object path, lineno, batches, ref
     cdef bint ops_seen
 
     cdef void flush(self) except *:
-        """Hand ``lineno`` and ``ops_seen`` back to the parser (before it reads them)."""
+        """Hand ``lineno`` back to the parser (before it reads it)."""
         self.parser.lineno = self.lineno
-        if self.ops_seen:
-            self.parser.ops_seen = True
 
 
 cdef _State _state(parser):
