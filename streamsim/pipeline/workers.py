@@ -103,6 +103,8 @@ def _worker_start() -> None:
     killed), leave Ctrl-C to the parent, which stops every worker itself, and write through
     stream objects of its own (:func:`_fresh_streams`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # (held since the fork: _ctrl_c_held; a Ctrl-C
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # pending is dropped)
     _fresh_streams()
     if sys.platform.startswith("linux"):
         try:
@@ -174,8 +176,8 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
     results in index order, awaiting every task's future, its own tasks' too (a worker answers
     those "taken"): so a worker that dies before every task is answered is an error, whichever
     process did the work. So ``jobs`` processes compute, and only ``jobs - 1`` copies of the run
-    are forked. (Not ``Future.cancel``: on a
-    broken pool, Python 3.11's executor then fails on the cancelled futures in its own thread.)
+    are forked. (Not ``Future.cancel``: on a broken pool, Python 3.11's executor then fails on
+    the cancelled futures in its own thread.)
 
     An :class:`InputError` of a task is raised here (the first in index order, once every earlier
     task has its result, as one job would raise it); a worker that dies raises
@@ -193,7 +195,11 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
                                initializer=_worker_start)
     done = False
     try:
-        futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
+        held = _ctrl_c_held()
+        try:
+            futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
+        finally:
+            _ctrl_c_released(held)
         mine: dict[int, tuple[bool, object]] = {}
         for i in (0, *reversed(range(1, n))):  # this process's share: tasks no worker took
             if _claim(claimed, i):
@@ -218,6 +224,23 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
         if not done:
             _kill(pool)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ctrl_c_held() -> object:
+    """Hold SIGINT in this thread while the workers are forked (they inherit the mask): a Ctrl-C
+    between a worker's fork and its :func:`_worker_start` would raise KeyboardInterrupt there,
+    and the worker's death make an interrupted command exit 3 rather than 130. Held, not
+    ignored: this process gets it once :func:`_ctrl_c_released` lets it through. Returns the
+    mask to restore (None: nothing held, where there is no ``pthread_sigmask``)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _ctrl_c_released(held: object) -> None:
+    """Restore the mask :func:`_ctrl_c_held` changed (a Ctrl-C held meanwhile arrives now)."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _here(task: Callable[[int], T], index: int) -> tuple[bool, object]:

@@ -120,10 +120,8 @@ def _cleanup(proc: subprocess.Popen) -> None:
 def test_ctrl_c_while_workers_cost_fixes_exits_130_and_leaves_no_process(big_log):
     proc = _start(["check", big_log, "--jobs", "3"], SLOW_RERUNS)  # (2 workers and the command)
     try:
-        _workers(proc, 2)
-        time.sleep(0.1)  # (their start-up done, which leaves Ctrl-C to the command: a worker
-        # interrupted before it would die of it, a race between exit 130 and exit 3)
-        os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends its foreground group
+        _workers(proc, 2)  # (acted on at once: a worker that has not started up yet holds
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C since its fork, pipeline.workers._ctrl_c_held)
         code, err = _finish(proc)
         assert code == 130, err
         assert err.strip().splitlines()[-1] == "streamsim: interrupted"
