@@ -1,6 +1,6 @@
 """The optional compiled core (docs/native.md): streamsim/native/*.pyx (the HB pass, the op-log
 reader's hot path, the run metrics, the op-log replay, the proposed fixes, the root
-causes' grouping, the JSON report's tables), each built when it can be, each on its own.
+causes' grouping, the JSON report's tables, the command's heap policy), each built when it can be, each on its own.
 
 Everything else is in setup.cfg. Cython rather than C with the CPython API: the compiled HB pass
 is the pure-Python pass (streamsim/analysis/hb.py) with C types on its hot locals, so it reads
@@ -19,14 +19,15 @@ from setuptools.command.build_ext import build_ext
 
 # the compiled modules: the HB pass, the op-log reader's per-line hot path, the run metrics,
 # the replay of an op log, the hazards' proposed fixes and root causes' grouping, the JSON
-# report's two large tables
+# report's two large tables, and the command's heap policy (memory freed kept for reuse)
 SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
            "streamsim.native._decode": "streamsim/native/_decode.pyx",
            "streamsim.native._metrics": "streamsim/native/_metrics.pyx",
            "streamsim.native._replay": "streamsim/native/_replay.pyx",
            "streamsim.native._fixes": "streamsim/native/_fixes.pyx",
            "streamsim.native._jsonv4": "streamsim/native/_jsonv4.pyx",
-           "streamsim.native._rootcause": "streamsim/native/_rootcause.pyx"}
+           "streamsim.native._rootcause": "streamsim/native/_rootcause.pyx",
+           "streamsim.native._heap": "streamsim/native/_heap.pyx"}
 
 
 def _say(why: object, module: str = "streamsim.native") -> None:

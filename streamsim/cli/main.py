@@ -489,6 +489,9 @@ def main(argv: Sequence[str] | None = None, *, supervise: bool | None = None) ->
         getattr(explore_cli, f"cmd_{args.command}")
 
     def work() -> int:
+        if supervise:  # the command line's own process, which exits when its command is done:
+            from .. import native  # memory a stage frees is kept for the next (native/_heap.pyx)
+            native.keep_freed_memory()
         try:
             with watching_interrupts(), default_bound(getattr(args, "max_wall", None)):
                 check_input_kind(args)

@@ -93,7 +93,7 @@ def modules() -> list[str]:
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer),
                                  *((name, _built(name)) for name in ("_fixes", "_jsonv4",
-                                                                     "_rootcause")))
+                                                                     "_rootcause", "_heap")))
             if m is not None]
 
 
@@ -106,6 +106,21 @@ def available() -> bool:
 def path() -> str:
     """``"native"`` or ``"python"``: the path the compiled stages take now (for ``--verbose``)."""
     return "native" if available() else "python"
+
+
+def keep_freed_memory() -> bool:
+    """Keep the memory this process frees for its own reuse instead of handing it back to the
+    system (``_heap.pyx`` says why: a default ``check``'s re-runs each fault in hundreds of
+    megabytes of fresh pages otherwise). For the command line's own process, which exits when
+    its command is done: not for a library caller. True when it was done now or before; False
+    where ``_heap`` was not built or ``STREAMSIM_NATIVE=0``."""
+    if not available():
+        return False
+    heap = _built("_heap")
+    if heap is None:
+        return False
+    heap.keep_freed_memory()
+    return True
 
 
 def decoder() -> Any:

@@ -1,0 +1,94 @@
+"""The command's heap policy (streamsim/native/_heap.pyx): memory the process frees is kept and
+reused, so that memory made, freed and made again (a default ``check``'s runs, one per fix it
+costs) is faulted in once, not once per run; and only the command line's own process keeps it.
+
+Each case runs in a fresh interpreter (the policy is for the life of a process) and counts the
+page faults (``ru_minflt``) of the second of two equal rounds of allocation: Python objects
+(pymalloc's arenas) and blocks of 4 MB (glibc's heap). Without the policy the second round
+faults in as much as the first, which shows the count sees what it measures.
+
+Skipped where ``_heap`` was not built; under CI a missing module fails instead.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from .built import required
+
+pytestmark = required("_heap", "the heap policy")
+
+ROUNDS = textwrap.dedent("""
+    import resource, sys
+    from streamsim.native import _heap
+    if sys.argv[1] == "keep":
+        _heap.keep_freed_memory()
+
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    def objects():  # ~60 MB of small objects: pymalloc's arenas
+        made = [(i, float(i), str(i)) for i in range(400_000)]
+        del made
+
+    def blocks():  # 64 MB in blocks of 4 MB, each page written (bytearray zeroes it): glibc
+        made = [bytearray(4 << 20) for _ in range(16)]
+        del made
+
+    out = []
+    for churn in (objects, blocks):
+        a = faults(); churn(); b = faults(); churn(); c = faults()
+        out += [b - a, c - b]
+    print(*out)
+""")
+
+
+def rounds(mode: str) -> tuple[int, int, int, int]:
+    """Page faults of (objects' first round, second round, blocks' first, second)."""
+    got = subprocess.run([sys.executable, "-c", ROUNDS, mode], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONMALLOC": "pymalloc"})
+    assert got.returncode == 0, got.stderr
+    first_o, second_o, first_b, second_b = map(int, got.stdout.split())
+    return first_o, second_o, first_b, second_b
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap, Linux's counts")
+def test_memory_freed_and_made_again_is_not_faulted_in_again():
+    first_o, second_o, first_b, second_b = rounds("system")
+    # (the count sees the memory: 60 MB of objects and 64 MB of blocks are thousands of pages)
+    assert first_o > 5000 and second_o > first_o // 2, (first_o, second_o)
+    assert first_b > 10000 and second_b > first_b // 2, (first_b, second_b)
+    first_o, second_o, first_b, second_b = rounds("keep")
+    assert first_o > 5000 and second_o < first_o // 10, (first_o, second_o)
+    assert first_b > 10000 and second_b < first_b // 10, (first_b, second_b)
+
+
+RUN_CHECK = textwrap.dedent("""
+    import sys
+    from streamsim.cli.main import main
+    from streamsim.native import _heap
+    code = main(["check", sys.argv[1]], supervise=sys.argv[2] == "program")
+    print(code, _heap.kept()[0])
+""")
+
+
+@pytest.mark.parametrize("as_program, native_env, kept", [
+    (True, "1", True),  # `streamsim check`: its process exits when the command is done
+    (False, "1", False),  # main(argv) from a script or test: a library caller keeps its memory
+    (True, "0", False),  # STREAMSIM_NATIVE=0: the compiled core off, the policy with it
+])
+def test_only_the_command_lines_own_process_keeps_freed_memory(tmp_path, as_program, native_env,
+                                                                 kept):
+    log = tmp_path / "one.jsonl"
+    log.write_text('{"op": "launch", "stream": "s1", "name": "k", "writes": ["a"]}\n')
+    env = {**os.environ, "STREAMSIM_NATIVE": native_env, "STREAMSIM_SUPERVISE": "0"}  # (the
+    # command in this process, where its policy can be read)
+    got = subprocess.run([sys.executable, "-c", RUN_CHECK, str(log),
+                          "program" if as_program else "library"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split()[-2:] == ["0", str(kept)]
