@@ -435,6 +435,12 @@ def random_traces(draw, strided: bool = False) -> Trace:
     records: dict[str, int] = {}
     views: dict[tuple, View] = {}
 
+    def view_of(key: tuple) -> View:
+        """The view of ``key``: one View object shared by the ops that name it (an op log's
+        interned refs), or a new equal one (a model: its Buffer's ``whole`` and its slices make
+        a View per access; the compiled pass keeps one state for equal views)."""
+        return views.setdefault(key, View(0, *key)) if draw(st.booleans()) else View(0, *key)
+
     def accesses() -> tuple[Access, ...]:
         out = []
         for _ in range(draw(st.integers(0, 2))):
@@ -445,7 +451,7 @@ def random_traces(draw, strided: bool = False) -> Trace:
                                         draw(st.integers(1, 2)))
                 if n and off + n <= NBYTES:
                     key = (draw(st.sampled_from(BUFFERS)), off, n, pat)
-                    view = views.setdefault(key, View(0, *key))
+                    view = view_of(key)
                     out.append(Access(view, draw(st.sampled_from((READ, WRITE)))))
                 continue
             if draw(st.booleans()):  # whole buffer: the analysis' one-segment fast path
@@ -455,8 +461,7 @@ def random_traces(draw, strided: bool = False) -> Trace:
                 n = draw(st.integers(1, NBYTES - off))
             mode = draw(st.sampled_from((READ, WRITE)))
             key = (draw(st.sampled_from(BUFFERS)), off, n)
-            view = views.setdefault(key, View(0, *key))  # shared, as models share their views
-            out.append(Access(view, mode))
+            out.append(Access(view_of(key), mode))
         return tuple(out)
 
     def add(agent: Agent, kind: str, **kw) -> int:
@@ -485,8 +490,7 @@ def random_traces(draw, strided: bool = False) -> Trace:
             add(H, "sync_stream", after=(last_on[src],) if src in last_on else ())
         elif what == "free":  # the allocator takes the whole buffer back: a write on stream s
             buf = draw(st.sampled_from(BUFFERS))
-            view = views.setdefault((buf, 0, NBYTES), View(0, buf, 0, NBYTES))
-            add(s, "free", issuer=issue(), accesses=(Access(view, WRITE),))
+            add(s, "free", issuer=issue(), accesses=(Access(view_of((buf, 0, NBYTES)), WRITE),))
         elif ops:  # a receive-like op: joins some earlier op (its start precedes this op's end)
             j = draw(st.integers(0, len(ops) - 1))
             add(s, "irecv", issuer=issue(), joins=(j,), accesses=accesses())
