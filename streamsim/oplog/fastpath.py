@@ -31,7 +31,7 @@ _Name = Union[Annotated[str, Meta(min_length=1)], UnsetType]
 _Dur = Union[Annotated[float, Meta(ge=0, le=MAX_DUR)], UnsetType]
 
 
-class _RefObj(msgspec.Struct, forbid_unknown_fields=True):
+class _RefObj(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A buffer ref object without strides (a strided one goes to the checker)."""
     buffer: _Name = UNSET  # required: checked below
     offset: Union[Annotated[int, Meta(ge=0, le=LIMITS["offset"])], UnsetType] = UNSET
@@ -42,7 +42,11 @@ class _RefObj(msgspec.Struct, forbid_unknown_fields=True):
 _Refs = Union[list[Union[Annotated[str, Meta(min_length=1)], _RefObj]], UnsetType]
 
 
-class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fields=True):
+# gc=False (here and on _RefObj, inherited by every line's Struct): a decoded line lives only
+# until its Line is made and holds only strings, numbers and lists of them, never a cycle, so the
+# collector need not track it (200,000 lines decoded and freed: 0.157 -> 0.148 s)
+class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fields=True,
+            gc=False):
     rank: _Rank = UNSET
     host: _Name = UNSET
     stream: _Name = UNSET
