@@ -8,9 +8,11 @@ the kinds of :data:`KINDS`: kernels, host work, events, host syncs, allocations,
 and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have several host threads,
 which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
 settles its clock and waits for the lines of other threads its line must follow; a line waited for
-is taken once its call returns, a blocking one as it starts); and fix costing's re-runs, of logs of
-one host thread a rank, with event, event-sync, ``record_stream`` and handle-wait fixes
-(streamsim/sim/inject.py). For those, it runs the same discrete-event schedule as simpy does for the
+is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with
+event, event-sync, ``record_stream`` and handle-wait fixes whose two places are on one host thread
+(streamsim/sim/inject.py): on a thread of a rank of several, each sync settles as its calls do,
+after the settles of the call it comes before, and the syncs after an action run before the
+thread waits for another's line (Engine.flush_post_injections), outside the call's stream. For those, it runs the same discrete-event schedule as simpy does for the
 engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
 thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
 (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
@@ -298,9 +300,13 @@ cdef class _Run:
     cdef list acc_objs
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
     cdef dict lines  # line number -> Line
-    # fix injection (a fix costing re-run): per host, line index -> its syncs before it, and
-    # the syncs after its last line; the sync being run; each injected op's (kind, name)
-    cdef list inj_before, inj_end, host_specs
+    # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
+    # index -> the syncs after the line before it (run as that line is issued, or before a
+    # thread of a rank of several waits for another's line: Engine.flush_post_injections), and
+    # the syncs after its last line; the sync being run; the state a thread's injection returns
+    # to (-1: its line's action); the settles left before a shared thread's sync (-1: not
+    # begun); each injected op's (kind, name)
+    cdef list inj_before, inj_post, inj_end, host_specs, inj_ret, inj_settles
     cdef int* injk  # the sync being run, of host_specs[h]
     cdef dict fix_events
     cdef dict empty, of_stream  # the attrs ops share (own_attrs): none; a current stream's
@@ -449,7 +455,10 @@ cdef class _Run:
         self.host_deps.append(None)
         self.host_after.append(None)
         self.inj_before.append(None)
+        self.inj_post.append(None)
         self.inj_end.append(None)
+        self.inj_ret.append(-1)
+        self.inj_settles.append(-1)
         self.host_specs.append(None)
         self.host_handles.append(0)
         self.barrier_last.append(-1)
@@ -809,6 +818,8 @@ cdef class _Run:
                 while k < len(gated):
                     p = gated[k]
                     if p not in self.taken:  # (its Signal: one event, its waiters in order)
+                        if self.injecting and self.flush_posts(h):
+                            break  # (Host.wait_signal: the syncs after its last action first)
                         self.gatej[h] = k
                         waiting = self.sig_waiters.get(p)
                         if waiting is None:
@@ -817,6 +828,8 @@ cdef class _Run:
                             waiting.append(h)
                         return 0
                     k += 1
+                if self.state[h] == H_INJECT:
+                    continue
                 self.host_gates[h] = None
                 self.state[h] = H_PREP
             elif st == H_PREP:  # the line's call begins (its line order kept)
@@ -842,28 +855,36 @@ cdef class _Run:
                         self.push(self.clock[h] - self.now, NORMAL, h)
                         return 0
                     continue
-                specs = self.inj_before[h].get(j) if self.injecting else None
-                if specs:  # (Engine._before_issue: the syncs after the last action, then before this)
-                    self.host_specs[h] = specs
-                    self.injk[h] = 0
-                    self.state[h] = H_INJECT
-                else:
-                    self.state[h] = H_ACTION
-            elif st == H_CALL_SETTLED or st == H_SETTLED2:  # (no fix with shared threads)
+                self.state[h] = H_ACTION
+                if self.injecting and not self.injects_in_call(h, kind):
+                    self.inject_before(h, j)
+            elif st == H_CALL_SETTLED:  # (Engine.host_op: its settle, then _before_issue)
+                self.state[h] = H_ACTION
+                if self.injecting and not self.injects_in_call(h, self.host_kind[h]):
+                    self.inject_before(h, self.pos[h])
+            elif st == H_SETTLED2:
                 self.state[h] = H_ACTION  # (a second settle: the action goes on from it)
             elif st == H_INJECT:
                 specs = self.host_specs[h]
                 k = self.injk[h]
                 if k >= len(specs):
                     self.injk[h] = -1
-                    self.state[h] = H_ACTION if self.pos[h] < nlines else H_LINE
+                    if self.inj_ret[h] >= 0:  # (syncs run before a wait for another thread)
+                        self.state[h] = self.inj_ret[h]
+                        self.inj_ret[h] = -1
+                    else:
+                        self.state[h] = H_ACTION if self.pos[h] < nlines else H_LINE
                     continue
                 if self.pos[h] < nlines:
-                    ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream
-                    current = _l(ln, L_STREAM) if K_ISEND <= self.host_kind[h] <= K_WAIT else "compute"
+                    ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream;
+                    # not yet for syncs run before its call waits for another thread's line)
+                    current = _l(ln, L_STREAM) if K_ISEND <= self.host_kind[h] <= K_WAIT and \
+                        self.inj_ret[h] < 0 else "compute"
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
+                if self.shared[h] and self.sync_settles(h, specs[k], current):
+                    return 0  # (a shared thread's sync settles first: Engine.host_op)
                 if self.inject(h, specs[k], ln, current):
                     return 0  # (a sync that blocks: it goes on in H_CLOCKED)
                 if self.state[h] == H_INJECT:
@@ -1077,6 +1098,9 @@ cdef class _Run:
             else:
                 rec = got[0]
                 self.host_s2[h] = None
+            if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
+                self.host_s2[h] = (rec,)  # (its fixes' syncs first: then this again)
+                return False
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
                               () if rec is None else (rec,))
             self.own_attrs(op)["event"] = _l(ln, L_EVENT)
@@ -1103,6 +1127,9 @@ cdef class _Run:
             else:
                 earlier = got[0]
                 self.host_s2[h] = None
+            if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
+                self.host_s2[h] = (earlier,)  # (its fixes' syncs first: then this again)
+                return False
             view = View(rank, _l(ln, L_BUFFER), 0, int(_l(ln, L_NBYTES)))
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (Access(view, "write"),), ())
             a = self.own_attrs(op)
@@ -1132,6 +1159,9 @@ cdef class _Run:
                         return self.settle2(h, ())
                 else:
                     self.host_s2[h] = None
+                if self.injecting and self.inject_before(h, self.pos[h]):
+                    self.host_s2[h] = ()  # (its fixes' syncs first: then this again)
+                    return False
             if kind == K_COLLECTIVE:
                 self.collective(h, line, ln)
             else:
@@ -1449,6 +1479,84 @@ cdef class _Run:
         a["dur"] = self.end[op]
         if root is not None:
             a["root"] = root
+
+    cdef bint inject_before(self, int h, int j) except -1:
+        """Engine._before_issue, as line ``j``'s action is issued: the syncs after the line
+        before it (unless a wait for another thread ran them: :meth:`flush_posts`), then those
+        before this one. True: they run (state H_INJECT), and the action is taken up again
+        after them."""
+        pre = (<dict>self.inj_before[h]).pop(j, None)
+        post = (<dict>self.inj_post[h]).pop(j, None)
+        specs = pre if post is None else post if pre is None else post + pre
+        if not specs:
+            return False
+        self.host_specs[h] = specs
+        self.injk[h] = 0
+        self.state[h] = H_INJECT
+        return True
+
+    cdef bint injects_in_call(self, int h, int kind) except -1:
+        """A thread of a rank of several settles inside these calls before their enqueue's
+        host_op (wait_event's, free's, a comm op's own settle: Engine.settle), and their fixes'
+        syncs run after it (:meth:`action`), not before the call."""
+        return self.shared[h] and (kind == K_WAIT_EVENT or kind == K_FREE or kind == K_ISEND
+                                   or kind == K_IRECV or kind == K_COLLECTIVE)
+
+    cdef bint flush_posts(self, int h) except -1:
+        """Engine.flush_post_injections, as a thread of a rank of several is about to wait for
+        another thread's line (Host.wait_signal): the syncs after its last action run now (the
+        other thread may be waiting for them). True: they run (state H_INJECT), then the wait
+        is taken up again."""
+        post = (<dict>self.inj_post[h]).pop(self.pos[h], None)
+        if not post:
+            return False
+        self.host_specs[h] = post
+        self.injk[h] = 0
+        self.inj_ret[h] = H_GATED
+        self.state[h] = H_INJECT
+        return True
+
+    cdef bint sync_settles(self, int h, tuple spec, str current) except -1:
+        """A fix's sync on a thread of a rank of several settles as its calls do (Engine.settle:
+        simulated time brought up to the thread's clock) before it touches shared state: a
+        record once (its enqueue's host_op), a stream's wait_event twice (Host.wait_event's own,
+        then its enqueue's), a record_stream and a handle's non-blocking wait once, a blocking
+        sync never (blocking_op does not settle). The stream a sync names is made first, as the
+        call's argument is. True: the thread waits (it takes up the same sync again)."""
+        cdef int left = self.inj_settles[h]
+        cdef int code = spec[0]
+        if left < 0:  # (the sync begins)
+            left = 0
+            if code == R_RECORD or (code == R_WAIT and spec[2] is not None):
+                self.stream(self.agent_rank[h], spec[2])
+                left = 1 if code == R_RECORD else 2
+            elif code == R_RECORD_STREAM:
+                left = 1
+            elif code == R_WAIT_HANDLE and self.handle_wait_blocks(h, spec) == 0:
+                left = 1
+        while left > 0:
+            left -= 1
+            if self.clock[h] > self.now:
+                if self.clock[h] > self.max_time:
+                    raise _Fallback()  # (the reference's TimeBoundExceeded)
+                self.inj_settles[h] = left
+                self.push(self.clock[h] - self.now, NORMAL, h)
+                return True
+        self.inj_settles[h] = -1
+        return False
+
+    cdef int handle_wait_blocks(self, int h, tuple spec) except -2:
+        """Whether a fix's wait on a handle blocks the host (1: a blocking wait, gloo's, an
+        NCCL barrier's; Host.wait_work) or is enqueued (0), as :meth:`inject` decides it; -1
+        when the handle was not issued (nothing is waited)."""
+        j = _line_at(self.key_line[h], self.host_lines[h], spec[1])
+        target = self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
+        if target is None:
+            return -1
+        cfg = self.opgroup[<int>target]
+        if spec[2] is None or cfg.backend == "gloo" or cfg.blocking_wait:
+            return 1
+        return _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
 
     cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
@@ -2050,7 +2158,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.rng, r.rng_random = rng, rng.random
     r.agent_obj, r.agent_rank, r.agent_name = [], [], []
     r.host_lines, r.host_deps, r.host_after = [], [], []
-    r.inj_before, r.inj_end, r.host_specs = [], [], []
+    r.inj_before, r.inj_post, r.inj_end, r.host_specs = [], [], [], []
+    r.inj_ret, r.inj_settles = [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = None, {}
     r.empty, r.of_stream = {}, {}
@@ -2093,8 +2202,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             r.host_lines[h] = mine
             r.host_batches[h] = _batches(mine)
             if r.injecting:
-                r.inj_before[h], r.inj_end[h], r.key_line[h] = _injections(r.agent_obj[h], mine,
-                                                                           pre, post)
+                (r.inj_before[h], r.inj_post[h], r.inj_end[h],
+                 r.key_line[h]) = _injections(r.agent_obj[h], mine, pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         per_rank = {}
@@ -2102,8 +2211,6 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             per_rank[rank] = per_rank.get(rank, 0) + 1
         for h in range(r.nag):  # (Engine.add_host: the threads of a rank of several share)
             if r.is_host[h] and per_rank[r.agent_rank[h]] > 1:
-                if r.injecting:
-                    raise _Fallback()  # (a fix with several threads on a rank: the engine's)
                 r.shared[h] = 1
         r.run()
         r.unmatched_notes()
@@ -2208,33 +2315,34 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     action, those after it (the driver's end). An action's key: (its host thread, kind,
     location, n), the n-th action of that kind from that location; ``pre`` and ``post`` hold
     the rest of the key by host thread (hashing the Agent per line was most of the work).
-    Returns ``(before, at_end, sites)``: line index -> its syncs, the syncs after the last
-    action, and the thread's lines by location (:func:`_site_index`) that find a key's line.
+    Returns ``(before, after_prev, at_end, sites)``: line index -> the syncs before its
+    action, line index -> the syncs after the action before it (run first, or earlier when the
+    thread waits for another: Engine.flush_post_injections), the syncs after the last action,
+    and the thread's lines by location (:func:`_site_index`) that find a key's line.
 
     Each key is looked up from its location, rather than each line's key made and looked up:
     there are fewer syncs than lines, and an op log's lines each have a location of their own."""
     mine_pre = pre.get(agent) or {}
     mine_post = post.get(agent) or {}
     if not mine_pre and not mine_post:
-        return {}, (), None
+        return {}, {}, (), None
     sites = _site_index(mine, mine_pre, mine_post)
     cdef Py_ssize_t j, last = len(mine) - 1
-    cdef dict before = {}
+    cdef dict before = {}, after_prev = {}
     at_end = ()
-    for key, specs in mine_post.items():  # (first: a line's tuple has them before its own)
+    for key, specs in mine_post.items():
         j = _line_at(sites, mine, key)
         if j < 0:
             continue
         if j == last:
             at_end = tuple(specs)
         else:
-            before[j + 1] = tuple(specs)  # (one key a line: the first syncs of line j + 1)
+            after_prev[j + 1] = tuple(specs)  # (one key a line: run before line j + 1's own)
     for key, specs in mine_pre.items():
         j = _line_at(sites, mine, key)
         if j >= 0:
-            got = before.get(j)
-            before[j] = tuple(specs) if got is None else got + tuple(specs)
-    return before, at_end, sites
+            before[j] = tuple(specs)
+    return before, after_prev, at_end, sites
 
 
 cdef tuple _site_index(list mine, dict mine_pre, dict mine_post):

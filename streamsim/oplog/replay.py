@@ -92,27 +92,25 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                        lean: bool = False) -> "Trace | LeanRun | None":
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
-    log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`), any
-    fix in a log with a rank of several host threads, a run that stalls, or anything the engine
-    would refuse or bound): the engine then runs, and words any error and the deadlock. The
+    log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`: a
+    hand-off, or a sync whose two places are on two host threads), a run that stalls, or
+    anything the engine would refuse or bound): the engine then runs, and words any error and the deadlock. The
     threads of a rank keep the line order of :class:`_Replay` (``issue_gates``)."""
     compiled = native.replayer()
     if compiled is None or not 0 <= jitter < float("inf"):
         return None
     threaded = len({rank for rank, _ in oplog.threads}) != len(oplog.threads)
-    if threaded and fixes:
-        return None  # (a fix's syncs among the threads' line order: the engine's)
     groups = _group_configs(oplog)
     if groups is None:
         return None
     try:
-        gates = _gates(oplog) if threaded else None
         pre = post = None
-        if fixes:
+        if fixes:  # (first: a fix it does not inject, one across threads, costs no line order)
             got = _injections(fixes, base, compiled)
             if got is None:
                 return None
             pre, post = got
+        gates = _gates(oplog) if threaded else None
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
                               max_ops, max_time, random.Random(0 if seed is None else seed),
                               pre, post, groups, gates, _TAKEN_AS_THEY_START, lean=lean)
