@@ -204,6 +204,7 @@ class Engine(CommMixin):
             request = done.switch()
             while not done.dead:
                 yield request
+                self.current = h  # (another thread ran meanwhile: a fix's sync that settles)
                 request = done.switch()
         h.finished = True
         h.blocked = None

@@ -59,3 +59,32 @@ def test_a_fix_naming_op_ids_needs_the_run_it_was_found_in():
     log, _, fixes = racy("event")
     with pytest.raises(InputError, match="trace they were found in"):
         simulate_oplog(log, fixes=fixes)
+
+
+# A rank of two threads: aux's last line writes x on s1; main, later, reads it on s2 after a
+# sync of another stream (s3). The fix is an event across the threads: recorded on aux after
+# its last line (so at the end of its program) and waited by main before `consume`.
+THREADS = [{"op": "config", "launch_overhead": 5},
+           {"op": "launch", "host": "aux", "stream": "s1", "name": "produce", "writes": ["x"],
+            "dur": 10},
+           {"op": "launch", "host": "main", "stream": "s3", "name": "long", "dur": 50},
+           {"op": "sync_stream", "host": "main", "stream": "s3"},
+           {"op": "launch", "host": "main", "stream": "s2", "name": "consume", "reads": ["x"]}]
+
+
+@pytest.mark.parametrize("path", ["0", "1"])
+def test_a_fix_sync_after_a_threads_last_line_is_labelled_as_the_fixs(monkeypatch, path):
+    """The syncs after a thread's last action run at the end of its program; on a thread of a
+    rank of several, a record's issue settles first, and another thread (main, in its
+    sync_stream) runs meanwhile. The engine then carried on with main as its current thread,
+    and the record's two ops took main's line as theirs: named ``sync_stream``, line 4. They
+    are the fix's own: ``record(fix0)``, no line. On the engine (``"0"``) and the compiled
+    replay where built (``"1"``; the engine otherwise), the same trace."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", path)
+    log = parse_oplog("".join(json.dumps(x) + "\n" for x in THREADS), "threads.jsonl")
+    trace = simulate_oplog(log)
+    keyed = key_fixes(trace, distinct_fixes(analyse(trace).hazards))
+    assert [f.kind for f in keyed] == ["event"] and keyed[0].record_after[0].name == "aux"
+    fixed = simulate_oplog(log, fixes=keyed)
+    records = [(str(op.agent), op.name, op.line) for op in fixed.ops if op.kind == "record"]
+    assert records == [("rank0/aux", "record(fix0)", None), ("rank0/s1", "record(fix0)", None)]
