@@ -9,10 +9,12 @@ and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have sever
 which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
 settles its clock and waits for the lines of other threads its line must follow; a line waited for
 is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with
-event, event-sync, ``record_stream`` and handle-wait fixes whose two places are on one host thread
-(streamsim/sim/inject.py): on a thread of a rank of several, each sync settles as its calls do,
-after the settles of the call it comes before, and the syncs after an action run before the
-thread waits for another's line (Engine.flush_post_injections), outside the call's stream. For those, it runs the same discrete-event schedule as simpy does for the
+event, event-sync, ``record_stream`` and handle-wait fixes (streamsim/sim/inject.py; not a
+hand-off, nor a handle issued by one thread and waited by another): on a thread of a rank of
+several, each sync settles as its calls do, after the settles of the call it comes before, the
+syncs after an action run before the thread waits for another's line
+(Engine.flush_post_injections), outside the call's stream, and a wait whose record is another
+thread's waits until that record is issued (inject._wait_event). For those, it runs the same discrete-event schedule as simpy does for the
 engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
 thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
 (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
@@ -342,6 +344,7 @@ cdef class _Run:
     cdef list host_gates  # per host: the gates of the line (or batch) it is at
     cdef list host_s2  # per host: what its call read before its second settle waited, or None
     cdef dict gates, sig_waiters
+    cdef int fix_sig  # the signal of fix i's record is fix_sig + i (past every line number)
     cdef object awaited, on_start
     cdef set taken
     # hand-offs (sim/handoff.py, Channels): per (rank, channel) its puts so far and its gets;
@@ -883,6 +886,8 @@ cdef class _Run:
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
+                if self.shared[h] and self.waits_for_record(h, specs[k]):
+                    return 0  # (its record is another thread's, not issued yet)
                 if self.shared[h] and self.sync_settles(h, specs[k], current):
                     return 0  # (a shared thread's sync settles first: Engine.host_op)
                 if self.inject(h, specs[k], ln, current):
@@ -1516,6 +1521,23 @@ cdef class _Run:
         self.state[h] = H_INJECT
         return True
 
+    cdef bint waits_for_record(self, int h, tuple spec) except -1:
+        """inject._wait_event: a fix's wait whose record is another thread's first waits, in
+        simulated time, until that record is issued (its signal: :meth:`take`), before any of
+        its calls (``inj_settles`` -2: it has waited). True: the thread waits."""
+        if spec[0] != R_WAIT or spec[3] < 0 or self.inj_settles[h] != -1:
+            return False
+        cdef int key = self.fix_sig + spec[3]
+        if key in self.taken:
+            return False
+        self.inj_settles[h] = -2
+        waiting = self.sig_waiters.get(key)
+        if waiting is None:
+            self.sig_waiters[key] = [h]
+        else:
+            waiting.append(h)
+        return True
+
     cdef bint sync_settles(self, int h, tuple spec, str current) except -1:
         """A fix's sync on a thread of a rank of several settles as its calls do (Engine.settle:
         simulated time brought up to the thread's clock) before it touches shared state: a
@@ -1572,6 +1594,8 @@ cdef class _Run:
             self.mark_special(op, sp)
             self.own_attrs(op)["event"] = name
             self.fix_events[(rank, name)] = op
+            if self.fix_sig + spec[3] not in self.taken:  # (recorded.succeed(): a wait on
+                self.take(self.fix_sig + spec[3])  # another thread goes on)
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
             self.stream(rank, stream)
             rec = self.fix_events.get((rank, name))
@@ -2179,6 +2203,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start
     r.taken, r.sig_waiters = set(), {}
+    r.fix_sig = max([_l(ln, L_LINENO) for ln in lines], default=0) + 1
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)
     r.notes, r.acc_objs, r.stream_of_name = [], [], {}
@@ -2227,7 +2252,9 @@ def fix_syncs(list fixes):
     injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
     with the engine, host thread -> the rest of an action's key -> the syncs to issue before
     (``pre``) and after (``post``) that action; None when a fix is not one this replay covers
-    (a hand-off, or a sync whose two places are on two threads). Each distinct host thread
+    (a hand-off, or a handle issued by one thread and waited by another). A fix's record and
+    wait carry its number: a wait on another thread's record first waits for it to be issued
+    (inject._wait_event), with the number telling the record's signal. Each distinct host thread
     object is hashed once (a hash of the Agent dataclass, in Python, per fix was most of the
     work)."""
     cdef dict pre = {}, post = {}
@@ -2247,15 +2274,15 @@ def fix_syncs(list fixes):
         if kind == "event" or kind == "event_sync":
             after = fix.record_after
             other = after[0]
-            if other is not ag and other != ag:
-                return None
+            across = other is not ag and other != ag
             name = f"fix{i}"
             mine = post_of.get(id(other))
             if mine is None:
                 mine = post_of[id(other)] = post.setdefault(other, {})
             (<list>(<dict>mine).setdefault(after[1:], [])).append(
-                (R_RECORD, name, fix.event_stream.name))
-            (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None))
+                (R_RECORD, name, fix.event_stream.name, i))
+            (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None,
+                                   i if across else -1))
         elif kind == "record_stream":
             (<list>before).append((R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
         elif kind == "wait_handle":

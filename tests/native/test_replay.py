@@ -370,7 +370,7 @@ def keyed_fix_sets(trace):
 def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
     covered too."""
-    kinds, ran, left, threads_ran = set(), 0, 0, 0
+    kinds, ran, left, threads_ran, crossed = set(), 0, 0, 0, 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -390,6 +390,8 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                     left += 1
                     continue  # (the engine's alone)
                 threads_ran += threaded(log)
+                crossed += any(f.kind in ("event", "event_sync") and
+                               f.record_after[0] != f.before[0] for f in keyed)
                 diff = difference(reference, compiled)
                 assert diff is None, f"log seed {seed}, seed {s} jitter {j}, fixes " \
                     f"{[f.text for f in keyed]}: {diff}\n" + covered_log(seed)
@@ -397,21 +399,16 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 ran += 1
     assert ran >= 30 and {"event", "record_stream", "wait_handle"} <= kinds, (ran, kinds)
     assert threads_ran >= 10, threads_ran  # (re-runs of logs with a rank of several threads)
+    assert crossed >= 3, crossed  # (with an event fix across two threads)
     assert left >= 10, left  # (the re-runs left to the engine were tried)
 
 
 def _across_threads(keyed) -> bool:
-    """A keyed fix whose two places are on two host threads (a hand-off, or an event recorded
-    after one thread's action and waited before another's, a handle issued by one and waited
-    by another): ``_replay.fix_syncs`` leaves it to the engine."""
-    for f in keyed:
-        if f.kind == "handoff":
-            return True
-        if f.kind in ("event", "event_sync") and f.record_after[0] != f.before[0]:
-            return True
-        if f.kind == "wait_handle" and f.handle_op[0] != f.before[0]:
-            return True
-    return False
+    """A keyed fix ``_replay.fix_syncs`` leaves to the engine: a hand-off, or a handle issued
+    by one host thread and waited by another. (An event recorded after one thread's action and
+    waited before another's replays compiled: the wait waits for the record's issue.)"""
+    return any(f.kind == "handoff" or f.kind == "wait_handle" and f.handle_op[0] != f.before[0]
+               for f in keyed)
 
 
 def test_fix_reruns_of_lines_that_share_a_location_replay_to_the_same_trace(monkeypatch):
