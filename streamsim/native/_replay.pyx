@@ -8,13 +8,13 @@ the kinds of :data:`KINDS`: kernels, host work, events, host syncs, allocations,
 and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have several host threads,
 which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
 settles its clock and waits for the lines of other threads its line must follow; a line waited for
-is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with
-event, event-sync, ``record_stream`` and handle-wait fixes (streamsim/sim/inject.py; not a
-hand-off, nor a handle issued by one thread and waited by another): on a thread of a rank of
-several, each sync settles as its calls do, after the settles of the call it comes before, the
-syncs after an action run before the thread waits for another's line
-(Engine.flush_post_injections), outside the call's stream, and a wait whose record is another
-thread's waits until that record is issued (inject._wait_event). For those, it runs the same discrete-event schedule as simpy does for the
+is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with event,
+event-sync, ``record_stream`` and handle-wait fixes (streamsim/sim/inject.py; not a hand-off, nor a
+handle issued by one thread and waited by another): on a thread of a rank of several, each sync
+settles as its calls do, after the settles of the call it comes before, the syncs after an action
+run before the thread waits for another's line (Engine.flush_post_injections), outside the call's
+stream, and a wait whose record is another thread's waits until that record is issued
+(inject._wait_event). For those, it runs the same discrete-event schedule as simpy does for the
 engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
 thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
 (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
@@ -24,11 +24,11 @@ attrs and notes as the reference gives it. (A simpy event with several waiters, 
 start, resumes them in one step; here each is an entry of its own, pushed in the same order with
 consecutive numbers: nothing a resumed stream schedules can come between them, as it schedules only
 normal entries. A line's signal that host threads wait on is one entry that resumes them all in one
-step, in the order they began waiting: a resumed host may start a stream, an urgent entry.) It makes
-the ops the engine's records become (``Op``, the slots of its ``Rec``, handed over by :func:`bind`;
-their ``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes its records
-before it freezes them) and leaves the trace to ``finish.trace_of``, with which the engine's own
-``build_trace`` ends: the two traces are built by one function.
+step, in the order they began waiting: a resumed host may start a stream, an urgent entry.) It
+makes the ops the engine's records become (``Op``, the slots of its ``Rec``, handed over by
+:func:`bind`; their ``after`` and ``joins`` op ids already, as the engine's ``build_trace`` makes
+its records before it freezes them) and leaves the trace to ``finish.trace_of``, with which the
+engine's own ``build_trace`` ends: the two traces are built by one function.
 
 What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
 queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
