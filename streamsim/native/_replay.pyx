@@ -1554,8 +1554,10 @@ cdef class _Run:
                 left = 1 if code == R_RECORD else 2
             elif code == R_RECORD_STREAM:
                 left = 1
-            elif code == R_WAIT_HANDLE and self.handle_wait_blocks(h, spec) == 0:
-                left = 1
+            elif code == R_WAIT_HANDLE:
+                target = self.fix_handle(h, spec)
+                if target is not None and not self.fix_handle_blocks(target, spec[2]):
+                    left = 1
         while left > 0:
             left -= 1
             if self.clock[h] > self.now:
@@ -1567,18 +1569,19 @@ cdef class _Run:
         self.inj_settles[h] = -1
         return False
 
-    cdef int handle_wait_blocks(self, int h, tuple spec) except -2:
-        """Whether a fix's wait on a handle blocks the host (1: a blocking wait, gloo's, an
-        NCCL barrier's; Host.wait_work) or is enqueued (0), as :meth:`inject` decides it; -1
-        when the handle was not issued (nothing is waited)."""
+    cdef object fix_handle(self, int h, tuple spec):
+        """The comm op whose handle a fix's wait (R_WAIT_HANDLE) waits: the one its keyed
+        action issued; None when that action was not issued (yet): nothing to wait."""
         j = _line_at(self.key_line[h], self.host_lines[h], spec[1])
-        target = self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
-        if target is None:
-            return -1
+        return self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
+
+    cdef bint fix_handle_blocks(self, object target, object stream) except -1:
+        """Host.wait_work's choice for a fix's wait on ``target``'s handle: the host blocks (a
+        wait with no stream, gloo's, a group's ``blocking_wait``, a barrier's), else ``stream``
+        waits (an enqueued wait)."""
         cfg = self.opgroup[<int>target]
-        if spec[2] is None or cfg.backend == "gloo" or cfg.blocking_wait:
-            return 1
-        return _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
+        return stream is None or cfg.backend == "gloo" or cfg.blocking_wait or \
+            _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
 
     cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
@@ -1612,18 +1615,15 @@ cdef class _Run:
             self.mark_special(self.cur[h], ("sync_event", f"{name}.synchronize()"))
             return blocked
         elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
-            j = _line_at(self.key_line[h], self.host_lines[h], name)
-            target = self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
+            target = self.fix_handle(h, spec)
             if target is None:
                 return False  # (that action was not issued yet: nothing to wait)
-            cfg = self.opgroup[<int>target]
             waited_on = current if stream is None else stream
-            blocking = True if stream is None else cfg.blocking_wait
             self.barrier_last[h] = -1
-            if _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and cfg.backend != "gloo":
-                blocking = True
+            if _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and \
+                    self.opgroup[<int>target].backend != "gloo":
                 self.barrier_last[h] = self.last[self.stream(rank, waited_on)]
-            if blocking or cfg.backend == "gloo":
+            if self.fix_handle_blocks(target, stream):
                 self.wait_target[h] = target
                 blocked = self.block_sync(h, K_WAIT, line, {})
                 self.mark_special(self.cur[h], ("wait", f"{self.ophandle[<int>target]}.wait()"))

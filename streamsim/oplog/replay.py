@@ -93,9 +93,10 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
     log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`: a
-    hand-off, or a handle issued by one host thread and waited by another), a run that stalls, or
-    anything the engine would refuse or bound): the engine then runs, and words any error and the deadlock. The
-    threads of a rank keep the line order of :class:`_Replay` (``issue_gates``)."""
+    hand-off, or a handle issued by one host thread and waited by another), a run that stalls,
+    or anything the engine would refuse or bound): the engine then runs, and words any error and
+    the deadlock. The threads of a rank keep the line order of :class:`_Replay`
+    (``issue_gates``)."""
     compiled = native.replayer()
     if compiled is None or not 0 <= jitter < float("inf"):
         return None
