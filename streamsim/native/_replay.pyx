@@ -848,6 +848,9 @@ cdef class _Run:
                                 _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.line_barrier[h] = self.last[s]
+                if self.injecting and self.host_batches[h] is not None and \
+                        self.host_batches[h].get(j):
+                    self.batch_fits(h, j)
                 if self.shared[h] and not self.blocking_call(h, kind, ln):
                     # (the call's first settle: without gates the program does not call
                     # in_line_order; with them it waits only after a timeout short of the clock)
@@ -888,9 +891,20 @@ cdef class _Run:
                     current = "compute"
                 if self.shared[h] and self.waits_for_record(h, specs[k]):
                     return 0  # (its record is another thread's, not issued yet)
-                if self.shared[h] and self.sync_settles(h, specs[k], current):
+                members = self.batch_call(h)
+                if members is not None:  # (Host.batch_p2p: the thread not shared, no settle)
+                    if self.inj_settles[h] == -2:
+                        self.inj_settles[h] = -1  # (its wait for another thread's record ran)
+                elif self.shared[h] and self.sync_settles(h, specs[k], current):
                     return 0  # (a shared thread's sync settles first: Engine.host_op)
-                if self.inject(h, specs[k], ln, current):
+                lead = _issued_first(members)
+                op = self.nops
+                blocked = self.inject(h, specs[k], ln if lead is None else lead, current)
+                if lead is not None and _l(lead, L_STEP) != _l(ln, L_STEP):
+                    while op < self.nops:  # (the step the batch's first line set: host.step)
+                        self.opstep[op] = _l(ln, L_STEP)
+                        op += 1
+                if blocked:
                     return 0  # (a sync that blocks: it goes on in H_CLOCKED)
                 if self.state[h] == H_INJECT:
                     self.injk[h] = k + 1
@@ -908,7 +922,9 @@ cdef class _Run:
                     deps = self.blocking_wait(h, op, lines, nlines)
                 elif self.injk[h] >= 0:  # a fix's event.synchronize()
                     name = self.host_specs[h][self.injk[h]][1]
-                    ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+                    ln = _issued_first(self.batch_call(h))
+                    if ln is None:
+                        ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
                     a = self.own_attrs(op)
                     a["injected"] = True
                     a["event"] = name
@@ -1156,6 +1172,8 @@ cdef class _Run:
             a["stream"] = _l(ln, L_STREAM)
             self.recorded.setdefault((rank, _l(ln, L_BUFFER)), []).append(_l(ln, L_STREAM))
         elif (kind == K_ISEND or kind == K_IRECV) and _l(ln, L_BATCH) is not None:
+            if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
+                return False  # (after Host.batch_p2p's settle: then the batch again)
             self.batch(h, ln, self.host_batches[h][self.pos[h]])
         elif kind == K_ISEND or kind == K_IRECV or kind == K_COLLECTIVE:
             if self.shared[h]:  # (its enqueue's settle: nothing it reads comes before)
@@ -1263,8 +1281,8 @@ cdef class _Run:
         (the first line's step); each line's handle completes with the whole batch."""
         cdef int i, op, batch_id = -1
         cfg = self.group_of(self.agent_rank[h], first)
-        if cfg.backend != "nccl" or self.injecting:
-            raise _Fallback()  # (a fix's syncs between a batch's members: the engine's)
+        if cfg.backend != "nccl":
+            raise _Fallback()  # (the reference's ModelError)
         order = sorted(range(len(members)), key=lambda i: members[i].op != "isend")
         ops = []
         for i in order:
@@ -1499,6 +1517,38 @@ cdef class _Run:
         self.injk[h] = 0
         self.state[h] = H_INJECT
         return True
+
+    cdef object batch_call(self, int h):
+        """The lines of the batch whose call the thread's fix syncs run in, else None.
+        Host.batch_p2p settles once, then issues its members with the thread not shared
+        (Engine.settle does nothing): the syncs before its first issued member (Engine.
+        _before_issue) do not settle either. (Syncs run before the batch waits for another
+        thread's line are outside the call: Host.wait_signal.)"""
+        cdef int j = self.pos[h]
+        if self.host_batches[h] is None or self.inj_ret[h] >= 0 or \
+                j >= len(self.host_lines[h]):
+            return None
+        return self.host_batches[h].get(j) or None
+
+    cdef void batch_fits(self, int h, int j) except *:
+        """Host.batch_p2p issues a batch's members in one call, sends first
+        (``batch_issue_order``), each its own action (Engine._before_issue): a fix's syncs
+        before its first issued member and after its last run before and after the batch,
+        which this replay does when those are its first and last lines; any other sync falls
+        between two members, and the engine runs the re-run (_Fallback)."""
+        members = self.host_batches[h][j]
+        cdef int k, n = len(members)
+        order = sorted(range(n), key=lambda i: members[i].op != "isend")
+        pre = <dict>self.inj_before[h]
+        post = <dict>self.inj_post[h]
+        for k in range(n):  # (the syncs before line j + k; after line j + k - 1)
+            if j + k in pre and not (k == 0 == order[0]):
+                raise _Fallback()
+            if k > 0 and j + k in post:
+                raise _Fallback()
+        if order[n - 1] != n - 1 and (j + n in post or j + n == len(self.host_lines[h]) and
+                                      self.inj_end[h]):
+            raise _Fallback()  # (the syncs after its last line: not its last issued)
 
     cdef bint injects_in_call(self, int h, int kind) except -1:
         """A thread of a rank of several settles inside these calls before their enqueue's
@@ -2048,15 +2098,32 @@ cdef class _Run:
     cdef Columns columns(self):
         """The ops of the run as columns (``_cols.pxd``), for fix costing's compiled measures:
         the same fields :meth:`records` gives each ``Op``, without making one. Left to the
-        reference as :meth:`records` is (sequence positions unused), and when two agents are
-        equal (the trace's ``agents`` is a set of them: no position of its own for each)."""
+        reference as :meth:`records` is (sequence positions unused). The agents are the trace's
+        set of them, in order: a batch member's lane (an agent of this replay, equal to its
+        stream's, with no op of its own) is its stream's; two equal agents that both have ops
+        are left to the reference too."""
         if self.seq_holes:
             raise _Fallback()
-        cdef int n = self.nops, i, a, lo
+        cdef int n = self.nops, i, a, lo, k = -1
         cdef list order = sorted(range(self.nag), key=self.agent_obj.__getitem__)
-        cdef tuple agents = tuple([self.agent_obj[a] for a in order])
-        if len(set(agents)) != len(agents):
-            raise _Fallback()
+        cdef list distinct = []
+        cdef int *place = <int*>malloc((self.nag + 1) * sizeof(int))
+        if place == NULL:
+            raise MemoryError()
+        cdef bint with_ops = False  # (an agent equal to the k-th has ops)
+        for i in range(self.nag):
+            a = order[i]
+            if k >= 0 and self.agent_obj[a] == distinct[k]:
+                if self.count[a] and with_ops:
+                    free(place)
+                    raise _Fallback()
+            else:
+                distinct.append(self.agent_obj[a])
+                k += 1
+                with_ops = False
+            with_ops = with_ops or self.count[a] > 0
+            place[a] = k
+        cdef tuple agents = tuple(distinct)
         cdef Columns c = Columns.__new__(Columns)
         c.run = self
         c.agents = agents
@@ -2064,12 +2131,9 @@ cdef class _Run:
         c.c.index, c.c.issuer, c.c.start, c.c.end = self.index, self.issuer, self.start, self.end
         c.c.agent = <int*>malloc((n + 1) * sizeof(int))
         c.c.line = <int*>malloc((n + 1) * sizeof(int))
-        cdef int *place = <int*>malloc((self.nag + 1) * sizeof(int))
-        if c.c.agent == NULL or c.c.line == NULL or place == NULL:
+        if c.c.agent == NULL or c.c.line == NULL:
             free(place)
             raise MemoryError()
-        for i in range(self.nag):
-            place[<int>order[i]] = i
         for i in range(n):
             c.c.agent[i] = place[self.agent[i]]
         free(place)
@@ -2325,6 +2389,18 @@ cdef object _batches(list mine):
         out[i] = mine[i:j]
         i = j
     return out
+
+
+cdef object _issued_first(object members):
+    """The line a fix's sync before a batch (``members``, or None: no batch) is issued as, when
+    it is not the batch's first line: its first issued member, a send (Host.batch_p2p issues
+    sends first and sets each member's origin before its _before_issue); None otherwise."""
+    if members is None or members[0].op == "isend":
+        return None
+    for ln in members:
+        if ln.op == "isend":
+            return ln
+    return None
 
 
 cdef object _nbytes_of(tuple tensors):

@@ -20,6 +20,7 @@ from streamsim.analysis.checks import analyse
 from streamsim.analysis.hb import HAZARD_KINDS, hazard_count
 from streamsim.analysis.liveness import deadlock_from_stall
 from streamsim.analysis.metrics import compute_metrics
+from streamsim.oplog import replay as replay_mod
 from streamsim.oplog.leanrun import LeanRun
 from streamsim.oplog.replay import simulate_oplog
 from streamsim.pipeline import fixcost
@@ -58,7 +59,7 @@ def test_a_rerun_measured_from_its_columns_costs_what_its_trace_does(monkeypatch
     them (None from ``_measured_lean`` fails: a measure declined); its cost equals the
     reference's, with the hazards left, steps, peak memory and delayed ops the reference finds
     (the counts below check that the logs reach them)."""
-    reached = {"left": 0, "moved": 0, "steps": 0, "memory": 0, "runs": 0}
+    reached = {"left": 0, "moved": 0, "steps": 0, "memory": 0, "runs": 0, "batched": 0}
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -69,8 +70,11 @@ def test_a_rerun_measured_from_its_columns_costs_what_its_trace_does(monkeypatch
                 monkeypatch.setenv("STREAMSIM_NATIVE", "1")
                 run = simulate_oplog(log, seed=s, jitter=j, fixes=keyed, lean=True)
                 if isinstance(run, Trace):  # (left to the engine: test_replay says which)
+                    assert replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed) \
+                        is None, f"log seed {seed}: its compiled re-run not kept as columns"
                     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
                     continue
+                reached["batched"] += any(ln.batch is not None for ln in log.lines)
                 where = f"log seed {seed}, seed {s} jitter {j}, fixes {[f.text for f in keyed]}"
                 got = lean_cost(trace, run, keyed)
                 assert got is not None, f"{where}: a measure of the columns declined"
@@ -84,7 +88,8 @@ def test_a_rerun_measured_from_its_columns_costs_what_its_trace_does(monkeypatch
                 reached["steps"] += got.after.steps > 0
                 reached["memory"] += bool(got.after.peak_bytes)
                 monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-    assert reached["runs"] >= 100 and min(reached.values()) >= 50, reached
+    assert reached["runs"] >= 100 and min(reached.values()) >= 50, reached  # (batched: logs
+    # with a batch_isend_irecv, whose lanes are agents equal to their stream)
 
 
 def test_a_measure_that_declines_leaves_the_run_to_its_trace(monkeypatch):

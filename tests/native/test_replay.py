@@ -370,7 +370,7 @@ def keyed_fix_sets(trace):
 def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
     covered too."""
-    kinds, ran, left, threads_ran, crossed = set(), 0, 0, 0, 0
+    kinds, ran, left, threads_ran, crossed, batched = set(), 0, 0, 0, 0, 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -383,13 +383,13 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 if reference.stall is not None or \
                         not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
                                                         "wait_handle"} \
-                        or any(ln.batch is not None for ln in log.lines) \
-                        or _across_threads(keyed):
-                    assert compiled is None, "a stall, a hand-off, a batch or a sync across " \
-                        "threads replayed with fixes"
+                        or _inside_a_batch(log, keyed) or _across_threads(keyed):
+                    assert compiled is None, "a stall, a hand-off, a sync between a batch's " \
+                        "members or a handle across threads replayed with fixes"
                     left += 1
                     continue  # (the engine's alone)
                 threads_ran += threaded(log)
+                batched += any(ln.batch is not None for ln in log.lines)
                 crossed += any(f.kind in ("event", "event_sync") and
                                f.record_after[0] != f.before[0] for f in keyed)
                 diff = difference(reference, compiled)
@@ -400,7 +400,39 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     assert ran >= 30 and {"event", "record_stream", "wait_handle"} <= kinds, (ran, kinds)
     assert threads_ran >= 10, threads_ran  # (re-runs of logs with a rank of several threads)
     assert crossed >= 3, crossed  # (with an event fix across two threads)
+    assert batched >= 10, batched  # (re-runs of logs with a batch_isend_irecv)
     assert left >= 10, left  # (the re-runs left to the engine were tried)
+
+
+def _inside_a_batch(log, keyed) -> bool:
+    """A keyed fix whose sync falls between the members of a ``batch_isend_irecv``, which
+    issues them in one call (sends first: ``batch_issue_order``), each its own action: a sync
+    before a member other than the first issued, or after one other than the last issued, or
+    before (after) the batch when its first (last) line is not issued first (last). The compiled
+    replay leaves those to the engine; a sync before or after the whole batch it runs."""
+    from streamsim.oplog.batches import batches
+    from streamsim.sim.comm import batch_issue_order
+    from streamsim.trace import HOST, Agent
+    inside_pre, inside_post = set(), set()
+    for rank, host in log.threads:
+        mine = [ln for ln in log.lines if (ln.rank, ln.host) == (rank, host)]
+        seen: dict = {}
+        keys = []
+        for ln in mine:  # (an action's key: its thread, kind, location, n-th of them)
+            n = seen.get((ln.op, ln.location), 0)
+            seen[(ln.op, ln.location)] = n + 1
+            keys.append((Agent(rank, HOST, host), ln.op, ln.location, n))
+        for i, members in batches(mine).items():
+            if not members:
+                continue
+            order = batch_issue_order([m.op for m in members])
+            for k in range(len(members)):
+                if not (k == 0 == order[0]):
+                    inside_pre.add(keys[i + k])
+                if not (k == len(members) - 1 == order[-1]):
+                    inside_post.add(keys[i + k])
+    return any(f.before in inside_pre or f.kind in ("event", "event_sync") and
+               f.record_after in inside_post for f in keyed)
 
 
 def _across_threads(keyed) -> bool:
