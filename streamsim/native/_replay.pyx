@@ -344,6 +344,7 @@ cdef class _Run:
     cdef list host_gates  # per host: the gates of the line (or batch) it is at
     cdef list host_s2  # per host: what its call read before its second settle waited, or None
     cdef dict gates, sig_waiters
+    cdef set flushed  # the hosts that ran a fix's syncs in Host.wait_signal, then wait
     cdef int fix_sig  # the signal of fix i's record is fix_sig + i (past every line number)
     cdef object awaited, on_start
     cdef set taken
@@ -820,15 +821,25 @@ cdef class _Run:
                 k = self.gatej[h] + 1
                 while k < len(gated):
                     p = gated[k]
+                    if h in self.flushed:  # (Host.wait_signal, its flush done: it blocks on the
+                        self.flushed.discard(h)  # Signal, which may have been set meanwhile:
+                        waiting = self.sig_waiters.get(p)  # it goes on once that is processed)
+                        if waiting is None:
+                            k += 1
+                            continue
+                        self.gatej[h] = k
+                        waiting.append(h)
+                        return 0
                     if p not in self.taken:  # (its Signal: one event, its waiters in order)
+                        waiting = self.sig_waiters.get(p)
+                        if waiting is None:  # (_Replay.taking: the Signal made, then the flush)
+                            waiting = self.sig_waiters[p] = []
                         if self.injecting and self.flush_posts(h):
+                            self.flushed.add(h)
+                            self.gatej[h] = k - 1  # (then back to this gate)
                             break  # (Host.wait_signal: the syncs after its last action first)
                         self.gatej[h] = k
-                        waiting = self.sig_waiters.get(p)
-                        if waiting is None:
-                            self.sig_waiters[p] = [h]
-                        else:
-                            waiting.append(h)
+                        waiting.append(h)
                         return 0
                     k += 1
                 if self.state[h] == H_INJECT:
@@ -1250,9 +1261,10 @@ cdef class _Run:
         self.pos[h] = j + 1
 
     cdef void take(self, int lineno) except *:
-        """replay._Replay.take: line ``lineno`` took effect; its Signal, if a thread waits on
-        it, is set (one event: every waiter resumes in one step, in the order they began
-        waiting, as simpy calls an event's callbacks)."""
+        """replay._Replay.take: line ``lineno`` took effect; its Signal, if one was made (a
+        thread waits on it, or runs a fix's syncs before it does), is set: one event, processed
+        in its turn, when every waiter resumes in one step, in the order they began waiting, as
+        simpy calls an event's callbacks."""
         self.taken.add(lineno)
         if lineno in self.sig_waiters:
             self.push(0.0, NORMAL, -1 - lineno)
@@ -2266,7 +2278,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.gates = gates or {}
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start
-    r.taken, r.sig_waiters = set(), {}
+    r.taken, r.sig_waiters, r.flushed = set(), {}, set()
     r.fix_sig = max([_l(ln, L_LINENO) for ln in lines], default=0) + 1
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)
