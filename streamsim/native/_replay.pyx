@@ -9,12 +9,13 @@ and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have sever
 which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
 settles its clock and waits for the lines of other threads its line must follow; a line waited for
 is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with event,
-event-sync, ``record_stream`` and handle-wait fixes (streamsim/sim/inject.py; not a hand-off, nor a
-handle issued by one thread and waited by another): on a thread of a rank of several, each sync
+event-sync, ``record_stream``, handle-wait and hand-off fixes (streamsim/sim/inject.py; not a handle
+issued by one thread and waited by another, nor a sync between a batch's members): on a thread of a
+rank of several, each sync
 settles as its calls do, after the settles of the call it comes before, the syncs after an action
 run before the thread waits for another's line (Engine.flush_post_injections), outside the call's
-stream, and a wait whose record is another thread's waits until that record is issued
-(inject._wait_event). For those, it runs the same discrete-event schedule as simpy does for the
+stream, a wait whose record is another thread's waits until that record is issued
+(inject._wait_event), and a hand-off's get waits for its put as a program's get does. For those, it runs the same discrete-event schedule as simpy does for the
 engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
 thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
 (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
@@ -186,13 +187,15 @@ cdef enum:
     # waited (only after a first settle's timeout short of the clock by a rounding)
     H_DONE = -1    # its program ended
 
-# a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream), as the caller
-# names them in ``pre``/``post`` (see :func:`replay`)
+# a fix's sync (streamsim/sim/inject.py: _record, _wait_event, _record_stream, _wait_handle,
+# _handoff), as the caller names them in ``pre``/``post`` (see :func:`replay`)
 cpdef enum:
     R_RECORD = 0
     R_WAIT = 1
     R_RECORD_STREAM = 2
     R_WAIT_HANDLE = 3  # (its "name": the rest of the handle's issuing action's key)
+    R_PUT = 4  # (a hand-off fix's put and get: its "name", the fix's own channel)
+    R_GET = 5
 
 cdef enum:
     K_LAUNCH = 0
@@ -931,7 +934,7 @@ cdef class _Run:
                 kind = self.kinds[op]
                 if kind == K_WAIT:  # a handle's blocking wait (Host.wait_work), or a fix's
                     deps = self.blocking_wait(h, op, lines, nlines)
-                elif self.injk[h] >= 0:  # a fix's event.synchronize()
+                elif self.injk[h] >= 0 and kind != K_GET:  # a fix's event.synchronize()
                     name = self.host_specs[h][self.injk[h]][1]
                     ln = _issued_first(self.batch_call(h))
                     if ln is None:
@@ -976,9 +979,14 @@ cdef class _Run:
                         return 0
                     continue
                 elif kind == K_GET:  # sim/handoff.get: Channels.get, then wait_recs on the put
-                    ln = lines[self.pos[h]]
-                    self.own_attrs(op)["channel"] = _l(ln, L_CHANNEL)
-                    key = (rank, _l(ln, L_CHANNEL))
+                    a = self.own_attrs(op)
+                    if self.injk[h] >= 0:  # (a hand-off fix's get, on its own channel)
+                        a["injected"] = True
+                        channel = self.host_specs[h][self.injk[h]][1]
+                    else:
+                        channel = _l(lines[self.pos[h]], L_CHANNEL)
+                    a["channel"] = channel
+                    key = (rank, channel)
                     k = self.ch_gets.get(key, 0)
                     self.ch_gets[key] = k + 1
                     puts = self.ch_puts.get(key)
@@ -1038,7 +1046,7 @@ cdef class _Run:
                     self.seq_holes = True
                 self.sseq[op] = self.seq
                 self.seq += 1
-                self.host_deps[h] = (self.ch_puts[(rank, lines[self.pos[h]].channel)][
+                self.host_deps[h] = (self.ch_puts[(rank, self.attrs[op]["channel"])][
                     self.wait_target[h]],)
                 self.host_after[h] = []
                 self.depj[h] = 0
@@ -1220,22 +1228,26 @@ cdef class _Run:
             a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
-        elif kind == K_PUT:  # sim/handoff.put: a host action; the get that waits for it wakes
-            op = self.host_op(h, kind, 0.0, line, ln, ())
-            self.own_attrs(op)["channel"] = _l(ln, L_CHANNEL)
-            key = (rank, _l(ln, L_CHANNEL))
-            puts = self.ch_puts.get(key)
-            if puts is None:
-                puts = self.ch_puts[key] = []
-            puts.append(op)
-            if self.ch_waiting:
-                w = self.ch_waiting.pop((key, len(puts) - 1), None)
-                if w is not None:
-                    self.push(0.0, NORMAL, <int>w)
+        elif kind == K_PUT:
+            self.put(h, self.host_op(h, kind, 0.0, line, ln, ()), _l(ln, L_CHANNEL))
         else:  # a host sync, or a get
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         self.line_done(h)
         return False
+
+    cdef void put(self, int h, int op, str channel) except *:
+        """sim/handoff.put: host action ``op`` puts on the rank's ``channel``; the get that
+        waits for it wakes (Channels.put)."""
+        self.own_attrs(op)["channel"] = channel
+        key = (self.agent_rank[h], channel)
+        puts = self.ch_puts.get(key)
+        if puts is None:
+            puts = self.ch_puts[key] = []
+        puts.append(op)
+        if self.ch_waiting:
+            w = self.ch_waiting.pop((key, len(puts) - 1), None)
+            if w is not None:
+                self.push(0.0, NORMAL, <int>w)
 
     cdef bint settle2(self, int h, tuple got) except -1:
         """A call's second settle (its enqueue's Engine.host_op, after wait_event's, free's or
@@ -1614,7 +1626,7 @@ cdef class _Run:
             if code == R_RECORD or (code == R_WAIT and spec[2] is not None):
                 self.stream(self.agent_rank[h], spec[2])
                 left = 1 if code == R_RECORD else 2
-            elif code == R_RECORD_STREAM:
+            elif code == R_RECORD_STREAM or code == R_PUT:
                 left = 1
             elif code == R_WAIT_HANDLE:
                 target = self.fix_handle(h, spec)
@@ -1698,6 +1710,14 @@ cdef class _Run:
             a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
+        elif code == R_PUT:  # _handoff's host.put(channel, name=f"put({channel})")
+            op = self.host_op(h, K_PUT, 0.0, line, ln, (), True)
+            self.mark_special(op, ("put", f"put({name})"))
+            self.put(h, op, name)
+        elif code == R_GET:  # host.get(channel): blocks until its put (H_CLOCKED)
+            blocked = self.block_sync(h, K_GET, line, {})
+            self.mark_special(self.cur[h], ("get", f"get({name})"))
+            return blocked
         else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
             if is_comm(stream):
                 raise _Fallback()
@@ -2243,7 +2263,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     costing's compiled measures), or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
     syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
-    ``(R_RECORD | R_WAIT | R_RECORD_STREAM, name, stream)`` to issue before / after that program
+    ``(R_RECORD | R_WAIT | R_RECORD_STREAM | ..., name, stream)`` to issue before / after that program
     action (as streamsim/sim/inject.py registers them; the caller leaves any other fix to the
     reference); they are read, not changed. ``gates``: the line order between the threads of a rank of
     several threads (streamsim.oplog.issueorder.issue_gates: line -> the earlier lines of other
@@ -2328,9 +2348,10 @@ def fix_syncs(list fixes):
     injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
     with the engine, host thread -> the rest of an action's key -> the syncs to issue before
     (``pre``) and after (``post``) that action; None when a fix is not one this replay covers
-    (a hand-off, or a handle issued by one thread and waited by another). A fix's record and
-    wait carry its number: a wait on another thread's record first waits for it to be issued
-    (inject._wait_event), with the number telling the record's signal. Each distinct host thread
+    (a handle issued by one thread and waited by another). A fix's record and wait carry its
+    number: a wait on another thread's record first waits for it to be issued
+    (inject._wait_event), with the number telling the record's signal. A hand-off's put and get
+    name the fix's own channel, ``streamsim fix <number>``. Each distinct host thread
     object is hashed once (a hash of the Agent dataclass, in Python, per fix was most of the
     work)."""
     cdef dict pre = {}, post = {}
@@ -2366,6 +2387,15 @@ def fix_syncs(list fixes):
             if handle[0] is not ag and handle[0] != ag:
                 return None
             (<list>before).append((R_WAIT_HANDLE, handle[1:], wait_stream))
+        elif kind == "handoff":  # (a channel of the fix's own: one put, one get)
+            after = fix.record_after
+            other = after[0]
+            channel = f"streamsim fix {i}"
+            mine = post_of.get(id(other))
+            if mine is None:
+                mine = post_of[id(other)] = post.setdefault(other, {})
+            (<list>(<dict>mine).setdefault(after[1:], [])).append((R_PUT, channel, None))
+            (<list>before).append((R_GET, channel, None))
         else:
             return None
         i += 1

@@ -371,6 +371,7 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
     covered too."""
     kinds, ran, left, threads_ran, crossed, batched = set(), 0, 0, 0, 0, 0
+    handoffs = 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -380,16 +381,15 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 reference = simulate_oplog(log, seed=s, jitter=j, fixes=keyed)
                 monkeypatch.setenv("STREAMSIM_NATIVE", "1")
                 compiled = replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed)
-                if reference.stall is not None or \
-                        not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
-                                                        "wait_handle"} \
-                        or _inside_a_batch(log, keyed) or _across_threads(keyed):
-                    assert compiled is None, "a stall, a hand-off, a sync between a batch's " \
-                        "members or a handle across threads replayed with fixes"
+                if reference.stall is not None or _inside_a_batch(log, keyed) or \
+                        _across_threads(keyed):
+                    assert compiled is None, "a stall, a sync between a batch's members or a " \
+                        "handle across threads replayed with fixes"
                     left += 1
                     continue  # (the engine's alone)
                 threads_ran += threaded(log)
                 batched += any(ln.batch is not None for ln in log.lines)
+                handoffs += any(f.kind == "handoff" for f in keyed)
                 crossed += any(f.kind in ("event", "event_sync") and
                                f.record_after[0] != f.before[0] for f in keyed)
                 diff = difference(reference, compiled)
@@ -401,6 +401,7 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     assert threads_ran >= 10, threads_ran  # (re-runs of logs with a rank of several threads)
     assert crossed >= 3, crossed  # (with an event fix across two threads)
     assert batched >= 10, batched  # (re-runs of logs with a batch_isend_irecv)
+    assert handoffs >= 3, handoffs  # (with a hand-off fix: a put and a get of its own)
     assert left >= 10, left  # (the re-runs left to the engine were tried)
 
 
@@ -436,11 +437,33 @@ def _inside_a_batch(log, keyed) -> bool:
 
 
 def _across_threads(keyed) -> bool:
-    """A keyed fix ``_replay.fix_syncs`` leaves to the engine: a hand-off, or a handle issued
-    by one host thread and waited by another. (An event recorded after one thread's action and
-    waited before another's replays compiled: the wait waits for the record's issue.)"""
-    return any(f.kind == "handoff" or f.kind == "wait_handle" and f.handle_op[0] != f.before[0]
-               for f in keyed)
+    """A keyed fix ``_replay.fix_syncs`` leaves to the engine: a handle issued by one host
+    thread and waited by another. (An event recorded after one thread's action and waited
+    before another's replays compiled: the wait waits for the record's issue; so does a
+    hand-off's get for its put.)"""
+    return any(f.kind == "wait_handle" and f.handle_op[0] != f.before[0] for f in keyed)
+
+
+def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_signal_does(
+        monkeypatch):
+    """``Host.wait_signal`` runs the syncs a fix puts after the thread's last action, then blocks
+    on the Signal of the line it waits for. Another thread may issue that line while those syncs
+    settle: the Signal is set then, and the thread goes on only when its event is processed,
+    after the events scheduled before it (log 1208: three threads of a rank, event fixes
+    across them; the compiled replay went on at once, ahead of two other threads)."""
+    log = load_oplog_text(covered_log(1208))
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    ran = 0
+    for keyed in keyed_fix_sets(simulate_oplog(log)):
+        events = [f for f in keyed if f.kind in ("event", "event_sync")]
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        reference = simulate_oplog(log, fixes=events)
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        compiled = replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12, events)
+        assert compiled is not None
+        assert difference(reference, compiled) is None, [f.text for f in events]
+        ran += 1
+    assert ran >= 2, ran
 
 
 def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_signal_does(
