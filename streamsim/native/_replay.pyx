@@ -347,6 +347,9 @@ cdef class _Run:
     cdef list host_gates  # per host: the gates of the line (or batch) it is at
     cdef list host_s2  # per host: what its call read before its second settle waited, or None
     cdef dict gates, sig_waiters
+    cdef int work_sig  # a handle's signal: work_sig + its line (fix_sig + i: a fix's record's)
+    cdef bint handle_waits  # a fix waits on a handle another thread issues
+    cdef dict host_of  # a host thread's Agent -> its number
     cdef set flushed  # the hosts that ran a fix's syncs in Host.wait_signal, then wait
     cdef int fix_sig  # the signal of fix i's record is fix_sig + i (past every line number)
     cdef object awaited, on_start
@@ -903,8 +906,8 @@ cdef class _Run:
                 else:  # (the driver's end, outside any line)
                     ln = lines[nlines - 1]
                     current = "compute"
-                if self.shared[h] and self.waits_for_record(h, specs[k]):
-                    return 0  # (its record is another thread's, not issued yet)
+                if self.shared[h] and self.waits_for_issue(h, specs[k]):
+                    return 0  # (its record or handle another thread's, not issued yet)
                 members = self.batch_call(h)
                 if members is not None:  # (Host.batch_p2p: the thread not shared, no settle)
                     if self.inj_settles[h] == -2:
@@ -1264,8 +1267,11 @@ cdef class _Run:
         """The line's call returned (replay._Replay.program): the lines of other threads that
         wait for it (or for a line of its batch) may go on (:meth:`take`); the next line."""
         cdef int j = self.pos[h]
-        if self.awaited:
+        if self.awaited or self.handle_waits:
             batch = self.host_batches[h].get(j) if self.host_batches[h] is not None else None
+            for ln in (batch or (self.host_lines[h][j],)):
+                if self.work_sig + _l(ln, L_LINENO) in self.sig_waiters:  # (its Work made:
+                    self.take(self.work_sig + _l(ln, L_LINENO))  # a fix's wait on it wakes)
             for ln in (batch or (self.host_lines[h][j],)):
                 if _l(ln, L_LINENO) in self.awaited and _l(ln, L_LINENO) not in self.taken:
                     self.take(_l(ln, L_LINENO))
@@ -1595,14 +1601,27 @@ cdef class _Run:
         self.state[h] = H_INJECT
         return True
 
-    cdef bint waits_for_record(self, int h, tuple spec) except -1:
+    cdef bint waits_for_issue(self, int h, tuple spec) except -1:
         """inject._wait_event: a fix's wait whose record is another thread's first waits, in
         simulated time, until that record is issued (its signal: :meth:`take`), before any of
-        its calls (``inj_settles`` -2: it has waited). True: the thread waits."""
-        if spec[0] != R_WAIT or spec[3] < 0 or self.inj_settles[h] != -1:
+        its calls (``inj_settles`` -2: it has waited); inject._wait_handle: a wait on a handle
+        another thread issues, until that handle's Work is made (Engine.issued_work: the
+        signal of its line, :meth:`line_done`). True: the thread waits."""
+        cdef int key, lineno
+        if self.inj_settles[h] != -1:
             return False
-        cdef int key = self.fix_sig + spec[3]
-        if key in self.taken:
+        if spec[0] == R_WAIT and spec[3] >= 0:
+            key = self.fix_sig + spec[3]
+            if key in self.taken:
+                return False
+        elif spec[0] == R_WAIT_HANDLE and spec[3] is not None:
+            lineno = self.handle_line(h, spec)
+            if lineno < 0:
+                raise _Fallback()  # (an action that never comes: the reference's stall)
+            if lineno in self.works:
+                return False
+            key = self.work_sig + lineno
+        else:
             return False
         self.inj_settles[h] = -2
         waiting = self.sig_waiters.get(key)
@@ -1646,8 +1665,18 @@ cdef class _Run:
     cdef object fix_handle(self, int h, tuple spec):
         """The comm op whose handle a fix's wait (R_WAIT_HANDLE) waits: the one its keyed
         action issued; None when that action was not issued (yet): nothing to wait."""
-        j = _line_at(self.key_line[h], self.host_lines[h], spec[1])
-        return self.works.get(_l(self.host_lines[h][j], L_LINENO)) if j >= 0 else None
+        cdef int lineno = self.handle_line(h, spec)
+        return self.works.get(lineno) if lineno >= 0 else None
+
+    cdef int handle_line(self, int h, tuple spec) except -2:
+        """The line of the action a fix's handle wait names (its key: on this thread, or on
+        the thread the spec names); -1: none of its thread's lines."""
+        got = h if spec[3] is None else self.host_of.get(spec[3])
+        if got is None:
+            raise _Fallback()  # (no such thread: the reference's error)
+        cdef int i = got
+        j = _line_at(self.key_line[i], self.host_lines[i], spec[1])
+        return _l(self.host_lines[i][j], L_LINENO) if j >= 0 else -1
 
     cdef bint fix_handle_blocks(self, object target, object stream) except -1:
         """Host.wait_work's choice for a fix's wait on ``target``'s handle: the host blocks (a
@@ -1691,6 +1720,8 @@ cdef class _Run:
         elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
             target = self.fix_handle(h, spec)
             if target is None:
+                if spec[3] is not None:  # (another thread's: waits_for_issue waited for it)
+                    raise _Fallback()
                 return False  # (that action was not issued yet: nothing to wait)
             waited_on = current if stream is None else stream
             self.barrier_last[h] = -1
@@ -2311,6 +2342,16 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         n_fix = sum([len(x) for v in pre.values() for x in v.values()]) + \
             sum([len(x) for v in post.values() for x in v.values()])
     r._ops(2 * len(lines) + 2 * n_fix + 1)
+    r.work_sig = r.fix_sig + n_fix + 1
+    r.host_of = {}
+    handles = {}  # a thread -> the locations of its actions whose handles other threads wait on
+    if r.injecting:
+        for keys in pre.values():
+            for specs in (<dict>keys).values():
+                for spec in specs:
+                    if spec[0] == R_WAIT_HANDLE and spec[3] is not None:
+                        handles.setdefault(spec[3], set()).add(spec[1][1])
+    r.handle_waits = bool(handles)
     per_thread = {t: [] for t in threads}
     try:
         for ln in lines:
@@ -2320,11 +2361,13 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             by_lineno[_l(ln, L_LINENO)] = ln
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
+            r.host_of[r.agent_obj[h]] = h
             r.host_lines[h] = mine
             r.host_batches[h] = _batches(mine)
             if r.injecting:
                 (r.inj_before[h], r.inj_post[h], r.inj_end[h],
-                 r.key_line[h]) = _injections(r.agent_obj[h], mine, pre, post)
+                 r.key_line[h]) = _injections(r.agent_obj[h], mine, pre, post,
+                                              handles.get(r.agent_obj[h]))
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         per_rank = {}
@@ -2347,10 +2390,11 @@ def fix_syncs(list fixes):
     """``(pre, post)`` for :func:`replay`: the syncs of ``fixes`` (keyed: their places are
     injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
     with the engine, host thread -> the rest of an action's key -> the syncs to issue before
-    (``pre``) and after (``post``) that action; None when a fix is not one this replay covers
-    (a handle issued by one thread and waited by another). A fix's record and wait carry its
-    number: a wait on another thread's record first waits for it to be issued
-    (inject._wait_event), with the number telling the record's signal. A hand-off's put and get
+    (``pre``) and after (``post``) that action; None when a fix is not one this replay covers.
+    A fix's record and wait carry its number: a wait on another thread's record first waits for
+    it to be issued (inject._wait_event), with the number telling the record's signal; a wait
+    on a handle carries the thread that issues it, when another (inject._wait_handle waits for
+    its issue). A hand-off's put and get
     name the fix's own channel, ``streamsim fix <number>``. Each distinct host thread
     object is hashed once (a hash of the Agent dataclass, in Python, per fix was most of the
     work)."""
@@ -2382,11 +2426,10 @@ def fix_syncs(list fixes):
                                    i if across else -1))
         elif kind == "record_stream":
             (<list>before).append((R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
-        elif kind == "wait_handle":
+        elif kind == "wait_handle":  # (the thread that issues the handle, when another)
             handle = fix.handle_op
-            if handle[0] is not ag and handle[0] != ag:
-                return None
-            (<list>before).append((R_WAIT_HANDLE, handle[1:], wait_stream))
+            (<list>before).append((R_WAIT_HANDLE, handle[1:], wait_stream,
+                                   None if handle[0] is ag or handle[0] == ag else handle[0]))
         elif kind == "handoff":  # (a channel of the fix's own: one put, one get)
             after = fix.record_after
             other = after[0]
@@ -2454,7 +2497,7 @@ cdef object _nbytes_of(tuple tensors):
     return total
 
 
-cdef tuple _injections(object agent, list mine, dict pre, dict post):
+cdef tuple _injections(object agent, list mine, dict pre, dict post, object waited):
     """Where a host's fix syncs run (Engine._before_issue): before the action of line ``j``, the
     syncs after the program's previous action, then those before this one; after its last
     action, those after it (the driver's end). An action's key: (its host thread, kind,
@@ -2463,15 +2506,16 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     Returns ``(before, after_prev, at_end, sites)``: line index -> the syncs before its
     action, line index -> the syncs after the action before it (run first, or earlier when the
     thread waits for another: Engine.flush_post_injections), the syncs after the last action,
-    and the thread's lines by location (:func:`_site_index`) that find a key's line.
+    and the thread's lines by location (:func:`_site_index`) that find a key's line (``waited``:
+    the locations of its actions whose handles other threads' fixes wait on, or None).
 
     Each key is looked up from its location, rather than each line's key made and looked up:
     there are fewer syncs than lines, and an op log's lines each have a location of their own."""
     mine_pre = pre.get(agent) or {}
     mine_post = post.get(agent) or {}
-    if not mine_pre and not mine_post:
+    if not mine_pre and not mine_post and not waited:
         return {}, {}, (), None
-    sites = _site_index(mine, mine_pre, mine_post)
+    sites = _site_index(mine, mine_pre, mine_post, waited)
     cdef Py_ssize_t j, last = len(mine) - 1
     cdef dict before = {}, after_prev = {}
     at_end = ()
@@ -2490,7 +2534,7 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post):
     return before, after_prev, at_end, sites
 
 
-cdef tuple _site_index(list mine, dict mine_pre, dict mine_post):
+cdef tuple _site_index(list mine, dict mine_pre, dict mine_post, object waited):
     """A thread's lines at the locations its injection keys name (``mine_pre``'s and
     ``mine_post``'s; a handle wait's names its issuing action, before it: a key of ``mine_pre``
     too): ``(first, more)``, location -> the index of its first line, and location -> every
@@ -2502,8 +2546,11 @@ cdef tuple _site_index(list mine, dict mine_pre, dict mine_post):
                 wanted.add((<tuple>key)[1])
     for specs in mine_pre.values():
         for spec in specs:
-            if spec[0] == R_WAIT_HANDLE and type(spec[1]) is tuple and len(<tuple>spec[1]) == 3:
+            if spec[0] == R_WAIT_HANDLE and spec[3] is None and type(spec[1]) is tuple and \
+                    len(<tuple>spec[1]) == 3:
                 wanted.add((<tuple>spec[1])[1])
+    if waited:
+        wanted.update(waited)
     cdef dict first = {}
     more = None
     cdef Py_ssize_t j

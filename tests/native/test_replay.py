@@ -371,7 +371,7 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     """A fix costing re-run (event, event-sync, record_stream and handle-wait fixes injected) is
     covered too."""
     kinds, ran, left, threads_ran, crossed, batched = set(), 0, 0, 0, 0, 0
-    handoffs = 0
+    handoffs = handles = 0
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         log = load_oplog_text(covered_log(seed))
         for s, j in TIMINGS:
@@ -381,15 +381,16 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
                 reference = simulate_oplog(log, seed=s, jitter=j, fixes=keyed)
                 monkeypatch.setenv("STREAMSIM_NATIVE", "1")
                 compiled = replay_mod._replayed_natively(log, s, j, 5_000_000, 1e12, keyed)
-                if reference.stall is not None or _inside_a_batch(log, keyed) or \
-                        _across_threads(keyed):
-                    assert compiled is None, "a stall, a sync between a batch's members or a " \
-                        "handle across threads replayed with fixes"
+                if reference.stall is not None or _inside_a_batch(log, keyed):
+                    assert compiled is None, "a stall or a sync between a batch's members " \
+                        "replayed with fixes"
                     left += 1
                     continue  # (the engine's alone)
                 threads_ran += threaded(log)
                 batched += any(ln.batch is not None for ln in log.lines)
                 handoffs += any(f.kind == "handoff" for f in keyed)
+                handles += any(f.kind == "wait_handle" and f.handle_op[0] != f.before[0]
+                               for f in keyed)
                 crossed += any(f.kind in ("event", "event_sync") and
                                f.record_after[0] != f.before[0] for f in keyed)
                 diff = difference(reference, compiled)
@@ -402,6 +403,7 @@ def test_fix_reruns_replay_to_the_same_trace(monkeypatch, chunk):
     assert crossed >= 3, crossed  # (with an event fix across two threads)
     assert batched >= 10, batched  # (re-runs of logs with a batch_isend_irecv)
     assert handoffs >= 3, handoffs  # (with a hand-off fix: a put and a get of its own)
+    assert handles >= 3, handles  # (a wait on a handle another thread issues)
     assert left >= 10, left  # (the re-runs left to the engine were tried)
 
 
@@ -434,14 +436,6 @@ def _inside_a_batch(log, keyed) -> bool:
                     inside_post.add(keys[i + k])
     return any(f.before in inside_pre or f.kind in ("event", "event_sync") and
                f.record_after in inside_post for f in keyed)
-
-
-def _across_threads(keyed) -> bool:
-    """A keyed fix ``_replay.fix_syncs`` leaves to the engine: a handle issued by one host
-    thread and waited by another. (An event recorded after one thread's action and waited
-    before another's replays compiled: the wait waits for the record's issue; so does a
-    hand-off's get for its put.)"""
-    return any(f.kind == "wait_handle" and f.handle_op[0] != f.before[0] for f in keyed)
 
 
 def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_signal_does(
