@@ -9,9 +9,8 @@ and queries, gloo object sends, ``put``/``get`` hand-offs; a rank may have sever
 which keep the reference's line order between them (streamsim/oplog/issueorder.py: each thread
 settles its clock and waits for the lines of other threads its line must follow; a line waited for
 is taken once its call returns, a blocking one as it starts); and fix costing's re-runs with event,
-event-sync, ``record_stream``, handle-wait and hand-off fixes (streamsim/sim/inject.py; not a handle
-issued by one thread and waited by another, nor a sync between a batch's members): on a thread of a
-rank of several, each sync
+event-sync, ``record_stream``, handle-wait and hand-off fixes (streamsim/sim/inject.py; not a sync
+that blocks the host between two members of a batch): on a thread of a rank of several, each sync
 settles as its calls do, after the settles of the call it comes before, the syncs after an action
 run before the thread waits for another's line (Engine.flush_post_injections), outside the call's
 stream, a wait whose record is another thread's waits until that record is issued
@@ -351,6 +350,7 @@ cdef class _Run:
     cdef bint handle_waits  # a fix waits on a handle another thread issues
     cdef dict host_of  # a host thread's Agent -> its number
     cdef set flushed  # the hosts that ran a fix's syncs in Host.wait_signal, then wait
+    cdef dict batch_inner  # host -> a fix's syncs between the members of its batch (batch_syncs)
     cdef int fix_sig  # the signal of fix i's record is fix_sig + i (past every line number)
     cdef object awaited, on_start
     cdef set taken
@@ -867,7 +867,7 @@ cdef class _Run:
                             self.line_barrier[h] = self.last[s]
                 if self.injecting and self.host_batches[h] is not None and \
                         self.host_batches[h].get(j):
-                    self.batch_fits(h, j)
+                    self.batch_syncs(h, j)
                 if self.shared[h] and not self.blocking_call(h, kind, ln):
                     # (the call's first settle: without gates the program does not call
                     # in_line_order; with them it waits only after a timeout short of the clock)
@@ -1314,9 +1314,12 @@ cdef class _Run:
         if cfg.backend != "nccl":
             raise _Fallback()  # (the reference's ModelError)
         order = sorted(range(len(members)), key=lambda i: members[i].op != "isend")
+        inner = self.batch_inner.pop(h, None) if self.injecting else None
         ops = []
         for i in order:
             ln = members[i]
+            if inner is not None and ops:  # (Engine._before_issue before each member)
+                self.inner_syncs(h, inner[len(ops) - 1], ln, first)
             op = self.p2p_rec(h, _KIND_CODE[_l(ln, L_OP)], ln, cfg, f"nccl:{cfg.name}", _l(first, L_STREAM),
                               batch_id, len(members))
             if batch_id < 0:
@@ -1328,6 +1331,28 @@ cdef class _Run:
         recs = tuple(ops)
         for op in ops:
             self.workrecs[op] = recs
+
+    cdef void inner_syncs(self, int h, tuple specs, object ln, object first) except *:
+        """A fix's syncs between two members of a batch (:meth:`batch_syncs`), issued as
+        member ``ln`` (its location; the batch's step, its current stream), none of which may
+        block (the engine's, then: _Fallback): a wait for another thread's record or handle
+        not yet issued, or on a handle that blocks the host, would."""
+        cdef int op
+        for spec in specs:
+            if spec[0] == R_WAIT and spec[3] >= 0 and self.fix_sig + spec[3] not in self.taken:
+                raise _Fallback()
+            if spec[0] == R_WAIT_HANDLE:
+                target = self.fix_handle(h, spec)
+                if target is None and spec[3] is not None or \
+                        target is not None and self.fix_handle_blocks(target, spec[2]):
+                    raise _Fallback()
+            op = self.nops
+            if self.inject(h, spec, ln, _l(first, L_STREAM)):
+                raise _Fallback()  # (not reached: blocking syncs were left out)
+            if _l(ln, L_STEP) != _l(first, L_STEP):
+                while op < self.nops:  # (host.step: the batch's first line's)
+                    self.opstep[op] = _l(first, L_STEP)
+                    op += 1
 
     cdef int p2p_rec(self, int h, int kind, object ln, object cfg, str stream, str current,
                      int batch_id, int batch_size) except -1:
@@ -1560,25 +1585,51 @@ cdef class _Run:
             return None
         return self.host_batches[h].get(j) or None
 
-    cdef void batch_fits(self, int h, int j) except *:
+    cdef void batch_syncs(self, int h, int j) except *:
         """Host.batch_p2p issues a batch's members in one call, sends first
-        (``batch_issue_order``), each its own action (Engine._before_issue): a fix's syncs
-        before its first issued member and after its last run before and after the batch,
-        which this replay does when those are its first and last lines; any other sync falls
-        between two members, and the engine runs the re-run (_Fallback)."""
+        (``batch_issue_order``), each its own action (Engine._before_issue, the thread not
+        shared): before each, the syncs after the action issued before it, then its own. The
+        fix syncs of the batch at line ``j`` are laid out so: those before its first issued
+        member run before the batch (with those after the line before it: :meth:`inject_before`),
+        those after its last issued member after it (before the next line, or at the thread's
+        end), and those between two members inside :meth:`batch` (``batch_inner``: per issued
+        member after the first, its syncs). A sync between two members that blocks (a host sync,
+        a get, a blocking handle wait) is left to the engine, which blocks mid-call (_Fallback,
+        here or in :meth:`batch`)."""
         members = self.host_batches[h][j]
-        cdef int k, n = len(members)
+        cdef int k, x, n = len(members), last = len(self.host_lines[h]) - 1
         order = sorted(range(n), key=lambda i: members[i].op != "isend")
         pre = <dict>self.inj_before[h]
         post = <dict>self.inj_post[h]
-        for k in range(n):  # (the syncs before line j + k; after line j + k - 1)
-            if j + k in pre and not (k == 0 == order[0]):
-                raise _Fallback()
-            if k > 0 and j + k in post:
-                raise _Fallback()
-        if order[n - 1] != n - 1 and (j + n in post or j + n == len(self.host_lines[h]) and
-                                      self.inj_end[h]):
-            raise _Fallback()  # (the syncs after its last line: not its last issued)
+        pre_of, post_of = {}, {}  # member index -> its syncs before it / after it
+        for k in range(n):
+            x = j + k
+            if x in pre:
+                pre_of[k] = pre.pop(x)
+            if x < last:
+                if x + 1 in post:
+                    post_of[k] = post.pop(x + 1)
+            elif self.inj_end[h]:
+                post_of[k] = self.inj_end[h]
+                self.inj_end[h] = None
+        if not pre_of and not post_of:
+            return
+        if order[0] in pre_of:
+            pre[j] = pre_of[order[0]]
+        inner = [tuple(post_of.get(order[k - 1], ())) + tuple(pre_of.get(order[k], ()))
+                 for k in range(1, n)]
+        for specs in inner:
+            for spec in specs:
+                if spec[0] == R_GET or spec[0] == R_WAIT and spec[2] is None or \
+                        spec[0] == R_WAIT_HANDLE and spec[2] is None:
+                    raise _Fallback()  # (a sync that blocks the host mid-call: the engine's)
+        self.batch_inner[h] = inner
+        after = post_of.get(order[n - 1])
+        if after:
+            if j + n - 1 < last:
+                post[j + n] = after
+            else:
+                self.inj_end[h] = after
 
     cdef bint injects_in_call(self, int h, int kind) except -1:
         """A thread of a rank of several settles inside these calls before their enqueue's
@@ -2329,7 +2380,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.gates = gates or {}
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start
-    r.taken, r.sig_waiters, r.flushed = set(), {}, set()
+    r.taken, r.sig_waiters, r.flushed, r.batch_inner = set(), {}, set(), {}
     r.fix_sig = max([_l(ln, L_LINENO) for ln in lines], default=0) + 1
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)

@@ -92,11 +92,10 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
                        lean: bool = False) -> "Trace | LeanRun | None":
     """The trace of the compiled replay (streamsim/native/_replay.pyx), the same as this
     module's through the engine gives; None when it is not built or off, or does not cover the
-    log (a kind outside ``_replay.KINDS``, a fix it does not inject (:func:`_injections`: a
-    handle issued by one host thread and waited by another; a sync between a batch's members), a
-    run that stalls, or anything the engine would refuse or bound): the engine then runs, and
-    words any error and the deadlock. The threads of a rank keep the line order of :class:`_Replay`
-    (``issue_gates``)."""
+    log (a kind outside ``_replay.KINDS``, a fix's sync that blocks the host between two members
+    of a batch, a run that stalls, or anything the engine would refuse or bound): the engine then
+    runs, and words any error and the deadlock. The threads of a rank keep the line order of
+    :class:`_Replay` (``issue_gates``)."""
     compiled = native.replayer()
     if compiled is None or not 0 <= jitter < float("inf"):
         return None
@@ -106,7 +105,7 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
         return None
     try:
         pre = post = None
-        if fixes:  # (first: a fix it does not inject, one across threads, costs no line order)
+        if fixes:  # (first: a fix it cannot inject costs no line order)
             got = _injections(fixes, base, compiled)
             if got is None:
                 return None
@@ -151,8 +150,8 @@ def _declare_groups(sim: Simulation, oplog: OpLog) -> dict:
 def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:
     """The syncs of ``fixes`` for the compiled replay, registered as ``sim.inject.inject_fixes``
     registers them with the engine: injection key -> the syncs to issue before (``pre``) and
-    after (``post``) that action; None when a fix is not one it covers (a handle issued by one
-    thread and waited by another) or is not keyed and cannot be keyed here."""
+    after (``post``) that action; None when a fix is of a kind it does not know or is not keyed
+    and cannot be keyed here."""
     from ..sim.inject import is_keyed, key_fixes  # (loaded only when fixes run)
     if not all(map(is_keyed, fixes)):
         if base is None:
