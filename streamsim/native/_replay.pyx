@@ -1313,7 +1313,7 @@ cdef class _Run:
         cfg = self.group_of(self.agent_rank[h], first)
         if cfg.backend != "nccl":
             raise _Fallback()  # (the reference's ModelError)
-        order = sorted(range(len(members)), key=lambda i: members[i].op != "isend")
+        order = _issue_order(members)
         inner = self.batch_inner.pop(h, None) if self.injecting else None
         ops = []
         for i in order:
@@ -1598,7 +1598,7 @@ cdef class _Run:
         here or in :meth:`batch`)."""
         members = self.host_batches[h][j]
         cdef int k, x, n = len(members), last = len(self.host_lines[h]) - 1
-        order = sorted(range(n), key=lambda i: members[i].op != "isend")
+        order = _issue_order(members)
         pre = <dict>self.inj_before[h]
         post = <dict>self.inj_post[h]
         pre_of, post_of = {}, {}  # member index -> its syncs before it / after it
@@ -2527,16 +2527,20 @@ cdef object _batches(list mine):
     return out
 
 
+cdef list _issue_order(list members):
+    """comm.batch_issue_order: the order in which Host.batch_p2p issues a batch's lines (indices
+    into ``members``): sends first, each kind in line order."""
+    return sorted(range(len(members)), key=lambda i: members[i].op != "isend")
+
+
 cdef object _issued_first(object members):
     """The line a fix's sync before a batch (``members``, or None: no batch) is issued as, when
-    it is not the batch's first line: its first issued member, a send (Host.batch_p2p issues
-    sends first and sets each member's origin before its _before_issue); None otherwise."""
-    if members is None or members[0].op == "isend":
+    it is not the batch's first line: its first issued member (Host.batch_p2p sets each member's
+    origin before its _before_issue); None otherwise."""
+    if members is None:
         return None
-    for ln in members:
-        if ln.op == "isend":
-            return ln
-    return None
+    cdef int first = _issue_order(members)[0]
+    return members[first] if first != 0 else None
 
 
 cdef object _nbytes_of(tuple tensors):
