@@ -5,8 +5,9 @@ generated logs of the kinds it covers (1-3 ranks of 1-3 host threads: kernels an
 several streams, events recorded, waited and never recorded, host syncs, allocations, frees,
 double frees, uses after a free, ``record_stream``, comm ops, ``put``/``get`` hand-offs between
 the threads of a rank, recorded clocks ``t``, sites, steps, a launch overhead, seeds and jitter)
-and on every op log of the tests it covers. A log it does not cover (one that stalls, a fix
-re-run of a log with several threads on a rank, ...) is left to the simpy replay, whole.
+and on every op log of the tests it covers; and fix costing's re-runs of them, with every kind
+of fix. A run it does not cover (one that stalls, a fix re-run with a sync that blocks the host
+between two members of a batch) is left to the simpy replay, whole.
 
 Skipped where the compiled module was not built; under CI a missing module fails instead.
 """
