@@ -13,9 +13,10 @@ event-sync, ``record_stream``, handle-wait and hand-off fixes (streamsim/sim/inj
 that blocks the host between two members of a batch): on a thread of a rank of several, each sync
 settles as its calls do, after the settles of the call it comes before, the syncs after an action
 run before the thread waits for another's line (Engine.flush_post_injections), outside the call's
-stream, a wait whose record is another thread's waits until that record is issued
-(inject._wait_event), and a hand-off's get waits for its put as a program's get does. For those, it runs the same discrete-event schedule as simpy does for the
-engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
+stream, a wait whose record or handle is another thread's waits until it is issued
+(inject._wait_event, _wait_handle), and a hand-off's get waits for its put as a program's get
+does; the syncs of a batch run before, between and after its members as Host.batch_p2p issues
+them. For those, it runs the same discrete-event schedule as simpy does for the engine: a heap of (time, priority, insertion number) entries, each resuming one process (a host
 thread or a stream's loop) at the point it yielded, with the same entries pushed in the same order
 (a process's start: urgent; a timeout, a stream's wake-up, an op's end waking its waiters, a
 transfer's receive starting or its data arriving, a collective's last member: normal), so that ties
@@ -915,13 +916,8 @@ cdef class _Run:
                 elif self.shared[h] and self.sync_settles(h, specs[k], current):
                     return 0  # (a shared thread's sync settles first: Engine.host_op)
                 lead = _issued_first(members)
-                op = self.nops
-                blocked = self.inject(h, specs[k], ln if lead is None else lead, current)
-                if lead is not None and _l(lead, L_STEP) != _l(ln, L_STEP):
-                    while op < self.nops:  # (the step the batch's first line set: host.step)
-                        self.opstep[op] = _l(ln, L_STEP)
-                        op += 1
-                if blocked:
+                if self.inject(h, specs[k], ln, current) if lead is None else \
+                        self.inject_as(h, specs[k], lead, current, _l(ln, L_STEP)):
                     return 0  # (a sync that blocks: it goes on in H_CLOCKED)
                 if self.state[h] == H_INJECT:
                     self.injk[h] = k + 1
@@ -1334,25 +1330,34 @@ cdef class _Run:
 
     cdef void inner_syncs(self, int h, tuple specs, object ln, object first) except *:
         """A fix's syncs between two members of a batch (:meth:`batch_syncs`), issued as
-        member ``ln`` (its location; the batch's step, its current stream), none of which may
-        block (the engine's, then: _Fallback): a wait for another thread's record or handle
-        not yet issued, or on a handle that blocks the host, would."""
-        cdef int op
+        member ``ln`` (its location; the batch's step, its current stream). One that blocks the
+        host mid-call is the engine's (_Fallback): a host sync, a get, a wait for another
+        thread's record or handle not issued yet, a wait on a handle that blocks the host."""
+        cdef int code
         for spec in specs:
-            if spec[0] == R_WAIT and spec[3] >= 0 and self.fix_sig + spec[3] not in self.taken:
+            code = spec[0]
+            if code == R_GET or code == R_WAIT and (
+                    spec[2] is None or spec[3] >= 0 and self.fix_sig + spec[3] not in self.taken):
                 raise _Fallback()
-            if spec[0] == R_WAIT_HANDLE:
+            if code == R_WAIT_HANDLE:
                 target = self.fix_handle(h, spec)
                 if target is None and spec[3] is not None or \
                         target is not None and self.fix_handle_blocks(target, spec[2]):
                     raise _Fallback()
-            op = self.nops
-            if self.inject(h, spec, ln, _l(first, L_STREAM)):
+            if self.inject_as(h, spec, ln, _l(first, L_STREAM), _l(first, L_STEP)):
                 raise _Fallback()  # (not reached: blocking syncs were left out)
-            if _l(ln, L_STEP) != _l(first, L_STEP):
-                while op < self.nops:  # (host.step: the batch's first line's)
-                    self.opstep[op] = _l(first, L_STEP)
-                    op += 1
+
+    cdef bint inject_as(self, int h, tuple spec, object ln, str current, object step) except -1:
+        """:meth:`inject`, the sync issued as batch member ``ln`` with the step ``step`` of the
+        batch's first line (host.step, which the replay set for that line); True when it
+        blocks."""
+        cdef int op = self.nops
+        cdef bint blocked = self.inject(h, spec, ln, current)
+        if _l(ln, L_STEP) != step:
+            while op < self.nops:
+                self.opstep[op] = step
+                op += 1
+        return blocked
 
     cdef int p2p_rec(self, int h, int kind, object ln, object cfg, str stream, str current,
                      int batch_id, int batch_size) except -1:
@@ -1593,9 +1598,8 @@ cdef class _Run:
         member run before the batch (with those after the line before it: :meth:`inject_before`),
         those after its last issued member after it (before the next line, or at the thread's
         end), and those between two members inside :meth:`batch` (``batch_inner``: per issued
-        member after the first, its syncs). A sync between two members that blocks (a host sync,
-        a get, a blocking handle wait) is left to the engine, which blocks mid-call (_Fallback,
-        here or in :meth:`batch`)."""
+        member after the first, its syncs; one that blocks the host is the engine's:
+        :meth:`inner_syncs`)."""
         members = self.host_batches[h][j]
         cdef int k, x, n = len(members), last = len(self.host_lines[h]) - 1
         order = _issue_order(members)
@@ -1616,14 +1620,8 @@ cdef class _Run:
             return
         if order[0] in pre_of:
             pre[j] = pre_of[order[0]]
-        inner = [tuple(post_of.get(order[k - 1], ())) + tuple(pre_of.get(order[k], ()))
-                 for k in range(1, n)]
-        for specs in inner:
-            for spec in specs:
-                if spec[0] == R_GET or spec[0] == R_WAIT and spec[2] is None or \
-                        spec[0] == R_WAIT_HANDLE and spec[2] is None:
-                    raise _Fallback()  # (a sync that blocks the host mid-call: the engine's)
-        self.batch_inner[h] = inner
+        self.batch_inner[h] = [tuple(post_of.get(order[k - 1], ())) +
+                               tuple(pre_of.get(order[k], ())) for k in range(1, n)]
         after = post_of.get(order[n - 1])
         if after:
             if j + n - 1 < last:
