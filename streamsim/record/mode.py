@@ -26,6 +26,7 @@ import orjson
 
 from .access import byte_range, op_name, split_access, strided_fields, tensors_in
 from .buffers import Buffers
+from .coalesce import Coalescing
 from .c10d import GROUP_ARG, OPS, UNSUPPORTED, sides
 from .cuda import CudaHooks
 from .sites import user_site
@@ -55,9 +56,11 @@ class Recorder:
         self.ops = 0  # ops the mode saw (aten and c10d), recorded or not
         self.handles = 0
         self.groups: dict[Any, tuple[str, int, dict]] = {}  # ProcessGroup -> (name, my rank, ...)
+        self.backends: dict[str, str] = {}  # a declared group's name -> its backend
         self.unsupported: set[str] = set()
         self.buffers = Buffers(self._alloc_line)
         self.works = Works(self._handle_line)
+        self.coalescing = Coalescing(self._write, self.works.issued)
         self.cuda = CudaHooks(self._emit)
         self.mode = _make_mode(torch, self)
         self.lock = threading.Lock()
@@ -82,6 +85,8 @@ class Recorder:
             self.rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         if dist.is_available():
             self.works.install(dist.Work, torch._C.Future)
+            from torch._C._distributed_c10d import ProcessGroup
+            self.coalescing.install(ProcessGroup)
         if torch.cuda.is_available():
             torch._C._activate_gpu_trace()
             import torch.cuda._gpu_trace as gpu_trace
@@ -97,6 +102,7 @@ class Recorder:
         try:
             self.mode.__exit__(None, None, None)
         finally:
+            self.coalescing.uninstall()
             self.works.uninstall()
             for d in list(self.held_open.values()):  # (receives never seen completed)
                 self._resolve(d, None)
@@ -122,15 +128,28 @@ class Recorder:
         fields["t"] = _us(time.monotonic_ns() if t_ns is None else t_ns)
         if with_site:
             fields["site"] = site or user_site(2)
+        group = None if hold else self.coalescing.group()
         with self.lock:
+            self.lines += 1
+            if group is not None:  # (written when the coalesced group ends)
+                group.lines.append(fields)
+                return fields
             if hold:
                 self.held_open[id(fields)] = fields
-            if self.held or hold:
-                self.held.append(fields)
-            else:
-                self.file.write(orjson.dumps(fields) + b"\n")
-            self.lines += 1
+            self._write_locked(fields, hold)
         return fields
+
+    def _write(self, fields: dict) -> None:
+        """Write a line a coalesced group held (:mod:`.coalesce`)."""
+        with self.lock:
+            self._write_locked(fields, False)
+
+    def _write_locked(self, fields: dict, hold: bool) -> None:
+        """Write a line now, or hold it behind a receive whose source is not known yet."""
+        if self.held or hold:
+            self.held.append(fields)
+        else:
+            self.file.write(orjson.dumps(fields) + b"\n")
 
     def _resolve(self, fields: dict, source: int | None) -> None:
         """The held receive ``fields`` completed from ``source`` (a global rank; None: never
@@ -170,10 +189,12 @@ class Recorder:
                    with_site=site is not None)
 
     def _handle_line(self, op: str, h: Handle, t_ns: int, **extra: Any) -> None:
-        fields = {"op": op, "handle": h.name, **extra}
-        if op == "wait" and self.torch.cuda.is_available():
-            fields["stream"] = self.cuda.stream(self.torch.cuda.current_stream().cuda_stream)
-        self._emit(fields, t_ns, user_site(3))
+        site = user_site(3)
+        for name in (h.name, *h.also) if op == "wait" else (h.name,):
+            fields = {"op": op, "handle": name, **extra}
+            if op == "wait" and self.torch.cuda.is_available():
+                fields["stream"] = self.cuda.stream(self.torch.cuda.current_stream().cuda_stream)
+            self._emit(fields, t_ns, site)
         if op == "wait":  # (a wait may never return: a rank killed there keeps its log)
             with self.lock:
                 self.file.flush()
@@ -280,6 +301,11 @@ class Recorder:
         line = self._emit(fields, t0, site, hold=spec.any_source)
         work = out[-1] if isinstance(out, tuple) else out
         h = Handle(handle, spec.label, site)
+        coalesced = self.coalescing.group()
+        if coalesced is not None and line is not None and not spec.blocking:
+            # (its Work, None on NCCL, is not the program's: the group's is, at its end)
+            self.coalescing.member(coalesced, line, h, self.backends.get(group) == "nccl")
+            return out
         if spec.any_source and line is not None:
             h.on_done = lambda w, line=line, peers=peers: self._resolve(
                 line, peers(w._source_rank()))
@@ -294,6 +320,14 @@ class Recorder:
                 self.works.issued_by_cpp(dist.Work.unbox(work), h)
         return out
 
+    @staticmethod
+    def backend_of(args: tuple) -> str:
+        """The backend a group is declared with, from its first op's tensors: ``nccl`` for CUDA
+        tensors, else ``gloo``."""
+        cuda = any(t.is_cuda for v in args if isinstance(v, (list, tuple)) or
+                   hasattr(v, "is_cuda") for t in tensors_in(v))
+        return "nccl" if cuda else "gloo"
+
     def group_of(self, pg_boxed: Any, args: tuple) -> tuple[str, int, Any]:
         """The op-log name of a c10d op's process group, this rank's rank in it and a function
         from its group ranks to global ranks; its ``group`` line is written on first sight."""
@@ -307,9 +341,7 @@ class Recorder:
                 dist.distributed_c10d._world.default_pg is pg)
             name = "world" if is_world else \
                 f"pg{dist.distributed_c10d._world.pg_names.get(pg, len(self.groups))}"
-            cuda = any(t.is_cuda for v in args if isinstance(v, (list, tuple)) or
-                       hasattr(v, "is_cuda") for t in tensors_in(v))
-            backend = "nccl" if cuda else "gloo"
+            backend = self.backends[name] = self.backend_of(args)
             self._declare({"op": "group", "group": name, "backend": backend,
                            "ranks": sorted(ranks)})
             known = self.groups[pg] = (name, dist.get_rank(pg),

@@ -37,11 +37,13 @@ def is_inferred(line: str | bytes) -> bool:
 
 @dataclass
 class Handle:
-    """A recorded Work: its op-log ``handle`` name, the op's label and site, its state."""
+    """A recorded Work: its op-log ``handle`` name, the op's label and site, its state;
+    ``also``: the handles a wait on it waits too (a coalesced group's Work, :mod:`.coalesce`)."""
 
     name: str
     label: str
     site: str
+    also: tuple[str, ...] = ()
     waited: bool = False
     on_done: Callable[[Any], None] | None = None  # called with the Work once seen completed
 
