@@ -74,16 +74,16 @@ from typing import Any
 from .gcpause import gc_paused
 
 with gc_paused():  # (what an import makes lives as long as the process: no collection scans it)
-    from .sim.api import Event, Group, Host, P2POp, Simulation, Stream, Work
     from .sim.errors import BoundExceeded, InputError, ModelError
-    from .sim.memory import Buffer, during
-    from .sim.model import Model, Param, Params, load_model
-    from .sim.runner import simulate
     from .trace import Access, Agent, Blocked, Note, Op, Stall, Trace, View
 
 __version__ = "0.1.0"
 
 _LAZY = {  # public name -> the module that defines it (imported on first use)
+    "Simulation": "sim.api", "Host": "sim.api", "Stream": "sim.api", "Event": "sim.api",
+    "Work": "sim.api", "Group": "sim.api", "P2POp": "sim.api", "Buffer": "sim.memory",
+    "during": "sim.memory", "Model": "sim.model", "Param": "sim.model", "Params": "sim.model",
+    "load_model": "sim.model", "simulate": "sim.runner",
     "run_model": "pipeline", "check_oplog": "pipeline",
     "load_oplog": "oplog", "parse_oplog": "oplog", "simulate_oplog": "oplog", "dump_oplog": "oplog",
     "oplog_text": "oplog",

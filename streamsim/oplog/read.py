@@ -22,7 +22,7 @@ from typing import Any
 from ..sim.errors import ModelError
 from ..sim.memory import Ref
 from ..kinds import COLLECTIVE_KINDS, ROOTED_KINDS
-from ..sim.comm import P2P_STREAMS
+from ..sim.groups import P2P_STREAMS
 from ..strided import Strided, normalize
 from ..trace import View
 from .batches import BatchRule

@@ -26,21 +26,25 @@ import functools
 import os
 import random
 import re
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import native
 from ..kinds import COMM_ROLES, HANDLE_KINDS, OP_KINDS, OpKind, stream_role
-from ..sim.api import Buffer, Event, Host, Origin, P2POp, Signal, Simulation, Work
-from ..sim.engine import cost_model
+from ..sim.groups import cost_model, declare_group
 from ..sim.errors import InternalError, ModelError
 from ..sim.finish import trace_of
-from ..sim.memory import Ref
+from ..sim.handles import P2POp
+from ..sim.memory import Buffer, Ref
+from ..sim.origins import Origin
 from ..sim.records import Rec
 from .batches import batches as group_batches
 from .issueorder import issue_gates
 from .leanrun import LeanRun
 from .read import Line, OpLog, load_oplog
 from ..trace import Access, Agent, Note, Op, Trace, View
+
+if TYPE_CHECKING:  # (the engine, imported where its replay runs: the compiled one needs none of it)
+    from ..sim.api import Event, Host, Signal, Simulation, Work
 
 
 def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
@@ -62,10 +66,11 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
                                    lean and native.lean_reruns())
         if trace is not None:
             return trace
+    from ..sim.api import Simulation
     replay = _Replay(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
                      launch_overhead=oplog.launch_overhead, replay=True)
-    _declare_groups(sim, oplog)
+    _declare_groups(sim.group, oplog)
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:
         by_thread[(line.rank, line.host)].append(line)
@@ -128,23 +133,23 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
 
 def _group_configs(oplog: OpLog) -> dict | None:
     """The engine's configuration of each of the log's groups, made as :func:`simulate_oplog`
-    declares them (``Simulation.group``: its defaults, its checks); None when one is refused
-    (the engine's run then says why)."""
-    if not oplog.groups:
-        return {}  # (no Simulation made: nor simpy imported, for a log of one stream's work)
+    declares them (``declare_group``, which ``Simulation.group`` calls: its defaults, its
+    checks; no engine made, nor simpy imported); None when one is refused (the engine's run
+    then says why)."""
+    groups: dict = {}
     try:
-        return _declare_groups(Simulation(), oplog)
+        _declare_groups(functools.partial(declare_group, groups), oplog)
     except ModelError:
         return None
+    return groups
 
 
-def _declare_groups(sim: Simulation, oplog: OpLog) -> dict:
-    """Declare the log's groups with ``sim`` (a declaration's settings, else the backend's
-    defaults): name -> the engine's GroupConfig."""
-    return {g.name: sim.group(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams,
-                              latency=g.latency, bandwidth=g.bandwidth,
-                              eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
-            for g in oplog.groups.values()}
+def _declare_groups(declare: Callable, oplog: OpLog) -> None:
+    """Declare the log's groups with ``declare`` (``Simulation.group``, or ``declare_group``
+    into a dict): a declaration's settings, else the backend's defaults."""
+    for g in oplog.groups.values():
+        declare(g.name, g.ranks, g.backend, p2p_streams=g.p2p_streams, latency=g.latency,
+                bandwidth=g.bandwidth, eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
 
 
 def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:

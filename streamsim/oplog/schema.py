@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kinds import COMMON_FIELDS, GLOO_KINDS, HANDLE_KINDS, NCCL_KINDS, OP_KINDS
-from ..sim.comm import P2P_STREAMS
+from ..sim.groups import P2P_STREAMS
 from ..sim.memory import Ref
 
 COMMON = COMMON_FIELDS

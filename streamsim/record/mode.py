@@ -11,6 +11,10 @@ backend and ranks) before its first op.
 
 ``record(path)`` is the context manager a program uses itself; ``streamsim record -- CMD``
 starts a :class:`Recorder` in every rank from ``init_process_group`` on (:mod:`.launch`).
+
+One module because every line takes one path to the rank's file, under one lock and in one order:
+an op's line, the ``alloc`` lines its refs cause, its handle's waits, and the lines held behind a
+receive from any source or inside a coalesced group (:mod:`.coalesce`).
 """
 from __future__ import annotations
 

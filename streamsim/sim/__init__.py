@@ -7,15 +7,30 @@ Public names: :class:`Simulation`, :class:`Host`, :class:`Stream`, :class:`Event
 :class:`Group`, :class:`P2POp` (``api``, ``handles``, ``host``); :class:`Buffer`, :func:`during` (``memory``);
 :class:`Param`, :class:`Params`, :class:`Model`, :func:`load_model` (``model``); :func:`simulate`
 (``runner``); :class:`InputError` (alias :class:`ModelError`), :class:`BoundExceeded` (``errors``). Internals: ``engine``
-(with ``records``, ``comm``, ``finish``, ``locations``), ``inject`` (fixes as extra syncs in a
+(with ``records``, ``comm``, ``finish``, ``locations``), ``groups`` (a process group's
+configuration, which the compiled replay uses without an engine), ``inject`` (fixes as extra syncs in a
 re-run), ``wallclock`` (the wall-clock bound).
 """
-from .api import Event, Group, Host, P2POp, Simulation, Stream, Work
-from .errors import BoundExceeded, InputError, ModelError
-from .memory import Buffer, during
-from .model import Model, Param, Params, load_model
-from .runner import simulate
+from __future__ import annotations
 
-__all__ = ["Simulation", "Host", "Stream", "Event", "Work", "Group", "P2POp", "Buffer", "during", "Param",
-           "Params", "Model", "load_model", "simulate", "InputError", "ModelError",
-           "BoundExceeded"]
+from importlib import import_module
+from typing import Any
+
+_PUBLIC = {  # public name -> the module that defines it (imported on first use: an op log's
+    # compiled replay and analysis need none of the engine, nor greenlet)
+    "Simulation": "api", "Host": "host", "Stream": "handles", "Event": "handles", "Work": "handles",
+    "Group": "handles", "P2POp": "handles", "Buffer": "memory", "during": "memory",
+    "Param": "model", "Params": "model", "Model": "model", "load_model": "model",
+    "simulate": "runner", "InputError": "errors", "ModelError": "errors", "BoundExceeded": "errors",
+}
+
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # (the next lookup is a plain attribute)
+    return value

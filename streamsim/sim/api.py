@@ -10,12 +10,10 @@ the ops that follow stand for with one label, ``host.origin = Origin(...)`` (:mo
 """
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Callable, Sequence
 
 from ..trace import Trace
-from .comm import P2P_STREAMS, GroupConfig
+from .groups import GroupConfig, declare_group
 from .engine import Engine
 from .errors import ModelError
 from .handles import Event, Group, P2POp, Signal, Stream, Work
@@ -56,28 +54,9 @@ class Simulation:
         communicator per pair); the two directions between a pair still share it. Collectives
         stay on ``nccl:<name>``.
         """
-        if backend not in ("nccl", "gloo"):
-            raise ModelError(f"group {name!r}: backend must be 'nccl' or 'gloo', not {backend!r}")
-        if name in self.engine.groups:
-            raise ModelError(f"group {name!r} declared twice")
-        if p2p_streams not in P2P_STREAMS:
-            raise ModelError(f"group {name!r}: p2p_streams must be one of "
-                             f"{', '.join(map(repr, P2P_STREAMS))}, not {p2p_streams!r}")
-        if backend == "gloo" and p2p_streams != "per_group":
-            raise ModelError(f"group {name!r}: p2p_streams={p2p_streams!r} is for NCCL groups "
-                             "(gloo runs no CUDA stream)")
-        _check_costs(name, latency=latency, bandwidth=bandwidth, eager_bytes=eager_bytes)
-        defaults = GroupConfig(name, tuple(ranks), backend)
-        if backend == "gloo":
-            defaults.latency, defaults.bandwidth = 30.0, 2_000.0
-        cfg = GroupConfig(name, tuple(ranks), backend,
-                          defaults.latency if latency is None else latency,
-                          defaults.bandwidth if bandwidth is None else bandwidth,
-                          defaults.eager_bytes if eager_bytes is None else eager_bytes,
-                          blocking_wait, p2p_streams)
-        _check_stream_names(cfg, self.engine.groups.values())
-        self.engine.groups[name] = cfg
-        return cfg
+        return declare_group(self.engine.groups, name, ranks, backend, latency=latency,
+                             bandwidth=bandwidth, eager_bytes=eager_bytes,
+                             blocking_wait=blocking_wait, p2p_streams=p2p_streams)
 
     def spawn(self, rank: int, program: Callable, *args, thread: str = "main") -> None:
         """Run ``program(host, *args)`` on host thread ``thread`` of ``rank``."""
@@ -97,40 +76,3 @@ class Simulation:
             raise ModelError("a Simulation runs once; build a new one for another run")
         self._ran = True
         return self.engine.run(source, meta)
-
-
-def _check_costs(name: str, *, latency, bandwidth, eager_bytes) -> None:
-    """A group's cost model must be numbers a transfer time can be made of: a zero bandwidth
-    raised ZeroDivisionError at the first send (blamed on the model's ``isend`` line), a NaN or
-    infinite one made NaN or infinite times."""
-    def bad(field: str, value, want: str) -> ModelError:
-        return ModelError(f"group {name!r}: {field} must be {want}, not {value!r}")
-
-    for field, value, positive in (("latency", latency, False), ("bandwidth", bandwidth, True)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise bad(field, value, "a number")
-        if not math.isfinite(value) or value < 0 or (positive and value == 0):
-            raise bad(field, value, "a finite number > 0 (bytes per µs)" if positive else
-                      "a finite number >= 0 (µs)")
-    whole = isinstance(eager_bytes, numbers.Integral) and not isinstance(eager_bytes, bool)
-    if eager_bytes is not None and not (whole and eager_bytes >= 0):
-        raise bad("eager_bytes", eager_bytes, "an int >= 0 (bytes)")
-
-
-def _check_stream_names(new: GroupConfig, groups) -> None:
-    """Two groups must not share a comm stream: a per-pair stream ``nccl:G:a-b`` of group G is
-    another group's ``nccl:<name>`` when that group is named ``G:a-b``."""
-    def is_pair_stream_of(g: GroupConfig, name: str) -> bool:
-        if g.backend != "nccl" or g.p2p_streams != "per_pair" or not name.startswith(g.name + ":"):
-            return False
-        lo, _, hi = name[len(g.name) + 1:].partition("-")
-        return (lo.isdigit() and hi.isdigit() and int(lo) < int(hi)
-                and {int(lo), int(hi)} <= set(g.ranks))
-
-    for old in groups:
-        for a, b in ((new, old), (old, new)):
-            if a.backend == "nccl" and is_pair_stream_of(b, a.name):
-                raise ModelError(f"group {new.name!r}: its comm stream nccl:{a.name} would be "
-                                 f"a per-pair stream of group {b.name!r}; rename one of them")

@@ -8,19 +8,18 @@ these from :class:`CommMixin`; its stream loop calls ``_run_p2p``, ``_run_batch`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..kinds import COLLECTIVE_KINDS, COMM_ROLES, OP_KINDS, kinds_where, stream_role
 from ..trace import TRANSFER_START, Agent, Blocked, Note
 from .errors import ModelError
+from .groups import GroupConfig
 from .memory import nbytes_of
 from .records import Rec, StreamState
 
 if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
     import simpy
 
-P2P_STREAMS = ("per_group", "per_pair")  # where a group's NCCL isend/irecv run (GroupConfig)
 P2P_KINDS = kinds_where(comm="p2p")  # run by the comm stream's p2p rules (matching, rendezvous)
 P2P_SENDS = kinds_where(comm="p2p", direction="send")
 # collectives whose bytes on the wire default to their inputs' size (the others: their outputs')
@@ -60,38 +59,6 @@ def joined_members(rec: Rec, members: list[Rec]) -> list[int]:
     if flow == "to_root":
         return [m.id for m in members if m is not rec] if is_root else []
     return [] if is_root else [m.id for m in members if m.agent.rank == rec.attrs["root"]]
-
-
-@dataclass
-class GroupConfig:
-    """A process group: its backend, cost model (microseconds, bytes per microsecond), and the
-    NCCL stream its point-to-point ops run on (``p2p_streams``, see :meth:`p2p_stream`)."""
-
-    name: str
-    ranks: tuple[int, ...]
-    backend: str = "nccl"  # "nccl" or "gloo"
-    latency: float = 10.0
-    bandwidth: float = 25_000.0  # bytes/us (25 GB/s)
-    eager_bytes: int = 64 * 1024
-    blocking_wait: bool = False
-    p2p_streams: str = "per_group"
-
-    def transfer_time(self, nbytes: int) -> float:
-        return self.latency + nbytes / self.bandwidth
-
-    def p2p_stream(self, rank: int, peer: int, kind: str = "isend") -> str:
-        """The comm stream of an isend/irecv (``kind``) between ``rank`` and ``peer``: the group's
-        own ``nccl:<name>`` (``per_group``: one communicator, FIFO with the group's collectives and
-        every other p2p op), or one stream per unordered pair ``nccl:<name>:<low>-<high>``
-        (``per_pair``: ProcessGroupNCCL's lazily created 2-rank communicators, key "low:high").
-        A gloo group's tensor sends to ``peer`` run in order on ``gloo:<name>:to<peer>`` and its
-        receives from ``peer`` on ``gloo:<name>:from<peer>``: gloo's pair keeps each direction
-        FIFO, and a send does not wait for an earlier receive (nor for the group's collectives)."""
-        if self.backend == "gloo":
-            return f"gloo:{self.name}:{'to' if kind == 'isend' else 'from'}{peer}"
-        if self.p2p_streams == "per_pair":
-            return f"nccl:{self.name}:{min(rank, peer)}-{max(rank, peer)}"
-        return f"nccl:{self.name}"
 
 
 class P2PMatch:

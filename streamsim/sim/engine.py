@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from greenlet import greenlet
 
 from ..trace import HOST, STREAM, Access, Agent, Blocked, Note, Stall, Trace
-from .comm import COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CommMixin, GroupConfig
+from .comm import COLLECTIVE_KINDS, P2P_KINDS, P2P_SENDS, CommMixin
+from .groups import GroupConfig, cost_model
 from .errors import BoundExceeded, ModelError, OpsBoundExceeded, TimeBoundExceeded
 from .finish import build_trace, caught_by_stall
 from .handoff import Channels
@@ -510,13 +511,3 @@ class Engine(CommMixin):
         """What the run's timing read besides each op's own duration (op log v2's declarations,
         written by ``dump_oplog``): the launch overhead and each group's settings."""
         return cost_model(self.launch_overhead, self.groups.values())
-
-
-def cost_model(launch_overhead: float, groups: Iterable[GroupConfig]) -> dict:
-    """The trace's ``meta["cost_model"]``: the launch overhead, and each group's settings in the
-    order the groups were declared (:meth:`Engine.cost_model`; the compiled replay's too)."""
-    return {"launch_overhead": launch_overhead,
-            "groups": [dict(name=g.name, backend=g.backend, ranks=list(g.ranks),
-                            latency=g.latency, bandwidth=g.bandwidth,
-                            eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait,
-                            p2p_streams=g.p2p_streams) for g in groups]}

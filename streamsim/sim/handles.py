@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from .comm import GroupConfig
+from .groups import GroupConfig
 from .errors import ModelError
 from .memory import Tensor
 from .origins import Origin

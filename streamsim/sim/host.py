@@ -15,7 +15,8 @@ from typing import Iterable, Iterator
 from greenlet import getcurrent
 
 from ..trace import Agent, Alloc, Blocked, Note, READ, WRITE, Access
-from .comm import GroupConfig, batch_issue_order, wire_bytes
+from .comm import batch_issue_order, wire_bytes
+from .groups import GroupConfig
 from .engine import Engine
 from .errors import ModelError
 from . import handoff, labels

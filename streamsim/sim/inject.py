@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .engine import Engine
 from .errors import ModelError
 from .handles import Event
 from .memory import Buffer
 from ..kinds import FIX_KINDS  # (inject_fixes applies each of them)
 from ..trace import HOST, Blocked, Trace
 
-if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
-    import simpy
+if TYPE_CHECKING:  # (annotations only: simpy and the engine are imported where an Engine is
+    import simpy   # made; the compiled replay keys its fixes here without one)
+
+    from .engine import Engine
 
 Key = tuple  # (Agent, kind, location, n)
 # key_fixes keys only the actions its fixes name when the trace has this many ops a fix or more;

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ModelError
-from .guard import model_failure, model_output
-from .wallclock import wall_bound
 
 _TYPES = {int: "int", float: "float", str: "str", bool: "bool"}
 
@@ -147,6 +145,8 @@ def load_model(path: str) -> Model:
     except (UnicodeDecodeError, OSError) as e:
         raise ModelError(f"{path}: cannot read: {e}") from None
     sys.modules[name] = module
+    from .guard import model_failure, model_output  # (what guards a model's code: loaded with one)
+    from .wallclock import wall_bound
     try:
         with wall_bound(label=path), model_output():
             exec(code, module.__dict__)

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
-from greenlet import greenlet
-
 from ..trace import Access, Agent, Blocked, Op
 
-if TYPE_CHECKING:  # (annotations only: simpy is imported where an Engine is made)
+if TYPE_CHECKING:  # (annotations only: simpy and greenlet are imported where an Engine is made)
     import simpy
+    from greenlet import greenlet
 
 
 class Rec:

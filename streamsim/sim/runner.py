@@ -3,12 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from .api import Simulation
 from .errors import ModelError
-from .guard import model_failure, model_output
 from .model import Model, Params, load_model
 from ..trace import Trace
-from .wallclock import wall_bound
 
 DEFAULT_MAX_OPS = 5_000_000  # ops a run may issue (--max-ops): stops a runaway model
 DEFAULT_MAX_TIME = 1e12  # simulated microseconds a run may last (--max-time)
@@ -26,6 +23,9 @@ def simulate(model: Model | str, variant: str | None = None,
     (:func:`streamsim.analysis.fixes.propose_fix`), keyed against it first.
     ``max_wall``: seconds of wall-clock time the run may take (default: ``default_wall_bound``).
     """
+    from .api import Simulation  # (the engine, and what guards a model's code: loaded when a
+    from .guard import model_failure, model_output  # model runs, not by an op log's check)
+    from .wallclock import wall_bound
     if isinstance(model, str):
         model = load_model(model)
     variant = model.check_variant(variant)

@@ -78,3 +78,26 @@ def test_the_import_list_sees_what_a_check_imports(tmp_path):
                        tmp_path)
     assert {"msgspec", "streamsim.oplog.fastpath", "streamsim.report.jsonout",
             "streamsim.pipeline.fixcost"} <= found
+
+
+ENGINE = ("simpy", "greenlet", "streamsim.sim.engine", "streamsim.sim.api")
+
+
+def test_a_log_with_groups_and_fixes_is_checked_without_the_engine(tmp_path):
+    """A recorded log declares its groups and has fixes to cost. Where the compiled replay runs,
+    its check makes no engine: a group's configuration is made by ``declare_group``, and the
+    fixes are keyed without the engine module (until now a Simulation was made only to declare
+    the groups, which imported simpy and greenlet). Where it does not, the engine runs."""
+    from streamsim import native
+    (tmp_path / "g.jsonl").write_text(
+        '{"op":"group","group":"pp","backend":"nccl","ranks":[0,1]}\n'
+        '{"op":"launch","rank":0,"name":"k","writes":["x"]}\n'
+        '{"op":"isend","rank":0,"group":"pp","tensors":["x"],"peer":1,"handle":"h"}\n'
+        '{"op":"irecv","rank":1,"group":"pp","tensors":["y"],"peer":0,"handle":"r"}\n'
+        '{"op":"wait","rank":1,"handle":"r"}\n'
+        '{"op":"launch","rank":0,"name":"k2","writes":["x"]}\n')  # (a WAR: a fix to cost)
+    found = _loaded_by(["check", "--jobs", "1", "g.jsonl"], ENGINE, tmp_path)
+    if native.replayer() is not None:
+        assert found == set()
+    else:
+        assert "streamsim.sim.engine" in found
