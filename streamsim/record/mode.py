@@ -306,7 +306,8 @@ class Recorder:
         work = out[-1] if isinstance(out, tuple) else out
         h = Handle(handle, spec.label, site)
         coalesced = self.coalescing.group()
-        if coalesced is not None and line is not None and not spec.blocking:
+        if coalesced is not None and line is not None and not (spec.blocking or
+                                                                  spec.any_source):
             # (its Work, None on NCCL, is not the program's: the group's is, at its end)
             self.coalescing.member(coalesced, line, h, self.backends.get(group) == "nccl")
             return out
