@@ -63,8 +63,9 @@ stable public API: models and notebooks import from here only.
   `PatternStats`, each of a `Pattern`)
 - `shrink` -> `ShrinkResult`
 
-Names from `analysis`, `report` and `explore` are imported on first use, so that
-`import streamsim` (and the command line) does not pay for networkx and matplotlib.
+Names from `sim` (the modelling API), `analysis`, `report` and `explore` are imported on first
+use, so that `import streamsim` (and the command line) does not pay for the engine, greenlet,
+networkx and matplotlib where it does not use them (`check` of an op log: docs/native.md).
 """
 from __future__ import annotations
 
