@@ -70,7 +70,6 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
     replay = _Replay(oplog)
     sim = Simulation(seed=seed, jitter=jitter, max_ops=max_ops, max_time=max_time, perturb=perturb,
                      launch_overhead=oplog.launch_overhead, replay=True)
-    _declare_groups(sim.group, oplog)
     by_thread: dict[tuple[int, str], list[Line]] = {t: [] for t in oplog.threads}
     for line in oplog.lines:
         by_thread[(line.rank, line.host)].append(line)
@@ -78,6 +77,7 @@ def simulate_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None,
         sim.spawn(rank, replay.program, lines, thread=host)
     meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter}
     try:
+        _declare_groups(sim.group, oplog)  # (a group the engine refuses: named with the file)
         if fixes:
             sim.inject_fixes(fixes, base)
         return sim.run(source=oplog.path, meta=meta)
