@@ -26,9 +26,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..kinds import OP_KINDS
 from .works import Handle
 
-P2P_KINDS = ("isend", "irecv")  # the op-log kinds a ``batch`` field may join
+BATCHED_KINDS = frozenset(k for k, spec in OP_KINDS.items() if "batch" in spec.fields)  # (isend,
+# irecv: the op-log kinds a ``batch`` field joins)
 
 
 @dataclass
@@ -61,7 +63,7 @@ class Coalescing:
     def member(self, g: Group, fields: dict, handle: Handle, nccl: bool) -> None:
         """A c10d op dispatched inside group ``g``: a point-to-point op in an ``nccl`` group
         joins the batch; its Work is the group's, not its own."""
-        batched = nccl and fields["op"] in P2P_KINDS
+        batched = nccl and fields["op"] in BATCHED_KINDS
         if batched:
             fields["batch"] = g.batch
         g.members.append((handle, fields, batched))
@@ -75,8 +77,8 @@ class Coalescing:
         self.batches += 1
 
     def ended(self, work: Any) -> None:
-        """The group ends with ``work`` (None when the caller waits inside ``_end_coalescing``'s
-        caller, or none came back): write its lines, tie ``work`` to its members."""
+        """The group ends with ``work``, the Work ``_end_coalescing`` returned (None: none came
+        back, or the call raised): write its lines, and tie ``work`` to its members."""
         g = self.group()
         if g is None:
             return
