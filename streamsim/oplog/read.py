@@ -22,7 +22,7 @@ from typing import Any
 from ..sim.errors import ModelError
 from ..sim.memory import Ref
 from ..kinds import COLLECTIVE_KINDS, ROOTED_KINDS
-from ..sim.groups import P2P_STREAMS
+from ..sim.groups import P2P_STREAMS, declare_group
 from ..strided import Strided, normalize
 from ..trace import View
 from .batches import BatchRule
@@ -163,7 +163,7 @@ class _Parser:
                     lines.append(self.build(i, spec))
                 except _Bad as e:
                     raise self.fail(str(e)) from None
-        groups = {}
+        groups, configs = {}, {}
         for name, g in self.groups.items():
             ranks = tuple(sorted(g["ranks"]))
             for lineno, given in g["lists"]:
@@ -179,10 +179,16 @@ class _Parser:
                     raise self.fail(f"group {name!r} declares ranks "
                                     f"{sorted(g['declared_ranks'])}, but rank {outside[0]} uses it")
                 ranks = tuple(sorted(g["declared_ranks"]))
-            groups[name] = GroupSpec(name, g["backend"], ranks, g.get("p2p", ("per_group",))[0],
-                                     cost.get("latency"), cost.get("bandwidth"),
-                                     cost.get("eager_bytes"), cost.get("blocking_wait", False),
-                                     declared="cost" in g)
+            spec = groups[name] = GroupSpec(name, g["backend"], ranks,
+                                            g.get("p2p", ("per_group",))[0], cost.get("latency"),
+                                            cost.get("bandwidth"), cost.get("eager_bytes"),
+                                            cost.get("blocking_wait", False),
+                                            declared="cost" in g)
+            try:  # (what the engine refuses of the groups together: two sharing a comm stream)
+                declare_group(configs, name, ranks, spec.backend, p2p_streams=spec.p2p_streams)
+            except ModelError as e:
+                self.lineno = g["line"]
+                raise self.fail(str(e)) from None
         return OpLog(self.path, tuple(lines), tuple(self.threads), groups,
                      self.launch_overhead or 0.0)
 
