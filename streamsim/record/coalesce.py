@@ -13,10 +13,12 @@ So the recorder replaces both methods on the class (as :mod:`.works` does ``Work
 start of a coalesced group to its end, a thread's lines are held; its point-to-point ops in a
 group the recording declared ``nccl`` get one ``batch`` id (docs/oplog.md: they start together,
 and a wait on any of them waits for all); at the end the held lines are written, the batch's
-members last and together (an ``alloc`` line that came between two members goes before them: a
-batch is consecutive lines; it is written at the first member's time), and the group's Work is tied to the batch: its wait is a ``wait`` on
-the first member's handle, plus one on each member outside the batch (a collective coalesced
-with them, or a member in a group not declared ``nccl``, where ``batch`` is no field).
+members last and together (an ``alloc`` line that came between two members goes before them, at
+the first member's time: a batch is consecutive lines), and the group's Work is tied to the
+batch: its wait is a ``wait`` on the first member's handle, plus one on each member outside the
+batch (a collective coalesced with them, or a member in a group not declared ``nccl``, where
+``batch`` is no field). A group coalesced inside another (of another process group) is a batch
+of its own, with its own Work; its lines stay held in the outer group's until that one ends.
 On gloo, ``batch_isend_irecv`` does not coalesce (``supports_coalescing`` is false): its ops are
 issued and recorded one by one, each with its Work, as they run.
 """
@@ -41,7 +43,6 @@ class Group:
     batch: int
     lines: list[dict] = field(default_factory=list)
     members: list[tuple[Handle, dict, bool]] = field(default_factory=list)
-    depth: int = 1  # (a group started inside another on the same thread joins it)
 
 
 class Coalescing:
@@ -51,14 +52,17 @@ class Coalescing:
     def __init__(self, write: Callable[[dict], None], issued: Callable[[Any, Handle], None]):
         self.write = write
         self.issued = issued
-        self.open: dict[int, Group] = {}  # thread ident -> its group being coalesced
+        self.open: dict[int, list[Group]] = {}  # thread ident -> its groups being coalesced,
+        # the innermost last (one started inside another, of another process group: its lines
+        # are held in the outer one's when it ends)
         self.batches = 0  # batch ids given so far (ids are numbered in line order)
         self.originals: dict[str, Any] = {}
 
     # -- lines --------------------------------------------------------------------------------------
     def group(self) -> Group | None:
-        """The group the current thread is coalescing, if any."""
-        return self.open.get(threading.get_ident()) if self.open else None
+        """The (innermost) group the current thread is coalescing, if any."""
+        groups = self.open.get(threading.get_ident()) if self.open else None
+        return groups[-1] if groups else None
 
     def member(self, g: Group, fields: dict, handle: Handle, nccl: bool) -> None:
         """A c10d op dispatched inside group ``g``: a point-to-point op in an ``nccl`` group
@@ -69,24 +73,22 @@ class Coalescing:
         g.members.append((handle, fields, batched))
 
     def started(self) -> None:
-        g = self.group()
-        if g is not None:
-            g.depth += 1
-            return
-        self.open[threading.get_ident()] = Group(self.batches)
+        self.open.setdefault(threading.get_ident(), []).append(Group(self.batches))
         self.batches += 1
 
     def ended(self, work: Any) -> None:
         """The group ends with ``work``, the Work ``_end_coalescing`` returned (None: none came
         back, or the call raised): write its lines, and tie ``work`` to its members."""
-        g = self.group()
-        if g is None:
+        me = threading.get_ident()
+        groups = self.open.get(me)
+        if not groups:
             return
-        g.depth -= 1
-        if g.depth:
-            return
-        del self.open[threading.get_ident()]
-        batched = self._flush(g)
+        g = groups.pop()
+        if groups:  # (inside another group: its lines stay held, in that group's)
+            batched = self._flush(g, groups[-1].lines.append)
+        else:
+            del self.open[me]
+            batched = self._flush(g, self.write)
         if not g.members:
             return
         names = ([next(h.name for h, _f, b in g.members if b)] if batched else []) + \
@@ -97,8 +99,9 @@ class Coalescing:
         if work is not None:
             self.issued(work, handle)
 
-    def _flush(self, g: Group) -> list[dict]:
-        """Write ``g``'s held lines, the batch's last and together; its batched lines back."""
+    def _flush(self, g: Group, write: Callable[[dict], None]) -> list[dict]:
+        """Write ``g``'s held lines with ``write``, the batch's last and together; its batched
+        lines back."""
         batched = [f for _h, f, b in g.members if b]
         keep = {id(f) for f in batched}
         start = None  # the batch's time, once its first member is passed
@@ -108,9 +111,9 @@ class Coalescing:
             else:
                 if start is not None:  # (moved before the batch: at its start, as a thread's
                     fields["t"] = start  # lines are in time order)
-                self.write(fields)
+                write(fields)
         for fields in batched:
-            self.write(fields)
+            write(fields)
         return batched
 
     # -- the replaced methods -----------------------------------------------------------------------
@@ -142,6 +145,8 @@ class Coalescing:
         for name, orig in self.originals.items():
             setattr(self.cls, name, orig)
         self.originals.clear()
-        for g in list(self.open.values()):  # (a group the recording ended inside)
-            self._flush(g)
+        for groups in self.open.values():  # (groups the recording ended inside)
+            while groups:
+                g = groups.pop()
+                self._flush(g, groups[-1].lines.append if groups else self.write)
         self.open.clear()

@@ -141,3 +141,32 @@ def test_the_coalescing_methods_are_put_back(fake_world, tmp_path):
     before = (ProcessGroup._start_coalescing, ProcessGroup._end_coalescing)
     record_rank0(tmp_path, step(torch, dist), "nccl")
     assert (ProcessGroup._start_coalescing, ProcessGroup._end_coalescing) == before
+
+
+def test_a_group_coalesced_inside_another_is_its_own_batch_with_its_own_work(fake_world,
+                                                                             tmp_path):
+    """Two coalesced groups on two process groups, one inside the other: each is a batch of
+    its own group, and each Work waits for its own batch (a batch names one group)."""
+    torch, dist = fake_world
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    pp = dist.new_group([0, 1])
+    a, b, c, d = (torch.ones(4) for _ in range(4))
+    cpu = torch.device("cpu")
+
+    def program():
+        with _coalescing_manager(dist.group.WORLD, cpu, async_ops=True) as outer:
+            dist.isend(a, 1)
+            with _coalescing_manager(pp, cpu, async_ops=True) as inner:
+                dist.isend(b, 1, group=pp)
+                dist.irecv(c, 1, group=pp)
+            dist.irecv(d, 1)
+        inner.wait()
+        outer.wait()
+    lines = record_rank0(tmp_path, program, "nccl")
+    ops = [d for d in lines if d["op"] in ("isend", "irecv", "wait")]
+    assert [(d["op"], d["group"] if "group" in d else None, d.get("batch")) for d in ops] == \
+        [("isend", "pg1", 1), ("irecv", "pg1", 1), ("isend", "world", 0), ("irecv", "world", 0),
+         ("wait", None, None), ("wait", None, None)]
+    assert [d["handle"] for d in ops[4:]] == [ops[0]["handle"], ops[2]["handle"]]
+    ts = [d["t"] for d in lines if "t" in d]
+    assert ts == sorted(ts)
