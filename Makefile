@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # (setup.py builds the optional compiled core, streamsim/native/*.pyx, each module on its own:
 # rebuilt when one changes; without a C compiler the install goes on in pure Python,
 # docs/native.md; `make clean` removes every built module and its C file)
-$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard streamsim/native/*.pyx streamsim/native/*.pxd)
+$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard streamsim/native/*.pyx streamsim/native/*.pxd streamsim/native/*.pxi)
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

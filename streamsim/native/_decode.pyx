@@ -26,6 +26,11 @@ over here too, so every error message stays the checker's. What differs is when 
 
 On the 200,000-line random program (``benchmarks/check.py --stages``) this made the parse 0.91 s
 -> 0.53 s CPU and its peak RSS 266 -> 164 MB: no dict per line, no second copy of its fields.
+
+A common line is first lexed from its bytes (``_lex.pxi``, included here), which gives the fields
+msgspec's decode gives it without a ``str`` of the line or of each value; a line the lexer does
+not take is decoded by msgspec as before. Both fill one :class:`_Fields`, which :func:`_take`
+reads (200,000 lines: the parse 0.49 -> 0.38 s CPU).
 Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fast paths).
 """
 from msgspec import UNSET, DecodeError, ValidationError
@@ -37,6 +42,8 @@ from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST
     check_generic_alloc)
 
 from streamsim.trace import View
+
+include "_lex.pxi"
 
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
@@ -54,18 +61,20 @@ cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
 cdef object _REF_OBJECT = None
+cdef object _REF_STRUCT = None
 cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, ref_object, name_fields):
+         default_group, collective_ops, ref_object, ref_struct, name_fields):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _NAME_FIELDS
+    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
+    _REF_STRUCT = ref_struct
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
@@ -240,38 +249,78 @@ cdef dict _settle(parser, dict pending):
 
 def first_pass(parser, list chunks, list raw):
     """The reader's pass 1 (streamsim.oplog.read._Parser.parse, its loop over
-    ``parser.take``): each line a common one, decoded and taken here (:func:`_scan`): its Line
+    ``parser.take``): each line a common one, lexed from its bytes (``_lex.pxi``) or else
+    decoded (:func:`_scan`), and taken here (:func:`_take`): its Line
     made at once where nothing in it waits for the end of the log, else its spec for pass 2
     (:func:`second_pass`); blank lines skipped; any other line (not UTF-8, a BOM, a comment, a
     line :func:`_scan` hands over) taken by ``parser.take``, the reference, which also words
     every error. Then the Refs of implicit lives are settled (:func:`_settle`)."""
+    cdef Py_ssize_t n = len(chunks)
+    cdef dict pending = {}
+    cdef _State st = _state(parser)
+    cdef Lex lx
+    cdef _Fields f = _Fields.__new__(_Fields)
+    lex_init(&lx)
+    try:
+        _first_pass(st, chunks, raw, pending, &lx, f)
+    finally:
+        lex_free(&lx)
+    if n:
+        st.lineno = n
+    st.flush()
+    parser.settled = (pending, _settle(parser, pending))
+
+
+cdef Py_ssize_t _lexed_lines = 0  # of the last first_pass: the lines the lexer took
+
+
+def lexed_lines() -> int:
+    """How many lines of the last :func:`first_pass` the lexer took (``_lex.pxi``; the others
+    were decoded by msgspec or read by the reference): what a benchmark and a test read."""
+    return _lexed_lines
+
+
+cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _Fields f) except *:
+    """:func:`first_pass`'s loop: each line lexed from its bytes where the lexer takes it (the
+    common lines: ``_lex.pxi``), else decoded and read as before (:func:`_scan`)."""
+    global _lexed_lines
+    _lexed_lines = 0
     cdef Py_ssize_t i, n = len(chunks)
     cdef str text, s
-    cdef dict pending = {}
+    parser = st.parser
     batches = parser.batches
     cdef dict open_ = batches.open
     take = parser.take
-    cdef _State st = _state(parser)
     for i in range(n):
         chunk = chunks[i]
-        if type(chunk) is bytes:
-            try:
-                text = (<bytes>chunk).decode("utf-8")
-            except UnicodeDecodeError:
+        if lex_chunk(lx, chunk, _REF_STRUCT):
+            st.lineno = i + 1
+            _lexed_lines += 1
+            _lexed(lx, f)
+            spec = _take(st, f, <str>OP_NAMES[lx.op], None, pending)
+            if spec is None:
+                st.flush()
+                take(i + 1, chunk, raw, False)  # (msgspec would decode it as the lexer did)
+                continue
+        else:
+            if type(chunk) is bytes:
+                try:
+                    text = (<bytes>chunk).decode("utf-8")
+                except UnicodeDecodeError:
+                    st.flush()
+                    take(i + 1, chunk, raw)
+                    continue
+            else:
+                text = chunk
+            s = text.strip()
+            if not s:
+                continue  # (a blank line)
+            if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
                 st.flush()
                 take(i + 1, chunk, raw)
                 continue
-        else:
-            text = chunk
-        s = text.strip()
-        if not s:
-            continue  # (a blank line)
-        if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
-            st.flush()
-            take(i + 1, chunk, raw)
-            continue
-        st.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
-        spec = _scan(st, s, pending)
+            st.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
+            spec = _scan(st, s, pending)
         if spec is None:
             st.flush()
             take(i + 1, chunk, raw, False)  # (its fast path would refuse it again)
@@ -286,10 +335,6 @@ def first_pass(parser, list chunks, list raw):
                 batches.closed.add((*thread, batch[0]))
                 open_[thread] = None
         raw.append(spec if made else (i + 1, spec))
-    if n:
-        st.lineno = n
-    st.flush()
-    parser.settled = (pending, _settle(parser, pending))
 
 
 def fast_spec(parser, str s):
@@ -300,15 +345,127 @@ def fast_spec(parser, str s):
     return _scan(st, s, None)
 
 
+cdef class _Fields:
+    """A line's fields, as the fast path's Struct of its op holds them (``UNSET`` where the line
+    has no such key): what :func:`_take` reads, from the lexer (:func:`_lexed`) or from msgspec
+    (:func:`_decoded`). One object, refilled for each line (nothing keeps it)."""
+    cdef object rank, host, stream, name, dur, step, site, t, reads, writes, event, buffer
+    cdef object nbytes, label, handle, blocking, inferred, tensors, peer, group, batch, inputs
+    cdef object outputs
+
+    cdef void clear(self) noexcept:
+        self.rank = self.host = self.stream = self.name = self.dur = self.step = UNSET
+        self.site = self.t = self.reads = self.writes = self.event = self.buffer = UNSET
+        self.nbytes = self.label = self.handle = self.blocking = self.inferred = UNSET
+        self.tensors = self.peer = self.group = self.batch = self.inputs = self.outputs = UNSET
+
+
+cdef inline object _lex_value(Lex *lx, int k):
+    """Key ``k``'s value in the line ``lx`` holds, as msgspec gives it; UNSET where it has none."""
+    cdef int t
+    if not lx.seen & (1u << k):
+        return UNSET
+    t = TYPE_OF[k]
+    if t == T_INT31 or t == T_INT63:
+        return PyLong_FromLongLong(lx.num[k])
+    if t == T_FLOAT:
+        return PyFloat_FromDouble(lx.real[k])
+    if t == T_BOOL:
+        return lx.num[k] != 0
+    return <object>lx.obj[k]
+
+
+cdef void _lexed(Lex *lx, _Fields f) except *:
+    """Fill ``f`` with the line the lexer took."""
+    f.rank, f.host = _lex_value(lx, K_RANK), _lex_value(lx, K_HOST)
+    f.stream = _lex_value(lx, K_STREAM)
+    f.name, f.dur, f.step = _lex_value(lx, K_NAME), _lex_value(lx, K_DUR), _lex_value(lx, K_STEP)
+    f.site, f.t = _lex_value(lx, K_SITE), _lex_value(lx, K_T)
+    f.reads, f.writes = _lex_value(lx, K_READS), _lex_value(lx, K_WRITES)
+    f.event, f.buffer = _lex_value(lx, K_EVENT), _lex_value(lx, K_BUFFER)
+    f.nbytes, f.label = _lex_value(lx, K_NBYTES), _lex_value(lx, K_LABEL)
+    f.handle, f.blocking = _lex_value(lx, K_HANDLE), _lex_value(lx, K_BLOCKING)
+    f.inferred, f.tensors = _lex_value(lx, K_INFERRED), _lex_value(lx, K_TENSORS)
+    f.peer, f.group = _lex_value(lx, K_PEER), _lex_value(lx, K_GROUP)
+    f.batch = _lex_value(lx, K_BATCH)
+    f.inputs, f.outputs = _lex_value(lx, K_INPUTS), _lex_value(lx, K_OUTPUTS)
+
+
+cdef dict _FIELD_OF = {}  # a Struct class -> its fields' names
+
+
+cdef void _decoded(obj, _Fields f) except *:
+    """Fill ``f`` with the Struct msgspec decoded (its fields: the others stay UNSET)."""
+    cls = type(obj)
+    names = _FIELD_OF.get(cls)
+    if names is None:
+        names = _FIELD_OF[cls] = cls.__struct_fields__
+    f.clear()
+    for name in names:
+        v = getattr(obj, name)
+        if name == "rank": f.rank = v
+        elif name == "host": f.host = v
+        elif name == "stream": f.stream = v
+        elif name == "name": f.name = v
+        elif name == "dur": f.dur = v
+        elif name == "step": f.step = v
+        elif name == "site": f.site = v
+        elif name == "t": f.t = v
+        elif name == "reads": f.reads = v
+        elif name == "writes": f.writes = v
+        elif name == "event": f.event = v
+        elif name == "buffer": f.buffer = v
+        elif name == "nbytes": f.nbytes = v
+        elif name == "label": f.label = v
+        elif name == "handle": f.handle = v
+        elif name == "blocking": f.blocking = v
+        elif name == "inferred": f.inferred = v
+        elif name == "tensors": f.tensors = v
+        elif name == "peer": f.peer = v
+        elif name == "group": f.group = v
+        elif name == "batch": f.batch = v
+        elif name == "inputs": f.inputs = v
+        elif name == "outputs": f.outputs = v
+        else:
+            raise AssertionError(f"a fast-path Struct field the reader does not know: {name}")
+
+
+cdef tuple _values(str op, _Fields f):
+    return (op, f.rank, f.host, f.stream, f.name, f.dur, f.step, f.site, f.t, f.reads, f.writes,
+            f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
+            f.peer, f.group, f.batch, f.inputs, f.outputs)
+
+
+def lex_fields(line):
+    """The lexer's reading of ``line``: (op, each field's value or UNSET, in _Fields' order), or
+    None where it refuses the line (tests/native/test_lex.py holds it to :func:`msgspec_fields`)."""
+    cdef Lex lx
+    cdef _Fields f = _Fields.__new__(_Fields)
+    lex_init(&lx)
+    try:
+        if not lex_chunk(&lx, line, _REF_STRUCT):
+            return None
+        _lexed(&lx, f)
+        return _values(<str>OP_NAMES[lx.op], f)
+    finally:
+        lex_free(&lx)
+
+
+def msgspec_fields(str line):
+    """msgspec's reading of ``line`` (stripped), as :func:`lex_fields` gives it, or None where it
+    refuses the line."""
+    cdef _Fields f = _Fields.__new__(_Fields)
+    try:
+        obj = _decode(line)
+    except (ValidationError, DecodeError, UnicodeError):
+        return None
+    _decoded(obj, f)
+    return _values(obj.__struct_config__.tag, f)
+
+
 cdef object _scan(_State parser, str s, dict pending):
     """:func:`fast_spec`, or with ``pending`` (pass 1 of :func:`first_pass`) the line's Line
-    itself, made here (:func:`_line`) where its spec would hold nothing pass 2 must wait for
-    (a batch, a buffer op's implicit size): its refs resolved now, one of an implicit life to a
-    Ref ``pending`` keeps until :func:`_settle` knows that life's size."""
-    cdef int quotes
-    cdef long rank
-    cdef bint has_label = False, is_wait = False, has_inferred = False, inferred_name = False
-    cdef bint is_comm = False, explicit = True
+    itself (:func:`_take`), of the line ``s`` decoded by msgspec; None: the checker reads it."""
     if "\\" in s:
         return None
     try:
@@ -319,6 +476,22 @@ cdef object _scan(_State parser, str s, dict pending):
     op = _TAG_OF.get(cls)
     if op is None:
         op = _TAG_OF[cls] = obj.__struct_config__.tag
+    cdef _Fields f = _Fields.__new__(_Fields)
+    _decoded(obj, f)
+    return _take(parser, f, op, s, pending)
+
+
+cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
+    """The spec (or Line) of a line of op ``op`` whose fields are ``obj``: with ``pending``
+    (pass 1 of :func:`first_pass`) the line's Line itself, made here (:func:`_line`) where its
+    spec would hold nothing pass 2 must wait for (a batch, a buffer op's implicit size): its refs
+    resolved now, one of an implicit life to a Ref ``pending`` keeps until :func:`_settle` knows
+    that life's size. ``s``: the line, to count its quotes (a key given twice: msgspec keeps the
+    last); None where the lexer took it (it refuses a key given twice)."""
+    cdef int quotes
+    cdef long rank
+    cdef bint has_label = False, is_wait = False, has_inferred = False, inferred_name = False
+    cdef bint is_comm = False, explicit = True
     quotes = 4  # "op": "<op>"
     r, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
     dur, step = obj.dur, obj.step
@@ -458,7 +631,7 @@ cdef object _scan(_State parser, str s, dict pending):
         site = None
     if t is not UNSET:
         quotes += 2
-    if s.count('"') != quotes:  # a key given twice
+    if s is not None and s.count('"') != quotes:  # a key given twice
         return None
     if t is not UNSET:  # (each thread's t in time order: else the checker words it)
         last = parser.last_t.get((r, host))
@@ -549,7 +722,7 @@ cdef object _scan(_State parser, str s, dict pending):
     return spec
 
 
-cdef tuple _comm(_State parser, obj, op):
+cdef tuple _comm(_State parser, _Fields obj, op):
     """fastpath._comm: a comm op's group, its entry in the parser's groups (or None) and the
     quotes of its group, handle and nbytes fields; None when the group is one of gloo ops."""
     cdef long q = 0

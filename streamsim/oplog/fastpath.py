@@ -141,7 +141,9 @@ FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
                                           _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
                                           _ReduceScatter, _AllToAll, _Broadcast])
-__all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "fast_spec", "ref_object"]
+RefObj = _RefObj  # (the compiled lexer makes a line's ref objects: streamsim/native/_lex.pxi)
+__all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "RefObj", "fast_spec",
+           "ref_object"]
 
 
 def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
