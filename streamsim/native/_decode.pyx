@@ -30,7 +30,9 @@ On the 200,000-line random program (``benchmarks/check.py --stages``) this made 
 A common line is first lexed from its bytes (``_lex.pxi``, included here), which gives the fields
 msgspec's decode gives it without a ``str`` of the line or of each value; a line the lexer does
 not take is decoded by msgspec as before. Both fill one :class:`_Fields`, which :func:`_take`
-reads (200,000 lines: the parse 0.49 -> 0.38 s CPU).
+reads. A buffer name's Ref is remembered between lines the lexer takes (``_State.memo``: by rank
+and the name's one object, instead of three dict lookups keyed by new tuples a ref). 200,000
+lines: the parse 0.49 -> 0.29 s CPU.
 Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fast paths).
 """
 from msgspec import UNSET, DecodeError, ValidationError
@@ -94,6 +96,118 @@ cdef inline void _lput(object line, int field, object value) noexcept:
     put_slot(line, _line_offset[field], value)
 
 
+cdef struct RefMemo:
+    # open addressing over (rank, name address) -> Ref (owned; NULL: forgotten, the key kept so
+    # that probing goes on past it), each of the generation it was put in: a Ref of an earlier
+    # generation is forgotten too (memo_clear starts a new generation, in constant time: it
+    # follows every line the lexer did not take). Grown at half full
+    long *ranks
+    PyObject **names
+    PyObject **refs
+    unsigned long *gens
+    unsigned long gen
+    Py_ssize_t cap
+    Py_ssize_t n
+
+
+cdef int memo_init(RefMemo *m) except -1:
+    cdef Py_ssize_t i
+    m.cap, m.n, m.gen = 1024, 0, 0
+    m.ranks = <long *>PyMem_Malloc(m.cap * sizeof(long))
+    m.names = <PyObject **>PyMem_Malloc(m.cap * sizeof(PyObject *))
+    m.refs = <PyObject **>PyMem_Malloc(m.cap * sizeof(PyObject *))
+    m.gens = <unsigned long *>PyMem_Malloc(m.cap * sizeof(unsigned long))
+    if m.ranks == NULL or m.names == NULL or m.refs == NULL or m.gens == NULL:
+        memo_free(m)
+        raise MemoryError()
+    for i in range(m.cap):
+        m.names[i] = NULL
+        m.refs[i] = NULL
+    return 0
+
+
+cdef inline void memo_clear(RefMemo *m) noexcept:
+    m.gen += 1
+
+
+cdef void memo_free(RefMemo *m) noexcept:
+    cdef Py_ssize_t i
+    if m.refs != NULL:
+        for i in range(m.cap):
+            Py_XDECREF(m.refs[i])
+    PyMem_Free(m.ranks)
+    PyMem_Free(m.names)
+    PyMem_Free(m.refs)
+    PyMem_Free(m.gens)
+    m.ranks, m.names, m.refs, m.gens = NULL, NULL, NULL, NULL
+    m.cap = m.n = 0
+
+
+cdef inline PyObject *memo_get(RefMemo *m, Py_ssize_t slot) noexcept:
+    """The Ref in ``slot`` (:func:`memo_slot`), or NULL: none, or forgotten."""
+    return m.refs[slot] if m.gens[slot] == m.gen else NULL
+
+
+cdef inline Py_ssize_t memo_slot(RefMemo *m, long rank, PyObject *name) noexcept:
+    """The slot of (rank, name): where it is, or the empty slot where it would go."""
+    cdef uint64_t h = ((<uint64_t>name >> 4) ^ (<uint64_t>rank * 0x9E3779B97F4A7C15ULL)) * \
+        0xBF58476D1CE4E5B9ULL
+    cdef Py_ssize_t i = <Py_ssize_t>((h >> 20) & <uint64_t>(m.cap - 1))
+    while m.names[i] != NULL and (m.names[i] != name or m.ranks[i] != rank):
+        i = (i + 1) & (m.cap - 1)
+    return i
+
+
+cdef int memo_put(RefMemo *m, long rank, PyObject *name, object ref) except -1:
+    cdef Py_ssize_t i, j, old
+    cdef long *ranks
+    cdef PyObject **names
+    cdef PyObject **refs
+    cdef unsigned long *gens
+    if (m.n + 1) * 2 > m.cap:
+        ranks, names, refs, gens, old = m.ranks, m.names, m.refs, m.gens, m.cap
+        m.cap = old * 2
+        m.n = 0
+        m.ranks = <long *>PyMem_Malloc(m.cap * sizeof(long))
+        m.names = <PyObject **>PyMem_Malloc(m.cap * sizeof(PyObject *))
+        m.refs = <PyObject **>PyMem_Malloc(m.cap * sizeof(PyObject *))
+        m.gens = <unsigned long *>PyMem_Malloc(m.cap * sizeof(unsigned long))
+        if m.ranks == NULL or m.names == NULL or m.refs == NULL or m.gens == NULL:
+            PyMem_Free(m.ranks)
+            PyMem_Free(m.names)
+            PyMem_Free(m.refs)
+            PyMem_Free(m.gens)
+            m.ranks, m.names, m.refs, m.gens, m.cap = ranks, names, refs, gens, old
+            raise MemoryError()
+        for i in range(m.cap):
+            m.names[i] = NULL
+            m.refs[i] = NULL
+        for i in range(old):  # (the forgotten ones dropped)
+            if refs[i] != NULL and gens[i] == m.gen:
+                j = memo_slot(m, ranks[i], names[i])
+                m.ranks[j], m.names[j], m.refs[j], m.gens[j] = ranks[i], names[i], refs[i], m.gen
+                m.n += 1
+            else:
+                Py_XDECREF(refs[i])
+        PyMem_Free(ranks)
+        PyMem_Free(names)
+        PyMem_Free(refs)
+        PyMem_Free(gens)
+    i = memo_slot(m, rank, name)
+    if m.names[i] == NULL:
+        m.n += 1
+    Py_INCREF(ref)
+    Py_XDECREF(m.refs[i])
+    m.ranks[i], m.names[i], m.refs[i], m.gens[i] = rank, name, <PyObject *>ref, m.gen
+    return 0
+
+
+cdef inline void memo_forget(RefMemo *m, long rank, PyObject *name) noexcept:
+    cdef Py_ssize_t i = memo_slot(m, rank, name)
+    if m.names[i] != NULL:
+        m.gens[i] = m.gen - 1  # (forgotten: an earlier generation)
+
+
 cdef class _State:
     """What pass 1 reads of the reader (``read._Parser``) on every line, in typed fields: its
     dicts themselves (the reference, to which unusual lines go, changes the same ones, and never
@@ -105,14 +219,33 @@ cdef class _State:
     cdef dict lives, implicit, interned, strings, threads, handles, groups, last_t
     cdef object path, lineno, batches, ref
     cdef bint ops_seen
+    # For the lines the lexer took (whose strings are its one object per distinct string, alive
+    # for the whole pass): each buffer name's Ref (offset 0, whole window) by (rank, the name's
+    # address), what :func:`_resolved` would resolve it to again, until the buffer's life
+    # changes (an alloc: forgotten; any line the lexer did not take: all forgotten); and the last
+    # thread (rank, host's address) a line named, already in ``threads``.
+    cdef RefMemo memo
+    cdef long last_rank
+    cdef PyObject *last_host
+
+    def __dealloc__(self):
+        memo_free(&self.memo)
 
     cdef void flush(self) except *:
         """Hand ``lineno`` back to the parser (before it reads it)."""
         self.parser.lineno = self.lineno
 
+    cdef void forget(self) noexcept:
+        """A line the lexer did not take: it may change any buffer's life, and its strings are
+        not the lexer's."""
+        memo_clear(&self.memo)
+        self.last_host = NULL
+
 
 cdef _State _state(parser):
     cdef _State st = _State.__new__(_State)
+    memo_init(&st.memo)
+    st.last_host = NULL
     st.parser = parser
     st.lives, st.implicit, st.interned = parser.lives, parser.implicit, parser.interned
     st.strings, st.threads, st.handles = parser.strings, parser.threads, parser.handles
@@ -163,25 +296,35 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     return line
 
 
-cdef tuple _resolved(_State parser, list items, r, long rank, dict pending):
+cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint lexed):
     """The Refs of a line's refs, as the reference's ``ref`` records them in pass 1 and its
     ``resolve`` makes them in pass 2, made in pass 1: a ref of an explicit life, or with an
     explicit size, to its interned Ref; a ref whose size is its implicit life's (known only at
-    the end of the log) to a pending Ref (:func:`_pending`)."""
+    the end of the log) to a pending Ref (:func:`_pending`). ``lexed``: the line's strings are
+    the lexer's, and a name's Ref is remembered (``_State.memo``)."""
     cdef dict lives = parser.lives
     cdef dict implicit = parser.implicit
     cdef dict interned = parser.interned
     cdef list out = []
+    cdef Py_ssize_t slot
     for x in items:
         if type(x) is str:  # (offset 0, no size: never an error)
+            if lexed:
+                slot = memo_slot(&parser.memo, rank, <PyObject *>x)
+                if memo_get(&parser.memo, slot) != NULL:
+                    out.append(<object>memo_get(&parser.memo, slot))
+                    continue
             k = (r, x)
             life = lives.get(k)
             if life is None or life[0] is None:
                 if implicit.get(k, 0) < 1:
                     implicit[k] = 1
-                out.append(_pending(pending, implicit, r, x, 0, _FULL))
+                ref = _pending(pending, implicit, r, x, 0, _FULL)
             else:
-                out.append(_interned(interned, r, x, 0, life[0], _FULL))
+                ref = _interned(interned, r, x, 0, life[0], _FULL)
+            out.append(ref)
+            if lexed:
+                memo_put(&parser.memo, rank, <PyObject *>x, ref)
             continue
         raw = parser.ref(_REF_OBJECT(x), "", rank)  # (checked by _ref_quotes)
         if raw.nbytes is not None:
@@ -299,6 +442,7 @@ cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _
             _lexed(lx, f)
             spec = _take(st, f, <str>OP_NAMES[lx.op], None, pending)
             if spec is None:
+                st.forget()
                 st.flush()
                 take(i + 1, chunk, raw, False)  # (msgspec would decode it as the lexer did)
                 continue
@@ -307,6 +451,7 @@ cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _
                 try:
                     text = (<bytes>chunk).decode("utf-8")
                 except UnicodeDecodeError:
+                    st.forget()
                     st.flush()
                     take(i + 1, chunk, raw)
                     continue
@@ -315,6 +460,7 @@ cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _
             s = text.strip()
             if not s:
                 continue  # (a blank line)
+            st.forget()
             if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
                 st.flush()
                 take(i + 1, chunk, raw)
@@ -643,12 +789,17 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     if not parser.ops_seen:  # (a config declaration after this line is an error)
         parser.ops_seen = True
         parser.parser.ops_seen = True
-    parser.threads.setdefault((r, host), None)
+    if s is not None or rank != parser.last_rank or <PyObject *>host != parser.last_host:
+        parser.threads.setdefault((r, host), None)
+        if s is None:
+            parser.last_rank, parser.last_host = rank, <PyObject *>host
     if buffer is not None:  # (the checker's check_fields: the buffer's life at this line)
         key = (r, buffer)
         if op == "alloc":
             nbytes = None if obj.nbytes is UNSET else obj.nbytes
             parser.lives[key] = (nbytes, parser.lineno, stream)
+            if s is None:  # (a new life: its Refs are resolved again)
+                memo_forget(&parser.memo, rank, <PyObject *>buffer)
             if nbytes is None:
                 parser.implicit.setdefault(key, 0)
         else:
@@ -676,8 +827,9 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         if handle is not None:
             parser.handles[(r, handle)] = parser.lineno
     if pending is not None and explicit:
-        rd = _resolved(parser, reads, r, rank, pending) if reads else ()
-        wr = rd if writes is reads else _resolved(parser, writes, r, rank, pending) if writes else ()
+        rd = _resolved(parser, reads, r, rank, pending, s is None) if reads else ()
+        wr = rd if writes is reads else \
+            _resolved(parser, writes, r, rank, pending, s is None) if writes else ()
         return _line(parser, op, r, host, stream, name, dur, step, rd, wr, event, peer, group,
                      handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred)
     spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,

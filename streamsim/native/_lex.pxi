@@ -334,14 +334,57 @@ cdef Py_ssize_t _lex_int(const char *p, Py_ssize_t i, Py_ssize_t n, long long li
     return end
 
 
+# 10**0 .. 10**22: each exact in a double (for _lex_float's exact case)
+cdef double[23] _POW10 = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+                          1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22]
+
+
 cdef Py_ssize_t _lex_float(const char *p, Py_ssize_t i, Py_ssize_t n, double *out) except? -2:
     """The end of the number at ``i``, its value (as msgspec gives a float field) in ``out``;
-    -1: not a number."""
-    cdef bint integer
-    cdef Py_ssize_t end = _lex_number(p, i, n, &integer)
+    -1: not a number. A number of at most 15 digits whose decimal exponent is within 22 is its
+    digits (an integer below 2**53, exact) times or over a power of ten (exact): one rounding,
+    the correctly rounded value (Clinger's fast path), as a full conversion gives it; any other
+    goes to Python's conversion (``PyOS_string_to_double``, correctly rounded too)."""
+    cdef bint integer, neg = False
+    cdef Py_ssize_t end = _lex_number(p, i, n, &integer), k = i, digits = 0, scale = 0
+    cdef Py_ssize_t exp = 0, exp_digits = 0
+    cdef bint exp_neg = False
+    cdef unsigned long long m = 0
     cdef char *stop
     if end < 0:
         return -1
+    if p[k] == 45:
+        neg = True
+        k += 1
+    while k < end and 48 <= p[k] <= 57:
+        m = m * 10 + <unsigned long long>(p[k] - 48)
+        digits += 1
+        k += 1
+        if digits > 15:
+            break
+    if digits <= 15 and k < end and p[k] == 46:
+        k += 1
+        while k < end and 48 <= p[k] <= 57 and digits <= 15:
+            m = m * 10 + <unsigned long long>(p[k] - 48)
+            digits += 1
+            scale += 1
+            k += 1
+    if digits <= 15 and k < end and (p[k] == 101 or p[k] == 69):
+        k += 1
+        if p[k] == 43 or p[k] == 45:
+            exp_neg = p[k] == 45
+            k += 1
+        while k < end and exp_digits < 4:
+            exp = exp * 10 + (p[k] - 48)
+            exp_digits += 1
+            k += 1
+    if k == end and digits <= 15:  # (every digit taken: else the full conversion)
+        exp = (-exp if exp_neg else exp) - scale
+        if -22 <= exp <= 22:
+            out[0] = <double>m * _POW10[exp] if exp >= 0 else <double>m / _POW10[-exp]
+            if neg:
+                out[0] = -out[0]
+            return end
     out[0] = PyOS_string_to_double(p + i, &stop, NULL)
     if stop != p + end:
         return -1

@@ -69,7 +69,11 @@ def _int(R: random.Random, key: str, clean: bool) -> str:
 def _float(R: random.Random, clean: bool) -> str:
     forms = ["0", "1", "-0.0", "0.0", "1e15", "1e16", "1E2", "2.5e-3", "123456789.123456789e-3",
              str(R.random() * 10 ** R.randint(-5, 16)), str(R.randint(0, 10**20)),
-             f"{R.random():.17g}", "0.1", "1000000000000000.1", "-1", "5e-324", "1e-400"]
+             f"{R.random():.17g}", "0.1", "1000000000000000.1", "-1", "5e-324", "1e-400",
+             # (up to 15 digits and exponents near +-22: the lexer's exact case and its edges)
+             f"{R.randint(0, 10 ** R.randint(1, 16))}e{R.randint(-26, 26)}",
+             f"{R.random() * 10 ** R.randint(-3, 12):.{R.randint(1, 16)}g}",
+             f"{R.randint(0, 10 ** 8)}.{R.randint(0, 10 ** R.randint(1, 9))}E-{R.randint(0, 16)}"]
     if not clean and R.random() < 0.15:
         forms = ["01", "1.", ".5", "1e", "+1", "NaN", "Infinity", "true", '"1"', "null"]
     return R.choice(forms)
@@ -213,3 +217,42 @@ def test_the_reader_lexes_the_common_lines(monkeypatch):
         assert len(log.lines) == 3000
         assert d.lexed_lines() == 2500, d.lexed_lines()  # (all but the non-ASCII name)
         assert_same(data, monkeypatch, "the lexed log")
+
+
+MEMO = {
+    # the checker reads the second alloc (a label the lexer does not take): the name's Ref after
+    # it is the new life's, 8 bytes, not the one remembered from the first life
+    "an alloc the lexer does not take": (
+        '{"op": "alloc", "buffer": "b", "nbytes": 4}\n{"op": "launch", "reads": ["b"]}\n'
+        '{"op": "free", "buffer": "b"}\n'
+        '{"op": "alloc", "buffer": "b", "nbytes": 8, "label": "caf\u00e9"}\n'
+        '{"op": "launch", "reads": ["b"]}\n'),
+    # lexed allocs: each life's own size
+    "lives the lexer takes": (
+        '{"op": "launch", "writes": ["b"]}\n{"op": "alloc", "buffer": "b", "nbytes": 4}\n'
+        '{"op": "launch", "reads": ["b"]}\n{"op": "free", "buffer": "b"}\n'
+        '{"op": "alloc", "buffer": "b", "nbytes": 2}\n{"op": "host", "reads": ["b", "b"]}\n'
+        '{"op": "free", "buffer": "b"}\n{"op": "alloc", "buffer": "b"}\n'
+        '{"op": "launch", "reads": ["b"]}\n'),
+    # one name on two ranks, two threads: two buffers
+    "one name on two ranks": (
+        '{"op": "alloc", "buffer": "b", "nbytes": 4}\n'
+        '{"op": "alloc", "rank": 1, "buffer": "b", "nbytes": 6}\n'
+        '{"op": "launch", "reads": ["b"]}\n{"op": "launch", "rank": 1, "reads": ["b"]}\n'
+        '{"op": "host", "host": "h2", "reads": ["b"]}\n{"op": "launch", "reads": ["b"]}\n'),
+    # an implicit life grown by a ref object after the name's Ref was made
+    "an implicit life grown later": (
+        '{"op": "launch", "reads": ["b"]}\n{"op": "launch", "reads": ["b"]}\n'
+        '{"op": "launch", "writes": [{"buffer": "b", "offset": 8, "nbytes": 8}]}\n'
+        '{"op": "launch", "reads": ["b"]}\n'),
+}
+
+
+@pytest.mark.parametrize("case", MEMO)
+def test_a_remembered_ref_follows_the_buffer_s_life(monkeypatch, case):
+    """The compiled reader remembers each buffer name's Ref between lines the lexer takes; an
+    alloc, or a line it does not take, makes it resolve the name again, so each ref has the
+    size of the life it names, as the checker reads it."""
+    text = MEMO[case] * 3
+    assert_same(text, monkeypatch, case)
+    assert_same(text.encode("utf-8"), monkeypatch, case + " (bytes)")
