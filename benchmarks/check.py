@@ -335,7 +335,8 @@ def stages(n: int, tmp: str) -> None:
 
 
 def reader(n: int, repeat: int, tmp: str) -> None:
-    """Parse CPU of op logs on both paths, and how many of their lines the compiled reader
+    """Parse CPU of op logs on both paths, and how many of their lines the compiled reader lexed
+    from their bytes (streamsim/native/_lex.pxi; the others msgspec decodes) and how many it
     handed to the Python reader (issue 26: a recorded log should never drop to the slow path)."""
     sys.path.insert(0, ROOT)
     from streamsim import native
@@ -373,11 +374,14 @@ def reader(n: int, repeat: int, tmp: str) -> None:
                     read._Parser.take = take
                 if p == "native":
                     by_python = handed[0]
+                    decoder = native.decoder()
+                    lexed = decoder.lexed_lines() if decoder is not None else 0
         os.environ.pop("STREAMSIM_NATIVE", None)
         lines = len(log_.lines)
         best = {p: min(v) for p, v in times.items() if v}
         med = {p: statistics.median(v) for p, v in times.items() if v}
-        print(f"  {label}: {lines:,} lines; the compiled reader handed {by_python:,} lines "
+        print(f"  {label}: {lines:,} lines; the compiled reader lexed {lexed:,} "
+              f"({lexed / max(lines, 1):.0%}) from their bytes and handed {by_python:,} "
               f"({by_python / max(lines, 1):.0%}) to the Python reader"
               + (f"; native {best['native']:.2f} s ({med['native']:.2f}), python "
                  f"{best['python']:.2f} s ({med['python']:.2f}): "

@@ -53,8 +53,9 @@ def write_recorded_program(path: str, n_lines: int, *, ranks: int = 2, seed: int
     written = 1
 
     def line(rank: int, obj: dict, site: str) -> str:
-        clock[rank] += round(rnd.uniform(0.5, 40.0), 1)
-        obj.update(rank=rank, t=clock[rank], site=f"/src/pipeline.py:{site}")
+        clock[rank] += round(rnd.uniform(0.5, 40.0), 1)  # (t written to 0.1 us, as the recorder
+        obj.update(rank=rank, t=round(clock[rank], 1),  # writes it: record/mode.py's _us; the
+                   site=f"/src/pipeline.py:{site}")  # sum itself has float noise: 17 digits)
         return dumps(obj) + "\n"
     with open(path, "w") as f:
         f.write(dumps({"op": "group", "group": "world", "backend": "gloo",

@@ -223,10 +223,14 @@ cdef class _State:
     # for the whole pass): each buffer name's Ref (offset 0, whole window) by (rank, the name's
     # address), what :func:`_resolved` would resolve it to again, until the buffer's life
     # changes (an alloc: forgotten; any line the lexer did not take: all forgotten); and the last
-    # thread (rank, host's address) a line named, already in ``threads``.
+    # thread (rank, host's address) a line named, already in ``threads``; and the last t of
+    # the thread of the last lexed line with a t, (t, line) not yet written to ``last_t`` under
+    # ``t_key`` (None: nothing pending; :meth:`flush_t` writes it).
     cdef RefMemo memo
-    cdef long last_rank
+    cdef long last_rank, t_rank
     cdef PyObject *last_host
+    cdef PyObject *t_host
+    cdef object t_key, t_val, t_line
 
     def __dealloc__(self):
         memo_free(&self.memo)
@@ -235,17 +239,25 @@ cdef class _State:
         """Hand ``lineno`` back to the parser (before it reads it)."""
         self.parser.lineno = self.lineno
 
-    cdef void forget(self) noexcept:
-        """A line the lexer did not take: it may change any buffer's life, and its strings are
-        not the lexer's."""
+    cdef void forget(self) except *:
+        """A line the lexer did not take: it may change any buffer's life, its strings are not
+        the lexer's, and the checker reads ``last_t``."""
         memo_clear(&self.memo)
         self.last_host = NULL
+        self.flush_t()
+
+    cdef void flush_t(self) except *:
+        """Write the pending last t of a thread to ``last_t``."""
+        if self.t_key is not None:
+            self.last_t[self.t_key] = (self.t_val, self.t_line)
+            self.t_key = None
 
 
 cdef _State _state(parser):
     cdef _State st = _State.__new__(_State)
     memo_init(&st.memo)
-    st.last_host = NULL
+    st.last_host = st.t_host = NULL
+    st.t_key = None
     st.parser = parser
     st.lives, st.implicit, st.interned = parser.lives, parser.implicit, parser.interned
     st.strings, st.threads, st.handles = parser.strings, parser.threads, parser.handles
@@ -406,6 +418,7 @@ def first_pass(parser, list chunks, list raw):
     lex_init(&lx)
     try:
         _first_pass(st, chunks, raw, pending, &lx, f)
+        st.flush_t()
     finally:
         lex_free(&lx)
     if n:
@@ -780,10 +793,21 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     if s is not None and s.count('"') != quotes:  # a key given twice
         return None
     if t is not UNSET:  # (each thread's t in time order: else the checker words it)
-        last = parser.last_t.get((r, host))
-        if last is not None and t < last[0]:
-            return None
-        parser.last_t[(r, host)] = (t, parser.lineno)
+        if s is None and parser.t_key is not None and rank == parser.t_rank and \
+                <PyObject *>host == parser.t_host:  # (the thread of the last lexed t: pending)
+            if t < parser.t_val:
+                return None
+            parser.t_val, parser.t_line = t, parser.lineno
+        else:
+            parser.flush_t()
+            last = parser.last_t.get((r, host))
+            if last is not None and t < last[0]:
+                return None
+            if s is None:  # (kept pending while the lexed lines stay on this thread)
+                parser.t_key, parser.t_val, parser.t_line = (r, host), t, parser.lineno
+                parser.t_rank, parser.t_host = rank, <PyObject *>host
+            else:
+                parser.last_t[(r, host)] = (t, parser.lineno)
     else:
         t = None
     if not parser.ops_seen:  # (a config declaration after this line is an error)

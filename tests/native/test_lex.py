@@ -256,3 +256,33 @@ def test_a_remembered_ref_follows_the_buffer_s_life(monkeypatch, case):
     text = MEMO[case] * 3
     assert_same(text, monkeypatch, case)
     assert_same(text.encode("utf-8"), monkeypatch, case + " (bytes)")
+
+
+TIMES = {
+    # two threads' lines interleaved, each thread's t in order: read
+    "two threads, in order": (
+        '{"op": "host", "t": 1.5}\n{"op": "host", "t": 2}\n{"op": "host", "host": "h2", "t": 0.5}\n'
+        '{"op": "host", "t": 2}\n{"op": "host", "host": "h2", "t": 0.7}\n'
+        '{"op": "host", "rank": 1, "t": 0.1}\n{"op": "host", "t": 3}\n'),
+    # a t back in time on the thread of the line before: the checker's error
+    "back in time, same thread": '{"op": "host", "t": 5}\n{"op": "host", "t": 6}\n'
+                                 '{"op": "host", "t": 4}\n',
+    # back in time after another thread's lines
+    "back in time, after another thread": (
+        '{"op": "host", "t": 5}\n{"op": "host", "host": "h2", "t": 1}\n{"op": "host", "t": 4}\n'),
+    # the checker reads a line between (a name the lexer does not take) and must see the t the
+    # lexed line before it gave its thread
+    "back in time, at a line the checker reads": (
+        '{"op": "host", "t": 5}\n{"op": "host", "name": "caf\u00e9", "t": 4}\n'),
+    "in order, across a line the checker reads": (
+        '{"op": "host", "t": 5}\n{"op": "host", "name": "caf\u00e9", "t": 6}\n'
+        '{"op": "host", "t": 5.5}\n'),
+}
+
+
+@pytest.mark.parametrize("case", TIMES)
+def test_each_thread_s_t_is_checked_as_the_checker_checks_it(monkeypatch, case):
+    """The compiled reader keeps the last t of the thread of the line before in C while lexed
+    lines stay on that thread; every order, and every error, is the checker's."""
+    for data in (TIMES[case], TIMES[case].encode("utf-8")):
+        assert_same(data, monkeypatch, case)
