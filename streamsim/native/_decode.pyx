@@ -164,6 +164,8 @@ cdef int memo_put(RefMemo *m, long rank, PyObject *name, object ref) except -1:
     cdef PyObject **names
     cdef PyObject **refs
     cdef unsigned long *gens
+    if m.cap == 0:
+        memo_init(m)
     if (m.n + 1) * 2 > m.cap:
         ranks, names, refs, gens, old = m.ranks, m.names, m.refs, m.gens, m.cap
         m.cap = old * 2
@@ -203,6 +205,8 @@ cdef int memo_put(RefMemo *m, long rank, PyObject *name, object ref) except -1:
 
 
 cdef inline void memo_forget(RefMemo *m, long rank, PyObject *name) noexcept:
+    if m.cap == 0:
+        return
     cdef Py_ssize_t i = memo_slot(m, rank, name)
     if m.names[i] != NULL:
         m.gens[i] = m.gen - 1  # (forgotten: an earlier generation)
@@ -255,7 +259,7 @@ cdef class _State:
 
 cdef _State _state(parser):
     cdef _State st = _State.__new__(_State)
-    memo_init(&st.memo)
+    st.memo.cap = 0  # (made on first use: a _State is made for each line fast_spec reads)
     st.last_host = st.t_host = NULL
     st.t_key = None
     st.parser = parser
@@ -321,7 +325,7 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
     cdef Py_ssize_t slot
     for x in items:
         if type(x) is str:  # (offset 0, no size: never an error)
-            if lexed:
+            if lexed and parser.memo.cap:
                 slot = memo_slot(&parser.memo, rank, <PyObject *>x)
                 if memo_get(&parser.memo, slot) != NULL:
                     out.append(<object>memo_get(&parser.memo, slot))
@@ -550,43 +554,53 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
     f.inputs, f.outputs = _lex_value(lx, K_INPUTS), _lex_value(lx, K_OUTPUTS)
 
 
-cdef dict _FIELD_OF = {}  # a Struct class -> its fields' names
+cdef _Fields _SCANNED = _Fields.__new__(_Fields)  # (_scan's, refilled for each line it reads)
+cdef tuple _FIELD_NAMES = ("rank", "host", "stream", "name", "dur", "step", "site", "t", "reads",
+                           "writes", "event", "buffer", "nbytes", "label", "handle", "blocking",
+                           "inferred", "tensors", "peer", "group", "batch", "inputs", "outputs")
+cdef dict _FIELD_OF = {}  # a Struct class -> its fields, as (name, place in _FIELD_NAMES)
 
 
 cdef void _decoded(obj, _Fields f) except *:
     """Fill ``f`` with the Struct msgspec decoded (its fields: the others stay UNSET)."""
+    cdef int k
     cls = type(obj)
-    names = _FIELD_OF.get(cls)
-    if names is None:
-        names = _FIELD_OF[cls] = cls.__struct_fields__
+    fields = _FIELD_OF.get(cls)
+    if fields is None:
+        for name in cls.__struct_fields__:
+            if name not in _FIELD_NAMES:
+                raise AssertionError(f"a fast-path Struct field the reader does not know: {name}")
+        fields = _FIELD_OF[cls] = tuple((name, _FIELD_NAMES.index(name))
+                                        for name in cls.__struct_fields__)
     f.clear()
-    for name in names:
+    for name, place in <tuple>fields:
         v = getattr(obj, name)
-        if name == "rank": f.rank = v
-        elif name == "host": f.host = v
-        elif name == "stream": f.stream = v
-        elif name == "name": f.name = v
-        elif name == "dur": f.dur = v
-        elif name == "step": f.step = v
-        elif name == "site": f.site = v
-        elif name == "t": f.t = v
-        elif name == "reads": f.reads = v
-        elif name == "writes": f.writes = v
-        elif name == "event": f.event = v
-        elif name == "buffer": f.buffer = v
-        elif name == "nbytes": f.nbytes = v
-        elif name == "label": f.label = v
-        elif name == "handle": f.handle = v
-        elif name == "blocking": f.blocking = v
-        elif name == "inferred": f.inferred = v
-        elif name == "tensors": f.tensors = v
-        elif name == "peer": f.peer = v
-        elif name == "group": f.group = v
-        elif name == "batch": f.batch = v
-        elif name == "inputs": f.inputs = v
-        elif name == "outputs": f.outputs = v
-        else:
-            raise AssertionError(f"a fast-path Struct field the reader does not know: {name}")
+        k = place
+        if k < 8:
+            if k == 0: f.rank = v
+            elif k == 1: f.host = v
+            elif k == 2: f.stream = v
+            elif k == 3: f.name = v
+            elif k == 4: f.dur = v
+            elif k == 5: f.step = v
+            elif k == 6: f.site = v
+            else: f.t = v
+        elif k < 16:
+            if k == 8: f.reads = v
+            elif k == 9: f.writes = v
+            elif k == 10: f.event = v
+            elif k == 11: f.buffer = v
+            elif k == 12: f.nbytes = v
+            elif k == 13: f.label = v
+            elif k == 14: f.handle = v
+            else: f.blocking = v
+        elif k == 16: f.inferred = v
+        elif k == 17: f.tensors = v
+        elif k == 18: f.peer = v
+        elif k == 19: f.group = v
+        elif k == 20: f.batch = v
+        elif k == 21: f.inputs = v
+        else: f.outputs = v
 
 
 cdef tuple _values(str op, _Fields f):
@@ -635,9 +649,8 @@ cdef object _scan(_State parser, str s, dict pending):
     op = _TAG_OF.get(cls)
     if op is None:
         op = _TAG_OF[cls] = obj.__struct_config__.tag
-    cdef _Fields f = _Fields.__new__(_Fields)
-    _decoded(obj, f)
-    return _take(parser, f, op, s, pending)
+    _decoded(obj, _SCANNED)
+    return _take(parser, _SCANNED, op, s, pending)
 
 
 cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):

@@ -10,7 +10,7 @@ going to (docs/native.md).
 What it takes, and nothing else (anything else is refused, 0, and the line goes the way it went
 before: msgspec, then the checker, which words every error): one JSON object, spaces and tabs
 between its tokens, of the keys the line's op allows (as the fast path's Structs list them), each
-once; string values of printable ASCII without escapes; integers without sign, fraction or
+once; string values of valid UTF-8 without escapes or control characters; integers without sign, fraction or
 exponent, of at most 19 digits; the float fields as any JSON number; ``true``/``false``; lists of
 buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``, ``window``: no strides).
 The ranges and non-empty strings the Structs' ``Meta`` require are required here too. So a line
@@ -37,6 +37,8 @@ cdef extern from "Python.h":
     object PyLong_FromLongLong(long long v)
     object PyFloat_FromDouble(double v)
     bint PyUnicode_IS_ASCII(object o)
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
+    const char *PyUnicode_AsUTF8AndSize(object o, Py_ssize_t *size) except NULL
     char *PyBytes_AS_STRING(object o)
     Py_ssize_t PyBytes_GET_SIZE(object o)
     int PyList_Append(object lst, object item) except -1
@@ -159,21 +161,39 @@ cdef inline uint64_t _lex_hash(const char *p, Py_ssize_t n) noexcept:
     return h
 
 
-cdef PyObject *lex_str(Lex *lx, const char *p, Py_ssize_t n) except NULL:
-    """The one ``str`` of the (printable ASCII) bytes ``p[:n]``, borrowed from the table."""
-    cdef uint64_t h = _lex_hash(p, n)
-    cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>(lx.cap - 1))
+cdef PyObject *lex_str(Lex *lx, const char *p, Py_ssize_t n) except? NULL:
+    """The one ``str`` of the UTF-8 bytes ``p[:n]`` (no control character, no escape), borrowed
+    from the table; NULL (no error set) where they are not valid UTF-8 (a surrogate's encoding,
+    a truncated sequence: the checker words it)."""
+    cdef uint64_t h = 14695981039346656037ULL  # FNV-1a
+    cdef unsigned char wide = 0
+    cdef Py_ssize_t i, size
+    cdef const char *have
     cdef PyObject *s
+    for i in range(n):
+        h = (h ^ <unsigned char>p[i]) * 1099511628211ULL
+        wide |= <unsigned char>p[i]
+    i = <Py_ssize_t>(h & <uint64_t>(lx.cap - 1))
     while lx.strs[i] != NULL:
         s = lx.strs[i]
-        if lx.hashes[i] == h and PyUnicode_GET_LENGTH(s) == n and \
-                memcmp(PyUnicode_DATA(s), p, n) == 0:
-            return s
+        if lx.hashes[i] == h:
+            if PyUnicode_IS_ASCII(<object>s):
+                have, size = <const char *>PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s)
+            else:
+                have = PyUnicode_AsUTF8AndSize(<object>s, &size)  # (kept in the str)
+            if size == n and memcmp(have, p, n) == 0:
+                return s
         i = (i + 1) & (lx.cap - 1)
     if (lx.n + 1) * 2 > lx.cap:
         _lex_grow(lx)
         return lex_str(lx, p, n)
-    obj = PyUnicode_DecodeASCII(p, n, NULL)
+    if wide & 0x80:
+        try:
+            obj = PyUnicode_DecodeUTF8(p, n, "strict")
+        except UnicodeDecodeError:
+            return NULL
+    else:
+        obj = PyUnicode_DecodeASCII(p, n, NULL)
     s = <PyObject *>obj
     Py_INCREF(obj)  # (the table's reference)
     lx.strs[i] = s
@@ -227,14 +247,15 @@ cdef inline Py_ssize_t _lex_ws(const char *p, Py_ssize_t i, Py_ssize_t n) noexce
 
 cdef inline Py_ssize_t _lex_string(const char *p, Py_ssize_t i, Py_ssize_t n) noexcept:
     """The end of the string whose opening quote is at ``i`` (the index past its closing quote),
-    or -1: not printable ASCII without escapes."""
+    or -1: a control character (DEL too) or an escape in it. Bytes past ASCII are taken here
+    (a quote is never part of a UTF-8 sequence): :func:`lex_str` decodes them."""
     cdef unsigned char c
     i += 1
     while i < n:
         c = <unsigned char>p[i]
         if c == 34:
             return i + 1
-        if c < 32 or c > 126 or c == 92:
+        if c < 32 or c == 127 or c == 92:
             return -1
         i += 1
     return -1
@@ -399,6 +420,7 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
     cdef long long v
     cdef double w0, w1
     cdef unsigned int seen
+    cdef PyObject *got
     i = _lex_ws(p, i + 1, n)
     if i < n and p[i] == 93:  # ]
         return i + 1
@@ -409,7 +431,10 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
             end = _lex_string(p, i, n)
             if end < 0 or end - i == 2:
                 return -1  # (an escape, or an empty name: msgspec refuses it, the checker words it)
-            PyList_Append(lst, <object>lex_str(lx, p + i + 1, end - i - 2))
+            got = lex_str(lx, p + i + 1, end - i - 2)
+            if got == NULL:
+                return -1
+            PyList_Append(lst, <object>got)
             i = end
         elif p[i] == 123:  # {
             kw = {}
@@ -432,7 +457,10 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
                     end = _lex_string(p, j, n)
                     if end < 0 or end - j == 2:
                         return -1
-                    kw["buffer"] = <object>lex_str(lx, p + j + 1, end - j - 2)
+                    got = lex_str(lx, p + j + 1, end - j - 2)
+                    if got == NULL:
+                        return -1
+                    kw["buffer"] = <object>got
                 elif memcmp(p + i + 1, b"offset", 6) == 0 and not seen & 2:
                     seen |= 2
                     end = _lex_int(p, j, n, 9223372036854775807, &v)
@@ -488,14 +516,21 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
 
 
 cdef int lex_chunk(Lex *lx, object chunk, object refobj) except -1:
-    """:func:`lex_line` of a line as split from the file: its bytes, or a ``str`` of ASCII (whose
-    characters are its bytes); 0 for any other ``str``."""
+    """:func:`lex_line` of a line as split from the file: its bytes, or a ``str`` as UTF-8 (an
+    ASCII one's characters are its bytes); 0 for a ``str`` with a lone surrogate (which has no
+    UTF-8: the checker words it)."""
+    cdef const char *p
+    cdef Py_ssize_t n
     if type(chunk) is bytes:
         return lex_line(lx, PyBytes_AS_STRING(chunk), PyBytes_GET_SIZE(chunk), refobj)
     if PyUnicode_IS_ASCII(chunk):
         return lex_line(lx, <const char *>PyUnicode_DATA(<PyObject *>chunk),
                         PyUnicode_GET_LENGTH(<PyObject *>chunk), refobj)
-    return 0
+    try:
+        p = PyUnicode_AsUTF8AndSize(chunk, &n)
+    except UnicodeEncodeError:
+        return 0
+    return lex_line(lx, p, n, refobj)
 
 
 cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1:
@@ -540,6 +575,9 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
                 lex_clear(lx)
                 return 0
             lx.obj[k] = lex_str(lx, p + i + 1, end - i - 2)
+            if lx.obj[k] == NULL:
+                lex_clear(lx)
+                return 0
         elif t == T_INT31 or t == T_INT63:
             end = _lex_int(p, i, n, MAX_INT31 if t == T_INT31 else 9223372036854775807, &lx.num[k])
         elif t == T_FLOAT:
