@@ -68,7 +68,7 @@ cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, ref_object, ref_struct, name_fields):
+         default_group, collective_ops, ref_object, ref_struct, name_fields, limits, max_dur):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
     global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS
@@ -77,6 +77,7 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _REF_STRUCT = ref_struct
+    lex_limits(limits, max_dur)
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
@@ -529,7 +530,7 @@ cdef inline object _lex_value(Lex *lx, int k):
     if not lx.seen & (1u << k):
         return UNSET
     t = TYPE_OF[k]
-    if t == T_INT31 or t == T_INT63:
+    if t == T_INT:
         return PyLong_FromLongLong(lx.num[k])
     if t == T_FLOAT:
         return PyFloat_FromDouble(lx.real[k])

@@ -10,8 +10,8 @@ going to (docs/native.md).
 What it takes, and nothing else (anything else is refused, 0, and the line goes the way it went
 before: msgspec, then the checker, which words every error): one JSON object, spaces and tabs
 between its tokens, of the keys the line's op allows (as the fast path's Structs list them), each
-once; string values of valid UTF-8 without escapes or control characters; integers without sign, fraction or
-exponent, of at most 19 digits; the float fields as any JSON number; ``true``/``false``; lists of
+once; string values of valid UTF-8 without escapes or control characters; integers without sign,
+fraction or exponent, of at most 19 digits; the float fields as any JSON number; ``true``/``false``; lists of
 buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``, ``window``: no strides).
 The ranges and non-empty strings the Structs' ``Meta`` require are required here too. So a line
 it takes is decoded to the field values msgspec gives it (tests/native/test_lex.py holds the two
@@ -83,17 +83,32 @@ cdef unsigned int[N_OPS] REQUIRED_OF = [0, 0, 0, 0, 1 << K_EVENT, 1 << K_EVENT, 
                                         1 << K_BUFFER, 1 << K_BUFFER, 1 << K_BUFFER,
                                         1 << K_HANDLE, 0, 0, 0, 0, 0, 0, 0]
 
-# a value's type: a string (non-empty unless S_ANY), an integer up to its key's limit, a float
-# in [0, 1e15] (MAX_DUR), a bool, a list of refs
+# a value's type: a string (non-empty unless T_STR_ANY), a non-negative integer up to its key's
+# limit (LIMIT_OF), a float in [0, MAX_FLOAT], a bool, a list of refs
 cdef enum:
-    T_STR, T_STR_ANY, T_INT31, T_INT63, T_FLOAT, T_BOOL, T_REFS
+    T_STR, T_STR_ANY, T_INT, T_FLOAT, T_BOOL, T_REFS
 
-cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT31, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_INT63, T_STR,
-                            T_FLOAT, T_REFS, T_REFS, T_STR, T_STR, T_INT63, T_STR, T_STR, T_BOOL,
-                            T_STR_ANY, T_REFS, T_INT31, T_STR, T_INT63, T_REFS, T_REFS]
+cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_INT, T_STR, T_FLOAT,
+                            T_REFS, T_REFS, T_STR, T_STR, T_INT, T_STR, T_STR, T_BOOL, T_STR_ANY,
+                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS]
 
-cdef double MAX_FLOAT = 1e15  # (schema.MAX_DUR)
-cdef long long MAX_INT31 = 2147483647  # (schema.MAX_RANK)
+# the schema's limits (streamsim/oplog/schema.py: LIMITS, MAX_DUR), set by lex_limits
+cdef long long[N_KEYS] LIMIT_OF
+cdef long long LIMIT_OFFSET = 0, LIMIT_NBYTES = 0
+cdef double MAX_FLOAT = 0.0
+
+
+cdef int lex_limits(dict limits, double max_dur) except -1:
+    """Take the schema's limits: each integer key's (``limits``, by name) and the floats'."""
+    global LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT
+    cdef int k
+    names = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t", "reads",
+             "writes", "event", "buffer", "nbytes", "label", "handle", "blocking", "inferred",
+             "tensors", "peer", "group", "batch", "inputs", "outputs")  # (the K_ order)
+    for k in range(N_KEYS):
+        LIMIT_OF[k] = limits[names[k]] if TYPE_OF[k] == T_INT else 0
+    LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT = limits["offset"], limits["nbytes"], max_dur
+    return 0
 
 
 cdef struct Lex:
@@ -463,13 +478,13 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
                     kw["buffer"] = <object>got
                 elif memcmp(p + i + 1, b"offset", 6) == 0 and not seen & 2:
                     seen |= 2
-                    end = _lex_int(p, j, n, 9223372036854775807, &v)
+                    end = _lex_int(p, j, n, LIMIT_OFFSET, &v)
                     if end < 0:
                         return -1
                     kw["offset"] = PyLong_FromLongLong(v)
                 elif memcmp(p + i + 1, b"nbytes", 6) == 0 and not seen & 4:
                     seen |= 4
-                    end = _lex_int(p, j, n, 9223372036854775807, &v)
+                    end = _lex_int(p, j, n, LIMIT_NBYTES, &v)
                     if end < 0:
                         return -1
                     kw["nbytes"] = PyLong_FromLongLong(v)
@@ -578,8 +593,8 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
             if lx.obj[k] == NULL:
                 lex_clear(lx)
                 return 0
-        elif t == T_INT31 or t == T_INT63:
-            end = _lex_int(p, i, n, MAX_INT31 if t == T_INT31 else 9223372036854775807, &lx.num[k])
+        elif t == T_INT:
+            end = _lex_int(p, i, n, LIMIT_OF[k], &lx.num[k])
         elif t == T_FLOAT:
             end = _lex_float(p, i, n, &lx.real[k])
             if end >= 0 and not 0.0 <= lx.real[k] <= MAX_FLOAT:

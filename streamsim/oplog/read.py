@@ -79,7 +79,7 @@ def _fast_paths() -> tuple[Any, Any]:
                             event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
                             inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
                             collective_ops=COLLECTIVE_OPS, ref_object=ref_object, ref_struct=RefObj,
-                            name_fields=_NAME_FIELDS)
+                            name_fields=_NAME_FIELDS, limits=LIMITS, max_dur=MAX_DUR)
         _BOUND.append(True)
     return fast_spec, native.decoder()
 
