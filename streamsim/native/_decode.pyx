@@ -556,10 +556,7 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
 
 
 cdef _Fields _SCANNED = _Fields.__new__(_Fields)  # (_scan's, refilled for each line it reads)
-cdef tuple _FIELD_NAMES = ("rank", "host", "stream", "name", "dur", "step", "site", "t", "reads",
-                           "writes", "event", "buffer", "nbytes", "label", "handle", "blocking",
-                           "inferred", "tensors", "peer", "group", "batch", "inputs", "outputs")
-cdef dict _FIELD_OF = {}  # a Struct class -> its fields, as (name, place in _FIELD_NAMES)
+cdef dict _FIELD_OF = {}  # a Struct class -> its fields, as (name, K_ key: _lex.pxi)
 
 
 cdef void _decoded(obj, _Fields f) except *:
@@ -569,38 +566,38 @@ cdef void _decoded(obj, _Fields f) except *:
     fields = _FIELD_OF.get(cls)
     if fields is None:
         for name in cls.__struct_fields__:
-            if name not in _FIELD_NAMES:
+            if name not in KEY_NAMES:
                 raise AssertionError(f"a fast-path Struct field the reader does not know: {name}")
-        fields = _FIELD_OF[cls] = tuple((name, _FIELD_NAMES.index(name))
+        fields = _FIELD_OF[cls] = tuple((name, KEY_NAMES.index(name))
                                         for name in cls.__struct_fields__)
     f.clear()
     for name, place in <tuple>fields:
         v = getattr(obj, name)
         k = place
-        if k < 8:
-            if k == 0: f.rank = v
-            elif k == 1: f.host = v
-            elif k == 2: f.stream = v
-            elif k == 3: f.name = v
-            elif k == 4: f.dur = v
-            elif k == 5: f.step = v
-            elif k == 6: f.site = v
+        if k <= K_T:
+            if k == K_RANK: f.rank = v
+            elif k == K_HOST: f.host = v
+            elif k == K_STREAM: f.stream = v
+            elif k == K_NAME: f.name = v
+            elif k == K_DUR: f.dur = v
+            elif k == K_STEP: f.step = v
+            elif k == K_SITE: f.site = v
             else: f.t = v
-        elif k < 16:
-            if k == 8: f.reads = v
-            elif k == 9: f.writes = v
-            elif k == 10: f.event = v
-            elif k == 11: f.buffer = v
-            elif k == 12: f.nbytes = v
-            elif k == 13: f.label = v
-            elif k == 14: f.handle = v
+        elif k <= K_BLOCKING:
+            if k == K_READS: f.reads = v
+            elif k == K_WRITES: f.writes = v
+            elif k == K_EVENT: f.event = v
+            elif k == K_BUFFER: f.buffer = v
+            elif k == K_NBYTES: f.nbytes = v
+            elif k == K_LABEL: f.label = v
+            elif k == K_HANDLE: f.handle = v
             else: f.blocking = v
-        elif k == 16: f.inferred = v
-        elif k == 17: f.tensors = v
-        elif k == 18: f.peer = v
-        elif k == 19: f.group = v
-        elif k == 20: f.batch = v
-        elif k == 21: f.inputs = v
+        elif k == K_INFERRED: f.inferred = v
+        elif k == K_TENSORS: f.tensors = v
+        elif k == K_PEER: f.peer = v
+        elif k == K_GROUP: f.group = v
+        elif k == K_BATCH: f.batch = v
+        elif k == K_INPUTS: f.inputs = v
         else: f.outputs = v
 
 

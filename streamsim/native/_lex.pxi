@@ -50,6 +50,11 @@ cdef enum:
     K_EVENT, K_BUFFER, K_NBYTES, K_LABEL, K_HANDLE, K_BLOCKING, K_INFERRED, K_TENSORS, K_PEER,
     K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, N_KEYS
 
+cdef tuple KEY_NAMES = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t",
+                        "reads", "writes", "event", "buffer", "nbytes", "label", "handle",
+                        "blocking", "inferred", "tensors", "peer", "group", "batch", "inputs",
+                        "outputs")  # (in the K_ order)
+
 # the ops, in the order of OP_NAMES; each one's keys (KEYS_OF)
 cdef enum:
     O_SYNC_STREAM, O_SYNC_DEVICE, O_LAUNCH, O_HOST, O_RECORD, O_WAIT_EVENT, O_SYNC_EVENT, O_FREE,
@@ -102,11 +107,8 @@ cdef int lex_limits(dict limits, double max_dur) except -1:
     """Take the schema's limits: each integer key's (``limits``, by name) and the floats'."""
     global LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT
     cdef int k
-    names = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t", "reads",
-             "writes", "event", "buffer", "nbytes", "label", "handle", "blocking", "inferred",
-             "tensors", "peer", "group", "batch", "inputs", "outputs")  # (the K_ order)
     for k in range(N_KEYS):
-        LIMIT_OF[k] = limits[names[k]] if TYPE_OF[k] == T_INT else 0
+        LIMIT_OF[k] = limits[KEY_NAMES[k]] if TYPE_OF[k] == T_INT else 0
     LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT = limits["offset"], limits["nbytes"], max_dur
     return 0
 
