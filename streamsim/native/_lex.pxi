@@ -11,11 +11,12 @@ What it takes, and nothing else (anything else is refused, 0, and the line goes 
 before: msgspec, then the checker, which words every error): one JSON object, spaces and tabs
 between its tokens, of the keys the line's op allows (as the fast path's Structs list them), each
 once; string values of valid UTF-8 without escapes or control characters; integers without sign,
-fraction or exponent, of at most 19 digits; the float fields as any JSON number; ``true``/``false``; lists of
-buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``, ``window``: no strides).
-The ranges and non-empty strings the Structs' ``Meta`` require are required here too. So a line
-it takes is decoded to the field values msgspec gives it (tests/native/test_lex.py holds the two
-to that on generated lines), and a line it refuses loses nothing.
+fraction or exponent, of at most 19 digits; the float fields as any JSON number; ``true`` and
+``false``; lists of buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``,
+``window``: no strides). The ranges and non-empty strings the Structs' ``Meta`` require are
+required here too. So a line it takes is decoded to the field values msgspec gives it
+(tests/native/test_lex.py holds the two to that on generated lines), and a line it refuses loses
+nothing.
 
 Each distinct string is made once (:func:`lex_str`: a table from its bytes to its ``str``, by
 hash; the op names are put in first, so an op's name is one of ``OP_NAMES``'s objects).
