@@ -292,3 +292,44 @@ def test_each_thread_s_t_is_checked_as_the_checker_checks_it(monkeypatch, case):
     lines stay on that thread; every order, and every error, is the checker's."""
     for data in (TIMES[case], TIMES[case].encode("utf-8")):
         assert_same(data, monkeypatch, case)
+
+
+MUTATED = [b'{"op": "launch", "stream": "s0", "reads": ["a", {"buffer": "b", "offset": 1, '
+           b'"nbytes": 2, "window": [0, 0.5]}], "writes": ["b"], "dur": 2.5e-3, "t": 12.5, '
+           b'"site": "p.py:3 f"}',
+           b'{"op": "isend", "tensors": ["x"], "peer": 1, "group": "g", "handle": "h", '
+           b'"nbytes": 8, "batch": 0}',
+           b'{"op": "wait", "handle": "h", "blocking": true, "inferred": "completion", '
+           b'"name": "caf\xc3\xa9"}',
+           b'{"op": "all_reduce", "inputs": ["a"], "outputs": ["b"], "rank": 3, "step": 9}']
+
+
+def test_damaged_bytes_are_refused_or_read_as_msgspec_reads_them():
+    """Lines cut at every byte, and lines with bytes changed, dropped or put in (quotes,
+    brackets, escapes, bytes past ASCII): the lexer refuses them, or takes them as msgspec reads
+    them (valid UTF-8 then, and the same fields); none crashes it."""
+    d = decoder()
+    R = random.Random(2026)
+    cases = [x[:cut] for x in MUTATED for cut in range(len(x) + 1)]
+    for _ in range(20000):
+        x = bytearray(R.choice(MUTATED))
+        for _ in range(R.randint(1, 4)):
+            at, how = R.randrange(len(x)), R.random()
+            if how < 0.4:
+                x[at] = R.randrange(256)
+            elif how < 0.7:
+                del x[at]
+            else:
+                x.insert(at, R.choice(b'",:{}[]\\ 0e.-\x80\xff'))
+        cases.append(bytes(x))
+    taken = 0
+    for x in cases:
+        lexed = d.lex_fields(x)
+        if lexed is None:
+            continue
+        taken += 1
+        decoded = d.msgspec_fields(x.decode("utf-8").strip(" \t"))
+        assert decoded is not None, x
+        for name, a, b in zip(("op", *_FIELDS), lexed, decoded):
+            assert _same(a, b), f"{name}: lexer {a!r}, msgspec {b!r}: {x!r}"
+    assert taken > 500, taken
