@@ -433,7 +433,7 @@ cdef Py_ssize_t _lex_float(const char *p, Py_ssize_t i, Py_ssize_t n, double *ou
 cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, object lst,
                              object refobj) except -2:
     """The end of the list of refs at ``i`` (its ``[``), each appended to ``lst``: a name as its
-    ``str``, an object as ``refobj(...)`` (the fast path's ``_RefObj``); -1: not such a list."""
+    ``str``, an object as ``refobj(...)`` (the fast path's ``RefObj``); -1: not such a list."""
     cdef Py_ssize_t end, j
     cdef long long v
     cdef double w0, w1

@@ -31,18 +31,18 @@ _Name = Union[Annotated[str, Meta(min_length=1)], UnsetType]
 _Dur = Union[Annotated[float, Meta(ge=0, le=MAX_DUR)], UnsetType]
 
 
-class _RefObj(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A buffer ref object without strides (a strided one goes to the checker)."""
+class RefObj(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A ref object without strides (a strided one goes to the checker); also native/_lex.pxi's."""
     buffer: _Name = UNSET  # required: checked below
     offset: Union[Annotated[int, Meta(ge=0, le=LIMITS["offset"])], UnsetType] = UNSET
     nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
     window: Union[tuple[float, float], UnsetType] = UNSET
 
 
-_Refs = Union[list[Union[Annotated[str, Meta(min_length=1)], _RefObj]], UnsetType]
+_Refs = Union[list[Union[Annotated[str, Meta(min_length=1)], RefObj]], UnsetType]
 
 
-# gc=False (and on _RefObj; inherited): a decoded line lives until its Line is made and holds
+# gc=False (and on RefObj; inherited): a decoded line lives until its Line is made and holds
 # no cycle, so the collector need not track it (200,000 lines decoded, freed: 0.157 -> 0.148 s)
 class _Sync(msgspec.Struct, tag_field="op", tag="sync_stream", forbid_unknown_fields=True, gc=False):
     rank: _Rank = UNSET
@@ -141,7 +141,6 @@ FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
                                           _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
                                           _ReduceScatter, _AllToAll, _Broadcast])
-RefObj = _RefObj  # (the compiled lexer makes a line's ref objects: streamsim/native/_lex.pxi)
 __all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "RefObj", "fast_spec",
            "ref_object"]
 
@@ -370,7 +369,7 @@ def _comm(parser: Any, obj: Any, op: str) -> tuple[str, dict | None, int] | None
     return group, g, q
 
 
-def ref_object(x: _RefObj) -> dict[str, Any]:
+def ref_object(x: RefObj) -> dict[str, Any]:
     """A ref object as the checker's ``ref`` reads it (its JSON object)."""
     d: dict[str, Any] = {"buffer": x.buffer}
     if x.offset is not UNSET:
