@@ -133,8 +133,9 @@ def decoder() -> Any:
 
 def bind_decoder(**objects: Any) -> None:
     """Hand the reader's objects to the compiled reader (which imports nothing above it): its
-    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder and op sets, a wait's
-    inferred values and name (streamsim/native/_decode.pyx, ``bind``)."""
+    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder, op sets and ref object
+    Struct, a wait's inferred values and name, and the schema's limits, which the lexer checks
+    (streamsim/native/_decode.pyx, ``bind``; _lex.pxi)."""
     decoder = _load_decoder()
     if decoder is not None:
         decoder.bind(**objects)
