@@ -176,6 +176,25 @@ def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dic
     return None if None in parts else (left, *parts)
 
 
+def measure_clean(columns: Any, names: tuple[str, str, str, str]) -> tuple | None:
+    """What a check reports of a first run that the compiled replay kept as columns and that
+    has no hazard: ``(unwaited, timing, memory)``, as :func:`measure_columns` reads them, with
+    the ids of its handles never waited (``Columns.unwaited_handles``). None when the run has a
+    hazard (the HB pass stops at the first it finds) or a measure declines: the caller then
+    makes the trace and analyses it. No op is made."""
+    try:
+        found = _compiled.hb_count_columns(columns, names, COVERED_KINDS, True)
+    except OverflowError:  # (as hb_rows)
+        return None
+    if found is None or found:
+        return None
+    m = _compiled_metrics
+    timing, memory = m.timing_columns(columns), m.memory_columns(columns)
+    if timing is None or memory is None:
+        return None
+    return columns.unwaited_handles(), timing, memory
+
+
 def bind_replayer(**objects: Any) -> None:
     """Hand the engine's objects to the compiled replay (which imports nothing above it): its
     record class, the trace's classes and ``Ref`` (``_replay.bind``)."""

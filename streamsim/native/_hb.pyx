@@ -271,6 +271,7 @@ cdef class _Pass:
     cdef set freed
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
     cdef bint only_count  # hb_rows(only_count=True): the rows are counted, never made
+    cdef bint first_only  # hb_count_columns(first_only=True): the walk stops at a first row
     cdef long njoin  # ops whose end joins something (their ends end the walk)
     # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
     # copies it has seen at dseen[a * na + o] (the dict form's seen[a][o]; -1, never a tag: none),
@@ -867,15 +868,18 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
     return _walk(P)
 
 
-def hb_count_columns(columns, tuple names, covered):
+def hb_count_columns(columns, tuple names, covered, bint first_only=False):
     """How many rows :func:`hb_rows` would count (``only_count``) for the run ``columns`` holds
-    (``_replay.Columns``: a fix costing re-run as columns, ``_cols.pxd``), its ops read from
-    the columns: none is made. None as :func:`hb_rows` (the caller then makes the trace and
-    counts it)."""
+    (``_replay.Columns``: a fix costing re-run, or a check's first run, as columns,
+    ``_cols.pxd``), its ops read from the columns: none is made. None as :func:`hb_rows` (the
+    caller then makes the trace and counts it). ``first_only``: the walk stops once a row is
+    found (0: none; 1: at least one, and the walk left the rest unread: an ordering error
+    after it is not seen, which the trace's own pass then words)."""
     capsule = columns.capsule()  # (``columns`` holds what it points into)
     cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     cdef list agents = list(columns.agents)
     cdef _Pass P = _start(agents, c.n, names, True)
+    P.first_only = first_only
     if not _scan_columns(P, c, agents, covered):
         return None
     return _walk(P)
@@ -1106,6 +1110,8 @@ cdef object _walk(_Pass P):
     cdef bint waiting
 
     for wi in range(nwalk):
+        if P.first_only and P.found:
+            return 1
         root = walk[wi]
         while True:
             if P.sp:

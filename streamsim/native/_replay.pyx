@@ -2333,6 +2333,30 @@ cdef class Columns:
         ``Op`` objects, made now."""
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
+    @property
+    def notes(self):
+        """The run's notes (``trace_parts``' second), read without making an op."""
+        return self.run.notes
+
+    def unwaited_handles(self):
+        """:func:`streamsim.analysis.liveness.unwaited_handles` of the run, read from the
+        columns: the ids of its ops with a handle that no ``wait`` or ``query`` names among the
+        ops it waited for (``after``, and a stall's ``waiting_for``, which a run the compiled
+        replay keeps never has), in id order. A run with no handle reads no op."""
+        ophandle = self.run.ophandle
+        if not ophandle:
+            return []
+        cdef Py_ssize_t i
+        waited = set()
+        for i in range(self.c.n):
+            kind = <object>self.c.kind[i]
+            if kind == "wait" or kind == "query":
+                waited.update(<object>self.c.after[i])
+                pending = (<object>self.c.attrs[i]).get("waiting_for")
+                if pending:
+                    waited.update(pending)
+        return [i for i in sorted(ophandle) if ophandle[i] is not None and i not in waited]
+
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
            double max_time, rng, dict pre=None, dict post=None, dict groups=None,

@@ -1,11 +1,14 @@
 """A run of an op log kept as the compiled replay's columns: fix costing's re-runs, measured
-without their ``Op`` objects (docs/native.md)."""
+without their ``Op`` objects, and a check's first run, reported without them when it is clean
+(docs/native.md)."""
 from __future__ import annotations
 
+from dataclasses import fields
+from functools import cached_property
 from typing import Any
 
 from ..sim.finish import trace_of
-from ..trace import Trace
+from ..trace import Op, Trace
 
 
 class LeanRun:
@@ -30,3 +33,54 @@ class LeanRun:
         """The run's trace: its ``Op`` objects made now."""
         ops, notes, agents = self.columns.trace_parts()
         return trace_of(tuple(ops), None, notes, agents, self.source, self.meta)
+
+
+class LeanTrace(Trace):
+    """The trace of a :class:`LeanRun` whose ``Op`` objects are made when ``ops`` is first read
+    (then the same ops, equal fields, as :meth:`LeanRun.trace` makes; the columns are let go).
+    A check whose first run is clean reports it without reading an op (streamsim.pipeline);
+    ``--out``'s pictures, or a caller of the API reading ``report.trace``, make them then. Its
+    other fields are set at once. It equals that trace, and copies and pickles as a plain
+    :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
+
+    def __init__(self, run: LeanRun | None = None, **given: Any):
+        if run is None:  # (dataclasses.replace: every field given, the ops too)
+            Trace.__init__(self, **given)
+            return
+        put = object.__setattr__  # (a frozen dataclass's fields: set once, here)
+        put(self, "_run", run)
+        put(self, "agents", run.columns.agents)
+        put(self, "stall", None)  # (the compiled replay leaves a run that stalls to the engine)
+        put(self, "notes", tuple(run.columns.notes))
+        put(self, "end_time", run.columns.end_time)
+        put(self, "source", run.source)
+        put(self, "meta", dict(run.meta))
+        put(self, "allocations", ())
+
+    @cached_property
+    def ops(self) -> tuple[Op, ...]:  # type: ignore[override]
+        """The run's ops, made from its columns on the first read."""
+        ops = tuple(self.columns.trace_parts()[0])
+        del self.__dict__["_run"]  # (the columns, the replay's arrays and lines: not needed now)
+        return ops
+
+    @property
+    def columns(self) -> Any:
+        """The run's columns (``_replay.Columns``) while its ops are not made."""
+        return self.__dict__["_run"].columns
+
+    @property
+    def made(self) -> bool:
+        """Whether the ops were made (``ops`` read)."""
+        return "ops" in self.__dict__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Trace))
+
+    __hash__ = Trace.__hash__
+
+    def __reduce__(self) -> tuple:
+        """Pickled (and copied) as the plain :class:`Trace` of its fields."""
+        return Trace, tuple(getattr(self, f.name) for f in fields(Trace))

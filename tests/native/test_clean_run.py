@@ -1,0 +1,184 @@
+"""A check's first run kept as columns (``simulate_oplog(..., lean=True)``) and found clean on
+them is reported from them (``pipeline._clean_first_run``): its findings (no hazard, its notes
+and handles never waited as warnings) and metrics are those the pure-Python reference finds on
+its trace, floats bit for bit, and no ``Op`` is made unless a warning must describe one; a run
+with a hazard goes on as a trace, and finds what the reference finds. The trace such a report
+holds (``LeanTrace``) makes its ops when first read: the reference's trace, field for field.
+
+The logs: generated logs of every kind the replay covers (test_replay's), and the same logs
+with every ``reads``/``writes`` list emptied, most of them clean (their notes, handles never
+waited, allocations and frees kept), under both timings.
+
+Skipped where the compiled modules were not built; under CI a missing module fails instead.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import pickle
+
+import pytest
+
+from streamsim import native
+from streamsim.analysis.checks import analyse
+from streamsim.analysis.hb import HAZARD_KINDS, hazard_count
+from streamsim.analysis.liveness import HANDLE_NEVER_WAITED, unwaited_handles
+from streamsim.analysis.metrics import compute_metrics
+from streamsim.oplog.leanrun import LeanRun, LeanTrace
+from streamsim.oplog.replay import simulate_oplog
+from streamsim.pipeline import _clean_first_run, check_oplog
+from streamsim.report.jsonout import dumps_json
+from streamsim.report.report import render_text
+from streamsim.trace import Trace
+
+from .built import required
+from .test_differential import load_oplog_text
+from .test_replay import TIMINGS, covered_log, difference
+
+pytestmark = [required("_replay", "the compiled replay"), required("_hb", "the compiled HB pass"),
+              required("_metrics", "the compiled metrics")]
+
+GENERATED = int(os.environ.get("STREAMSIM_CLEAN_LOGS", "200"))
+CHUNK = 100
+
+
+def stripped(text: str) -> str:
+    """``text`` with every ``reads`` and ``writes`` list emptied: the same ops, syncs, handles,
+    notes and allocations, mostly without a hazard."""
+    out = []
+    for line in text.splitlines():
+        d = json.loads(line)
+        for key in ("reads", "writes"):
+            if key in d:
+                d[key] = []
+        out.append(json.dumps(d))
+    return "\n".join(out) + "\n"
+
+
+def logs(chunk: int):
+    """(what, log) of the chunk's generated logs, each as written and stripped."""
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        text = covered_log(seed)
+        yield f"log seed {seed}", load_oplog_text(text)
+        yield f"stripped log seed {seed}", load_oplog_text(stripped(text))
+
+
+def reference(log, s, j, monkeypatch) -> Trace:
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    try:
+        return simulate_oplog(log, seed=s, jitter=j)
+    finally:
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+
+
+@pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
+def test_a_clean_first_run_is_reported_from_its_columns_as_from_its_trace(monkeypatch, chunk):
+    """Every run the compiled replay keeps as columns is found clean on them exactly when the
+    reference's trace has no hazard; then its findings and metrics are the reference's (their
+    reprs equal: every float to the bit), and its trace made no op unless a handle never
+    waited is described. Its trace, once read, is the reference's, op for op."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    reached = {"clean": 0, "hazards": 0, "unwaited": 0, "notes": 0, "memory": 0}
+    for what, log in logs(chunk):
+        for s, j in TIMINGS:
+            where = f"{what}, seed {s} jitter {j}"
+            run = simulate_oplog(log, seed=s, jitter=j, lean=True)
+            ref = reference(log, s, j, monkeypatch)
+            if not isinstance(run, LeanRun):  # (left to the engine: test_replay says which)
+                continue
+            trace, found = _clean_first_run(run)
+            assert isinstance(trace, LeanTrace), where
+            monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+            want = (analyse(ref), compute_metrics(ref))
+            monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+            if want[0].hazards:
+                assert found is None, f"{where}: {len(want[0].hazards)} hazards found clean"
+                reached["hazards"] += 1
+            else:
+                assert found is not None, f"{where}: a clean run not reported from its columns"
+                assert repr(found) == repr(want), where
+                unwaited = any(w.kind == HANDLE_NEVER_WAITED for w in found[0].warnings)
+                assert trace.made == unwaited, f"{where}: ops made for no handle never waited"
+                reached["clean"] += 1
+                reached["unwaited"] += unwaited
+                reached["notes"] += bool(ref.notes)
+                reached["memory"] += bool(found[1].peak_bytes)
+            assert difference(ref, trace) is None, where
+            assert trace.made and "_run" not in trace.__dict__, where  # (the columns let go)
+    assert min(reached.values()) >= 10, reached
+
+
+@pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
+def test_the_columns_give_the_traces_first_hazard_and_unwaited_handles(monkeypatch, chunk):
+    """``hb_count_columns(first_only=True)`` is 0 exactly when the trace's count is, else 1;
+    ``Columns.unwaited_handles`` is the reference's list for the trace (in id order)."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    some = {"with hazards": 0, "clean": 0, "unwaited": 0}
+    for what, log in logs(chunk):
+        run = simulate_oplog(log, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        first = native._compiled.hb_count_columns(run.columns, HAZARD_KINDS,
+                                                  native.COVERED_KINDS, True)
+        handles = run.columns.unwaited_handles()
+        trace = run.trace()
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        count = hazard_count(trace)
+        assert handles == unwaited_handles(trace), what
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        assert first == min(count, 1), f"{what}: {first} against a count of {count}"
+        some["with hazards" if count else "clean"] += 1
+        some["unwaited"] += bool(handles)
+    assert min(some.values()) >= 10, some
+
+
+def a_lean_trace(monkeypatch) -> tuple[LeanTrace, Trace]:
+    """A lean trace not made yet, and the reference's trace of the same log."""
+    log = load_oplog_text(stripped(covered_log(3)))
+    run = simulate_oplog(log, lean=True)
+    assert isinstance(run, LeanRun)
+    return LeanTrace(run), reference(log, None, 0.0, monkeypatch)
+
+
+def test_a_lean_trace_is_a_trace_equal_to_the_references(monkeypatch):
+    """It is a Trace; it equals the reference's both ways round; its fields
+    other than the ops are read without making them; it pickles, copies and deep-copies as a
+    plain Trace, and ``dataclasses.replace`` gives one of the fields it is given."""
+    lean, ref = a_lean_trace(monkeypatch)
+    assert isinstance(lean, Trace)
+    assert (lean.notes, lean.end_time, lean.agents) == (ref.notes, ref.end_time, ref.agents)
+    assert not lean.made and len(lean.columns) == len(ref.ops)
+    assert lean == ref and ref == lean
+    assert lean.made
+    for other in (pickle.loads(pickle.dumps(lean)), copy.copy(lean), copy.deepcopy(lean)):
+        assert type(other) is Trace and other == ref
+    fewer = dataclasses.replace(lean, ops=lean.ops[:1])
+    assert fewer.ops == ref.ops[:1] and fewer.notes == ref.notes
+
+
+def test_pickling_a_lean_trace_not_made_makes_its_ops(monkeypatch):
+    """(A Trace goes to a worker process whole: the columns are not picklable.)"""
+    lean, ref = a_lean_trace(monkeypatch)
+    got = pickle.loads(pickle.dumps(lean))
+    assert lean.made and got == ref
+
+
+def test_check_reports_a_clean_log_from_its_columns_as_the_reference(monkeypatch):
+    """``check_oplog`` with its defaults (fix costing on) reports a clean log without making an
+    op, the same text and JSON as the pure-Python path; ``apply_fixes`` replays it as a trace."""
+    text = stripped(covered_log(3))
+    log = load_oplog_text(text)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    got = check_oplog(log)
+    assert isinstance(got.trace, LeanTrace) and not got.findings.hazards
+    assert got.findings.warnings and not got.trace.made
+    out = (render_text(got),)
+    assert not got.trace.made  # (the JSON report's table of the ops its warnings name: made)
+    out += (dumps_json(got),)
+    assert type(check_oplog(log, apply_fixes=True).trace) is Trace
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    want = check_oplog(log)
+    assert type(want.trace) is Trace
+    assert out == (render_text(want), dumps_json(want))
