@@ -21,7 +21,7 @@ order of issue, which the analysis follows instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from .kinds import HOST_ROLE, COMM_ROLES, GLOO_ROLE, stream_role
 from .strided import Strided, overlap
@@ -235,6 +235,12 @@ class Trace:
         op = self.ops[op_id]
         assert op.id == op_id, "trace ops must be stored by id"
         return op
+
+    def ops_by_id(self, ids: Sequence[int]) -> Sequence[Op] | Mapping[int, Op]:
+        """The ops of ``ids``, indexed by id: here all of them (``ops``: ids are positions); a
+        trace whose ops are made when first read (``oplog.leanrun.LeanTrace``) makes these
+        alone (a report's table of the ops it names)."""
+        return self.ops
 
     def in_hb_order(self) -> Iterator[tuple[Op, bool]]:
         """Yield ``(op, is_start)`` in global sequence order: a linear extension of happens-before."""

@@ -43,6 +43,7 @@ cover, a run that stalls (a process still waiting when no entry is left: the ref
 report). The caller then runs the reference, which words the error. Held equal to the reference op
 by op by tests/native/test_replay.py.
 """
+cimport cython
 from libc.stdlib cimport malloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
@@ -135,10 +136,16 @@ cdef object _shared_float(list cache, double x):
 
 
 cdef tuple _ids(list ids, tuple ops):
-    """``ops`` (op ids) as the run's id objects (``ids``)."""
-    if not ops:
+    """``ops`` (op ids) as the run's id objects (``ids``; None: ints of their own)."""
+    if not ops or ids is None:
         return ops
     return tuple([ids[<Py_ssize_t>x] for x in ops])
+
+
+cdef inline object _id(list ids, Py_ssize_t nids, long long q):
+    """Op id or sequence position ``q`` as the run's id object (``ids``, of ``nids``; None, or
+    past them: an int of its own)."""
+    return ids[q] if ids is not None and 0 <= q < nids else q
 
 
 class _Fallback(Exception):
@@ -251,6 +258,7 @@ cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
 cdef class Columns
 
 
+@cython.final
 cdef class _Run:
     """One replay: the heap, the processes, the ops (see the module's docstring)."""
 
@@ -2158,8 +2166,7 @@ cdef class _Run:
         here already). A run that left sequence positions unused (which the reference's
         ``build_trace`` renumbers, and no covered log does: test_replay) is left to the
         reference."""
-        cdef int i, iss, lo, last_lo = -1
-        cdef long long q
+        cdef int i, lo, last_lo = -1
         if self.seq_holes:
             raise _Fallback()
         out = []
@@ -2172,40 +2179,43 @@ cdef class _Run:
         cdef list ids = list(range(nids))
         cdef list floats = [None] * FLOAT_CACHE
         lines = self.lines
-        special = self.special
-        opjoins, ophandle, opstep = self.opjoins, self.ophandle, self.opstep
         ln = None
         for i in range(self.nops):
             lo = self.lineof[i]
             if ln is None or lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
                 ln = lines[lo]
                 last_lo = lo
-            r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
-            sp = special[i] if special is not None else None
-            _put(r, F_ID, ids[i])
-            _put(r, F_AGENT, self.agent_obj[self.agent[i]])
-            _put(r, F_INDEX, ids[self.index[i]])
-            _put(r, F_KIND, _l(ln, L_OP) if sp is None else sp[0])
-            _put(r, F_NAME, _l(ln, L_NAME) if sp is None else sp[1])
-            _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
-            _put(r, F_START, _shared_float(floats, self.start[i]))
-            _put(r, F_END, _shared_float(floats, self.end[i]))
-            q = self.sseq[i]
-            _put(r, F_START_SEQ, ids[q] if 0 <= q < nids else q)
-            q = self.eseq[i]
-            _put(r, F_END_SEQ, ids[q] if 0 <= q < nids else q)
-            _put(r, F_ACCESSES, self.accesses[i])
-            iss = self.issuer[i]
-            _put(r, F_ISSUER, ids[iss] if iss >= 0 else None)
-            _put(r, F_AFTER, _ids(ids, self.after[i]))
-            _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
-            _put(r, F_LOCATION, _l(ln, L_LOCATION))
-            _put(r, F_STEP, _l(ln, L_STEP) if not opstep or i not in opstep else opstep[i])
-            _put(r, F_LINE, _l(ln, L_LINENO) if sp is None else None)
-            _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
-            _put(r, F_ATTRS, self.attrs[i])
-            out.append(r)
+            out.append(self.record(i, ids, nids, floats, ln))
         return out
+
+    cdef inline object record(self, int i, list ids, Py_ssize_t nids, list floats, object ln):
+        """Op ``i`` of :meth:`records` (``ln``: its line; ``ids``: the id objects it shares,
+        or None; ``floats``: the cache of the floats it shares)."""
+        cdef int iss
+        r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
+        special, opjoins, ophandle, opstep = self.special, self.opjoins, self.ophandle, self.opstep
+        sp = special[i] if special is not None else None
+        _put(r, F_ID, _id(ids, nids, i))
+        _put(r, F_AGENT, self.agent_obj[self.agent[i]])
+        _put(r, F_INDEX, _id(ids, nids, self.index[i]))
+        _put(r, F_KIND, _l(ln, L_OP) if sp is None else sp[0])
+        _put(r, F_NAME, _l(ln, L_NAME) if sp is None else sp[1])
+        _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
+        _put(r, F_START, _shared_float(floats, self.start[i]))
+        _put(r, F_END, _shared_float(floats, self.end[i]))
+        _put(r, F_START_SEQ, _id(ids, nids, self.sseq[i]))
+        _put(r, F_END_SEQ, _id(ids, nids, self.eseq[i]))
+        _put(r, F_ACCESSES, self.accesses[i])
+        iss = self.issuer[i]
+        _put(r, F_ISSUER, _id(ids, nids, iss) if iss >= 0 else None)
+        _put(r, F_AFTER, _ids(ids, self.after[i]))
+        _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
+        _put(r, F_LOCATION, _l(ln, L_LOCATION))
+        _put(r, F_STEP, _l(ln, L_STEP) if not opstep or i not in opstep else opstep[i])
+        _put(r, F_LINE, _l(ln, L_LINENO) if sp is None else None)
+        _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
+        _put(r, F_ATTRS, self.attrs[i])
+        return r
 
     cdef Columns columns(self):
         """The ops of the run as columns (``_cols.pxd``), for fix costing's compiled measures:
@@ -2332,6 +2342,13 @@ cdef class Columns:
         """``(ops, notes, agents)`` as :func:`replay` returns them without ``lean``: the run's
         ``Op`` objects, made now."""
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
+
+    def op(self, Py_ssize_t i):
+        """Op ``i`` of the run (``trace_parts``' i-th, equal field for field), made alone: its
+        ints its own rather than shared with the other ops' (IndexError: no such op)."""
+        if not 0 <= i < self.c.n:
+            raise IndexError(f"op {i} of {self.c.n}")
+        return self.run.record(i, None, 0, [None] * FLOAT_CACHE, self.run.lines[self.run.lineof[i]])
 
     @property
     def notes(self):

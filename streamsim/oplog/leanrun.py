@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..sim.finish import trace_of
 from ..trace import Op, Trace
@@ -38,9 +38,9 @@ class LeanRun:
 class LeanTrace(Trace):
     """The trace of a :class:`LeanRun` whose ``Op`` objects are made when ``ops`` is first read
     (then the same ops, equal fields, as :meth:`LeanRun.trace` makes; the columns are let go).
-    A check whose first run is clean reports it without reading an op (streamsim.pipeline);
-    ``--out``'s pictures, or a caller of the API reading ``report.trace``, make them then. Its
-    other fields are set at once. It equals that trace, and copies and pickles as a plain
+    A check whose first run is clean reports it without reading all its ops (streamsim.pipeline:
+    :meth:`op` makes the few a report names alone); ``--out``'s pictures, or a caller of the API
+    reading ``report.trace.ops``, make them all then. Its other fields are set at once. It equals that trace, and copies and pickles as a plain
     :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
 
     def __init__(self, run: LeanRun | None = None, **given: Any):
@@ -63,6 +63,17 @@ class LeanTrace(Trace):
         ops = tuple(self.columns.trace_parts()[0])
         del self.__dict__["_run"]  # (the columns, the replay's arrays and lines: not needed now)
         return ops
+
+    def op(self, op_id: int) -> Op:
+        """Op ``op_id``; while the ops are not made, made alone from the columns (equal to the
+        one ``ops`` would hold: a report's few named ops need not make them all)."""
+        return Trace.op(self, op_id) if self.made else self.columns.op(op_id)
+
+    def ops_by_id(self, ids: Sequence[int]) -> Sequence[Op] | Mapping[int, Op]:
+        return self.ops if self.made else {i: self.columns.op(i) for i in ids}
+
+    def __len__(self) -> int:
+        return len(self.ops) if self.made else len(self.columns)
 
     @property
     def columns(self) -> Any:

@@ -165,7 +165,7 @@ def _clean_first_run(run: LeanRun) -> tuple[LeanTrace, tuple[Findings, Metrics] 
     otherwise: :func:`_analysed` analyses the trace, its ops made then). Such a run has no
     hazard, root cause or deadlock (the compiled replay leaves a stall to the engine); its
     warnings are its notes and its handles never waited, worded as :func:`warnings` words them
-    (an op is made for each such handle: its description)."""
+    (each such handle's op made alone: its description)."""
     trace = LeanTrace(run)
     got = native.measure_clean(run.columns, HAZARD_KINDS)
     if got is None:

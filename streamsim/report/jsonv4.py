@@ -122,7 +122,7 @@ def _sections(r: Report, written: bool = False) -> dict[str, Any]:
 def report_json_v4(r: Report) -> dict[str, Any]:
     """The version-4 object (keys documented in docs/cli.md): ``json.loads`` of its text."""
     d = _sections(r)
-    d["ops"] = ops_table(r.trace, named_ops(r.findings, len(r.trace.ops)))
+    d["ops"] = ops_table(r.trace, named_ops(r.findings, len(r.trace)))
     return d
 
 
@@ -140,7 +140,7 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
         else:
             yield dumps_indented(value).replace("\n", "\n  ") + ","
     yield "\n  \"ops\": {\n    \"columns\": " + encode_compact(list(OP_COLUMNS)).decode()
-    ids = named_ops(r.findings, len(r.trace.ops))
+    ids = named_ops(r.findings, len(r.trace))
     if not ids:
         yield ",\n    \"rows\": {}\n  }\n}\n"
         return
@@ -148,7 +148,7 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
     trace = r.trace
     for lo in range(0, len(ids), BLOCK):
         block = ids[lo:lo + BLOCK]
-        text = native.op_rows(trace.ops, block)  # (compiled: the same text)
+        text = native.op_rows(trace.ops_by_id(block), block)  # (compiled: the same text)
         if text is None:
             text = repaired(b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
                                       for i in block))

@@ -1,9 +1,10 @@
 """A check's first run kept as columns (``simulate_oplog(..., lean=True)``) and found clean on
 them is reported from them (``pipeline._clean_first_run``): its findings (no hazard, its notes
-and handles never waited as warnings) and metrics are those the pure-Python reference finds on
-its trace, floats bit for bit, and no ``Op`` is made unless a warning must describe one; a run
-with a hazard goes on as a trace, and finds what the reference finds. The trace such a report
-holds (``LeanTrace``) makes its ops when first read: the reference's trace, field for field.
+and handles never waited as warnings, each worded alike) and metrics are those the pure-Python
+reference finds on its trace, floats bit for bit, and its ``Op`` objects are not made (the op
+of a handle never waited is made alone, to describe it); a run with a hazard goes on as a
+trace, and finds what the reference finds. The trace such a report holds (``LeanTrace``) makes
+its ops when first read, or one alone: the reference's, field for field.
 
 The logs: generated logs of every kind the replay covers (test_replay's), and the same logs
 with every ``reads``/``writes`` list emptied, most of them clean (their notes, handles never
@@ -76,9 +77,9 @@ def reference(log, s, j, monkeypatch) -> Trace:
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
 def test_a_clean_first_run_is_reported_from_its_columns_as_from_its_trace(monkeypatch, chunk):
     """Every run the compiled replay keeps as columns is found clean on them exactly when the
-    reference's trace has no hazard; then its findings and metrics are the reference's (their
-    reprs equal: every float to the bit), and its trace made no op unless a handle never
-    waited is described. Its trace, once read, is the reference's, op for op."""
+    reference's trace has no hazard; then its findings are the reference's, field for field,
+    warnings worded alike, and its metrics too (their reprs equal: every float to the bit), and its ops are not made (a handle never waited is
+    described by its op made alone). Its trace, once read, is the reference's, op for op."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     reached = {"clean": 0, "hazards": 0, "unwaited": 0, "notes": 0, "memory": 0}
     for what, log in logs(chunk):
@@ -98,9 +99,12 @@ def test_a_clean_first_run_is_reported_from_its_columns_as_from_its_trace(monkey
                 reached["hazards"] += 1
             else:
                 assert found is not None, f"{where}: a clean run not reported from its columns"
-                assert repr(found) == repr(want), where
+                (findings, metrics), (ref_findings, ref_metrics) = found, want
+                for f in ("hazards", "deadlock", "warnings", "root_causes"):  # (the Findings'
+                    assert getattr(findings, f) == getattr(ref_findings, f), f"{where}: {f}"
+                assert repr(metrics) == repr(ref_metrics), where  # repr says only how many)
                 unwaited = any(w.kind == HANDLE_NEVER_WAITED for w in found[0].warnings)
-                assert trace.made == unwaited, f"{where}: ops made for no handle never waited"
+                assert not trace.made, f"{where}: its ops made"
                 reached["clean"] += 1
                 reached["unwaited"] += unwaited
                 reached["notes"] += bool(ref.notes)
@@ -158,6 +162,28 @@ def test_a_lean_trace_is_a_trace_equal_to_the_references(monkeypatch):
     assert fewer.ops == ref.ops[:1] and fewer.notes == ref.notes
 
 
+@pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
+def test_an_op_made_alone_is_the_one_the_trace_makes(monkeypatch, chunk):
+    """``LeanTrace.op(i)`` before the ops are made (each op made alone from the columns) is the
+    reference's op i, every field by value and type, attrs in order; ``ops_by_id`` gives those
+    of the ids asked; ``len`` counts the ops; none of it makes them all."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    for what, log in logs(chunk):
+        run = simulate_oplog(log, seed=7, jitter=0.3, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        lean, ref = LeanTrace(run), reference(log, 7, 0.3, monkeypatch)
+        alone = Trace(ops=tuple(lean.op(i) for i in range(len(lean))), agents=lean.agents,
+                      notes=lean.notes, end_time=lean.end_time, source=lean.source,
+                      meta=lean.meta)
+        assert difference(ref, alone) is None, what
+        some = list(range(0, len(ref.ops), 3))
+        assert [lean.ops_by_id(some)[i] for i in some] == [ref.ops[i] for i in some], what
+        assert not lean.made and len(lean) == len(ref.ops), what
+        with pytest.raises(IndexError):
+            lean.op(len(ref.ops))
+
+
 def test_pickling_a_lean_trace_not_made_makes_its_ops(monkeypatch):
     """(A Trace goes to a worker process whole: the columns are not picklable.)"""
     lean, ref = a_lean_trace(monkeypatch)
@@ -174,9 +200,8 @@ def test_check_reports_a_clean_log_from_its_columns_as_the_reference(monkeypatch
     got = check_oplog(log)
     assert isinstance(got.trace, LeanTrace) and not got.findings.hazards
     assert got.findings.warnings and not got.trace.made
-    out = (render_text(got),)
-    assert not got.trace.made  # (the JSON report's table of the ops its warnings name: made)
-    out += (dumps_json(got),)
+    out = (render_text(got), dumps_json(got))  # (JSON: a table of the ops its warnings name)
+    assert not got.trace.made and "rows" in out[1]
     assert type(check_oplog(log, apply_fixes=True).trace) is Trace
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
     want = check_oplog(log)
