@@ -74,7 +74,10 @@ def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
 
 def with_fixes(trace: Trace, hazards: Sequence[Hazard]) -> list[Hazard]:
     """Each of ``hazards`` with its proposed fix attached (:func:`with_fix`): compiled where it
-    runs (streamsim/native/_fixes.pyx, the same records)."""
+    runs (streamsim/native/_fixes.pyx, the same records). No hazard reads no op (a trace
+    whose ops are not made yet stays so)."""
+    if not hazards:
+        return []
     got = native.with_fixes(trace, hazards)
     return got if got is not None else [with_fix(trace, h) for h in hazards]
 

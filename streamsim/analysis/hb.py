@@ -121,7 +121,10 @@ class Analysis:
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     """Every data hazard of ``trace`` in issue order of (second op, first op); with their fixes."""
-    hazards = _analyse(trace, False).hazards
+    # the compiled pass's rows alone (no list of every op's position made), else the reference
+    rows = native.hb_rows(trace, None, HAZARD_KINDS, rows_only=True)
+    hazards = (_hazards(rows) if rows is not None
+               else _analyse(trace, False, list(trace.agents)).hazards)
     if not fixes:
         return hazards
     from .fixes import with_fixes  # late: fixes consumes hazards; hb does not depend on it

@@ -1,10 +1,11 @@
 """Liveness: the deadlock behind a stall (wait-for cycle), handles never waited, engine notes."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
+from .. import native
 from .findings import Deadlock, Warning
-from ..trace import Agent, Note, Op, Trace, waited_on
+from ..trace import Agent, Trace, waited_on
 
 if TYPE_CHECKING:  # networkx is imported where a stall needs it: every check would pay 0.15 s
     import networkx as nx
@@ -92,7 +93,11 @@ def deadlock_from_stall(trace: Trace) -> Deadlock | None:
 
 def unwaited_handles(trace: Trace) -> list[int]:
     """Ids of async ops with a handle that no ``wait`` or completed ``query`` waited on (a wait a
-    stall left blocked counts: the handle was waited, it never completed)."""
+    stall left blocked counts: the handle was waited, it never completed). A trace whose ops are
+    not made yet is read from its columns (``native.unwaited_handles``: the same list)."""
+    got = native.unwaited_handles(trace)
+    if got is not None:
+        return got
     waited: set[int] = set()
     handles = []  # (one scan of the ops, not two: 400,000 of them in a 200,000-line log)
     for op in trace.ops:
@@ -105,24 +110,17 @@ def unwaited_handles(trace: Trace) -> list[int]:
 
 def warnings(trace: Trace) -> list[Warning]:
     """Engine notes as warnings, plus every handle never waited; sorted by op id then kind."""
-    return warnings_of(trace.notes, unwaited_handles(trace), trace.op, len(trace.ops))
-
-
-def warnings_of(notes: Iterable[Note], unwaited: list[int], op_of: Callable[[int], Op],
-                n_ops: int) -> list[Warning]:
-    """:func:`warnings` of a run given by its parts: its notes, its :func:`unwaited_handles`,
-    its op of an id (read only for those handles) and how many ops it has (a run kept as the
-    compiled replay's columns has its notes and handles read without an ``Op`` made)."""
-    out = [Warning(n.kind, n.message, n.op) for n in notes]
+    out = [Warning(n.kind, n.message, n.op) for n in trace.notes]
     noted = {(w.kind, w.op) for w in out}
-    for oid in unwaited:
+    for oid in unwaited_handles(trace):
         if (HANDLE_NEVER_WAITED, oid) in noted:
             continue
-        op = op_of(oid)
+        op = trace.op(oid)
         out.append(Warning(
             HANDLE_NEVER_WAITED,
             f"handle {op.handle} of {op.describe()} is never waited (no wait() and no "
             f"is_completed() observed True): nothing orders later work after it",
             oid))
-    out.sort(key=lambda w: (n_ops if w.op is None else w.op, w.kind, w.message))
+    big = len(trace)  # (a trace whose ops are not made: its columns' count)
+    out.sort(key=lambda w: (big if w.op is None else w.op, w.kind, w.message))
     return out

@@ -107,7 +107,9 @@ def site_of(op: Op) -> Site:
 def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...]:
     """The root causes of ``hazards`` (found in ``trace``), in the order their first instances
     appear (hazards come in issue order of their second access)."""
-    lives = _Lives(trace) if hazards else None
+    if not hazards:  # (no op read: a trace whose ops are not made yet stays so)
+        return ()
+    lives = _Lives(trace)
     groups = _grouped(trace, hazards, lives)
     out = []
     waits: dict[int, Op] | None = None  # waited op id -> the program's first wait of it (lazily)

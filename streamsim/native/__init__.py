@@ -165,7 +165,7 @@ def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dic
     for :func:`shift`). None when one of them declines: the caller then makes the trace
     (``columns.trace_parts``) and measures it, compiled or not."""
     try:
-        left = _compiled.hb_count_columns(columns, names, COVERED_KINDS)
+        left = _compiled.hb_columns(columns, names, COVERED_KINDS, True)
     except OverflowError:  # (as hb_rows)
         return None
     if left is None:
@@ -174,25 +174,6 @@ def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dic
     parts = (m.timing_columns(columns), m.memory_columns(columns),
              m.shift_columns(delayed, columns, keyed), m.critical_rank_columns(columns))
     return None if None in parts else (left, *parts)
-
-
-def measure_clean(columns: Any, names: tuple[str, str, str, str]) -> tuple | None:
-    """What a check reports of a first run that the compiled replay kept as columns and that
-    has no hazard: ``(unwaited, timing, memory)``, as :func:`measure_columns` reads them, with
-    the ids of its handles never waited (``Columns.unwaited_handles``). None when the run has a
-    hazard (the HB pass stops at the first it finds) or a measure declines: the caller then
-    makes the trace and analyses it. No op is made."""
-    try:
-        found = _compiled.hb_count_columns(columns, names, COVERED_KINDS, True)
-    except OverflowError:  # (as hb_rows)
-        return None
-    if found is None or found:
-        return None
-    m = _compiled_metrics
-    timing, memory = m.timing_columns(columns), m.memory_columns(columns)
-    if timing is None or memory is None:
-        return None
-    return columns.unwaited_handles(), timing, memory
 
 
 def bind_replayer(**objects: Any) -> None:
@@ -250,8 +231,8 @@ def hazard_entries(hazards: list) -> str | None:
     return None if m is None else m.hazard_entries(hazards)
 
 
-def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
-            ) -> tuple[list[tuple], list[int], list[int]] | None:
+def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str],
+            rows_only: bool = False) -> tuple[list[tuple], list[int], list[int]] | None:
     """The compiled HB pass (:func:`streamsim.analysis.hb.hb_pass` without kept clocks): its
     sorted hazard rows, ``position`` and ``agent_of``; None when the pure-Python pass must run
     instead (compiled core off or absent, an op kind not covered, an op it cannot read from its
@@ -259,11 +240,16 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
     ordering error, which the reference words). ``keys``: the trace's
     issue keys (:func:`streamsim.trace.issue_keys`), or None: the compiled pass computes the same
     keys from the fields it reads of each op anyway (a scan of the Python ops less);
-    ``names``: the hazard kinds RAW, WAR, WAW, use-after-free."""
+    ``names``: the hazard kinds RAW, WAR, WAW, use-after-free; ``rows_only``: the rows alone (a
+    list; no list of every op's position and agent made). A trace whose ops are not made yet
+    is read from its columns (:func:`_columns_of`)."""
     if not available():
         return None
+    columns = _columns_of(trace)
     try:
-        return _compiled.hb_rows(trace, keys, names, COVERED_KINDS)
+        if columns is not None:
+            return _compiled.hb_columns(columns, names, COVERED_KINDS, False, rows_only)
+        return _compiled.hb_rows(trace, keys, names, COVERED_KINDS, False, rows_only)
     except OverflowError:  # a byte position or key past 64 bits (a hand-built trace's): the
         return None  # reference's Python ints hold it
 
@@ -274,10 +260,28 @@ def hazard_count(trace: Any, names: tuple[str, str, str, str]) -> int | None:
     :func:`hb_rows`)."""
     if not available():
         return None
+    columns = _columns_of(trace)
     try:
+        if columns is not None:
+            return _compiled.hb_columns(columns, names, COVERED_KINDS, True)
         return _compiled.hb_rows(trace, None, names, COVERED_KINDS, True)
     except OverflowError:  # (as hb_rows)
         return None
+
+
+def _columns_of(trace: Any) -> Any:
+    """The compiled replay's columns of a trace whose ops are not made yet
+    (``oplog.leanrun.LeanTrace``), which the compiled passes read instead of its ops; else
+    None (any other trace, or one made: its ``Op`` objects are read)."""
+    return getattr(trace, "columns", None)
+
+
+def unwaited_handles(trace: Any) -> list[int] | None:
+    """:func:`streamsim.analysis.liveness.unwaited_handles` of a trace whose ops are not made
+    yet, read from its columns (``Columns.unwaited_handles``); None for any other trace (the
+    reference scans its ops)."""
+    columns = _columns_of(trace) if _on() else None
+    return None if columns is None else columns.unwaited_handles()
 
 
 def _on() -> bool:
@@ -293,6 +297,9 @@ def metrics(trace: Any) -> tuple[list[float], list[float], float, float, dict[st
     op of another type than ``Op``)."""
     if _compiled_metrics is None or not _on():
         return None
+    columns = _columns_of(trace)
+    if columns is not None:
+        return _compiled_metrics.timing_columns(columns)
     return _compiled_metrics.timing(trace)
 
 
@@ -304,6 +311,9 @@ def memory(trace: Any) -> tuple[dict, dict, dict, set, int] | None:
     an op of another type than ``Op``)."""
     if _compiled_metrics is None or not _on():
         return None
+    columns = _columns_of(trace)
+    if columns is not None:
+        return _compiled_metrics.memory_columns(columns)
     return _compiled_metrics.memory(trace)
 
 

@@ -271,7 +271,8 @@ cdef class _Pass:
     cdef set freed
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
     cdef bint only_count  # hb_rows(only_count=True): the rows are counted, never made
-    cdef bint first_only  # hb_count_columns(first_only=True): the walk stops at a first row
+    cdef bint rows_only  # hb_rows(rows_only=True): the rows alone, no position or agent_of
+    cdef OpCols *cols  # a run held as columns (hb_columns): its ops' accesses and times
     cdef long njoin  # ops whose end joins something (their ends end the walk)
     # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
     # copies it has seen at dseen[a * na + o] (the dict form's seen[a][o]; -1, never a tag: none),
@@ -579,11 +580,20 @@ cdef class _Pass:
         # change a row already manifest
         if self.only_count or (not fresh and h.manifest):
             return
-        fop, op = self.ops[f0], self.ops[s0]
-        facc = _access_of(fop, first_mode, rank, buf, lo, hi)
+        cdef double fs, fe, ss, se  # the first's and second's start and end (as found)
+        if self.cols != NULL:
+            faccs = <object>self.cols.accesses[f0]
+            fs, fe = self.cols.start[f0], self.cols.end[f0]
+            ss, se = self.cols.start[s0], self.cols.end[s0]
+        else:
+            fop, op = self.ops[f0], self.ops[s0]
+            faccs = fop.accesses
+            fs, fe, ss, se = fop.start, fop.end, op.start, op.end
+        facc = _access_of(faccs, f0, first_mode, rank, buf, lo, hi)
         if swap:
-            fop, facc, op, acc = op, acc, fop, facc
-        manifest = _window_start(op, acc) < _window_end(fop, facc)
+            fs, fe, ss, se = ss, se, fs, fe
+            facc, acc = acc, facc
+        manifest = _window_at(ss, se, acc, 0) < _window_at(fs, fe, facc, 1)
         if fresh:
             h.fmode = fmode
             h.smode = smode
@@ -729,31 +739,26 @@ cdef inline long _cget(dict C, const long *D, long x) except? -1:
     return <long>C.get(x, 0)
 
 
-cdef object _access_of(object op, object mode, object rank, object buf, pos_t lo, pos_t hi):
-    """The access of op that left its mark on [lo, hi) of (rank, buf) with mode: the last one."""
+cdef object _access_of(object accesses, long oid, object mode, object rank, object buf, pos_t lo,
+                       pos_t hi):
+    """The access of op ``oid`` (``accesses``: its own) that left its mark on [lo, hi) of
+    (rank, buf) with mode: the last one."""
     found = None
-    for acc in op.accesses:
+    for acc in accesses:
         v = acc.view
         if (acc.mode == mode and v.rank == rank and v.buffer == buf and v.offset < hi
                 and lo < v.offset + v.nbytes):
             found = acc
-    assert found is not None, (op.id, mode, rank, buf, lo, hi)
+    assert found is not None, (oid, mode, rank, buf, lo, hi)
     return found
 
 
-cdef double _window_start(object op, object acc):
-    """``op.window_time(acc)[0]``, the same double operations (setup.py turns FMA contraction
-    off, so that a * b + c rounds twice, as in Python)."""
-    cdef double start = op.start
-    cdef double d = <double>op.end - start
-    return start + <double>acc.window[0] * d
-
-
-cdef double _window_end(object op, object acc):
-    """``op.window_time(acc)[1]``."""
-    cdef double start = op.start
-    cdef double d = <double>op.end - start
-    return start + <double>acc.window[1] * d
+cdef double _window_at(double start, double end, object acc, int side):
+    """``op.window_time(acc)[side]`` of an op from ``start`` to ``end``, the same double
+    operations (setup.py turns FMA contraction off, so that a * b + c rounds twice, as in
+    Python)."""
+    cdef double d = end - start
+    return start + <double>acc.window[side] * d
 
 
 cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
@@ -853,33 +858,36 @@ cdef int _by_key(const void *a, const void *b) noexcept nogil:
     return -1 if x.id < y.id else (1 if x.id > y.id else 0)
 
 
-def hb_rows(trace, list keys, tuple names, covered, bint only_count=False):
+def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint rows_only=False):
     """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
     ``keys``: the trace's issue keys, or None to compute them here (as ``issue_keys`` does).
-    ``only_count``: only how many rows there are (an int), none of them made or sorted.
+    ``only_count``: only how many rows there are (an int), none of them made or sorted;
+    ``rows_only``: the sorted rows alone (what the hazards are made of: no list of n positions
+    and agents made).
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
     cdef list ops = list(trace.ops)
     cdef list agents = list(trace.agents)
     cdef _Pass P = _start(agents, len(ops), names, only_count)
     P.ops = ops
+    P.rows_only = rows_only
     if not _scan_ops(P, ops, agents, keys, covered):
         return None
     return _walk(P)
 
 
-def hb_count_columns(columns, tuple names, covered, bint first_only=False):
-    """How many rows :func:`hb_rows` would count (``only_count``) for the run ``columns`` holds
-    (``_replay.Columns``: a fix costing re-run, or a check's first run, as columns,
-    ``_cols.pxd``), its ops read from the columns: none is made. None as :func:`hb_rows` (the
-    caller then makes the trace and counts it). ``first_only``: the walk stops once a row is
-    found (0: none; 1: at least one, and the walk left the rest unread: an ordering error
-    after it is not seen, which the trace's own pass then words)."""
+def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_only=False):
+    """:func:`hb_rows` (``keys`` None: computed here) of the run ``columns`` holds
+    (``_replay.Columns``: a check's first run, or a fix costing re-run, as columns,
+    ``_cols.pxd``), its ops read from the columns: none is made. ``only_count``: their count,
+    as :func:`hb_rows`'s, and ``rows_only`` its rows alone. None as :func:`hb_rows` (the
+    caller then makes the trace)."""
     capsule = columns.capsule()  # (``columns`` holds what it points into)
     cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     cdef list agents = list(columns.agents)
-    cdef _Pass P = _start(agents, c.n, names, True)
-    P.first_only = first_only
+    cdef _Pass P = _start(agents, c.n, names, only_count)
+    P.cols = c
+    P.rows_only = rows_only
     if not _scan_columns(P, c, agents, covered):
         return None
     return _walk(P)
@@ -1110,8 +1118,6 @@ cdef object _walk(_Pass P):
     cdef bint waiting
 
     for wi in range(nwalk):
-        if P.first_only and P.found:
-            return 1
         root = walk[wi]
         while True:
             if P.sp:
@@ -1370,5 +1376,7 @@ cdef object _walk(_Pass P):
                     (<Found>h).lo, (<Found>h).hi, key[0], key[1], (<Found>h).fmode,
                     (<Found>h).smode, (<Found>h).manifest)
                    for key, h in P.found.items()])
+    if P.rows_only:
+        return rows
     agent_of = [P.agent_of[i] for i in range(n)]
     return rows, [position[i] for i in range(n)], agent_of

@@ -399,6 +399,39 @@ cdef class _Run:
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej)
 
+    cdef void release(self) noexcept:
+        """Let go of what only the schedule needed, once the run is over and kept as columns:
+        the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state.
+        What :meth:`records`, :meth:`columns` and the columns' readers read stays (the ops'
+        arrays and lists, the lines, the agents, the notes, the attrs, handles, joins, steps
+        and fix syncs of the ops)."""
+        cdef int i
+        addrmap_free(&self.read_at)
+        addrmap_free(&self.write_at)
+        if self.queue != NULL:
+            for i in range(self.nag):
+                free(self.queue[i])
+        free(self.heap); free(self.whead); free(self.wtail); free(self.wproc); free(self.wnext)
+        free(self.queue)
+        self.heap = NULL
+        self.whead = self.wtail = self.wproc = self.wnext = NULL
+        self.queue = NULL
+        self.kinds = self.acc_objs = self.host_lines = self.host_deps = self.host_after = None
+        self.stream_at = self.events = self.freed = self.recorded = self.stream_of_name = None
+        self.inj_before = self.inj_post = self.inj_end = self.host_specs = None
+        self.inj_ret = self.inj_settles = self.fix_events = self.groups = None
+        self.opgroup = self.opmatch = self.opdur = self.p2p_at = self.p2p_issued = None
+        self.coll_at = self.coll_issued = self.works = None
+        self.m_send = self.m_recv = self.m_started = self.m_started_waiter = None
+        self.m_arrived = self.m_arrived_waiter = None
+        self.c_members = self.c_expected = self.c_started = self.c_waiters = self.c_end = None
+        self.host_handles = self.gloo_sends_waited = self.barrier_last = None
+        self.line_barrier = self.batch_of = self.lanes_left = self.lane_parent = None
+        self.workrecs = self.host_batches = self.key_line = self.wait_target = None
+        self.host_kind = self.host_gates = self.host_s2 = self.gates = self.sig_waiters = None
+        self.host_of = self.flushed = self.batch_inner = self.taken = None
+        self.ch_puts = self.ch_gets = self.ch_waiting = None
+
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
         self.capops = cap
@@ -2469,7 +2502,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         r.run()
         r.unmatched_notes()
         if lean:
-            return r.columns()
+            columns = r.columns()
+            r.release()  # (the columns keep the run: not its schedule's state)
+            return columns
         ops = r.records()
     except _Fallback:
         return None

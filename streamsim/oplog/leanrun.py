@@ -38,9 +38,11 @@ class LeanRun:
 class LeanTrace(Trace):
     """The trace of a :class:`LeanRun` whose ``Op`` objects are made when ``ops`` is first read
     (then the same ops, equal fields, as :meth:`LeanRun.trace` makes; the columns are let go).
-    A check whose first run is clean reports it without reading all its ops (streamsim.pipeline:
-    :meth:`op` makes the few a report names alone); ``--out``'s pictures, or a caller of the API
-    reading ``report.trace.ops``, make them all then. Its other fields are set at once. It equals that trace, and copies and pickles as a plain
+    A check's first run is analysed from its columns (the compiled HB pass, metrics and handles
+    never waited read them: ``native._columns_of``), and a clean one is reported without its ops
+    made (:meth:`op` makes the few a report names alone); proposing fixes, ``--out``'s pictures,
+    or a caller of the API reading ``report.trace.ops`` make them all then. Its other fields are
+    set at once. It equals that trace, and copies and pickles as a plain
     :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
 
     def __init__(self, run: LeanRun | None = None, **given: Any):
@@ -77,8 +79,10 @@ class LeanTrace(Trace):
 
     @property
     def columns(self) -> Any:
-        """The run's columns (``_replay.Columns``) while its ops are not made."""
-        return self.__dict__["_run"].columns
+        """The run's columns (``_replay.Columns``) while its ops are not made, which the
+        compiled passes read instead (``native._columns_of``); None once they are."""
+        run = self.__dict__.get("_run")
+        return None if run is None else run.columns
 
     @property
     def made(self) -> bool:

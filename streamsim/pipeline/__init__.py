@@ -13,12 +13,9 @@ import os
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
-from .. import native
 from ..analysis.checks import analyse
 from ..analysis.findings import Findings
-from ..analysis.hb import HAZARD_KINDS
-from ..analysis.liveness import warnings_of
-from ..analysis.metrics import Metrics, compute_metrics, memory_of, metrics_of
+from ..analysis.metrics import Metrics, compute_metrics
 from ..gcpause import pipeline_entry
 from ..oplog import OpLog, load_oplog, simulate_oplog
 from ..oplog.leanrun import LeanRun, LeanTrace
@@ -95,14 +92,13 @@ def _run_model(model: Model, variant, params, seed, jitter, strategy, depth, max
 
 
 def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool,
-              progress: Progress, jobs: int | None = 1,
-              found: tuple[Findings, Metrics] | None = None) -> Report:
+              progress: Progress, jobs: int | None = 1) -> Report:
     """The stages after simulate, the same for a model and an op log: analyse, measure, cost the
     fixes (``rerun(keyed_fixes)``, :data:`~.fixcost.Rerun`; in ``jobs`` processes), report
-    (``info``: the report's fields that name the input; ``found``: the findings and metrics,
-    when they were read already, a clean run's from its columns)."""
+    (``info``: the report's fields that name the input)."""
     progress("analyse")
-    findings, metrics = found or (analyse(trace), compute_metrics(trace))
+    findings = analyse(trace)
+    metrics = compute_metrics(trace)
     if apply_fixes:
         return _applied(trace, findings, metrics, rerun, info, progress)
     costs = _costs(trace, findings, metrics, rerun, fix_cost, progress, jobs)
@@ -144,36 +140,19 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     progress("simulate")
     # (kept as columns where the compiled core runs it: a clean run's report needs no op)
     trace = simulate_oplog(log, lean=not apply_fixes, **opts)
-    found = None
-    if isinstance(trace, LeanRun):
-        trace, found = _clean_first_run(trace)
+    if isinstance(trace, LeanRun):  # (its ops made when read: analysed from the columns)
+        trace = LeanTrace(trace)
     path = log.path
     if not fix_cost and not apply_fixes:
-        del log  # (only the fix re-runs need it: a large log's lines need not outlive the replay)
+        del log  # (only the fix re-runs need it: a large log's lines need not outlive the
+        # replay, or the trace's columns, when they are: LeanTrace)
     def rerun(keyed):  # (keyed fixes: injected without a scan of the trace; kept as columns
         try:  # where the compiled core runs it: fixcost.Rerun)
             return simulate_oplog(log, fixes=keyed, lean=True, **opts)
         except ModelError as e:  # the log replayed once: a re-run failing on it is our bug
             raise InternalError("re-simulating the log with its fixes", e) from e
     return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,
-                     apply_fixes, progress, jobs, found)
-
-
-def _clean_first_run(run: LeanRun) -> tuple[LeanTrace, tuple[Findings, Metrics] | None]:
-    """A check's first run kept as columns: its trace, whose ops are made when first read, and,
-    when the run has no hazard, its findings and metrics read from the columns (``None``
-    otherwise: :func:`_analysed` analyses the trace, its ops made then). Such a run has no
-    hazard, root cause or deadlock (the compiled replay leaves a stall to the engine); its
-    warnings are its notes and its handles never waited, worded as :func:`warnings` words them
-    (each such handle's op made alone: its description)."""
-    trace = LeanTrace(run)
-    got = native.measure_clean(run.columns, HAZARD_KINDS)
-    if got is None:
-        return trace, None
-    unwaited, timing, walked = got
-    said = warnings_of(trace.notes, unwaited, trace.op, len(run.columns))
-    findings = Findings(hazards=(), deadlock=None, warnings=tuple(said), root_causes=())
-    return trace, (findings, metrics_of(trace.end_time, timing, memory_of(walked)))
+                     apply_fixes, progress, jobs)
 
 
 def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,

@@ -1,10 +1,11 @@
-"""A check's first run kept as columns (``simulate_oplog(..., lean=True)``) and found clean on
-them is reported from them (``pipeline._clean_first_run``): its findings (no hazard, its notes
-and handles never waited as warnings, each worded alike) and metrics are those the pure-Python
-reference finds on its trace, floats bit for bit, and its ``Op`` objects are not made (the op
-of a handle never waited is made alone, to describe it); a run with a hazard goes on as a
-trace, and finds what the reference finds. The trace such a report holds (``LeanTrace``) makes
-its ops when first read, or one alone: the reference's, field for field.
+"""A check's first run kept as columns (``simulate_oplog(..., lean=True)``) is analysed from
+them: its trace (``LeanTrace``) makes its ``Op`` objects only when they are read, and the
+compiled HB pass, the metrics and the scan for handles never waited read its columns instead
+(``native._columns_of``). Its findings and metrics are those the pure-Python reference finds on
+its trace (every field; floats bit for bit); a clean run's report makes no op but the ones it
+names, each alone (a handle never waited, described); a run with hazards makes them all when
+its fixes are proposed. The HB pass on the columns gives the rows the pass on the ops gives.
+Its ops, when made, or one made alone, are the reference's, field for field.
 
 The logs: generated logs of every kind the replay covers (test_replay's), and the same logs
 with every ``reads``/``writes`` list emptied, most of them clean (their notes, handles never
@@ -29,7 +30,7 @@ from streamsim.analysis.liveness import HANDLE_NEVER_WAITED, unwaited_handles
 from streamsim.analysis.metrics import compute_metrics
 from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.oplog.replay import simulate_oplog
-from streamsim.pipeline import _clean_first_run, check_oplog
+from streamsim.pipeline import check_oplog
 from streamsim.report.jsonout import dumps_json
 from streamsim.report.report import render_text
 from streamsim.trace import Trace
@@ -75,11 +76,11 @@ def reference(log, s, j, monkeypatch) -> Trace:
 
 
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
-def test_a_clean_first_run_is_reported_from_its_columns_as_from_its_trace(monkeypatch, chunk):
-    """Every run the compiled replay keeps as columns is found clean on them exactly when the
-    reference's trace has no hazard; then its findings are the reference's, field for field,
-    warnings worded alike, and its metrics too (their reprs equal: every float to the bit), and its ops are not made (a handle never waited is
-    described by its op made alone). Its trace, once read, is the reference's, op for op."""
+def test_a_first_run_is_analysed_from_its_columns_as_from_its_trace(monkeypatch, chunk):
+    """Every run the compiled replay keeps as columns, analysed as a LeanTrace (``analyse``,
+    ``compute_metrics``), finds what the reference finds on its trace: the findings field by
+    field (warnings worded alike), the metrics' reprs equal (every float to the bit). A clean
+    one made no op; its trace, once read, is the reference's op for op."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     reached = {"clean": 0, "hazards": 0, "unwaited": 0, "notes": 0, "memory": 0}
     for what, log in logs(chunk):
@@ -89,51 +90,52 @@ def test_a_clean_first_run_is_reported_from_its_columns_as_from_its_trace(monkey
             ref = reference(log, s, j, monkeypatch)
             if not isinstance(run, LeanRun):  # (left to the engine: test_replay says which)
                 continue
-            trace, found = _clean_first_run(run)
-            assert isinstance(trace, LeanTrace), where
+            trace = LeanTrace(run)
+            findings, metrics = analyse(trace), compute_metrics(trace)
             monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-            want = (analyse(ref), compute_metrics(ref))
+            ref_findings, ref_metrics = analyse(ref), compute_metrics(ref)
             monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-            if want[0].hazards:
-                assert found is None, f"{where}: {len(want[0].hazards)} hazards found clean"
+            for f in ("hazards", "deadlock", "warnings", "root_causes"):  # (the Findings'
+                assert getattr(findings, f) == getattr(ref_findings, f), f"{where}: {f}"
+            assert repr(metrics) == repr(ref_metrics), where  # repr says only how many)
+            if findings.hazards:
                 reached["hazards"] += 1
             else:
-                assert found is not None, f"{where}: a clean run not reported from its columns"
-                (findings, metrics), (ref_findings, ref_metrics) = found, want
-                for f in ("hazards", "deadlock", "warnings", "root_causes"):  # (the Findings'
-                    assert getattr(findings, f) == getattr(ref_findings, f), f"{where}: {f}"
-                assert repr(metrics) == repr(ref_metrics), where  # repr says only how many)
-                unwaited = any(w.kind == HANDLE_NEVER_WAITED for w in found[0].warnings)
-                assert not trace.made, f"{where}: its ops made"
+                assert not trace.made, f"{where}: a clean run's ops made"
                 reached["clean"] += 1
-                reached["unwaited"] += unwaited
+                reached["unwaited"] += any(w.kind == HANDLE_NEVER_WAITED
+                                           for w in findings.warnings)
                 reached["notes"] += bool(ref.notes)
-                reached["memory"] += bool(found[1].peak_bytes)
+                reached["memory"] += bool(metrics.peak_bytes)
             assert difference(ref, trace) is None, where
-            assert trace.made and "_run" not in trace.__dict__, where  # (the columns let go)
+            assert trace.made and trace.columns is None, where  # (the columns let go)
     assert min(reached.values()) >= 10, reached
 
 
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
-def test_the_columns_give_the_traces_first_hazard_and_unwaited_handles(monkeypatch, chunk):
-    """``hb_count_columns(first_only=True)`` is 0 exactly when the trace's count is, else 1;
-    ``Columns.unwaited_handles`` is the reference's list for the trace (in id order)."""
+def test_the_columns_give_the_traces_hb_rows_and_unwaited_handles(monkeypatch, chunk):
+    """The compiled HB pass on the columns (``hb_columns``) gives the rows, positions and agents
+    the pass on the trace's ops gives (manifest flags included: accesses and times read from
+    the columns), and their count; ``Columns.unwaited_handles`` is the reference's list."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    some = {"with hazards": 0, "clean": 0, "unwaited": 0}
+    some = {"with hazards": 0, "manifest": 0, "clean": 0, "unwaited": 0}
     for what, log in logs(chunk):
-        run = simulate_oplog(log, lean=True)
+        run = simulate_oplog(log, seed=7, jitter=0.3, lean=True)
         if not isinstance(run, LeanRun):
             continue
-        first = native._compiled.hb_count_columns(run.columns, HAZARD_KINDS,
-                                                  native.COVERED_KINDS, True)
+        got = native._compiled.hb_columns(run.columns, HAZARD_KINDS, native.COVERED_KINDS)
+        count = native._compiled.hb_columns(run.columns, HAZARD_KINDS, native.COVERED_KINDS,
+                                            True)
         handles = run.columns.unwaited_handles()
         trace = run.trace()
+        assert got == native._compiled.hb_rows(trace, None, HAZARD_KINDS, native.COVERED_KINDS)
+        assert count == len(got[0]), what
         monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-        count = hazard_count(trace)
         assert handles == unwaited_handles(trace), what
+        assert count == hazard_count(trace), what
         monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-        assert first == min(count, 1), f"{what}: {first} against a count of {count}"
         some["with hazards" if count else "clean"] += 1
+        some["manifest"] += any(row[-1] for row in got[0])
         some["unwaited"] += bool(handles)
     assert min(some.values()) >= 10, some
 
