@@ -41,7 +41,7 @@ from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST
     L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
     L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
     L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot, new_record,
-    check_generic_alloc)
+    check_generic_alloc, class_offsets)
 
 from streamsim.trace import View
 
@@ -81,6 +81,10 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
+    class_offsets(View, ("rank", "buffer", "offset", "nbytes", "pattern"), _view_offset)
+    class_offsets(Ref, ("view", "window"), _ref_offset)
+    check_generic_alloc(View)
+    check_generic_alloc(Ref)
 
 
 cdef tuple _FULL = (0.0, 1.0)
@@ -90,6 +94,26 @@ cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "
 
 cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
 cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec decoded it by)
+
+
+cdef Py_ssize_t _view_offset[5]  # View's slots (rank, buffer, offset, nbytes, pattern)
+cdef Py_ssize_t _ref_offset[2]  # Ref's (view, window)
+
+
+cdef object _ref_of(object rank, object buffer, object offset, object nbytes, object pattern,
+                    object window):
+    """``Ref(View(rank, buffer, offset, nbytes, pattern), window)``, both made by their slots
+    (no dataclass ``__init__`` call: a recorded log makes a pair at every alloc)."""
+    v = new_record(View)
+    put_slot(v, _view_offset[0], rank)
+    put_slot(v, _view_offset[1], buffer)
+    put_slot(v, _view_offset[2], offset)
+    put_slot(v, _view_offset[3], nbytes)
+    put_slot(v, _view_offset[4], pattern)
+    r = new_record(Ref)
+    put_slot(r, _ref_offset[0], v)
+    put_slot(r, _ref_offset[1], window)
+    return r
 
 
 cdef inline void _lput(object line, int field, object value) noexcept:
@@ -361,7 +385,7 @@ cdef object _interned(dict interned, rank, buffer, offset, nbytes, window):
     key = (rank, buffer, offset, nbytes, window, None)
     ref = interned.get(key)
     if ref is None:
-        ref = interned[key] = Ref(View(rank, buffer, offset, nbytes, None), window)
+        ref = interned[key] = _ref_of(rank, buffer, offset, nbytes, None, window)
     return ref
 
 
@@ -376,7 +400,7 @@ cdef object _pending(dict pending, dict implicit, rank, buffer, offset, window):
         if size < DEFAULT_SIZE:
             size = DEFAULT_SIZE
         n = size - offset
-        ref = pending[key] = Ref(View(rank, buffer, offset, n if n > 0 else 0, None), window)
+        ref = pending[key] = _ref_of(rank, buffer, offset, n if n > 0 else 0, None, window)
     return ref
 
 
@@ -401,7 +425,7 @@ cdef dict _settle(parser, dict pending):
             if ref.view.nbytes == n:
                 interned[key] = ref
                 continue
-            have = interned[key] = Ref(View(rank, buffer, offset, n, None), window)
+            have = interned[key] = _ref_of(rank, buffer, offset, n, None, window)
         if have is not ref:
             replace[id(ref)] = have
     return replace
@@ -1057,7 +1081,7 @@ cdef tuple _resolve(parser, list refs):
             key = (rank, buf, 0, size, _FULL, None)
             ref = interned.get(key)
             if ref is None:
-                ref = interned[key] = Ref(View(rank, buf, 0, size, None), _FULL)
+                ref = interned[key] = _ref_of(rank, buf, 0, size, None, _FULL)
             out.append(ref)
             continue
         if r.life is not None:
@@ -1072,6 +1096,6 @@ cdef tuple _resolve(parser, list refs):
         key = (r.rank, r.buffer, r.offset, n, r.window, r.pattern)
         ref = interned.get(key)
         if ref is None:
-            ref = interned[key] = Ref(View(r.rank, r.buffer, r.offset, n, r.pattern), r.window)
+            ref = interned[key] = _ref_of(r.rank, r.buffer, r.offset, n, r.pattern, r.window)
         out.append(ref)
     return tuple(out)
