@@ -125,6 +125,7 @@ def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     rows = native.hb_rows(trace, None, HAZARD_KINDS, rows_only=True)
     hazards = (_hazards(rows) if rows is not None
                else _analyse(trace, False, list(trace.agents)).hazards)
+    del rows  # (not held while the fixes are proposed: a trace not made makes its ops then)
     if not fixes:
         return hazards
     from .fixes import with_fixes  # late: fixes consumes hazards; hb does not depend on it

@@ -2399,12 +2399,28 @@ cdef class Columns:
 
     def capsule(self):
         """The columns for a compiled measure: a capsule of this object's ``OpCols`` (valid
-        while this object lives)."""
+        while this object lives; RuntimeError once :meth:`trace_parts` let them go)."""
+        self.alive()
         return PyCapsule_New(&self.c, OPCOLS, NULL)
+
+    cdef int alive(self) except -1:
+        """RuntimeError once :meth:`trace_parts` let the columns go (a reader would find NULL)."""
+        if self.held is None and self.c.n:
+            raise RuntimeError("the columns were let go: the run's ops were made")
+        return 0
 
     def trace_parts(self):
         """``(ops, notes, agents)`` as :func:`replay` returns them without ``lean``: the run's
-        ``Op`` objects, made now."""
+        ``Op`` objects, made now. The columns' own arrays are let go first (the ops are made
+        from the run, and a run whose ops are made is read from them: at 1,000,000 lines the
+        arrays are 128 MB): :meth:`op`, :meth:`unwaited_handles` and the capsule read none
+        after it."""
+        self.held = None
+        free(self.c.agent)
+        free(self.c.line)
+        self.c.agent = self.c.line = NULL
+        self.c.kind = self.c.location = self.c.step = self.c.attrs = NULL
+        self.c.accesses = self.c.after = self.c.joins = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
     def op(self, Py_ssize_t i):
@@ -2427,6 +2443,7 @@ cdef class Columns:
         ophandle = self.run.ophandle
         if not ophandle:
             return []
+        self.alive()
         cdef Py_ssize_t i
         waited = set()
         for i in range(self.c.n):
