@@ -342,7 +342,8 @@ cdef class _Run:
     cdef AddrMap read_at, write_at
     cdef list acc_objs
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
-    cdef dict lines  # line number -> Line
+    cdef dict lines  # line number -> Line (None once released: kept)
+    cdef list kept  # once released, line number -> what its ops read of it (kept_line), or None
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
     # index -> the syncs after the line before it (run as that line is issued, or before a
     # thread of a rank of several waits for another's line: Engine.flush_post_injections), and
@@ -429,13 +430,22 @@ cdef class _Run:
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej)
 
-    cdef void release(self) noexcept:
+    cdef void release(self) except *:
         """Let go of what only the schedule needed, once the run is over and kept as columns:
-        the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state.
-        What :meth:`records`, :meth:`columns` and the columns' readers read stays (the ops'
-        arrays and lists, the lines, the agents, the notes, the attrs, handles, joins, steps
-        and fix syncs of the ops)."""
-        cdef int i
+        the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state,
+        and the log's lines (``Line`` objects, ~250 bytes each, which a check without fix
+        costing then frees): what the ops read of their lines is kept, a small tuple a line
+        (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the columns' readers
+        read stays (the ops' arrays and lists, the agents, the notes, the attrs, handles,
+        joins, steps and fix syncs of the ops)."""
+        cdef int i, lo
+        cdef list kept = [None] * (max(self.lines) + 1 if self.lines else 0)
+        for i in range(self.nops):
+            lo = self.lineof[i]
+            if kept[lo] is None:
+                kept[lo] = self.kept_line(lo)
+        self.kept = kept
+        self.lines = None
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
         if self.queue != NULL:
@@ -2224,6 +2234,15 @@ cdef class _Run:
             if not self.is_host[a] and self.state[a] != S_TOP and self.state[a] != L_ENDED:
                 raise _Fallback()
 
+    cdef tuple kept_line(self, int lo):
+        """What the ops of line ``lo`` read of it: ``(op, name, location, step, lineno)``, from
+        the tuple kept once the lines are let go (:meth:`release`), else from its ``Line``."""
+        if self.kept is not None:
+            return <tuple>self.kept[lo]
+        ln = self.lines[lo]
+        return (_l(ln, L_OP), _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_STEP),
+                _l(ln, L_LINENO))
+
     cdef list records(self):
         """The ops of the run: the engine's records (``Rec``) as the reference leaves them, made
         ``Op`` s as its ``build_trace`` makes them (``after`` and ``joins`` are tuples of op ids
@@ -2242,19 +2261,19 @@ cdef class _Run:
         cdef Py_ssize_t nids = max(self.nops, self.seq)
         cdef list ids = list(range(nids))
         cdef list floats = [None] * FLOAT_CACHE
-        lines = self.lines
-        ln = None
+        cdef tuple ln = None
         for i in range(self.nops):
             lo = self.lineof[i]
             if ln is None or lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
-                ln = lines[lo]
+                ln = self.kept_line(lo)
                 last_lo = lo
             out.append(self.record(i, ids, nids, floats, ln))
         return out
 
-    cdef inline object record(self, int i, list ids, Py_ssize_t nids, list floats, object ln):
-        """Op ``i`` of :meth:`records` (``ln``: its line; ``ids``: the id objects it shares,
-        or None; ``floats``: the cache of the floats it shares)."""
+    cdef inline object record(self, int i, list ids, Py_ssize_t nids, list floats, tuple ln):
+        """Op ``i`` of :meth:`records` (``ln``: what it reads of its line, :meth:`kept_line`;
+        ``ids``: the id objects it shares, or None; ``floats``: the cache of the floats it
+        shares)."""
         cdef int iss
         r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
         special, opjoins, ophandle, opstep = self.special, self.opjoins, self.ophandle, self.opstep
@@ -2262,8 +2281,8 @@ cdef class _Run:
         _put(r, F_ID, _id(ids, nids, i))
         _put(r, F_AGENT, self.agent_obj[self.agent[i]])
         _put(r, F_INDEX, _id(ids, nids, self.index[i]))
-        _put(r, F_KIND, _l(ln, L_OP) if sp is None else sp[0])
-        _put(r, F_NAME, _l(ln, L_NAME) if sp is None else sp[1])
+        _put(r, F_KIND, ln[0] if sp is None else sp[0])
+        _put(r, F_NAME, ln[1] if sp is None else sp[1])
         _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
         _put(r, F_START, _shared_float(floats, self.start[i]))
         _put(r, F_END, _shared_float(floats, self.end[i]))
@@ -2274,9 +2293,9 @@ cdef class _Run:
         _put(r, F_ISSUER, _id(ids, nids, iss) if iss >= 0 else None)
         _put(r, F_AFTER, _ids(ids, self.after[i]))
         _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
-        _put(r, F_LOCATION, _l(ln, L_LOCATION))
-        _put(r, F_STEP, _l(ln, L_STEP) if not opstep or i not in opstep else opstep[i])
-        _put(r, F_LINE, _l(ln, L_LINENO) if sp is None else None)
+        _put(r, F_LOCATION, ln[2])
+        _put(r, F_STEP, ln[3] if not opstep or i not in opstep else opstep[i])
+        _put(r, F_LINE, ln[4] if sp is None else None)
         _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
         _put(r, F_ATTRS, self.attrs[i])
         return r
@@ -2428,7 +2447,8 @@ cdef class Columns:
         ints its own rather than shared with the other ops' (IndexError: no such op)."""
         if not 0 <= i < self.c.n:
             raise IndexError(f"op {i} of {self.c.n}")
-        return self.run.record(i, None, 0, [None] * FLOAT_CACHE, self.run.lines[self.run.lineof[i]])
+        return self.run.record(i, None, 0, [None] * FLOAT_CACHE,
+                               self.run.kept_line(self.run.lineof[i]))
 
     @property
     def notes(self):
