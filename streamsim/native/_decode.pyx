@@ -41,7 +41,7 @@ from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST
     L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
     L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
     L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot, new_record,
-    check_generic_alloc, class_offsets)
+    check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS)
 
 from streamsim.trace import View
 
@@ -81,7 +81,7 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
-    class_offsets(View, ("rank", "buffer", "offset", "nbytes", "pattern"), _view_offset)
+    view_offsets(View, _view_offset)
     class_offsets(Ref, ("view", "window"), _ref_offset)
     check_generic_alloc(View)
     check_generic_alloc(Ref)
@@ -96,7 +96,7 @@ cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offse
 cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec decoded it by)
 
 
-cdef Py_ssize_t _view_offset[5]  # View's slots (rank, buffer, offset, nbytes, pattern)
+cdef Py_ssize_t _view_offset[<int>N_VIEW_FIELDS]  # View's slots (_slots.view_offsets)
 cdef Py_ssize_t _ref_offset[2]  # Ref's (view, window)
 
 
@@ -104,12 +104,7 @@ cdef object _ref_of(object rank, object buffer, object offset, object nbytes, ob
                     object window):
     """``Ref(View(rank, buffer, offset, nbytes, pattern), window)``, both made by their slots
     (no dataclass ``__init__`` call: a recorded log makes a pair at every alloc)."""
-    v = new_record(View)
-    put_slot(v, _view_offset[0], rank)
-    put_slot(v, _view_offset[1], buffer)
-    put_slot(v, _view_offset[2], offset)
-    put_slot(v, _view_offset[3], nbytes)
-    put_slot(v, _view_offset[4], pattern)
+    v = view_record(View, _view_offset, rank, buffer, offset, nbytes, pattern)
     r = new_record(Ref)
     put_slot(r, _ref_offset[0], v)
     put_slot(r, _ref_offset[1], window)

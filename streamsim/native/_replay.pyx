@@ -51,7 +51,7 @@ from libc.string cimport memcpy
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
-    new_record, check_generic_alloc, class_offsets,
+    new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
     L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
@@ -93,7 +93,7 @@ def bind(**objects):
     line_offsets(Line, _line_offset)
     check_generic_alloc(Op)
     class_offsets(Access, ("view", "mode", "window"), _access_offset)
-    class_offsets(View, ("rank", "buffer", "offset", "nbytes", "pattern"), _view_offset)
+    view_offsets(View, _view_offset)
     check_generic_alloc(Access)
     check_generic_alloc(View)
     op_offsets(Op, _offset)  # (an Op and a Rec: the same slots at the same offsets, as their
@@ -104,7 +104,7 @@ def bind(**objects):
 
 
 cdef Py_ssize_t _access_offset[3]  # Access's slots (view, mode, window)
-cdef Py_ssize_t _view_offset[5]  # View's (rank, buffer, offset, nbytes, pattern)
+cdef Py_ssize_t _view_offset[<int>N_VIEW_FIELDS]  # View's slots (_slots.view_offsets)
 cdef tuple _WHOLE = (0.0, 1.0)  # (Access's default window)
 
 
@@ -116,17 +116,6 @@ cdef object _access_of(object view, str mode, object window):
     put_slot(acc, _access_offset[1], mode)
     put_slot(acc, _access_offset[2], window)
     return acc
-
-
-cdef object _view_of(object rank, object buffer, object offset, object nbytes):
-    """``View(rank, buffer, offset, nbytes)`` (no pattern), made by its slots."""
-    v = new_record(View)
-    put_slot(v, _view_offset[0], rank)
-    put_slot(v, _view_offset[1], buffer)
-    put_slot(v, _view_offset[2], offset)
-    put_slot(v, _view_offset[3], nbytes)
-    put_slot(v, _view_offset[4], None)
-    return v
 
 
 cdef inline object _l(object ln, int field):
@@ -1250,7 +1239,8 @@ cdef class _Run:
             if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
                 self.host_s2[h] = (earlier,)  # (its fixes' syncs first: then this again)
                 return False
-            view = _view_of(rank, _l(ln, L_BUFFER), 0, int(_l(ln, L_NBYTES)))
+            view = view_record(View, _view_offset, rank, _l(ln, L_BUFFER), 0,
+                               int(_l(ln, L_NBYTES)), None)
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln,
                               (_access_of(view, "write", _WHOLE),), ())
             a = self.own_attrs(op)

@@ -117,6 +117,30 @@ cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
         "inferred"), out)
 
 
+cdef enum:
+    N_VIEW_FIELDS = 5  # trace.View's (rank, buffer, offset, nbytes, pattern)
+
+
+cdef inline int view_offsets(type view_class, Py_ssize_t *out) except -1:
+    """``out[i]``: the offset of each of ``view_class``'s slots (``trace.View``: rank, buffer,
+    offset, nbytes, pattern)."""
+    return class_offsets(view_class, ("rank", "buffer", "offset", "nbytes", "pattern"), out)
+
+
+cdef inline object view_record(type view_class, Py_ssize_t *off, object rank, object buffer,
+                               object offset, object nbytes, object pattern):
+    """``View(rank, buffer, offset, nbytes, pattern)`` made by its slots (``off``: what
+    :func:`view_offsets` filled; ``check_generic_alloc`` of the class at bind time), without the
+    dataclass ``__init__`` call (a recorded log makes views at every alloc)."""
+    v = new_record(view_class)
+    put_slot(v, off[0], rank)
+    put_slot(v, off[1], buffer)
+    put_slot(v, off[2], offset)
+    put_slot(v, off[3], nbytes)
+    put_slot(v, off[4], pattern)
+    return v
+
+
 # streamsim.analysis.findings' Hazard and Fix, their fields in __slots__ order: H_X and X_X index
 # the offsets hazard_offsets and fix_offsets fill
 cdef enum:
