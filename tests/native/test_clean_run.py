@@ -142,6 +142,7 @@ def test_the_columns_give_the_traces_hb_rows_and_unwaited_handles(monkeypatch, c
 
 def a_lean_trace(monkeypatch) -> tuple[LeanTrace, Trace]:
     """A lean trace not made yet, and the reference's trace of the same log."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (a suite run with it 0 too)
     log = load_oplog_text(stripped(covered_log(3)))
     run = simulate_oplog(log, lean=True)
     assert isinstance(run, LeanRun)
