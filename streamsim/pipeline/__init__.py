@@ -145,7 +145,7 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     path = log.path
     if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the
-        # replay, or the trace's columns, when they are: LeanTrace)
+        # replay; a LeanTrace keeps what its ops read of them)
     def rerun(keyed):  # (keyed fixes: injected without a scan of the trace; kept as columns
         try:  # where the compiled core runs it: fixcost.Rerun)
             return simulate_oplog(log, fixes=keyed, lean=True, **opts)
