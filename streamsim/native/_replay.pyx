@@ -2390,6 +2390,7 @@ cdef class Columns:
     cdef list held  # the pointer arrays the columns own
     cdef readonly tuple agents  # the trace's agents, sorted (``OpCols.agent`` indexes them)
     cdef readonly double end_time  # the trace's end_time: the latest end (0.0: no op)
+    cdef list floats  # the float cache of the ops made alone (op), made at the first
 
     def __dealloc__(self):
         free(self.c.agent)
@@ -2434,11 +2435,13 @@ cdef class Columns:
 
     def op(self, Py_ssize_t i):
         """Op ``i`` of the run (``trace_parts``' i-th, equal field for field), made alone: its
-        ints its own rather than shared with the other ops' (IndexError: no such op)."""
+        ints its own rather than shared with the other ops', its times shared with the other
+        ops made alone (IndexError: no such op)."""
         if not 0 <= i < self.c.n:
             raise IndexError(f"op {i} of {self.c.n}")
-        return self.run.record(i, None, 0, [None] * FLOAT_CACHE,
-                               self.run.kept_line(self.run.lineof[i]))
+        if self.floats is None:  # (one cache for every op made alone: not 32 KB an op)
+            self.floats = [None] * FLOAT_CACHE
+        return self.run.record(i, None, 0, self.floats, self.run.kept_line(self.run.lineof[i]))
 
     @property
     def notes(self):
