@@ -117,7 +117,9 @@ cdef inline void _lput(object line, int field, object value) noexcept:
 
 
 cdef struct RefMemo:
-    # open addressing over (rank, name address) -> Ref (owned; NULL: forgotten, the key kept so
+    # open addressing over (rank, name address) -> the 1-tuple of its Ref, ``(ref,)``, which
+    # every line that names only that buffer holds as its reads or writes (48 bytes a line
+    # less than a tuple each) (owned; NULL: forgotten, the key kept so
     # that probing goes on past it), each of the generation it was put in: a Ref of an earlier
     # generation is forgotten too (memo_clear starts a new generation, in constant time: it
     # follows every line the lexer did not take). Grown at half full
@@ -164,7 +166,7 @@ cdef void memo_free(RefMemo *m) noexcept:
 
 
 cdef inline PyObject *memo_get(RefMemo *m, Py_ssize_t slot) noexcept:
-    """The Ref in ``slot`` (:func:`memo_slot`), or NULL: none, or forgotten."""
+    """The ``(ref,)`` in ``slot`` (:func:`memo_slot`), or NULL: none, or forgotten."""
     return m.refs[slot] if m.gens[slot] == m.gen else NULL
 
 
@@ -343,12 +345,17 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
     cdef dict interned = parser.interned
     cdef list out = []
     cdef Py_ssize_t slot
+    cdef bint single = len(items) == 1
+    cdef PyObject *got
     for x in items:
         if type(x) is str:  # (offset 0, no size: never an error)
             if lexed and parser.memo.cap:
                 slot = memo_slot(&parser.memo, rank, <PyObject *>x)
-                if memo_get(&parser.memo, slot) != NULL:
-                    out.append(<object>memo_get(&parser.memo, slot))
+                got = memo_get(&parser.memo, slot)
+                if got != NULL:
+                    if single:  # (the one tuple of this Ref alone: lines share it)
+                        return <tuple>got
+                    out.append((<tuple>got)[0])
                     continue
             k = (r, x)
             life = lives.get(k)
@@ -358,9 +365,12 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
                 ref = _pending(pending, implicit, r, x, 0, _FULL)
             else:
                 ref = _interned(interned, r, x, 0, life[0], _FULL)
-            out.append(ref)
             if lexed:
-                memo_put(&parser.memo, rank, <PyObject *>x, ref)
+                alone = (ref,)
+                memo_put(&parser.memo, rank, <PyObject *>x, alone)
+                if single:
+                    return alone
+            out.append(ref)
             continue
         raw = parser.ref(_REF_OBJECT(x), "", rank)  # (checked by _ref_quotes)
         if raw.nbytes is not None:

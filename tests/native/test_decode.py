@@ -178,6 +178,29 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     assert len(log.lines) == 9
 
 
+def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):
+    """A line whose reads (or writes) name one buffer alone holds that buffer's one ``(ref,)``
+    tuple, the same object as every other such line of the same life (48 bytes a line less);
+    a new life (an alloc) has a tuple of its own, and a line of two refs its own tuple, each
+    read as the checker reads it."""
+    text = ('{"op": "alloc", "buffer": "a", "nbytes": 8}\n'
+            '{"op": "launch", "reads": ["a"], "writes": ["b"]}\n'
+            '{"op": "launch", "reads": ["b"], "writes": ["a"]}\n'
+            '{"op": "launch", "reads": ["a", "b"]}\n'
+            '{"op": "host", "writes": ["a"]}\n'
+            '{"op": "free", "buffer": "a"}\n'
+            '{"op": "alloc", "buffer": "a", "nbytes": 16}\n'
+            '{"op": "launch", "reads": ["a"]}\n')
+    assert_same(text, monkeypatch, "one buffer a line")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
+    monkeypatch.setattr(read, "SMALL_LOG", 0)  # (a log this small: else the checker's alone)
+    lines = parse_oplog(text, "t.jsonl").lines
+    assert lines[1].reads is lines[2].writes is lines[4].writes
+    assert lines[1].writes is lines[2].reads
+    assert lines[3].reads == (*lines[1].reads, *lines[1].writes)
+    assert lines[7].reads[0].view.nbytes == 16  # (not the first life's 8-byte Ref)
+
+
 SETTLED = {
     # "b" alive from the start: named by its name (its Line made in pass 1, the Ref pending),
     # then by a line the checker reads (a strided ref): one Ref object for both
