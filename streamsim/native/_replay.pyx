@@ -44,7 +44,7 @@ report). The caller then runs the reference, which words the error. Held equal t
 by op by tests/native/test_replay.py.
 """
 cimport cython
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.math cimport exp, isfinite
 from libc.string cimport memcpy
 
@@ -56,7 +56,7 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
@@ -131,6 +131,10 @@ cdef inline object _l(object ln, int field):
 cdef inline void _put(object obj, int field, object value) noexcept:
     """Set slot ``field`` (F_X) of a record just made (_slots.pxd's put_slot)."""
     put_slot(obj, _offset[field], value)
+
+
+DEF K_FIELDS = 5  # what an op reads of its line (_Run.kept_line), in this order:
+cdef int[K_FIELDS] _KEPT = [L_OP, L_NAME, L_LOCATION, L_STEP, L_LINENO]
 
 
 DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
@@ -331,8 +335,11 @@ cdef class _Run:
     cdef AddrMap read_at, write_at
     cdef list acc_objs
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
-    cdef dict lines  # line number -> Line (None once released: kept)
-    cdef list kept  # once released, line number -> what its ops read of it (kept_line), or None
+    cdef list lines  # line number -> Line (None: no line has the number; _by_lineno), None
+    # once released (kept)
+    cdef PyObject **kept  # once released, K_FIELDS owned objects a line number, what its ops
+    # read of it (kept_line; NULL: no op of the line), instead of a tuple a line: 48 bytes less
+    cdef Py_ssize_t nkept
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
     # index -> the syncs after the line before it (run as that line is issued, or before a
     # thread of a rank of several waits for another's line: Engine.flush_post_injections), and
@@ -418,22 +425,40 @@ cdef class _Run:
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej)
+        self.drop_kept()
+
+    cdef void drop_kept(self) noexcept:
+        cdef Py_ssize_t i
+        if self.kept != NULL:
+            for i in range(self.nkept * K_FIELDS):
+                Py_XDECREF(self.kept[i])
+            free(self.kept)
+            self.kept = NULL
 
     cdef void release(self) except *:
         """Let go of what only the schedule needed, once the run is over and kept as columns:
         the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state,
         and the log's lines (``Line`` objects, ~250 bytes each, which a check without fix
-        costing then frees): what the ops read of their lines is kept, a small tuple a line
-        (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the columns' readers
-        read stays (the ops' arrays and lists, the agents, the notes, the attrs, handles,
-        joins, steps and fix syncs of the ops)."""
-        cdef int i, lo
-        cdef list kept = [None] * (max(self.lines) + 1 if self.lines else 0)
+        costing then frees): what the ops read of their lines is kept, K_FIELDS objects a line
+        in one C array (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the
+        columns' readers read stays (the ops' arrays and lists, the agents, the notes, the
+        attrs, handles, joins, steps and fix syncs of the ops)."""
+        cdef int i, lo, f
+        cdef Py_ssize_t n = len(self.lines)
+        self.drop_kept()
+        self.kept = <PyObject **>calloc(n * K_FIELDS + 1, sizeof(PyObject *))
+        if self.kept == NULL:
+            raise MemoryError()
+        self.nkept = n
+        cdef PyObject **kept = self.kept
         for i in range(self.nops):
             lo = self.lineof[i]
-            if kept[lo] is None:
-                kept[lo] = self.kept_line(lo)
-        self.kept = kept
+            if kept[lo * K_FIELDS] == NULL:
+                ln = self.lines[lo]
+                for f in range(K_FIELDS):
+                    x = _l(ln, _KEPT[f])
+                    Py_INCREF(x)
+                    kept[lo * K_FIELDS + f] = <PyObject *>x
         self.lines = None
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
@@ -2226,9 +2251,18 @@ cdef class _Run:
 
     cdef tuple kept_line(self, int lo):
         """What the ops of line ``lo`` read of it: ``(op, name, location, step, lineno)``, from
-        the tuple kept once the lines are let go (:meth:`release`), else from its ``Line``."""
-        if self.kept is not None:
-            return <tuple>self.kept[lo]
+        what is kept once the lines are let go (:meth:`release`), else from its ``Line``."""
+        cdef int f
+        cdef PyObject **at
+        if self.kept != NULL:
+            at = self.kept + lo * K_FIELDS
+            if lo >= self.nkept or at[0] == NULL:
+                raise _Fallback()  # (no op of that line: none reads it)
+            out = PyTuple_New(K_FIELDS)
+            for f in range(K_FIELDS):
+                Py_INCREF(<object>at[f])
+                PyTuple_SET_ITEM(out, f, <object>at[f])
+            return out
         ln = self.lines[lo]
         return (_l(ln, L_OP), _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_STEP),
                 _l(ln, L_LINENO))
@@ -2379,6 +2413,26 @@ cdef class _Run:
 
 cdef tuple _NO_JOINS = ()
 
+cdef list _by_lineno(lines):
+    """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
+    number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
+    a file numbers them (a hand-built log: a number twice, not an int, below zero or far past
+    its lines) are left to the reference (``_Fallback``), which reads no line by its number."""
+    cdef Py_ssize_t n = len(lines), k
+    cdef Py_ssize_t bound = 2 * n + 1024
+    cdef list out = []
+    for ln in lines:
+        x = _l(ln, L_LINENO) if type(ln) is Line else None
+        if type(x) is not int or not 0 <= <object>x <= bound:
+            raise _Fallback()
+        k = <Py_ssize_t>x
+        if k >= len(out):
+            out.extend([None] * (k + 1 - len(out)))
+        elif out[k] is not None:
+            raise _Fallback()
+        out[k] = ln
+    return out
+
 
 cdef class Columns:
     """A run of the compiled replay as columns (``_cols.pxd``): what fix costing measures of a
@@ -2486,8 +2540,10 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""
     cdef _Run r = _Run()
     cdef int h
-    by_lineno = {}
-    r.lines = by_lineno
+    try:
+        r.lines = _by_lineno(lines)
+    except _Fallback:
+        return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
     r.launch_overhead = launch_overhead
     r.rng, r.rng_random = rng, rng.random
@@ -2542,7 +2598,6 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             if type(ln) is not Line:  # (a subclass may put a property where a slot was)
                 raise _Fallback()
             per_thread[(_l(ln, L_RANK), _l(ln, L_HOST))].append(ln)
-            by_lineno[_l(ln, L_LINENO)] = ln
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
             r.host_of[r.agent_obj[h]] = h

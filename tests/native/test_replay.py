@@ -571,6 +571,38 @@ def test_a_line_it_cannot_read_from_its_slots_is_left_to_the_reference(monkeypat
     assert replay_mod._replayed_natively(with_unset, None, 0.0, 5_000_000, 1e12) is None
 
 
+@pytest.mark.parametrize("renumber", ["file", "sparse", "far", "negative", "float", "twice"])
+def test_lines_numbered_any_way_replay_to_the_same_trace(monkeypatch, renumber):
+    """The replay finds a line by its number in a list indexed by it (``_by_lineno``): lines
+    numbered as a file's (every number, or some skipped) replay compiled to the engine's trace,
+    and to the same ops when the run is kept as columns and its lines let go (``release``
+    keeps what the ops read of a line, by its number); a hand-built log numbered otherwise (far
+    past its length, below zero, not ints, a number twice) is left to the engine, which reads
+    no line by its number (a segfault, a MemoryError or another line's name otherwise)."""
+    import dataclasses
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    log = next(g for g in map(load_oplog_text, map(covered_log, range(50)))
+               if simulate_oplog(g).stall is None and not threaded(g))  # (not the engine's alone)
+    number = {"file": lambda n: n, "sparse": lambda n: 3 * n + 1, "far": lambda n: n + 10 ** 9,
+              "negative": lambda n: -n, "float": lambda n: n + 0.5,
+              "twice": lambda n: max(n - 1, 1)}[renumber]
+    lines = tuple(dataclasses.replace(ln, lineno=number(ln.lineno)) for ln in log.lines)
+    # (a wait's target names its handle's line by number: renumbered with it)
+    lines = tuple(ln if ln.target is None else dataclasses.replace(ln, target=number(ln.target))
+                  for ln in lines)
+    renumbered = dataclasses.replace(log, lines=lines)
+    reference, compiled = both(renumbered, monkeypatch)
+    assert reference.stall is None
+    lean = replay_mod._replayed_natively(renumbered, None, 0.0, 5_000_000, 1e12, lean=True)
+    if renumber in ("file", "sparse"):
+        assert difference(reference, compiled) is None, difference(reference, compiled)
+        assert difference(reference, lean.trace()) is None, difference(reference, lean.trace())
+    else:
+        assert compiled is None and lean is None
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (simulate_oplog: the engine, whole)
+        assert difference(reference, simulate_oplog(renumbered)) is None
+
+
 def test_equal_common_attrs_are_one_dict(monkeypatch):
     """Most ops' attrs are a dict of no entry (a host action's) or of its current stream alone
     (an enqueued op's): the compiled replay makes one dict for each such content, shared by the
