@@ -12,8 +12,11 @@ same run would (streamsim/trace.py), ops by id (id == position):
   ``finish.trace_of`` sorts them), which the owner keeps as a Python tuple beside this;
 - ``index``, ``issuer`` (-1: None), ``line`` (0: None; op-log lines count from 1);
 - ``start``, ``end``: the op's times (the floats its ``Op`` would hold);
-- ``kind``, ``location``, ``step``, ``attrs``, ``accesses``, ``after``, ``joins``: the objects its
-  ``Op`` would hold (``after``/``joins`` tuples of op ids), borrowed from the owner.
+- ``kind``, ``step``, ``attrs``, ``accesses``, ``after``, ``joins``: the objects its ``Op`` would
+  hold (``after``/``joins`` tuples of op ids), borrowed from the owner;
+- ``path``: the log's path, one object for all its lines (borrowed; NULL when its lines name
+  several): an op's ``location`` is ``f"{path}:{line}"`` (``schema.Line.location``), made only
+  where a measure needs it (a fix's sync sits at that line), not kept an op.
 
 Only a struct and a name: nothing to build on its own (as ``_slots.pxd``)."""
 from cpython.object cimport PyObject
@@ -28,7 +31,7 @@ cdef struct OpCols:
     double *start
     double *end
     PyObject **kind
-    PyObject **location
+    PyObject *path
     PyObject **step
     PyObject **attrs
     PyObject **accesses

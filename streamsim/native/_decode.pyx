@@ -37,7 +37,7 @@ Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fas
 """
 from msgspec import UNSET, DecodeError, ValidationError
 
-from streamsim.native._slots cimport (L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM,
+from streamsim.native._slots cimport (L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_STREAM,
     L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
     L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
     L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot, new_record,
@@ -304,7 +304,7 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     line = new_record(<type>Line)
     _lput(line, L_LINENO, lineno)
     _lput(line, L_OP, op)
-    _lput(line, L_LOCATION, f"{parser.path}:{lineno}")
+    _lput(line, L_PATH, parser.path)
     _lput(line, L_RANK, r)
     _lput(line, L_HOST, strings.setdefault(host, host))
     _lput(line, L_STREAM, strings.setdefault(stream, stream))
@@ -1062,13 +1062,12 @@ cdef object _build(parser, object lineno, dict spec):
     op = spec["op"]
     if op in _BUFFER_OPS and spec["nbytes"] is None:
         spec["nbytes"] = max(parser.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
-    location = f"{parser.path}:{lineno}"
     if spec.keys() <= _FAST_KEYS:
-        return Line(lineno, op, location, spec["rank"], spec["host"], spec["stream"],
+        return Line(lineno, op, parser.path, spec["rank"], spec["host"], spec["stream"],
                     spec["name"], spec["dur"], spec["step"], spec.get("reads", ()),
                     spec.get("writes", ()), spec.get("event"), site=spec.get("site"),
                     t=spec.get("t"))
-    return Line(lineno=lineno, location=location, **spec)
+    return Line(lineno=lineno, path=parser.path, **spec)
 
 
 cdef tuple _resolve(parser, list refs):

@@ -1228,16 +1228,28 @@ def shift_columns(dict delayed, columns, keyed):
     cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
     cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p
     cdef dict seen = {}  # (thread number, kind, location) -> actions counted (as _at_sites)
-    cdef set lines = K.lines, kinds = K.kinds
-    cdef PyObject *loc
+    cdef set kinds = K.kinds
+    # an op's location is f"{path}:{line}" (_cols.pxd): the keys' locations by their line
+    # number, those of the columns' path alone (no op's location is another's)
+    if c.path == NULL:
+        return None  # (lines of several paths: the reference, on the trace)
+    cdef dict loc_at = {}  # line number -> the keys' location of that line
+    cdef str prefix = f"{<object>c.path}:"
+    for x in K.lines:
+        if type(x) is str and (<str>x).startswith(prefix):
+            digits = (<str>x)[len(prefix):]
+            if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
+                loc_at[int(digits)] = x
+    cdef object loc
     cdef PyObject *okind
     for i in range(nops):
         key_of[i] = -1
         a = c.agent[i]
-        if not host[a]:
+        if not host[a] or c.line[i] <= 0:  # (line 0: a fix's sync, no line's action)
             continue
-        loc, okind = c.location[i], c.kind[i]
-        if not (<object>loc in lines and <object>okind in kinds):
+        loc = loc_at.get(c.line[i])
+        okind = c.kind[i]
+        if loc is None or not <object>okind in kinds:
             continue
         if type(<object>c.attrs[i]) is not dict:
             return None
@@ -1246,10 +1258,10 @@ def shift_columns(dict delayed, columns, keyed):
         t = number[a]
         if t < 0:
             t = number[a] = _agent_number(<PyObject *>agents[a], K.agent_no, K.numbers)
-        site = (t, <object>okind, <object>loc)
+        site = (t, <object>okind, loc)
         n = seen.get(site, 0)
         seen[site] = n + 1
-        got = K.want.get((t, <object>okind, <object>loc, n))
+        got = K.want.get((t, <object>okind, loc, n))
         if got is not None:
             key_of[i] = <Py_ssize_t>got
     cdef Block b_after = Block((K.nk + 1) * sizeof(Py_ssize_t))

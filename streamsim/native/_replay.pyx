@@ -52,7 +52,7 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
-    L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
+    L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
 from cpython.object cimport PyObject
@@ -128,13 +128,19 @@ cdef inline object _l(object ln, int field):
     return <object>v
 
 
+cdef inline str _location(object ln):
+    """A line's ``location`` (``schema.Line.location``: ``FILE:LINE``), made of its slots."""
+    return f"{_l(ln, L_PATH)}:{_l(ln, L_LINENO)}"
+
+
 cdef inline void _put(object obj, int field, object value) noexcept:
     """Set slot ``field`` (F_X) of a record just made (_slots.pxd's put_slot)."""
     put_slot(obj, _offset[field], value)
 
 
-DEF K_FIELDS = 5  # what an op reads of its line (_Run.kept_line), in this order:
-cdef int[K_FIELDS] _KEPT = [L_OP, L_NAME, L_LOCATION, L_STEP, L_LINENO]
+DEF K_FIELDS = 5  # what an op reads of its line (_Run.kept_line), in this order (its location
+# made of the path and the number: _location):
+cdef int[K_FIELDS] _KEPT = [L_OP, L_NAME, L_PATH, L_STEP, L_LINENO]
 
 
 DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
@@ -807,7 +813,7 @@ cdef class _Run:
         self.end[op] = self.clock[h]
         self.eseq[op] = self.seq + 1
         if accesses and self.freed:
-            self.note_freed_use(op, _l(ln, L_NAME), _l(ln, L_LOCATION))
+            self.note_freed_use(op, _l(ln, L_NAME), _location(ln))
         self.seq += 2
         if injected:
             self.own_attrs(op)["injected"] = True
@@ -835,7 +841,7 @@ cdef class _Run:
         if after:
             self.after[op] = after
         if accesses and self.freed:
-            self.note_freed_use(op, _l(ln, L_NAME), _l(ln, L_LOCATION))
+            self.note_freed_use(op, _l(ln, L_NAME), _location(ln))
         self.last[s] = op
         self.enqueue_op(s, op)
         if self.wake[s]:
@@ -1038,7 +1044,7 @@ cdef class _Run:
                     a["event"] = name
                     rec = self.fix_events.get((rank, name))
                     if rec is None:
-                        self.note_unrecorded(op, f"{name}.synchronize()", _l(ln, L_LOCATION), name)
+                        self.note_unrecorded(op, f"{name}.synchronize()", _location(ln), name)
                         deps = None
                     else:
                         deps = (rec,)
@@ -1047,7 +1053,7 @@ cdef class _Run:
                     self.own_attrs(op)["event"] = _l(ln, L_EVENT)
                     rec = self.events.get((rank, _l(ln, L_EVENT)))
                     if rec is None:
-                        self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
+                        self.note_unrecorded(op, _l(ln, L_NAME), _location(ln), _l(ln, L_EVENT))
                         deps = None  # (wait_recs is not called: after stays ())
                     else:
                         deps = (rec,)
@@ -1184,7 +1190,7 @@ cdef class _Run:
             if target in self.gloo_sends_waited:
                 tl = self.lines[self.lineof[target]]
                 self.notes.append(Note(
-                    "gloo-send-waited-twice", f"{name} at {_l(ln, L_LOCATION)} waits the handle of "
+                    "gloo-send-waited-twice", f"{name} at {_location(ln)} waits the handle of "
                     f"{tl.name} (issued at {tl.location}) a second time: under gloo a second "
                     "wait() on an isend's handle hangs (seen with torch 2.13: it waits for a "
                     "send never made); the simulation takes it as satisfied", op))
@@ -1239,7 +1245,7 @@ cdef class _Run:
                               () if rec is None else (rec,))
             self.own_attrs(op)["event"] = _l(ln, L_EVENT)
             if rec is None:
-                self.note_unrecorded(op, _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_EVENT))
+                self.note_unrecorded(op, _l(ln, L_NAME), _location(ln), _l(ln, L_EVENT))
         elif kind == K_ALLOC:
             op = self.host_op(h, kind, 0.0, line, ln, ())
             a = self.own_attrs(op)
@@ -1274,7 +1280,7 @@ cdef class _Run:
                 a["after_free"] = (_l(ln, L_BUFFER),)
                 el = self.lines[self.lineof[<int>earlier]]
                 self.notes.append(Note(
-                    "double-free", f"{_l(ln, L_NAME)} at {_l(ln, L_LOCATION)} frees {_l(ln, L_BUFFER)!r} on "
+                    "double-free", f"{_l(ln, L_NAME)} at {_location(ln)} frees {_l(ln, L_BUFFER)!r} on "
                     f"rank{rank} again: {el.name} at {el.location} already freed it (no "
                     "alloc since)", op))
             self.freed[key] = op
@@ -1858,7 +1864,7 @@ cdef class _Run:
             self.mark_special(op, sp)
             self.own_attrs(op)["event"] = name
             if rec is None:
-                self.note_unrecorded(op, f"wait_event({name})", _l(ln, L_LOCATION), name)
+                self.note_unrecorded(op, f"wait_event({name})", _location(ln), name)
         elif code == R_WAIT:  # ev.synchronize()
             blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
             self.mark_special(self.cur[h], ("sync_event", f"{name}.synchronize()"))
@@ -2258,13 +2264,10 @@ cdef class _Run:
             at = self.kept + lo * K_FIELDS
             if lo >= self.nkept or at[0] == NULL:
                 raise _Fallback()  # (no op of that line: none reads it)
-            out = PyTuple_New(K_FIELDS)
-            for f in range(K_FIELDS):
-                Py_INCREF(<object>at[f])
-                PyTuple_SET_ITEM(out, f, <object>at[f])
-            return out
+            return (<object>at[0], <object>at[1], f"{<object>at[2]}:{<object>at[4]}",
+                    <object>at[3], <object>at[4])
         ln = self.lines[lo]
-        return (_l(ln, L_OP), _l(ln, L_NAME), _l(ln, L_LOCATION), _l(ln, L_STEP),
+        return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
                 _l(ln, L_LINENO))
 
     cdef list records(self):
@@ -2367,7 +2370,7 @@ cdef class _Run:
             c.c.agent[i] = place[self.agent[i]]
         free(place)
         c.c.kind = c.objects(n)
-        c.c.location = c.objects(n)
+        c.c.path = NULL
         c.c.step = c.objects(n)
         c.c.attrs = c.objects(n)
         c.c.accesses = c.objects(n)
@@ -2377,11 +2380,18 @@ cdef class _Run:
         lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
         ln = None
         cdef int last_lo = -1
+        cdef PyObject *path
+        cdef bint one_path = True  # (every line of the log's one path object: OpCols.path)
         for i in range(n):
             lo = self.lineof[i]
             if ln is None or lo != last_lo:  # (as records(): an action and its op, one line)
                 ln = lines[lo]
                 last_lo = lo
+                path = slot(<PyObject *>ln, _line_offset[L_PATH])
+                if c.c.path == NULL:
+                    c.c.path = path
+                elif path != c.c.path:
+                    one_path = False
             sp = special[i] if special is not None else None
             if sp is None:
                 c.c.kind[i] = slot(<PyObject *>ln, _line_offset[L_OP])
@@ -2389,7 +2399,6 @@ cdef class _Run:
             else:
                 c.c.kind[i] = <PyObject *>(<tuple>sp)[0]
                 c.c.line[i] = 0
-            c.c.location[i] = slot(<PyObject *>ln, _line_offset[L_LOCATION])
             if opstep and i in opstep:
                 x = opstep[i]  # (each borrowed from what holds it: the run's dicts and lists)
                 c.c.step[i] = <PyObject *>x
@@ -2403,11 +2412,13 @@ cdef class _Run:
             c.c.after[i] = <PyObject *>x
             x = opjoins[i] if opjoins and i in opjoins else _NO_JOINS
             c.c.joins[i] = <PyObject *>x
-            if c.c.kind[i] == NULL or c.c.location[i] == NULL or c.c.step[i] == NULL:
+            if c.c.kind[i] == NULL or path == NULL or c.c.step[i] == NULL:
                 raise _Fallback()  # (a Line slot never set: records() would raise there)
             if i == 0 or self.end[i] > end_time:  # (max(): the first of equal values)
                 end_time = self.end[i]
         c.end_time = end_time
+        if not one_path:
+            c.c.path = NULL
         return c
 
 
@@ -2416,14 +2427,14 @@ cdef tuple _NO_JOINS = ()
 cdef list _by_lineno(lines):
     """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
     number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
-    a file numbers them (a hand-built log: a number twice, not an int, below zero or far past
-    its lines) are left to the reference (``_Fallback``), which reads no line by its number."""
+    a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
+    past its lines; line 0 is the columns' None, _cols.pxd) are left to the reference (``_Fallback``), which reads no line by its number."""
     cdef Py_ssize_t n = len(lines), k
     cdef Py_ssize_t bound = 2 * n + 1024
     cdef list out = []
     for ln in lines:
         x = _l(ln, L_LINENO) if type(ln) is Line else None
-        if type(x) is not int or not 0 <= <object>x <= bound:
+        if type(x) is not int or not 1 <= <object>x <= bound:
             raise _Fallback()
         k = <Py_ssize_t>x
         if k >= len(out):
@@ -2483,7 +2494,8 @@ cdef class Columns:
         free(self.c.agent)
         free(self.c.line)
         self.c.agent = self.c.line = NULL
-        self.c.kind = self.c.location = self.c.step = self.c.attrs = NULL
+        self.c.kind = self.c.step = self.c.attrs = NULL
+        self.c.path = NULL
         self.c.accesses = self.c.after = self.c.joins = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
@@ -2779,11 +2791,12 @@ cdef tuple _injections(object agent, list mine, dict pre, dict post, object wait
     return before, after_prev, at_end, sites
 
 
-cdef tuple _site_index(list mine, dict mine_pre, dict mine_post, object waited):
+cdef dict _site_index(list mine, dict mine_pre, dict mine_post, object waited):
     """A thread's lines at the locations its injection keys name (``mine_pre``'s and
     ``mine_post``'s; a handle wait's names its issuing action, before it: a key of ``mine_pre``
-    too): ``(first, more)``, location -> the index of its first line, and location -> every
-    line's index, for a location of several lines (None: no such)."""
+    too): location -> the line's index. A line's location is its log's path and its number
+    (``schema.Line.location``), so a location names one line at most; the lines a key may name
+    are found by number (:func:`_by_number`), and only their locations made."""
     cdef set wanted = set()
     for keys in (mine_pre, mine_post):
         for key in <dict>keys:
@@ -2796,39 +2809,41 @@ cdef tuple _site_index(list mine, dict mine_pre, dict mine_post, object waited):
                 wanted.add((<tuple>spec[1])[1])
     if waited:
         wanted.update(waited)
-    cdef dict first = {}
-    more = None
+    cdef dict by_number = _by_number(wanted)
+    cdef dict at = {}
     cdef Py_ssize_t j
     for j in range(len(mine)):
-        loc = _l(mine[j], L_LOCATION)
-        if loc not in wanted:
+        named = by_number.get(_l(mine[j], L_LINENO))
+        if named is None:
             continue
-        k = first.setdefault(loc, j)
-        if <Py_ssize_t>k != j:
-            if more is None:
-                more = {}
-            more.setdefault(loc, [k]).append(j)
-    return first, more
+        loc = _location(mine[j])
+        if loc in <set>named:
+            at[loc] = j
+    return at
 
 
-cdef Py_ssize_t _line_at(tuple sites, list mine, object key) except -2:
+cdef dict _by_number(set locations):
+    """Line number -> the ``locations`` that may be a line of that number: a line's location is
+    ``f"{path}:{lineno}"`` (``schema.Line.location``), so one that ends in a number written
+    otherwise (or in none) is no line's; the caller compares the whole string."""
+    cdef dict out = {}
+    for loc in locations:
+        if type(loc) is not str:
+            continue
+        digits = (<str>loc).rpartition(":")[2]
+        if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
+            out.setdefault(int(digits), set()).add(loc)
+    return out
+
+
+cdef Py_ssize_t _line_at(dict sites, list mine, object key) except -2:
     """The index of the line of injection key ``key`` (kind, location, n): the n-th line of that
-    kind at that location, compared as the reference's dict compares its key; -1: none."""
+    kind at that location, as the reference's dict compares its key (a location names one line
+    of an op log: n is 0); -1: none."""
     if sites is None or type(key) is not tuple or len(<tuple>key) != 3:
         return -1
     kind, loc, n = key
-    cdef dict first = sites[0]
-    more = sites[1]
-    many = (<dict>more).get(loc) if more is not None else None
-    if many is None:
-        j = first.get(loc)
-        if j is None or not (n == 0 and _l(mine[<Py_ssize_t>j], L_OP) == kind):
-            return -1
-        return j
-    count = 0
-    for j in many:
-        if _l(mine[<Py_ssize_t>j], L_OP) == kind:
-            if count == n:
-                return j
-            count += 1
-    return -1
+    j = sites.get(loc)
+    if j is None or not (n == 0 and _l(mine[<Py_ssize_t>j], L_OP) == kind):
+        return -1
+    return j

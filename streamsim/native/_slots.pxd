@@ -102,7 +102,7 @@ cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
 # streamsim.oplog.schema.Line's fields, in its __slots__ order: L_X indexes the offsets
 # line_offsets fills (the compiled reader makes Lines by them, the compiled replay reads them)
 cdef enum:
-    L_LINENO, L_OP, L_LOCATION, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS,
+    L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS,
     L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER,
     L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE,
     L_INFERRED, N_LINE
@@ -111,7 +111,7 @@ cdef enum:
 cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
     """``out[L_X]``: the offset of each of ``line_class``'s slots (``schema.Line``)."""
     return class_offsets(line_class, (
-        "lineno", "op", "location", "rank", "host", "stream", "name", "dur", "step", "reads",
+        "lineno", "op", "path", "rank", "host", "stream", "name", "dur", "step", "reads",
         "writes", "event", "peer", "group", "ranks", "handle", "nbytes", "blocking", "buffer",
         "target", "batch", "site", "t", "result", "label", "channel", "root", "any_source",
         "inferred"), out)

@@ -660,6 +660,6 @@ class _Parser:
                 spec[k] = self.resolve(spec[k])
         if spec["op"] in BUFFER_OPS and spec["nbytes"] is None:
             spec["nbytes"] = max(self.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
-        return Line(lineno=lineno, location=f"{self.path}:{lineno}", **spec)
+        return Line(lineno=lineno, path=self.path, **spec)
 
 

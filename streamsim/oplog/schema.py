@@ -88,11 +88,13 @@ class Line:
     ``query``, the line number of the op whose handle they name. For ``alloc``, ``free`` and
     ``record_stream``, ``nbytes`` is the size of the buffer's life (given by its alloc, else the
     largest extent any ref names), and a ``free``'s ``stream`` is the allocation stream.
+    ``path`` is the log's (one string for all its lines): a line's :attr:`location` is made from
+    it when read, not kept (a string a line, ~75 bytes, made and freed for every line read).
     """
 
     lineno: int
     op: str
-    location: str
+    path: str
     rank: int = 0
     host: str = "main"
     stream: str = "compute"
@@ -119,6 +121,11 @@ class Line:
     root: int | None = None  # a rooted collective's root rank (reduce, gather, scatter)
     any_source: bool = False  # an irecv from any source: ``peer`` is the source observed
     inferred: str | None = None  # a wait's provenance: "completion" (inferred, not seen)
+
+    @property
+    def location(self) -> str:
+        """``FILE:LINE``, where the line is: what its ops' ``location`` and messages name."""
+        return f"{self.path}:{self.lineno}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from streamsim import native
 from streamsim.oplog import load_oplog
 from streamsim.oplog import replay as replay_mod
 from streamsim.oplog.replay import simulate_oplog
+from streamsim.trace import Trace
 
 from .built import required
 from .test_differential import collective_tensors, load_oplog_text, logs_in_tests
@@ -466,36 +467,60 @@ def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_sig
     assert ran >= 2, ran
 
 
-def test_fix_reruns_of_lines_that_share_a_location_replay_to_the_same_trace(monkeypatch):
-    """An injection key is (kind, location, n): the n-th action of that kind from that location.
-    An op log's lines each have their own location; a hand-built one's may share one, as a
-    model's loop does. The compiled replay finds a key's line from its location
-    (``_replay._line_at``): here among several lines of several kinds."""
+def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(monkeypatch):
+    """An injection key is (kind, location, n), and a line's location is made of its log's path
+    and its number (``schema.Line.location``): the compiled replay finds a key's line by that
+    number (``_replay._site_index``), and the shift of a re-run kept as columns reads the
+    locations of one path (``OpCols.path``). A hand-built log whose lines name several paths
+    re-runs compiled to the reference's trace, and its lean re-run's shift declines
+    (``measure_columns`` None), so that fix costing measures its trace: the reference's cost."""
     import dataclasses
-    ran = past_first = 0
+    from streamsim.analysis.checks import analyse
+    from streamsim.analysis.hb import HAZARD_KINDS
+    from streamsim.analysis.metrics import compute_metrics
+    from streamsim.pipeline import fixcost
+    ran = declined = 0
     for seed in range(40):
         log = load_oplog_text(covered_log(seed))
         if threaded(log) or any(ln.batch is not None for ln in log.lines):
             continue
-        shared = dataclasses.replace(log, lines=tuple(
-            dataclasses.replace(ln, location=f"loop.py:{ln.lineno % 3}") for ln in log.lines))
+        several = dataclasses.replace(log, lines=tuple(
+            dataclasses.replace(ln, path=f"loop{ln.lineno % 3}.py") for ln in log.lines))
         monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-        for keyed in keyed_fix_sets(simulate_oplog(shared)):
+        trace = simulate_oplog(several)
+        for keyed in keyed_fix_sets(trace):
             if not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
                                                "wait_handle"}:
                 continue
-            past_first += sum(f.before[3] > 0 for f in keyed)
             monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-            reference = simulate_oplog(shared, fixes=keyed)
+            reference = simulate_oplog(several, fixes=keyed)
             monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-            compiled = replay_mod._replayed_natively(shared, None, 0.0, 5_000_000, 1e12, keyed)
+            compiled = replay_mod._replayed_natively(several, None, 0.0, 5_000_000, 1e12, keyed)
             if reference.stall is not None:
                 assert compiled is None
                 continue
             diff = difference(reference, compiled)
             assert diff is None, f"log seed {seed}, fixes {[f.text for f in keyed]}: {diff}"
             ran += 1
-    assert ran >= 10 and past_first >= 10, (ran, past_first)
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        findings = analyse(trace)
+        if not findings.hazards:
+            continue
+        keying = fixcost.Keying(trace, findings)
+        keyed = keying.of(findings.hazards)
+        run = simulate_oplog(several, fixes=keyed, lean=True)
+        if isinstance(run, Trace) or not keyed:
+            continue
+        assert native.measure_columns(run.columns, HAZARD_KINDS, keying.delayed, keyed) is None
+        before = compute_metrics(trace)
+        lean = fixcost.cost_of(trace, findings.hazards, lambda f: simulate_oplog(
+            several, fixes=f, lean=True), before, keying)
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        want = fixcost.cost_of(trace, findings.hazards, lambda f: simulate_oplog(
+            several, fixes=f), before, fixcost.Keying(trace, findings))
+        assert repr(lean) == repr(want), f"log seed {seed}"
+        declined += 1
+    assert ran >= 10 and declined >= 5, (ran, declined)
 
 
 def test_the_generated_logs_reach_every_kind_and_note():
