@@ -201,6 +201,19 @@ def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):
     assert lines[7].reads[0].view.nbytes == 16  # (not the first life's 8-byte Ref)
 
 
+def test_equal_durations_are_one_float_and_keep_their_sign(monkeypatch):
+    """The compiled reader shares one float among the lines of an equal ``dur`` (compared by
+    its bits: 0.0 and -0.0 stay two, each its sign), read as the checker reads them."""
+    text = "".join(f'{{"op": "launch", "reads": ["a"], "dur": {d}}}\n'
+                   for d in ("2.5", "1e0", "2.5", "0.0", "-0.0", "2.50", "1"))
+    assert_same(text, monkeypatch, "durations")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    monkeypatch.setattr(read, "SMALL_LOG", 0)  # (a log this small: else the checker's alone)
+    d = [ln.dur for ln in parse_oplog(text, "d.jsonl").lines]
+    assert d[0] is d[2] is d[5] and d[1] is d[6] and d[1] == 1.0
+    assert d[3] is not d[4] and str(d[3]) == "0.0" and str(d[4]) == "-0.0"
+
+
 SETTLED = {
     # "b" alive from the start: named by its name (its Line made in pass 1, the Ref pending),
     # then by a line the checker reads (a strided ref): one Ref object for both
