@@ -8,15 +8,23 @@ default both go back to the system as soon as they are free (an empty arena is u
 unmaps a large block and trims its heap), so the next run's memory is fresh pages again, each
 zeroed by the kernel on its first touch: on the 200,000-line random program, 278,000 page
 faults and 0.6-0.8 s of system time for a peak of 160,000 pages. :func:`keep_freed_memory`
-keeps it instead: freed arenas are cached and handed out again (``PyObject_SetArenaAllocator``),
-and glibc keeps its heap (``M_TRIM_THRESHOLD``) and serves blocks up to 32 MB from it
-(``M_MMAP_THRESHOLD``) rather than mapping each. The peak stays what the runs need (memory
-freed is reused, so it is never held twice); what changes is that the process keeps it until it
-exits. So only the command line's own process asks for it (``streamsim.cli.main``), never a
-library import. Changes no result: where objects live is no part of any report.
+keeps it instead: glibc keeps its heap (``M_TRIM_THRESHOLD``) and serves blocks up to 32 MB
+from it (``M_MMAP_THRESHOLD``) rather than mapping each, and pymalloc's arenas are blocks of that
+same heap (``PyObject_SetArenaAllocator``: ``malloc`` and ``free``). One pool for both matters:
+memory the Python objects of one stage free (a log's lines) is what the C arrays of the next
+(the HB pass's) are made of, and the other way round. Until the fifteenth session freed arenas
+were kept in a list of their own, which only arenas could reuse: a 1,000,000-line check's peak
+was 1,484 MB with the policy against 1,101 MB without (the lines' arenas held while the HB pass
+mapped its arrays). The peak stays what the runs need (memory freed is reused by whatever is
+made next, so it is never held twice; tests/native/test_heap.py); what changes is that the
+process keeps it until it exits. So only the command line's own process asks for it
+(``streamsim.cli.main``), never a library import. Where the C library is not glibc, freed arenas
+are kept in a list as before (only arenas reuse them). Changes no result: where objects live is
+no part of any report.
 """
 
-from libc.stdlib cimport realloc
+from libc.stdlib cimport malloc, calloc, free, realloc
+from libc.stdint cimport uintptr_t
 
 cdef extern from "Python.h":
     ctypedef struct PyObjectArenaAllocator:
@@ -53,8 +61,87 @@ cdef bint _installed = False
 cdef bint _glibc = False
 
 
+# The arenas made by malloc, as a set of addresses (open addressing, linear probing, deletion
+# by backward shift; grown at half full): an arena the interpreter mapped before the policy was
+# installed is unmapped by the system's allocator, never handed to free().
+cdef uintptr_t *_mine = NULL
+cdef size_t _mine_cap = 0, _mine_n = 0
+
+
+cdef inline size_t _slot_of(uintptr_t p, size_t cap) noexcept:
+    return <size_t>(((p >> 12) * 0x9E3779B97F4A7C15ULL) >> 20) & (cap - 1)
+
+
+cdef bint _mine_add(uintptr_t p) noexcept:
+    """Remember arena ``p``; False when the set cannot grow (the caller gives the block back)."""
+    global _mine, _mine_cap, _mine_n
+    cdef uintptr_t *old = _mine
+    cdef size_t oldcap = _mine_cap, i, j
+    if 2 * (_mine_n + 1) > _mine_cap:
+        _mine_cap = 1024 if oldcap == 0 else 2 * oldcap
+        _mine = <uintptr_t *>calloc(_mine_cap, sizeof(uintptr_t))
+        if _mine == NULL:
+            _mine, _mine_cap = old, oldcap
+            return False
+        for i in range(oldcap):
+            if old[i]:
+                j = _slot_of(old[i], _mine_cap)
+                while _mine[j]:
+                    j = (j + 1) & (_mine_cap - 1)
+                _mine[j] = old[i]
+        free(old)
+    j = _slot_of(p, _mine_cap)
+    while _mine[j]:
+        j = (j + 1) & (_mine_cap - 1)
+    _mine[j] = p
+    _mine_n += 1
+    return True
+
+
+cdef bint _mine_remove(uintptr_t p) noexcept:
+    """Forget arena ``p``; False when it is not one of the set (the system mapped it)."""
+    global _mine_n
+    if _mine_cap == 0:
+        return False
+    cdef size_t mask = _mine_cap - 1, i = _slot_of(p, _mine_cap), j, k
+    while _mine[i] != p:
+        if not _mine[i]:
+            return False
+        i = (i + 1) & mask
+    _mine[i] = 0
+    _mine_n -= 1
+    j = i
+    while True:  # (backward shift: each later entry of the run moves up if its home allows)
+        j = (j + 1) & mask
+        if not _mine[j]:
+            return True
+        k = _slot_of(_mine[j], _mine_cap)
+        if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
+            _mine[i] = _mine[j]
+            _mine[j] = 0
+            i = j
+
+
+cdef void *_heap_alloc(void *ctx, size_t size) noexcept:
+    """An arena: a block of glibc's heap (pymalloc aligns its pools inside it)."""
+    cdef void *p = malloc(size)
+    if p != NULL and not _mine_add(<uintptr_t>p):
+        free(p)
+        return _system.alloc(_system.ctx, size)
+    return p
+
+
+cdef void _heap_free(void *ctx, void *ptr, size_t size) noexcept:
+    """An arena freed: back to glibc's heap, for whatever is made next; one the system mapped
+    (before the policy, or when the set could not grow), to the system."""
+    if ptr != NULL and _mine_remove(<uintptr_t>ptr):
+        free(ptr)
+    else:
+        _system.free(_system.ctx, ptr, size)
+
+
 cdef void *_alloc(void *ctx, size_t size) noexcept:
-    """An arena: the last one freed, else a new one from the system."""
+    """An arena: the last one freed, else a new one from the system (not glibc)."""
     global _count, _reused
     if _count and size == _arena_size:
         _count -= 1
@@ -92,13 +179,18 @@ def keep_freed_memory() -> bool:
         _glibc = streamsim_keep_glibc_heap() == 1
         PyObject_GetArenaAllocator(&_system)
         mine.ctx = NULL
-        mine.alloc = _alloc
-        mine.free = _free
+        if _glibc:  # (one heap for arenas and C arrays: the module's docstring)
+            mine.alloc = _heap_alloc
+            mine.free = _heap_free
+        else:
+            mine.alloc = _alloc
+            mine.free = _free
         PyObject_SetArenaAllocator(&mine)
         _installed = True
     return _glibc
 
 
 def kept() -> tuple:
-    """``(installed, arenas handed out again, arenas kept now)``: for tests and benchmarks."""
+    """``(installed, arenas handed out again, arenas kept now)``: for tests and benchmarks (the
+    two counts are those of the list of freed arenas: 0 where glibc's heap holds them)."""
     return _installed, _reused, _count
