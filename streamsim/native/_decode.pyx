@@ -555,7 +555,7 @@ cdef class _Fields:
 
 DEF DUR_CACHE = 65536  # durations shared (a power of 2: 1 MB of cache, 16 bits of hash)
 cdef uint64_t _dur_bits[DUR_CACHE]
-cdef object _dur_objs = [None] * DUR_CACHE  # (a list: it owns the floats)
+cdef list _dur_objs = [None] * DUR_CACHE  # (it owns the floats)
 
 
 cdef object _shared_dur(double x):
@@ -564,12 +564,11 @@ cdef object _shared_dur(double x):
     a line where they do). Compared by bits: -0.0 and 0.0 stay two."""
     cdef uint64_t bits = (<uint64_t *>&x)[0]
     cdef Py_ssize_t i = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 48) & (DUR_CACHE - 1))
-    cdef list objs = <list>_dur_objs
-    got = objs[i]
+    got = _dur_objs[i]
     if got is not None and _dur_bits[i] == bits:
         return got
     got = PyFloat_FromDouble(x)
-    objs[i] = got
+    _dur_objs[i] = got
     _dur_bits[i] = bits
     return got
 

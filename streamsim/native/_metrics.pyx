@@ -39,7 +39,7 @@ from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIEL
     F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
     X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
-    X_BUFFER)
+    X_BUFFER, line_number_in)
 
 from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
@@ -1237,9 +1237,9 @@ def shift_columns(dict delayed, columns, keyed):
     cdef str prefix = f"{<object>c.path}:"
     for x in K.lines:
         if type(x) is str and (<str>x).startswith(prefix):
-            digits = (<str>x)[len(prefix):]
-            if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
-                loc_at[int(digits)] = x
+            n = line_number_in(<str>x, len(prefix))
+            if n is not None:
+                loc_at[n] = x
     cdef object loc
     cdef PyObject *okind
     for i in range(nops):

@@ -52,6 +52,7 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
+    line_number_in,
     L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
@@ -2424,22 +2425,25 @@ cdef class _Run:
 
 cdef tuple _NO_JOINS = ()
 
+
 cdef list _by_lineno(lines):
     """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
     number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
     a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
-    past its lines; line 0 is the columns' None, _cols.pxd) are left to the reference (``_Fallback``), which reads no line by its number."""
-    cdef Py_ssize_t n = len(lines), k
-    cdef Py_ssize_t bound = 2 * n + 1024
-    cdef list out = []
-    for ln in lines:
+    past its lines; line 0 is the columns' None, _cols.pxd), are left to the reference
+    (``_Fallback``), which reads no line by its number."""
+    cdef Py_ssize_t bound = 2 * len(lines) + 1024, top = 0, k
+    for ln in lines:  # (first the list's length: one list made, not grown a line at a time)
         x = _l(ln, L_LINENO) if type(ln) is Line else None
         if type(x) is not int or not 1 <= <object>x <= bound:
             raise _Fallback()
         k = <Py_ssize_t>x
-        if k >= len(out):
-            out.extend([None] * (k + 1 - len(out)))
-        elif out[k] is not None:
+        if k > top:
+            top = k
+    cdef list out = [None] * (top + 1)
+    for ln in lines:
+        k = <Py_ssize_t>_l(ln, L_LINENO)
+        if out[k] is not None:
             raise _Fallback()
         out[k] = ln
     return out
@@ -2830,9 +2834,9 @@ cdef dict _by_number(set locations):
     for loc in locations:
         if type(loc) is not str:
             continue
-        digits = (<str>loc).rpartition(":")[2]
-        if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
-            out.setdefault(int(digits), set()).add(loc)
+        n = line_number_in(<str>loc, (<str>loc).rfind(":") + 1)
+        if n is not None:
+            out.setdefault(n, set()).add(loc)
     return out
 
 

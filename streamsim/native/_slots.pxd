@@ -117,6 +117,16 @@ cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
         "inferred"), out)
 
 
+cdef inline object line_number_in(str location, Py_ssize_t start):
+    """The line number ``location[start:]`` is written as, as a Line's location writes it
+    (``schema.Line.location``: ``f"{path}:{lineno}"``, Python's digits of an int, no sign, no
+    leading zero), else None: a location ending otherwise is no line's."""
+    digits = location[start:]
+    if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
+        return int(digits)
+    return None
+
+
 cdef enum:
     N_VIEW_FIELDS = 5  # trace.View's (rank, buffer, offset, nbytes, pattern)
 
