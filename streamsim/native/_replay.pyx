@@ -46,13 +46,12 @@ by op by tests/native/test_replay.py.
 cimport cython
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.math cimport exp, isfinite
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
-    line_number_in,
     L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
@@ -377,7 +376,8 @@ cdef class _Run:
     # line's, the step it takes (the first line's)
     cdef dict batch_of, lanes_left, lane_parent, workrecs, opstep
     cdef list host_batches  # per host: line index -> its batch's lines, or () (issued with it)
-    cdef list key_line  # per host: its lines by location (_site_index): an action's line
+    cdef int *key_at  # a re-run's: per line number, its host thread and its index among that
+    # thread's lines (line_at: where a fix's key names a line), -1 -1 for a number no line has
     cdef list wait_target  # per host: the comm op its blocking wait is on
     cdef list host_kind  # per host: the kind of the line it is at (looked up once a line)
     # the line order between the threads of a rank (oplog/issueorder.py, replay._Replay): per
@@ -412,7 +412,7 @@ cdef class _Run:
         self.clock = NULL
         self.injk = NULL
         self.shared = NULL
-        self.gatej = NULL
+        self.gatej = self.key_at = NULL
         self.queue = NULL
         self.qlen = self.qcap = NULL
         self.nag = 0
@@ -431,7 +431,7 @@ cdef class _Run:
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
-        free(self.shared); free(self.gatej)
+        free(self.shared); free(self.gatej); free(self.key_at)
         self.drop_kept()
 
     cdef void drop_kept(self) noexcept:
@@ -488,7 +488,9 @@ cdef class _Run:
         self.c_members = self.c_expected = self.c_started = self.c_waiters = self.c_end = None
         self.host_handles = self.gloo_sends_waited = self.barrier_last = None
         self.line_barrier = self.batch_of = self.lanes_left = self.lane_parent = None
-        self.workrecs = self.host_batches = self.key_line = self.wait_target = None
+        self.workrecs = self.host_batches = self.wait_target = None
+        free(self.key_at)
+        self.key_at = NULL
         self.host_kind = self.host_gates = self.host_s2 = self.gates = self.sig_waiters = None
         self.host_of = self.flushed = self.batch_inner = self.taken = None
         self.ch_puts = self.ch_gets = self.ch_waiting = None
@@ -577,7 +579,6 @@ cdef class _Run:
         self.barrier_last.append(-1)
         self.line_barrier.append(-1)
         self.host_batches.append(None)
-        self.key_line.append(None)
         self.wait_target.append(-1)
         self.host_kind.append(-1)
         self.host_gates.append(None)
@@ -1815,6 +1816,80 @@ cdef class _Run:
         self.inj_settles[h] = -1
         return False
 
+    cdef void injections(self, int h, list mine, dict pre, dict post) except *:
+        """Where host ``h``'s fix syncs run (Engine._before_issue), its lines ``mine``: before
+        the action of line index j, the syncs after the program's previous action, then those
+        before this one; after its last action, those after it (the driver's end). An action's
+        key: (its host thread, kind, location, n), the n-th action of that kind from that
+        location; ``pre`` and ``post`` hold the rest of the key by host thread (hashing the
+        Agent per line was most of the work). Sets ``inj_before[h]`` (line index -> the syncs
+        before its action), ``inj_post[h]`` (line index -> the syncs after the action before
+        it, run first, or earlier when the thread waits for another:
+        Engine.flush_post_injections) and ``inj_end[h]`` (the syncs after the last action),
+        and each of its lines' place in ``key_at`` (:meth:`key_line`).
+
+        Each key's line is found from its location's line number, rather than each line's key
+        made and looked up: there are fewer syncs than lines, and an op log's lines each have a
+        location of their own."""
+        cdef Py_ssize_t j, n, last = len(mine) - 1
+        for j in range(len(mine)):
+            n = <Py_ssize_t>_l(mine[j], L_LINENO)  # (an int in range: _by_lineno)
+            self.key_at[2 * n] = h
+            self.key_at[2 * n + 1] = <int>j
+        mine_pre = pre.get(self.agent_obj[h]) or {}
+        mine_post = post.get(self.agent_obj[h]) or {}
+        cdef dict before = {}, after_prev = {}
+        at_end = ()
+        for key, specs in (<dict>mine_post).items():
+            n = self.key_line(h, key)
+            if n < 0:
+                continue
+            j = self.key_at[2 * n + 1]
+            if j == last:
+                at_end = tuple(specs)
+            else:
+                after_prev[j + 1] = tuple(specs)  # (one key a line: run before line j + 1's own)
+        for key, specs in (<dict>mine_pre).items():
+            n = self.key_line(h, key)
+            if n >= 0:
+                before[self.key_at[2 * n + 1]] = tuple(specs)
+        self.inj_before[h], self.inj_post[h], self.inj_end[h] = before, after_prev, at_end
+
+    cdef Py_ssize_t key_line(self, int h, object key) except -2:
+        """The number of host ``h``'s line that injection key ``key`` (kind, location, n)
+        names: the n-th line of that kind at that location, as the reference's dict compares
+        its key; -1: none. A line's location is its log's path and its number
+        (``schema.Line.location``: ``f"{path}:{lineno}"``), so a location names one line at
+        most, found by its number, then compared whole without being made."""
+        if self.key_at == NULL or type(key) is not tuple or len(<tuple>key) != 3:
+            return -1  # (key_at: a run with fixes)
+        kind, loc, k = key
+        if type(loc) is not str:
+            return -1
+        cdef Py_ssize_t colon = (<str>loc).rfind(":"), size = len(<str>loc), i
+        cdef Py_ssize_t n = 0, top = len(self.lines)
+        cdef Py_UCS4 digit
+        if colon < 0 or size - colon < 2 or (size - colon > 2 and (<str>loc)[colon + 1] == "0"):
+            return -1  # (no digits, or a leading zero: as line_number_in, not a line's)
+        for i in range(colon + 1, size):  # (the number, ASCII digits: line_number_in's)
+            digit = (<str>loc)[i]
+            if digit < 48 or digit > 57:  # ("0", "9")
+                return -1
+            n = 10 * n + (<Py_ssize_t>digit - 48)
+            if n >= top:
+                return -1
+        if self.key_at[2 * n] != h:  # (no line of that number, or another thread's)
+            return -1
+        ln = self.lines[n]
+        path = _l(ln, L_PATH)
+        if type(path) is not str:
+            path = f"{path}"
+        if len(<str>path) != colon or not (<str>loc).startswith(<str>path):
+            return -1
+        if not (k == 0 and _l(ln, L_OP) == kind):
+            return -1
+        return n
+
     cdef object fix_handle(self, int h, tuple spec):
         """The comm op whose handle a fix's wait (R_WAIT_HANDLE) waits: the one its keyed
         action issued; None when that action was not issued (yet): nothing to wait."""
@@ -1827,9 +1902,7 @@ cdef class _Run:
         got = h if spec[3] is None else self.host_of.get(spec[3])
         if got is None:
             raise _Fallback()  # (no such thread: the reference's error)
-        cdef int i = got
-        j = _line_at(self.key_line[i], self.host_lines[i], spec[1])
-        return _l(self.host_lines[i][j], L_LINENO) if j >= 0 else -1
+        return self.key_line(got, spec[1])
 
     cdef bint fix_handle_blocks(self, object target, object stream) except -1:
         """Host.wait_work's choice for a fix's wait on ``target``'s handle: the host blocks (a
@@ -2575,7 +2648,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.gloo_sends_waited = set()
     r.barrier_last, r.line_barrier = [], []
     r.batch_of, r.lanes_left, r.lane_parent, r.workrecs, r.opstep = {}, {}, {}, {}, {}
-    r.host_batches, r.key_line, r.wait_target, r.host_kind = [], [], [], []
+    r.host_batches, r.wait_target, r.host_kind = [], [], []
     r.p2p_at, r.p2p_issued, r.coll_at, r.coll_issued, r.works = {}, {}, {}, {}, {}
     r.m_send, r.m_recv, r.m_started, r.m_started_waiter = [], [], [], []
     r.m_arrived, r.m_arrived_waiter = [], []
@@ -2600,14 +2673,17 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r._ops(2 * len(lines) + 2 * n_fix + 1)
     r.work_sig = r.fix_sig + n_fix + 1
     r.host_of = {}
-    handles = {}  # a thread -> the locations of its actions whose handles other threads wait on
+    r.handle_waits = False  # (a fix waits on a handle another thread issues)
     if r.injecting:
         for keys in pre.values():
             for specs in (<dict>keys).values():
                 for spec in specs:
                     if spec[0] == R_WAIT_HANDLE and spec[3] is not None:
-                        handles.setdefault(spec[3], set()).add(spec[1][1])
-    r.handle_waits = bool(handles)
+                        r.handle_waits = True
+        r.key_at = <int *>malloc(2 * len(r.lines) * sizeof(int))
+        if r.key_at == NULL:
+            raise MemoryError()
+        memset(r.key_at, 0xff, 2 * len(r.lines) * sizeof(int))  # (-1: no line's number)
     per_thread = {t: [] for t in threads}
     try:
         for ln in lines:
@@ -2620,9 +2696,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             r.host_lines[h] = mine
             r.host_batches[h] = _batches(mine)
             if r.injecting:
-                (r.inj_before[h], r.inj_post[h], r.inj_end[h],
-                 r.key_line[h]) = _injections(r.agent_obj[h], mine, pre, post,
-                                              handles.get(r.agent_obj[h]))
+                r.injections(h, mine, pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         per_rank = {}
@@ -2756,98 +2830,3 @@ cdef object _nbytes_of(tuple tensors):
         v = t.view
         total += v.nbytes if v.pattern is None else v.pattern.touched
     return total
-
-
-cdef tuple _injections(object agent, list mine, dict pre, dict post, object waited):
-    """Where a host's fix syncs run (Engine._before_issue): before the action of line ``j``, the
-    syncs after the program's previous action, then those before this one; after its last
-    action, those after it (the driver's end). An action's key: (its host thread, kind,
-    location, n), the n-th action of that kind from that location; ``pre`` and ``post`` hold
-    the rest of the key by host thread (hashing the Agent per line was most of the work).
-    Returns ``(before, after_prev, at_end, sites)``: line index -> the syncs before its
-    action, line index -> the syncs after the action before it (run first, or earlier when the
-    thread waits for another: Engine.flush_post_injections), the syncs after the last action,
-    and the thread's lines by location (:func:`_site_index`) that find a key's line (``waited``:
-    the locations of its actions whose handles other threads' fixes wait on, or None).
-
-    Each key is looked up from its location, rather than each line's key made and looked up:
-    there are fewer syncs than lines, and an op log's lines each have a location of their own."""
-    mine_pre = pre.get(agent) or {}
-    mine_post = post.get(agent) or {}
-    if not mine_pre and not mine_post and not waited:
-        return {}, {}, (), None
-    sites = _site_index(mine, mine_pre, mine_post, waited)
-    cdef Py_ssize_t j, last = len(mine) - 1
-    cdef dict before = {}, after_prev = {}
-    at_end = ()
-    for key, specs in mine_post.items():
-        j = _line_at(sites, mine, key)
-        if j < 0:
-            continue
-        if j == last:
-            at_end = tuple(specs)
-        else:
-            after_prev[j + 1] = tuple(specs)  # (one key a line: run before line j + 1's own)
-    for key, specs in mine_pre.items():
-        j = _line_at(sites, mine, key)
-        if j >= 0:
-            before[j] = tuple(specs)
-    return before, after_prev, at_end, sites
-
-
-cdef dict _site_index(list mine, dict mine_pre, dict mine_post, object waited):
-    """A thread's lines at the locations its injection keys name (``mine_pre``'s and
-    ``mine_post``'s; a handle wait's names its issuing action, before it: a key of ``mine_pre``
-    too): location -> the line's index. A line's location is its log's path and its number
-    (``schema.Line.location``), so a location names one line at most; the lines a key may name
-    are found by number (:func:`_by_number`), and only their locations made."""
-    cdef set wanted = set()
-    for keys in (mine_pre, mine_post):
-        for key in <dict>keys:
-            if type(key) is tuple and len(<tuple>key) == 3:
-                wanted.add((<tuple>key)[1])
-    for specs in mine_pre.values():
-        for spec in specs:
-            if spec[0] == R_WAIT_HANDLE and spec[3] is None and type(spec[1]) is tuple and \
-                    len(<tuple>spec[1]) == 3:
-                wanted.add((<tuple>spec[1])[1])
-    if waited:
-        wanted.update(waited)
-    cdef dict by_number = _by_number(wanted)
-    cdef dict at = {}
-    cdef Py_ssize_t j
-    for j in range(len(mine)):
-        named = by_number.get(_l(mine[j], L_LINENO))
-        if named is None:
-            continue
-        loc = _location(mine[j])
-        if loc in <set>named:
-            at[loc] = j
-    return at
-
-
-cdef dict _by_number(set locations):
-    """Line number -> the ``locations`` that may be a line of that number: a line's location is
-    ``f"{path}:{lineno}"`` (``schema.Line.location``), so one that ends in a number written
-    otherwise (or in none) is no line's; the caller compares the whole string."""
-    cdef dict out = {}
-    for loc in locations:
-        if type(loc) is not str:
-            continue
-        n = line_number_in(<str>loc, (<str>loc).rfind(":") + 1)
-        if n is not None:
-            out.setdefault(n, set()).add(loc)
-    return out
-
-
-cdef Py_ssize_t _line_at(dict sites, list mine, object key) except -2:
-    """The index of the line of injection key ``key`` (kind, location, n): the n-th line of that
-    kind at that location, as the reference's dict compares its key (a location names one line
-    of an op log: n is 0); -1: none."""
-    if sites is None or type(key) is not tuple or len(<tuple>key) != 3:
-        return -1
-    kind, loc, n = key
-    j = sites.get(loc)
-    if j is None or not (n == 0 and _l(mine[<Py_ssize_t>j], L_OP) == kind):
-        return -1
-    return j

@@ -470,7 +470,7 @@ def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_sig
 def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(monkeypatch):
     """An injection key is (kind, location, n), and a line's location is made of its log's path
     and its number (``schema.Line.location``): the compiled replay finds a key's line by that
-    number (``_replay._site_index``), and the shift of a re-run kept as columns reads the
+    number (``_Run.key_line``), and the shift of a re-run kept as columns reads the
     locations of one path (``OpCols.path``). A hand-built log whose lines name several paths
     re-runs compiled to the reference's trace, and its lean re-run's shift declines
     (``measure_columns`` None), so that fix costing measures its trace: the reference's cost."""
@@ -521,6 +521,50 @@ def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(m
         assert repr(lean) == repr(want), f"log seed {seed}"
         declined += 1
     assert ran >= 10 and declined >= 5, (ran, declined)
+
+
+def test_fix_keys_that_name_no_line_of_their_thread_inject_nothing_as_in_the_reference(
+        monkeypatch):
+    """A re-run finds a fix key's line by the number its location ends in (``_Run.key_line``),
+    then compares the rest with the line's path, without making the location. A key whose
+    location is no line of its host thread, though its number may be one, injects nothing, as
+    the reference's dict lookup finds nothing: a number with a leading zero, another path, a
+    number past the lines or far past any C integer, no number, an empty path, and the line of
+    another thread of the rank."""
+    import dataclasses
+    ran = across = 0
+    for seed in range(60):
+        log = load_oplog_text(covered_log(seed))
+        if any(ln.batch is not None for ln in log.lines):
+            continue
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        trace = simulate_oplog(log)
+        for keyed in keyed_fix_sets(trace)[:1]:
+            keyed = [f for f in keyed if f.kind in ("event", "record_stream")]
+            if not keyed:
+                continue
+            fix = keyed[0]
+            ag, kind, loc, n = fix.before
+            path, number = loc.rsplit(":", 1)
+            others = [ln.location for ln in log.lines if ln.rank == ag.rank and
+                      ln.host != ag.name and ln.op == kind]
+            wrong = [f"{path}:0{number}", f"elsewhere.jsonl:{number}",
+                     f"{path}:{int(number) + 10 ** 6}", f"{path}:{10 ** 30}", path, f":{number}",
+                     f"{path}:", f"{path}:{number}x"] + others[:1]
+            across += bool(others)
+            for where in wrong:
+                moved = [dataclasses.replace(fix, before=(ag, kind, where, n)), *keyed[1:]]
+                monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+                reference = simulate_oplog(log, fixes=moved)
+                monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+                compiled = replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12, moved)
+                if reference.stall is not None:
+                    assert compiled is None
+                    continue
+                diff = difference(reference, compiled)
+                assert diff is None, f"log seed {seed}, key at {where!r}: {diff}"
+                ran += 1
+    assert ran >= 40 and across >= 2, (ran, across)
 
 
 def test_the_generated_logs_reach_every_kind_and_note():
