@@ -31,6 +31,7 @@ from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
+from libc.string cimport memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport OpCols, OPCOLS
@@ -85,6 +86,29 @@ cdef int _cmp_iv(const void *a, const void *b) noexcept nogil:
         return -1
     if x.e > y.e:
         return 1
+    return (x.i > y.i) - (x.i < y.i)
+
+
+cdef struct KeyAt:
+    # An injection key's sort key as ranks, (agent place, kind, location, n), and its index.
+    Py_ssize_t place, kind
+    long long loc, n
+    Py_ssize_t i
+
+
+cdef int _cmp_key(const void *a, const void *b) noexcept nogil:
+    """sorted() of the keys' (place, kind, location, n): the ranks compared in turn (no two keys
+    have the same four)."""
+    cdef const KeyAt *x = <const KeyAt *>a
+    cdef const KeyAt *y = <const KeyAt *>b
+    if x.place != y.place:
+        return -1 if x.place < y.place else 1
+    if x.kind != y.kind:
+        return -1 if x.kind < y.kind else 1
+    if x.loc != y.loc:
+        return -1 if x.loc < y.loc else 1
+    if x.n != y.n:
+        return -1 if x.n < y.n else 1
     return (x.i > y.i) - (x.i < y.i)
 
 
@@ -1235,21 +1259,32 @@ def shift_columns(dict delayed, columns, keyed):
         return None  # (lines of several paths: the reference, on the trace)
     cdef dict loc_at = {}  # line number -> the keys' location of that line
     cdef str prefix = f"{<object>c.path}:"
+    cdef Py_ssize_t top = 0, line, last = 0
+    for i in range(nops):
+        if c.line[i] > last:
+            last = c.line[i]
     for x in K.lines:
         if type(x) is str and (<str>x).startswith(prefix):
             n = line_number_in(<str>x, len(prefix))
-            if n is not None:
+            if n is not None and n <= last:  # (a larger one is no op's line)
                 loc_at[n] = x
+                top = max(top, <Py_ssize_t>n)
+    cdef Block b_at = Block((top + 1) * sizeof(PyObject *))  # the same, by line number in C
+    cdef PyObject **at = <PyObject **>b_at.p  # (borrowed from K.lines)
+    memset(at, 0, (top + 1) * sizeof(PyObject *))
+    for n, x in loc_at.items():
+        at[<Py_ssize_t>n] = <PyObject *>x
     cdef object loc
     cdef PyObject *okind
     for i in range(nops):
         key_of[i] = -1
         a = c.agent[i]
-        if not host[a] or c.line[i] <= 0:  # (line 0: a fix's sync, no line's action)
-            continue
-        loc = loc_at.get(c.line[i])
+        line = c.line[i]
+        if not host[a] or line <= 0 or line > top or at[line] == NULL:
+            continue  # (line 0: a fix's sync, no line's action; else no key's line)
+        loc = <object>at[line]
         okind = c.kind[i]
-        if loc is None or not <object>okind in kinds:
+        if not <object>okind in kinds:
             continue
         if type(<object>c.attrs[i]) is not dict:
             return None
@@ -1320,6 +1355,77 @@ cdef _ShiftKeys _shift_keys(keyed):
     return K
 
 
+cdef object _key_order(_ShiftKeys K, dict place):
+    """The keys' indices in ``_key_order`` (``place``: each agent number's place in the agents'
+    order): as sorted() of (place, kind, location, n) tuples, which compared their items one by
+    one through the generic comparison (60,000 keys: 0.05 s). Where every location is one
+    prefix and then at most 18 ASCII digits (an op log's: its path, a colon, the line
+    number), each is ranked by an int that orders as the strings do (:func:`_digits_rank`),
+    each kind by its place among the few distinct ones, and the ranks are sorted in C; else
+    the tuples are sorted."""
+    cdef Py_ssize_t m = len(K.want), j = 0, start = -1, width = 0, size
+    kinds = set()
+    prefix = None
+    for cheap in K.want:
+        loc, n = (<tuple>cheap)[2], (<tuple>cheap)[3]
+        if type((<tuple>cheap)[1]) is not str or type(loc) is not str or type(n) is not int \
+                or not -_N_BOUND < n < _N_BOUND:
+            break
+        if prefix is None:
+            start = (<str>loc).rfind(":") + 1
+            prefix = (<str>loc)[:start]
+        size = len(<str>loc) - start
+        if size < 1 or size > 18 or not (<str>loc).startswith(prefix) or \
+                _digits_rank(<str>loc, start, size) < 0:
+            break
+        width = max(width, size)
+        kinds.add((<tuple>cheap)[1])
+    else:
+        return _ranked(K, place, kinds, start, width)
+    order = sorted([(place[c[0]], c[1], c[2], c[3], i) for c, i in K.want.items()])
+    return [entry[4] for entry in order]
+
+
+_N_BOUND = 2 ** 62
+
+
+cdef object _ranked(_ShiftKeys K, dict place, set kinds, Py_ssize_t start, Py_ssize_t width):
+    """:func:`_key_order` by ranks: every location checked to be the prefix and ``start`` on
+    digits, at most ``width`` of them."""
+    cdef Py_ssize_t m = len(K.want), j = 0
+    cdef dict kind_rank = {k: r for r, k in enumerate(sorted(kinds))}
+    cdef Block b = Block((m + 1) * sizeof(KeyAt))
+    cdef KeyAt *at = <KeyAt *>b.p
+    for cheap, i in K.want.items():
+        loc = (<tuple>cheap)[2]
+        at[j].place = place[(<tuple>cheap)[0]]
+        at[j].kind = kind_rank[(<tuple>cheap)[1]]
+        at[j].loc = _digits_rank(<str>loc, start, width)
+        at[j].n = (<tuple>cheap)[3]
+        at[j].i = i
+        j += 1
+    qsort(at, m, sizeof(KeyAt), _cmp_key)
+    return [at[j].i for j in range(m)]
+
+
+cdef long long _digits_rank(str loc, Py_ssize_t start, Py_ssize_t width) except -2:
+    """An int that orders the digits ``loc[start:]`` as strings order (a shorter string before
+    those it begins: "12" < "123" < "13"), for strings of at most ``width`` <= 18 digits: each
+    digit d is d + 1 in base 11 from the left, a digit past the end 0; -1 when one is no ASCII
+    digit."""
+    cdef long long r = 0
+    cdef Py_ssize_t k, size = len(loc)
+    cdef Py_UCS4 ch
+    for k in range(start, start + width):
+        r *= 11
+        if k < size:
+            ch = loc[k]
+            if ch < 48 or ch > 57:
+                return -1
+            r += <long long>ch - 47
+    return r
+
+
 cdef tuple _shift_of(_ShiftKeys K, dict delayed, list after_start):
     """The walk of :func:`shift` once the re-run's scans found, per key, the start of the op its
     sync delays there (``after_start``; None: none): ``(n, moved)``."""
@@ -1342,14 +1448,9 @@ cdef tuple _shift_of(_ShiftKeys K, dict delayed, list after_start):
     cdef dict place = {}
     for ag, t in sorted(K.numbers.items(), key=lambda x: (x[0].rank, x[0].kind, x[0].name)):
         place[t] = len(place)
-    order = []
-    for cheap, i in K.want.items():
-        order.append((place[cheap[0]], cheap[1], cheap[2], cheap[3], i))
-    order.sort()
     cdef list moved = []
     cdef Py_ssize_t count = 0
-    for entry in order:
-        i = (<tuple>entry)[4]
+    for i in _key_order(K, place):
         x, y = before[i], after_start[i]
         if x is not None and y is not None:
             d = y - x.start

@@ -157,6 +157,62 @@ def test_fix_shifts_match_the_reference(monkeypatch, tmp_path):
     assert found > 500 and twice > 0, (found, twice)
 
 
+def test_the_shifts_are_listed_in_the_keys_order(monkeypatch, tmp_path):
+    """The shifts a re-run's fixes made are summed in the keys' order (``_key_order``: agent,
+    kind, location, n), so the list handed to ``sum`` is the reference's, in order: from a
+    trace (``shift``) and from a lean re-run's columns (``measure_columns``), which rank an op
+    log's locations by their digits (a line number orders as a string: "12" < "123" < "13").
+    The logs' shifts are checked to differ from those in line-number order often enough that a
+    numeric order would fail."""
+    from streamsim.analysis.hb import HAZARD_KINDS
+    spec = importlib.util.spec_from_file_location(
+        "_differential_logs", Path(__file__).with_name("test_differential.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from programs import write_random_program  # (logs of hundreds of lines with hazards)
+    paths = []
+    for i in range(LOGS // 3):
+        paths.append(tmp_path / f"gen{i}.jsonl")
+        paths[-1].write_text(gen.generated_log(i))
+    for i in range(5):
+        paths.append(tmp_path / f"random{i}.jsonl")
+        write_random_program(str(paths[-1]), 300, streams=4, buffers=40, seed=i)
+    compared = numeric_differs = 0
+    for i, path in enumerate(paths):
+        log = load_oplog(path)
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        trace = simulate_oplog(log)
+        findings = analyse(trace)
+        if not findings.hazards:
+            continue
+        keying = fixcost.Keying(trace, findings)
+        keyed = keying.of(findings.hazards)
+        fixed = simulate_oplog(log, fixes=keyed)
+        lean = simulate_oplog(log, fixes=keyed, lean=True)
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        wanted = {kf.before for kf in keyed}
+        after = fixcost._delayed_ops(fixed, wanted)
+        shifts = [(k, after[k].start - keying.delayed[k].start)
+                  for k in sorted(wanted, key=fixcost._key_order)
+                  if keying.delayed.get(k) is not None and after.get(k) is not None]
+        want = [d for _, d in shifts if d > 1e-6]
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        got = native.shift(keying.delayed, fixed, keyed)
+        assert got == (len(shifts), want), f"{path.name}: another order"
+        if not isinstance(lean, type(trace)):
+            measured = native.measure_columns(lean.columns, HAZARD_KINDS, keying.delayed, keyed)
+            assert measured is not None and measured[3] == (len(shifts), want), \
+                f"{path.name}: another order from the columns"
+        by_number = [d for _, d in sorted(shifts, key=lambda x: (
+            fixcost._key_order(x[0])[:2], int(x[0][2].rpartition(":")[2]), x[0][3]))
+            if d > 1e-6]
+        numeric_differs += by_number != want
+        compared += 1
+    assert compared >= 50 and numeric_differs >= 5, (compared, numeric_differs)
+
+
 def test_a_key_of_another_shape_takes_the_reference(monkeypatch):
     """The compiled keyed_host_ops groups keys as (agent, kind, location, n): any other key
     makes it decline rather than guess."""
