@@ -23,6 +23,7 @@ from bisect import bisect_right
 
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
+from libc.limits cimport INT_MAX
 from libc.stdlib cimport qsort
 from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy
@@ -229,20 +230,20 @@ cdef class _Pass:
     cdef list ops
     cdef long n
     cdef long na
-    cdef long *index
-    cdef long *issuer  # -1: none
-    cdef long *prev_on
-    cdef long *agent_of
+    cdef int *index
+    cdef int *issuer  # -1: none
+    cdef int *prev_on
+    cdef int *agent_of
     cdef long *partner
     cdef long *gen
     cdef long *hist_g
-    cdef long *partner_of
+    cdef int *partner_of
     cdef char *is_free
     cdef char *may_skip
     cdef char *is_host  # per op: a host action
     cdef char *has_line  # per op: its op-log line is not None
-    cdef long *line  # per op: its op-log line (0 when None)
-    cdef long *in_order  # op ids in trace order
+    cdef int *line  # per op: its op-log line (0 when None)
+    cdef int *in_order  # op ids in trace order
     cdef unsigned char *ended
     cdef unsigned char *started
     cdef unsigned char *pending
@@ -253,10 +254,10 @@ cdef class _Pass:
     cdef PyObject **joins
     cdef PyObject **accs
     cdef long *key  # per op: its issue key (trace.issue_keys)
-    cdef long *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
-    cdef long *stk  # the walk's stack of nodes (an op id, or ~id: its end), ``sp`` deep: a
+    cdef int *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
+    cdef int *stk  # the walk's stack of nodes (an op id, or ~id: its end), ``sp`` deep: a
     cdef long sp  # node is on it once at a time (``pending``), so it is at most the walk long
-    cdef long *posn  # op id -> its position in the walk (a list only for the rows: hb_rows)
+    cdef int *posn  # op id -> its position in the walk (a list only for the rows: hb_rows)
     cdef list clocks
     cdef list seen
     cdef list hist_e
@@ -333,18 +334,20 @@ cdef class _Pass:
         PyMem_Free(self.zero)
 
     cdef int alloc(self, long n, long na) except -1:
+        if n >= INT_MAX:  # (op ids and walk positions are C ints: the reference runs)
+            raise OverflowError("more ops than a C int counts")
         cdef long m = n if n > 0 else 1
         cdef long ma = na if na > 0 else 1
-        self.index = <long *>PyMem_Calloc(m, sizeof(long))
-        self.issuer = <long *>PyMem_Calloc(m, sizeof(long))
-        self.prev_on = <long *>PyMem_Calloc(m, sizeof(long))
-        self.agent_of = <long *>PyMem_Calloc(m, sizeof(long))
-        self.partner_of = <long *>PyMem_Calloc(m, sizeof(long))
+        self.index = <int *>PyMem_Calloc(m, sizeof(int))
+        self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
+        self.prev_on = <int *>PyMem_Calloc(m, sizeof(int))
+        self.agent_of = <int *>PyMem_Calloc(m, sizeof(int))
+        self.partner_of = <int *>PyMem_Calloc(m, sizeof(int))
         self.is_free = <char *>PyMem_Calloc(m, 1)
         self.is_host = <char *>PyMem_Calloc(m, 1)
         self.has_line = <char *>PyMem_Calloc(m, 1)
-        self.line = <long *>PyMem_Calloc(m, sizeof(long))
-        self.in_order = <long *>PyMem_Calloc(m, sizeof(long))
+        self.line = <int *>PyMem_Calloc(m, sizeof(int))
+        self.in_order = <int *>PyMem_Calloc(m, sizeof(int))
         self.ended = <unsigned char *>PyMem_Calloc(m, 1)
         self.started = <unsigned char *>PyMem_Calloc(m, 1)
         self.pending = <unsigned char *>PyMem_Calloc(m, 1)
@@ -819,7 +822,7 @@ cdef void _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_i
             if P.is_host[oid]:
                 t = thread[P.agent_of[oid]]
                 if P.has_line[oid]:
-                    keys[oid] = P.line[oid] * 4
+                    keys[oid] = <long>P.line[oid] * 4
                     last[t] = P.line[oid]
                 else:
                     keys[oid] = <long>last[t] * 4 + 2
@@ -828,7 +831,7 @@ cdef void _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_i
         for pos in range(n):
             oid = P.in_order[pos]
             if P.is_host[oid]:
-                keys[oid] = P.index[oid] * width + 2 * <long>thread[P.agent_of[oid]]
+                keys[oid] = <long>P.index[oid] * width + 2 * <long>thread[P.agent_of[oid]]
     else:
         for oid in range(n):
             keys[oid] = oid
@@ -837,7 +840,7 @@ cdef void _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_i
         oid = P.in_order[pos]
         if not P.is_host[oid]:
             r = P.issuer[oid]
-            keys[oid] = keys[r] + 1 if r >= 0 else P.line[oid] * 4 + 1
+            keys[oid] = keys[r] + 1 if r >= 0 else <long>P.line[oid] * 4 + 1
 
 
 cdef inline bint _before(const long *key, long x, long y) noexcept:
@@ -959,7 +962,7 @@ cdef bint _scan_ops(_Pass P, list ops, list agents, list keys, covered) except -
         last_on[a] = oid
         P.index[oid] = <object>slot(po, OFF[F_INDEX])
         iss = <object>slot(po, OFF[F_ISSUER])
-        P.issuer[oid] = -1 if iss is None else <long>iss
+        P.issuer[oid] = -1 if iss is None else <int>iss
         P.in_order[pos] = oid
         pos += 1
         if keys is None:  # (what issue_keys reads of the op)
@@ -1070,9 +1073,9 @@ cdef object _walk(_Pass P):
     # the ends of the ops that join (~id), in id order
     cdef long nwalk = n + njoin
     cdef KeyId *by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
-    cdef long *walk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
+    cdef int *walk = <int *>PyMem_Malloc(max(nwalk, 1) * sizeof(int))
     P.walk = walk  # (freed with P)
-    P.stk = <long *>PyMem_Malloc(max(nwalk, 1) * sizeof(long))
+    P.stk = <int *>PyMem_Malloc(max(nwalk, 1) * sizeof(int))
     P.sp = 0
     if by_key == NULL or walk == NULL or P.stk == NULL:
         PyMem_Free(by_key)
@@ -1107,10 +1110,10 @@ cdef object _walk(_Pass P):
     P.plain = {}
     P.views = []
     cdef list views = P.views
-    P.posn = <long *>PyMem_Malloc(max(n, 1) * sizeof(long))
+    P.posn = <int *>PyMem_Malloc(max(n, 1) * sizeof(int))
     if P.posn == NULL:
         raise MemoryError()
-    cdef long *position = P.posn
+    cdef int *position = P.posn
     for i in range(n):
         position[i] = 0
     count = 0

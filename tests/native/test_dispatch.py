@@ -185,6 +185,34 @@ def test_a_byte_position_past_64_bits_takes_the_reference(monkeypatch):
 
 
 @needs_build
+def test_an_index_or_line_past_a_c_int_takes_the_reference(monkeypatch):
+    """The compiled pass keeps an op's index, issuer and line in C ints (4 bytes an op each,
+    where 8 were): a hand-built trace whose op names an index or a line past 2**31 - 1 (an op
+    log's lines and a run's indices cannot be) has the pass decline, and the reference, with
+    Python ints, finds the same race as the pass does with small numbers."""
+    from streamsim.trace import HOST, READ, STREAM, WRITE, Access, Agent, Op, View
+    monkeypatch.delenv("STREAMSIM_NATIVE", raising=False)
+    host, a, b = Agent(0, HOST, "main"), Agent(0, STREAM, "a"), Agent(0, STREAM, "b")
+    v = View(0, "x", 0, 10)
+
+    def trace_of(index: int, line: int) -> Trace:
+        return Trace(ops=(
+            Op(0, host, index, "launch", "w", 0.0, 0.0, 0.0, 0, 1, (), line=line),
+            Op(1, a, 0, "launch", "w", 0.0, 0.0, 1.0, 2, 3, (Access(v, WRITE),), issuer=0),
+            Op(2, host, index + 1, "launch", "r", 0.0, 0.0, 0.0, 4, 5, (), line=line + 1),
+            Op(3, b, 0, "launch", "r", 0.0, 0.0, 1.0, 6, 7, (Access(v, READ),), issuer=2)),
+            agents=(host, a, b))
+    small = trace_of(3, 10)
+    assert native.hb_rows(small, None, NAMES) is not None
+    want = [(h.kind, h.first, h.second) for h in hb.hb_pass(small).hazards]
+    assert want == [(RAW, 1, 3)]
+    for index, line in ((2 ** 31, 10), (3, 2 ** 31), (2 ** 40, 2 ** 40)):
+        big = trace_of(index, line)
+        assert native.hb_rows(big, None, NAMES) is None, (index, line)
+        assert [(h.kind, h.first, h.second) for h in hb.hb_pass(big).hazards] == want
+
+
+@needs_build
 def test_a_hazard_count_is_the_number_of_hazards_on_both_paths(monkeypatch):
     """Fix costing counts what a re-run's fixes left (``hb.hazard_count``): the compiled pass
     counts its findings without making them; the count is the number of hazards the pass
