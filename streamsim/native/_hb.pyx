@@ -117,6 +117,9 @@ DENSE_MAX_AGENTS = 256
 DEF BLOCK_CLOCKS = 1024
 
 
+ctypedef int epoch_t  # a dense clock's entry: an epoch, an op's index + 1 (ops fit a C int)
+
+
 cdef struct DHist:
     # One agent's dense copies (the dict form's hist_e and hist_c): n copies, the epoch from
     # which each holds (ascending), its tag (the agent's generation) and the copy itself.
@@ -124,7 +127,7 @@ cdef struct DHist:
     long cap
     long *e
     long *tag
-    long **c
+    epoch_t **c
 
 
 cdef class Mark:
@@ -280,15 +283,15 @@ cdef class _Pass:
     # its copies in dh[a], each op's exact end clock (the dict form's end_of, its tag -2 - op) in
     # dend (NULL: none), and the blocks the copies are carved from.
     cdef bint dense
-    cdef long *dclk
+    cdef epoch_t *dclk
     cdef long *dseen
     cdef DHist *dh
-    cdef long **dend
-    cdef long *zero
-    cdef long **blocks
+    cdef epoch_t **dend
+    cdef epoch_t *zero
+    cdef epoch_t **blocks
     cdef long nblocks
     cdef long capblocks
-    cdef long *cur
+    cdef epoch_t *cur
     cdef long left
 
     def __dealloc__(self):
@@ -373,11 +376,11 @@ cdef class _Pass:
         cdef long m = na if na > 0 else 1
         cdef long k
         self.dense = True
-        self.dclk = <long *>PyMem_Calloc(m * m, sizeof(long))
+        self.dclk = <epoch_t *>PyMem_Calloc(m * m, sizeof(epoch_t))
         self.dseen = <long *>PyMem_Calloc(m * m, sizeof(long))
         self.dh = <DHist *>PyMem_Calloc(m, sizeof(DHist))
-        self.dend = <long **>PyMem_Calloc(self.n if self.n > 0 else 1, sizeof(long *))
-        self.zero = <long *>PyMem_Calloc(m, sizeof(long))
+        self.dend = <epoch_t **>PyMem_Calloc(self.n if self.n > 0 else 1, sizeof(epoch_t *))
+        self.zero = <epoch_t *>PyMem_Calloc(m, sizeof(epoch_t))
         if not (self.dclk and self.dseen and self.dh and self.dend and self.zero):
             raise MemoryError()
         for k in range(m * m):
@@ -386,25 +389,26 @@ cdef class _Pass:
             self.dh[k].cap = 4
             self.dh[k].e = <long *>PyMem_Calloc(4, sizeof(long))
             self.dh[k].tag = <long *>PyMem_Calloc(4, sizeof(long))
-            self.dh[k].c = <long **>PyMem_Calloc(4, sizeof(long *))
+            self.dh[k].c = <epoch_t **>PyMem_Calloc(4, sizeof(epoch_t *))
             if not (self.dh[k].e and self.dh[k].tag and self.dh[k].c):
                 raise MemoryError()
             self.dh[k].n = 1
             self.dh[k].c[0] = self.zero
         return 0
 
-    cdef long *dcopy(self, const long *src) except NULL:
+    cdef epoch_t *dcopy(self, const epoch_t *src) except NULL:
         """A copy of the dense clock src, carved from the current block."""
         cdef long na = self.na
-        cdef long *p
+        cdef epoch_t *p
+        cdef void *grown
         if self.left < na:
             if self.nblocks == self.capblocks:
                 self.capblocks = 2 * self.capblocks + 8
-                p = <long *>PyMem_Realloc(self.blocks, self.capblocks * sizeof(long *))
-                if not p:
+                grown = PyMem_Realloc(self.blocks, self.capblocks * sizeof(epoch_t *))
+                if not grown:
                     raise MemoryError()
-                self.blocks = <long **>p
-            self.cur = <long *>PyMem_Calloc(na * BLOCK_CLOCKS, sizeof(long))
+                self.blocks = <epoch_t **>grown
+            self.cur = <epoch_t *>PyMem_Calloc(na * BLOCK_CLOCKS, sizeof(epoch_t))
             if not self.cur:
                 raise MemoryError()
             self.blocks[self.nblocks] = self.cur
@@ -413,10 +417,10 @@ cdef class _Pass:
         p = self.cur
         self.cur += na
         self.left -= na
-        memcpy(p, src, na * sizeof(long))
+        memcpy(p, src, na * sizeof(epoch_t))
         return p
 
-    cdef long *dstart(self, long r, long *tag):
+    cdef epoch_t *dstart(self, long r, long *tag):
         """start_copy, dense: the copy standing for op r's start clock, its tag in tag[0]."""
         cdef DHist *h = &self.dh[self.agent_of[r]]
         cdef long e = self.index[r] + 1
@@ -435,15 +439,15 @@ cdef class _Pass:
         tag[0] = h.tag[k]
         return h.c[k]
 
-    cdef long *dend_copy(self, long r, long *tag):
+    cdef epoch_t *dend_copy(self, long r, long *tag):
         """end_copy, dense."""
-        cdef long *p = self.dend[r]
+        cdef epoch_t *p = self.dend[r]
         if p == NULL:
             return self.dstart(r, tag)
         tag[0] = -2 - r
         return p
 
-    cdef void djoin(self, long b, long *C, const long *S, long tag, long r):
+    cdef void djoin(self, long b, epoch_t *C, const epoch_t *S, long tag, long r):
         """join, dense: agent b's clock C ⊔= op r's clock, whose copy is S (tagged tag)."""
         cdef long pb = self.partner[b]
         cdef long o = self.agent_of[r]
@@ -471,7 +475,7 @@ cdef class _Pass:
             self.gen[b] += 1
         self.dseen[b * na + o] = tag
 
-    cdef int dnew_copy(self, long a, const long *C, long e) except -1:
+    cdef int dnew_copy(self, long a, const epoch_t *C, long e) except -1:
         """new_copy, dense."""
         cdef DHist *h = &self.dh[a]
         cdef void *p
@@ -485,10 +489,10 @@ cdef class _Pass:
             if not p:
                 raise MemoryError()
             h.tag = <long *>p
-            p = PyMem_Realloc(h.c, h.cap * sizeof(long *))
+            p = PyMem_Realloc(h.c, h.cap * sizeof(epoch_t *))
             if not p:
                 raise MemoryError()
-            h.c = <long **>p
+            h.c = <epoch_t **>p
         h.c[h.n] = self.dcopy(C)
         h.e[h.n] = e
         h.tag[h.n] = self.gen[a]
@@ -640,7 +644,7 @@ cdef class _Pass:
         return ent
 
     cdef mixed(self, list segs, long k, long op, object acc, long a, Mark rec, dict C,
-               const long *D, ViewState ent):
+               const epoch_t *D, ViewState ent):
         """Check and record ``acc`` on segment ``segs[k]`` as a mixed segment (the reference's
         ``mixed``): a strided access, or a plain one on a segment some strided access made
         mixed (a plain access covers the whole segment)."""
@@ -683,7 +687,7 @@ cdef class _Pass:
             m.reads.append((rec, own))
 
     cdef touch(self, dict touched, long op, long a, Mark rec, object acc, dict C,
-               const long *D, ViewState ent):
+               const epoch_t *D, ViewState ent):
         cdef pos_t flo, fhi, lo, hi
         cdef long b
         cdef Mark r
@@ -735,7 +739,7 @@ cdef class _Pass:
         return 0
 
 
-cdef inline long _cget(dict C, const long *D, long x) except? -1:
+cdef inline long _cget(dict C, const epoch_t *D, long x) except? -1:
     """Component x of the walking agent's clock: D[x] in the dense form, else C.get(x, 0)."""
     if D != NULL:
         return D[x]
@@ -1060,8 +1064,8 @@ cdef object _walk(_Pass P):
     cdef pos_t lo, hi
     cdef dict C
     cdef tuple S
-    cdef long *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
-    cdef long *Sp
+    cdef epoch_t *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
+    cdef epoch_t *Sp
     cdef long tag
     cdef Mark rec, w, rr
     cdef Seg s
