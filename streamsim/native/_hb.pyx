@@ -1108,7 +1108,7 @@ cdef object _walk(_Pass P):
     P.seen = [{} for _ in range(na)]
     P.hist_e = [[0] for _ in range(na)]
     P.hist_c = [[(0, {})] for _ in range(na)]
-    P.end_of = [None] * n
+    P.end_of = None if dense else [None] * n  # (the dict form's: dense has dend)
     P.found = {}
     P.stores = {}
     P.plain = {}
