@@ -57,6 +57,7 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
@@ -2446,9 +2447,13 @@ cdef class _Run:
         c.c.kind = c.objects(n)
         c.c.path = NULL
         c.c.step = c.objects(n)
-        c.c.attrs = c.objects(n)
-        c.c.accesses = c.objects(n)
-        c.c.after = c.objects(n)
+        # an op's attrs, accesses and after: the items of the run's lists themselves, which
+        # nothing appends to once it is over (arrays of their own were 24 bytes an op)
+        if not len(self.attrs) == len(self.accesses) == len(self.after) == n:
+            raise _Fallback()  # (not reached: one item an op)
+        c.c.attrs = PySequence_Fast_ITEMS(self.attrs)
+        c.c.accesses = PySequence_Fast_ITEMS(self.accesses)
+        c.c.after = PySequence_Fast_ITEMS(self.after)
         c.c.joins = c.objects(n)
         cdef double end_time = 0.0
         lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
@@ -2478,12 +2483,6 @@ cdef class _Run:
                 c.c.step[i] = <PyObject *>x
             else:
                 c.c.step[i] = slot(<PyObject *>ln, _line_offset[L_STEP])
-            x = self.attrs[i]
-            c.c.attrs[i] = <PyObject *>x
-            x = self.accesses[i]
-            c.c.accesses[i] = <PyObject *>x
-            x = self.after[i]
-            c.c.after[i] = <PyObject *>x
             x = opjoins[i] if opjoins and i in opjoins else _NO_JOINS
             c.c.joins[i] = <PyObject *>x
             if c.c.kind[i] == NULL or path == NULL or c.c.step[i] == NULL:
