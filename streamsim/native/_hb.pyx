@@ -256,6 +256,9 @@ cdef class _Pass:
     cdef PyObject **after
     cdef PyObject **joins
     cdef PyObject **accs
+    # index, issuer, agent_of, after, joins and accs are the arrays of the run's columns
+    # (hb_columns: the same values, by op id), not the pass's own: 36 bytes an op not copied
+    cdef bint borrowed
     cdef long *key  # per op: its issue key (trace.issue_keys)
     cdef int *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
     cdef int *stk  # the walk's stack of nodes (an op id, or ~id: its end), ``sp`` deep: a
@@ -298,10 +301,14 @@ cdef class _Pass:
         cdef long k
         addrmap_free(&self.by_agent)
         addrmap_free(&self.by_view)
-        PyMem_Free(self.index)
-        PyMem_Free(self.issuer)
+        if not self.borrowed:
+            PyMem_Free(self.index)
+            PyMem_Free(self.issuer)
+            PyMem_Free(self.agent_of)
+            PyMem_Free(self.after)
+            PyMem_Free(self.joins)
+            PyMem_Free(self.accs)
         PyMem_Free(self.prev_on)
-        PyMem_Free(self.agent_of)
         PyMem_Free(self.partner)
         PyMem_Free(self.gen)
         PyMem_Free(self.hist_g)
@@ -319,9 +326,6 @@ cdef class _Pass:
         PyMem_Free(self.walk)
         PyMem_Free(self.stk)
         PyMem_Free(self.posn)
-        PyMem_Free(self.after)
-        PyMem_Free(self.joins)
-        PyMem_Free(self.accs)
         if self.dh:
             for k in range(self.na):
                 PyMem_Free(self.dh[k].e)
@@ -336,15 +340,25 @@ cdef class _Pass:
         PyMem_Free(self.dend)
         PyMem_Free(self.zero)
 
-    cdef int alloc(self, long n, long na) except -1:
+    cdef int alloc(self, long n, long na, OpCols *cols) except -1:
+        """The per-op and per-agent arrays; with ``cols``, those the columns have are theirs
+        (``borrowed``)."""
         if n >= INT_MAX:  # (op ids and walk positions are C ints: the reference runs)
             raise OverflowError("more ops than a C int counts")
         cdef long m = n if n > 0 else 1
         cdef long ma = na if na > 0 else 1
-        self.index = <int *>PyMem_Calloc(m, sizeof(int))
-        self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
+        if cols != NULL:
+            self.borrowed = True
+            self.index, self.issuer, self.agent_of = cols.index, cols.issuer, cols.agent
+            self.after, self.joins, self.accs = cols.after, cols.joins, cols.accesses
+        else:
+            self.index = <int *>PyMem_Calloc(m, sizeof(int))
+            self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
+            self.agent_of = <int *>PyMem_Calloc(m, sizeof(int))
+            self.after = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
+            self.joins = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
+            self.accs = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
         self.prev_on = <int *>PyMem_Calloc(m, sizeof(int))
-        self.agent_of = <int *>PyMem_Calloc(m, sizeof(int))
         self.partner_of = <int *>PyMem_Calloc(m, sizeof(int))
         self.is_free = <char *>PyMem_Calloc(m, 1)
         self.is_host = <char *>PyMem_Calloc(m, 1)
@@ -355,9 +369,6 @@ cdef class _Pass:
         self.started = <unsigned char *>PyMem_Calloc(m, 1)
         self.pending = <unsigned char *>PyMem_Calloc(m, 1)
         self.key = <long *>PyMem_Calloc(m, sizeof(long))
-        self.after = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
-        self.joins = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
-        self.accs = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
         self.partner = <long *>PyMem_Calloc(ma, sizeof(long))
         self.gen = <long *>PyMem_Calloc(ma, sizeof(long))
         self.hist_g = <long *>PyMem_Calloc(ma, sizeof(long))
@@ -365,7 +376,8 @@ cdef class _Pass:
         if not (self.index and self.issuer and self.prev_on and self.agent_of and self.key and
                 self.partner_of and self.is_free and self.ended and self.started and
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
-                and self.is_host and self.has_line and self.line and self.in_order):
+                and self.is_host and self.has_line and self.line and self.in_order
+                and self.after and self.joins and self.accs):
             raise MemoryError()
         return 0
 
@@ -892,7 +904,7 @@ def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_o
     capsule = columns.capsule()  # (``columns`` holds what it points into)
     cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     cdef list agents = list(columns.agents)
-    cdef _Pass P = _start(agents, c.n, names, only_count)
+    cdef _Pass P = _start(agents, c.n, names, only_count, c)
     P.cols = c
     P.rows_only = rows_only
     if not _scan_columns(P, c, agents, covered):
@@ -900,9 +912,10 @@ def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_o
     return _walk(P)
 
 
-cdef _Pass _start(list agents, long n, tuple names, bint only_count):
+cdef _Pass _start(list agents, long n, tuple names, bint only_count, OpCols *cols=NULL):
     """A pass over n ops of ``agents`` (the trace's, in order), set up before its first scan:
-    each agent's partner (its rank's first host thread, for a stream), agents by address."""
+    each agent's partner (its rank's first host thread, for a stream), agents by address;
+    ``cols``: the run's columns, whose arrays it reads where they are its own."""
     cdef _Pass P = _Pass.__new__(_Pass)
     cdef long na = len(agents), i
     P.n = n
@@ -910,7 +923,7 @@ cdef _Pass _start(list agents, long n, tuple names, bint only_count):
     P.only_count = only_count
     P.RAW, P.WAR, P.WAW, P.UAF = names
     P.READ, P.WRITE = READ, WRITE
-    P.alloc(n, na)
+    P.alloc(n, na, cols)
     first_host = {}
     for i, ag in enumerate(agents):
         if ag.kind == HOST:
@@ -1020,12 +1033,9 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
             if <object>kind not in covered:
                 return False
             known = kind
-        a = c.agent[oid]
-        P.agent_of[oid] = a
+        a = c.agent[oid]  # (P.agent_of, P.index, P.issuer: the columns' own)
         P.prev_on[oid] = last_on[a]
         last_on[a] = oid
-        P.index[oid] = c.index[oid]
-        P.issuer[oid] = c.issuer[oid]
         P.in_order[oid] = oid
         if host_agent[a]:
             P.is_host[oid] = 1
@@ -1039,10 +1049,7 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
             P.line[oid] = c.line[oid]
         if not (_is_tuple(c.after[oid]) and _is_tuple(c.joins[oid]) and
                 _readable_accesses(c.accesses[oid])):
-            return False
-        P.after[oid] = c.after[oid]
-        P.joins[oid] = c.joins[oid]
-        P.accs[oid] = c.accesses[oid]
+            return False  # (P.after, P.joins, P.accs: the columns' own)
         if _ntuple(P.joins[oid]):
             P.njoin += 1
         if <object>kind == "free":
