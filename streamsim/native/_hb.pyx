@@ -1083,25 +1083,32 @@ cdef object _walk(_Pass P):
     # the walk: op ids by issue key (ties by id: Python's stable sort of range(n) by key), then
     # the ends of the ops that join (~id), in id order
     cdef long nwalk = n + njoin
-    cdef KeyId *by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
+    cdef KeyId *by_key
     cdef int *walk = <int *>PyMem_Malloc(max(nwalk, 1) * sizeof(int))
     P.walk = walk  # (freed with P)
     P.stk = <int *>PyMem_Malloc(max(nwalk, 1) * sizeof(int))
     P.sp = 0
-    if by_key == NULL or walk == NULL or P.stk == NULL:
-        PyMem_Free(by_key)
+    if walk == NULL or P.stk == NULL:
         raise MemoryError()
     cdef bint in_order = True  # (an op log's ops are numbered in issue order: most traces)
-    for i in range(n):
-        by_key[i].key = P.key[i]
-        by_key[i].id = i
-        if i and by_key[i].key < by_key[i - 1].key:
+    for i in range(1, n):
+        if P.key[i] < P.key[i - 1]:
             in_order = False
-    if not in_order:  # (already sorted by (key, id): qsort would leave it as it is)
+            break
+    if in_order:  # (already sorted by (key, id): the ids in order)
+        for i in range(n):
+            walk[i] = i
+    else:
+        by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
+        if by_key == NULL:
+            raise MemoryError()
+        for i in range(n):
+            by_key[i].key = P.key[i]
+            by_key[i].id = i
         qsort(by_key, n, sizeof(KeyId), _by_key)
-    for i in range(n):
-        walk[i] = by_key[i].id
-    PyMem_Free(by_key)
+        for i in range(n):
+            walk[i] = by_key[i].id
+        PyMem_Free(by_key)
     k = n
     for i in range(n):
         if _ntuple(P.joins[i]):
