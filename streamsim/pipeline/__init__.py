@@ -170,7 +170,9 @@ def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bo
     k = 0 if single else costed_root_causes(trace, findings)
     groups = [findings.hazards] + [[findings.hazards[i] for i in rc.instances]
                                    for rc in findings.root_causes[:k]]
-    reruns = sum(1 for g in groups if keyed.of(g))  # (a group with no fix is not re-run)
+    # (a group with no fix is not re-run: Keying.of(g) is empty exactly when no hazard of g has
+    # a fix; asked here without making the list, which the re-run makes)
+    reruns = sum(1 for g in groups if any(h.fix is not None for h in g))
     procs = default_jobs(reruns) if jobs is None else min(jobs, reruns)
     failed: list[str] = []  # why a re-run failed inside streamsim (its costs: not measured)
     got = _costs_of_groups(trace, groups, rerun, metrics, keyed, procs, failed)

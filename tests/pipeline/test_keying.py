@@ -8,6 +8,7 @@ delay in the run (``Keying.delayed``, found from the host actions the fixes name
 of the trace for their keys finds (``_delayed_ops``, as for a re-run)."""
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -28,10 +29,11 @@ LOGS = 150
 
 def groups_of(findings, rng: random.Random) -> list[list]:
     """The groups fix costing keys (all hazards, each root cause's instances), their reverse,
-    and random subsets."""
+    the hazards with no fix (a use after free), and random subsets."""
     hs = list(findings.hazards)
     out = [hs] + [[hs[i] for i in rc.instances] for rc in findings.root_causes]
     out.append(hs[::-1])
+    out.append([h for h in hs if h.fix is None])
     for _ in range(3):
         out.append([h for h in hs if rng.random() < 0.5])
     return out
@@ -47,6 +49,10 @@ def assert_keyed_alike(trace, what: str, rng: random.Random) -> int:
     for k, group in enumerate(groups_of(findings, rng)):
         want = key_fixes(trace, distinct_fixes(group))
         assert keying.of(group) == want, f"{what}: group {k} keyed otherwise"
+        # (how fix costing counts the groups it re-runs, without keying them: pipeline._costs)
+        assert bool(want) == any(h.fix is not None for h in group), f"{what}: group {k}"
+    stripped = [dataclasses.replace(h, fix=None) for h in findings.hazards]  # (none has a fix)
+    assert keying.of(stripped) == [] and not any(h.fix is not None for h in stripped), what
     return len(findings.hazards)
 
 
