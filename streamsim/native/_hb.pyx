@@ -373,12 +373,14 @@ cdef class _Pass:
         self.gen = <long *>PyMem_Calloc(ma, sizeof(long))
         self.hist_g = <long *>PyMem_Calloc(ma, sizeof(long))
         self.may_skip = <char *>PyMem_Calloc(ma, 1)
-        if not (self.index and self.issuer and self.prev_on and self.agent_of and self.key and
+        if not (self.prev_on and self.key and
                 self.partner_of and self.is_free and self.ended and self.started and
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
-                and self.is_host and self.has_line and self.line and self.in_order
-                and self.after and self.joins and self.accs):
+                and self.is_host and self.has_line and self.line and self.in_order):
             raise MemoryError()
+        if not self.borrowed and not (self.index and self.issuer and self.agent_of and
+                                      self.after and self.joins and self.accs):
+            raise MemoryError()  # (the columns' own may be NULL: a run of no op, empty lists)
         return 0
 
     cdef int dense_alloc(self) except -1:

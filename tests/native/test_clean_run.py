@@ -210,3 +210,19 @@ def test_check_reports_a_clean_log_from_its_columns_as_the_reference(monkeypatch
     want = check_oplog(log)
     assert type(want.trace) is Trace
     assert out == (render_text(want), dumps_json(want))
+
+
+def test_a_run_of_no_op_is_analysed_from_its_columns(monkeypatch):
+    """A log of no op replays to columns of none: the run's lists are empty, so their item
+    arrays, which the columns point at and the HB pass borrows, are NULL. Its check reports
+    nothing found, as the reference does (a MemoryError once, taken for a failed allocation)."""
+    from streamsim.oplog import parse_oplog
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    run = simulate_oplog(parse_oplog("", "empty.jsonl"), lean=True)
+    assert isinstance(run, LeanRun) and len(run.columns) == 0
+    assert native.hb_rows(LeanTrace(run), None, HAZARD_KINDS) is not None
+    report = check_oplog(parse_oplog("", "empty.jsonl"))
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    reference = check_oplog(parse_oplog("", "empty.jsonl"))
+    assert render_text(report) == render_text(reference)
+    assert not report.findings.hazards
