@@ -242,6 +242,11 @@ class Trace:
         alone (a report's table of the ops it names)."""
         return self.ops
 
+    def ops_of_kind(self, kind: str) -> list[Op]:
+        """The ops of ``kind``, in id order (a trace whose ops are made when first read,
+        ``oplog.leanrun.LeanTrace``, makes these alone)."""
+        return [op for op in self.ops if op.kind == kind]
+
     def in_hb_order(self) -> Iterator[tuple[Op, bool]]:
         """Yield ``(op, is_start)`` in global sequence order: a linear extension of happens-before."""
         slots: list[tuple[Op, bool] | None] = [None] * (2 * len(self.ops))

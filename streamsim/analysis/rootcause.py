@@ -227,8 +227,8 @@ class _Lives:
             if a.site:
                 self.made.setdefault((a.rank, a.buffer), []).append((a.issued, a.site))
         if not trace.allocations:
-            for op in trace.ops:
-                if op.kind == "alloc" and "site" in op.attrs:
+            for op in trace.ops_of_kind("alloc"):
+                if "site" in op.attrs:
                     key = (op.agent.rank, str(op.attrs["buffer"]))
                     self.made.setdefault(key, []).append((op.id, str(op.attrs["site"])))
                     self.labels.setdefault(key, set()).add(op.attrs.get("label"))
@@ -261,10 +261,9 @@ class _Lives:
 def _first_waits(trace: Trace) -> dict[int, Op]:
     """Each waited op's first ``wait`` (a handle's wait: the op is in its ``after``)."""
     out: dict[int, Op] = {}
-    for op in trace.ops:
-        if op.kind == "wait":
-            for x in op.after:
-                out.setdefault(x, op)
+    for op in trace.ops_of_kind("wait"):
+        for x in op.after:
+            out.setdefault(x, op)
     return out
 
 

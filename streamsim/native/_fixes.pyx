@@ -60,14 +60,18 @@ cdef class _Agent:
 cdef class _Proposer:
     """The fixes of one trace's hazards, with its agents' texts and roles made once."""
     cdef object trace
-    cdef object ops
+    cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
     cdef Py_ssize_t nops
     cdef dict agents  # id(agent) -> _Agent
 
     def __init__(self, trace):
         self.trace = trace
-        self.ops = trace.ops
-        self.nops = len(self.ops)
+        if getattr(trace, "made", True):
+            self.ops, self.lookup = trace.ops, None
+            self.nops = len(self.ops)
+        else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
+            self.ops, self.lookup = None, trace.op
+            self.nops = len(trace)
         self.agents = {}
 
     cdef _Agent agent(self, object a):
@@ -93,7 +97,7 @@ cdef class _Proposer:
         cdef Py_ssize_t i = op_id
         if i < 0 or i >= self.nops:
             return None
-        o = self.ops[i]
+        o = self.ops[i] if self.lookup is None else self.lookup(i)
         if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
             return None
         return o

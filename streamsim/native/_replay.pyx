@@ -2585,6 +2585,17 @@ cdef class Columns:
             self.floats = [None] * FLOAT_CACHE
         return self.run.record(i, None, 0, self.floats, self.run.kept_line(self.run.lineof[i]))
 
+    def ids_of(self, str kind):
+        """The ids of the run's ops of ``kind``, in order, read without making an op
+        (``Trace.ops_of_kind``)."""
+        self.alive()
+        cdef Py_ssize_t i
+        cdef list out = []
+        for i in range(self.c.n):
+            if <object>self.c.kind[i] is kind or <object>self.c.kind[i] == kind:
+                out.append(i)
+        return out
+
     @property
     def notes(self):
         """The run's notes (``trace_parts``' second), read without making an op."""

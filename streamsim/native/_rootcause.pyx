@@ -40,16 +40,20 @@ class _Refused(Exception):
 
 cdef class _Sites:
     """Each op's site, numbered: equal sites one number and one ``Site`` object."""
-    cdef object ops
+    cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
     cdef Py_ssize_t nops
     cdef list of_op  # op id -> its site's number (None: not made yet)
     cdef dict numbered  # (label, location) -> number
     cdef public list sites  # number -> Site
     cdef dict labels  # an op's name -> its label
 
-    def __init__(self, ops):
-        self.ops = ops
-        self.nops = len(ops)
+    def __init__(self, trace):
+        if getattr(trace, "made", True):
+            self.ops, self.lookup = trace.ops, None
+            self.nops = len(self.ops)
+        else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
+            self.ops, self.lookup = None, trace.op
+            self.nops = len(trace)
         self.of_op = [None] * self.nops
         self.numbered = {}
         self.sites = []
@@ -65,7 +69,7 @@ cdef class _Sites:
         n = self.of_op[i]
         if n is not None:
             return n
-        op = self.ops[i]
+        op = self.ops[i] if self.lookup is None else self.lookup(i)
         if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
             raise _Refused()
         name = slot_set(op, _op[F_NAME])
@@ -93,7 +97,7 @@ def groups(trace, hazards, made_site, dict covered):
     """``rootcause._grouped``: key -> the indices of its hazards, in the order keys first appear
     (``made_site``: ``_Lives.site``, or None when no buffer life has a site; ``covered``:
     ``_covered_by``); None where the reference must group them."""
-    cdef _Sites sites = _Sites(trace.ops)
+    cdef _Sites sites = _Sites(trace)
     cdef list keys = []
     cdef dict merged = {}
     cdef dict grouped = {}

@@ -39,18 +39,24 @@ class LeanTrace(Trace):
     """The trace of a :class:`LeanRun` whose ``Op`` objects are made when ``ops`` is first read
     (then the same ops, equal fields, as :meth:`LeanRun.trace` makes; the columns are let go).
     A check's first run is analysed from its columns (the compiled HB pass, metrics and handles
-    never waited read them: ``native._columns_of``), and a clean one is reported without its ops
-    made (:meth:`op` makes the few a report names alone); proposing fixes, ``--out``'s pictures,
-    or a caller of the API reading ``report.trace.ops`` make them all then. Its other fields are
-    set at once. It equals that trace, and copies and pickles as a plain
-    :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
+    never waited read them: ``native._columns_of``), and its report makes only the ops it names,
+    each alone (:meth:`op`, kept: the same object each time, and in ``ops`` if they are all made
+    later): the two of each hazard for its fix and root cause, those the report describes.
+    Fix costing's keying, ``--out``'s pictures, or a caller of the API reading
+    ``report.trace.ops`` make them all. ``bulk_after``: once that many ops were made alone, the
+    next one makes them all (fix costing will: made at once, an op costs a third of one made
+    alone). Its other fields are set at once. It equals that trace, and copies and pickles as a
+    plain :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
 
-    def __init__(self, run: LeanRun | None = None, **given: Any):
+    def __init__(self, run: LeanRun | None = None, *, bulk_after: int | None = None,
+                 **given: Any):
         if run is None:  # (dataclasses.replace: every field given, the ops too)
             Trace.__init__(self, **given)
             return
         put = object.__setattr__  # (a frozen dataclass's fields: set once, here)
         put(self, "_run", run)
+        put(self, "_alone", {})  # op id -> the op made alone (while ``ops`` is not made)
+        put(self, "_bulk_after", bulk_after)
         put(self, "agents", run.columns.agents)
         put(self, "stall", None)  # (the compiled replay leaves a run that stalls to the engine)
         put(self, "notes", tuple(run.columns.notes))
@@ -61,18 +67,35 @@ class LeanTrace(Trace):
 
     @cached_property
     def ops(self) -> tuple[Op, ...]:  # type: ignore[override]
-        """The run's ops, made from its columns on the first read."""
-        ops = tuple(self.columns.trace_parts()[0])
+        """The run's ops, made from its columns on the first read (those made alone before: the
+        very objects :meth:`op` handed out)."""
+        ops = self.columns.trace_parts()[0]
+        alone = self.__dict__.pop("_alone")
+        for i, op in alone.items():
+            ops[i] = op
         del self.__dict__["_run"]  # (the columns, the replay's arrays and lines: not needed now)
-        return ops
+        return tuple(ops)
 
     def op(self, op_id: int) -> Op:
         """Op ``op_id``; while the ops are not made, made alone from the columns (equal to the
-        one ``ops`` would hold: a report's few named ops need not make them all)."""
-        return Trace.op(self, op_id) if self.made else self.columns.op(op_id)
+        one ``ops`` would hold, and kept: the same object on every call)."""
+        if self.made:
+            return Trace.op(self, op_id)
+        alone = self.__dict__["_alone"]
+        got = alone.get(op_id)
+        if got is None:
+            if self._bulk_after is not None and len(alone) >= self._bulk_after:
+                return Trace.op(self, op_id)  # (makes them all, these included)
+            got = alone[op_id] = self.columns.op(op_id)
+        return got
 
     def ops_by_id(self, ids: Sequence[int]) -> Sequence[Op] | Mapping[int, Op]:
-        return self.ops if self.made else {i: self.columns.op(i) for i in ids}
+        return self.ops if self.made else {i: self.op(i) for i in ids}
+
+    def ops_of_kind(self, kind: str) -> list[Op]:
+        if self.made:
+            return Trace.ops_of_kind(self, kind)
+        return [self.op(i) for i in self.columns.ids_of(kind)]
 
     def __len__(self) -> int:
         return len(self.ops) if self.made else len(self.columns)

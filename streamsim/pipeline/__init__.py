@@ -140,8 +140,9 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     progress("simulate")
     # (kept as columns where the compiled core runs it: a clean run's report needs no op)
     trace = simulate_oplog(log, lean=not apply_fixes, **opts)
-    if isinstance(trace, LeanRun):  # (its ops made when read: analysed from the columns)
-        trace = LeanTrace(trace)
+    if isinstance(trace, LeanRun):  # (its ops made when read: analysed from the columns; with
+        # fix costing, whose keying reads them all, made all at once when a run has hazards)
+        trace = LeanTrace(trace, bulk_after=BULK_AFTER if fix_cost else None)
     path = log.path
     if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the
@@ -153,6 +154,10 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
             raise InternalError("re-simulating the log with its fixes", e) from e
     return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,
                      apply_fixes, progress, jobs)
+
+
+BULK_AFTER = 1_000  # ops a check with fix costing makes alone (a clean run's report names a
+# few) before it makes them all: a run with hazards needs them all to key its fixes
 
 
 def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,
