@@ -61,6 +61,7 @@ cdef class _Proposer:
     """The fixes of one trace's hazards, with its agents' texts and roles made once."""
     cdef object trace
     cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
+    cdef list got  # with ``lookup``: op id -> the op it gave (an op is in many hazards)
     cdef Py_ssize_t nops
     cdef dict agents  # id(agent) -> _Agent
 
@@ -72,6 +73,7 @@ cdef class _Proposer:
         else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
             self.ops, self.lookup = None, trace.op
             self.nops = len(trace)
+            self.got = [None] * self.nops
         self.agents = {}
 
     cdef _Agent agent(self, object a):
@@ -97,7 +99,12 @@ cdef class _Proposer:
         cdef Py_ssize_t i = op_id
         if i < 0 or i >= self.nops:
             return None
-        o = self.ops[i] if self.lookup is None else self.lookup(i)
+        if self.lookup is None:
+            o = self.ops[i]
+        else:
+            o = self.got[i]
+            if o is None:
+                o = self.got[i] = self.lookup(i)
         if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
             return None
         return o

@@ -79,9 +79,9 @@ class LeanTrace(Trace):
     def op(self, op_id: int) -> Op:
         """Op ``op_id``; while the ops are not made, made alone from the columns (equal to the
         one ``ops`` would hold, and kept: the same object on every call)."""
-        if self.made:
+        alone = self.__dict__.get("_alone")
+        if alone is None:  # (made: ``ops`` popped it)
             return Trace.op(self, op_id)
-        alone = self.__dict__["_alone"]
         got = alone.get(op_id)
         if got is None:
             if self._bulk_after is not None and len(alone) >= self._bulk_after:
