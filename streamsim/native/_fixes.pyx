@@ -92,6 +92,21 @@ cdef class _Proposer:
         self.agents[id(a)] = r
         return r
 
+    cdef void prefetch(self, hazards) except *:
+        """With ``lookup``: the ops the hazards name, made in one call where the trace makes a
+        block (``ops_by_id``), rather than one call an op."""
+        if self.lookup is None:
+            return
+        cdef set ids = set()
+        for h in hazards:
+            if type(h) is Hazard:
+                ids.add(slot_set(h, _hazard[H_FIRST]))
+                ids.add(slot_set(h, _hazard[H_SECOND]))
+        wanted = sorted([i for i in ids if type(i) is int and 0 <= i < self.nops])
+        made = self.trace.ops_by_id(wanted)
+        for i in wanted:
+            self.got[i] = made[i]
+
     cdef object op(self, object op_id):
         """``trace.op(op_id)`` when it is an ``Op`` of that id (else None: the reference runs)."""
         if type(op_id) is not int:
@@ -190,6 +205,7 @@ def with_fixes(trace, hazards):
 
 cdef list _with_fixes(trace, hazards):
     cdef _Proposer p = _Proposer(trace)
+    p.prefetch(hazards)
     cdef list out = []
     cdef int i
     for h in hazards:

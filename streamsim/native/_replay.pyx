@@ -2585,6 +2585,21 @@ cdef class Columns:
             self.floats = [None] * FLOAT_CACHE
         return self.run.record(i, None, 0, self.floats, self.run.kept_line(self.run.lineof[i]))
 
+    def ops_of(self, ids):
+        """:meth:`op` of each of ``ids`` (ints), in one call: a report's named ops, made in a
+        block rather than one Python call each."""
+        if self.floats is None:
+            self.floats = [None] * FLOAT_CACHE
+        cdef list out = []
+        cdef Py_ssize_t i
+        for x in ids:
+            i = x
+            if not 0 <= i < self.c.n:
+                raise IndexError(f"op {i} of {self.c.n}")
+            out.append(self.run.record(i, None, 0, self.floats,
+                                       self.run.kept_line(self.run.lineof[i])))
+        return out
+
     def ids_of(self, str kind):
         """The ids of the run's ops of ``kind``, in order, read without making an op
         (``Trace.ops_of_kind``)."""

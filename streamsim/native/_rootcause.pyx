@@ -47,13 +47,18 @@ cdef class _Sites:
     cdef public list sites  # number -> Site
     cdef dict labels  # an op's name -> its label
 
-    def __init__(self, trace):
+    def __init__(self, trace, hazards):
         if getattr(trace, "made", True):
             self.ops, self.lookup = trace.ops, None
             self.nops = len(self.ops)
         else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
             self.ops, self.lookup = None, trace.op
             self.nops = len(trace)
+            try:  # (made in one call, where the trace makes a block: ``ops_by_id``)
+                trace.ops_by_id(sorted({i for h in hazards for i in (h.first, h.second)
+                                        if type(i) is int and 0 <= i < self.nops}))
+            except AttributeError:  # (a field never set: number() refuses that hazard)
+                pass
         self.of_op = [None] * self.nops
         self.numbered = {}
         self.sites = []
@@ -97,7 +102,7 @@ def groups(trace, hazards, made_site, dict covered):
     """``rootcause._grouped``: key -> the indices of its hazards, in the order keys first appear
     (``made_site``: ``_Lives.site``, or None when no buffer life has a site; ``covered``:
     ``_covered_by``); None where the reference must group them."""
-    cdef _Sites sites = _Sites(trace)
+    cdef _Sites sites = _Sites(trace, hazards)
     cdef list keys = []
     cdef dict merged = {}
     cdef dict grouped = {}

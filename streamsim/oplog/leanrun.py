@@ -90,7 +90,15 @@ class LeanTrace(Trace):
         return got
 
     def ops_by_id(self, ids: Sequence[int]) -> Sequence[Op] | Mapping[int, Op]:
-        return self.ops if self.made else {i: self.op(i) for i in ids}
+        alone = self.__dict__.get("_alone")
+        if alone is None:  # (made)
+            return self.ops
+        new = [i for i in dict.fromkeys(ids) if i not in alone]  # (once each, in order)
+        limit = self._bulk_after
+        if limit is not None and len(alone) + len(new) > limit:
+            return self.ops  # (as op() past the limit: all made at once)
+        alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
+        return {i: alone[i] for i in ids}
 
     def ops_of_kind(self, kind: str) -> list[Op]:
         if self.made:

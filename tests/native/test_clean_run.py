@@ -278,3 +278,26 @@ def test_a_check_with_fix_costing_makes_its_ops_at_once(monkeypatch):
                 assert len(got.trace.__dict__["_alone"]) <= 2, seed
                 clean += 1
     assert hazards >= 5 and clean >= 5, (hazards, clean)
+
+
+def test_ops_by_id_makes_a_block_alone_and_keeps_it(monkeypatch):
+    """``LeanTrace.ops_by_id`` makes the ops it is asked for in one call (``Columns.ops_of``),
+    each the reference's, and keeps them: ``op(i)`` hands out the same objects, and ``ops``
+    holds them once made. Past ``bulk_after`` it makes them all instead, as ``op`` does."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    ran = 0
+    for what, log in logs(0):
+        run = simulate_oplog(log, lean=True)
+        if not isinstance(run, LeanRun) or len(run.columns) < 6:
+            continue
+        ref = reference(log, None, 0.0, monkeypatch)
+        lean = LeanTrace(run)
+        some = list(range(len(lean) - 1, -1, -2))  # (out of order, and asked twice below)
+        got = lean.ops_by_id(some + some[:2])
+        assert not lean.made and [got[i] for i in some] == [ref.ops[i] for i in some], what
+        assert all(lean.op(i) is got[i] for i in some), what
+        assert all(lean.ops[i] is got[i] for i in some) and lean.ops == ref.ops, what
+        bulk = LeanTrace(simulate_oplog(log, lean=True), bulk_after=2)
+        assert bulk.ops_by_id([0, 1, 2]) == ref.ops and bulk.made, what
+        ran += 1
+    assert ran >= 50, ran
