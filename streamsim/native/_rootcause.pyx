@@ -41,6 +41,7 @@ class _Refused(Exception):
 cdef class _Sites:
     """Each op's site, numbered: equal sites one number and one ``Site`` object."""
     cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
+    cdef object got  # with ``lookup``: the ops the hazards name, by id (``ops_by_id``)
     cdef Py_ssize_t nops
     cdef list of_op  # op id -> its site's number (None: not made yet)
     cdef dict numbered  # (label, location) -> number
@@ -54,9 +55,12 @@ cdef class _Sites:
         else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
             self.ops, self.lookup = None, trace.op
             self.nops = len(trace)
+            self.got = {}
             try:  # (made in one call, where the trace makes a block: ``ops_by_id``)
-                trace.ops_by_id(sorted({i for h in hazards for i in (h.first, h.second)
-                                        if type(i) is int and 0 <= i < self.nops}))
+                got = trace.ops_by_id(sorted({i for h in hazards for i in (h.first, h.second)
+                                              if type(i) is int and 0 <= i < self.nops}))
+                if type(got) is dict:  # (else all made: ``lookup`` reads them)
+                    self.got = got
             except AttributeError:  # (a field never set: number() refuses that hazard)
                 pass
         self.of_op = [None] * self.nops
@@ -74,7 +78,10 @@ cdef class _Sites:
         n = self.of_op[i]
         if n is not None:
             return n
-        op = self.ops[i] if self.lookup is None else self.lookup(i)
+        if self.lookup is None:
+            op = self.ops[i]
+        else:
+            op = self.got[i] if i in self.got else self.lookup(i)
         if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
             raise _Refused()
         name = slot_set(op, _op[F_NAME])
