@@ -1,7 +1,9 @@
 """Run ``N`` ranks of a torch.distributed program on 127.0.0.1 (the recorder tests' launcher,
 lighter than torchrun): ``python ranks.py N TIMEOUT SCRIPT ARGS``. Each rank gets RANK,
-WORLD_SIZE, MASTER_ADDR, a free MASTER_PORT and the loopback interface for gloo; after TIMEOUT
-seconds every rank still running is killed. Exit code: the first nonzero rank's, else 0."""
+WORLD_SIZE, MASTER_ADDR, a MASTER_PORT (``RANKS_MASTER_PORT`` when set: the caller's, which
+runs several of these at once, each on a port of its own; else a free one) and the loopback
+interface for gloo; after TIMEOUT seconds every rank still running is killed. Exit code: the
+first nonzero rank's, else 0."""
 from __future__ import annotations
 
 import os
@@ -19,7 +21,7 @@ def free_port() -> int:
 
 def main() -> int:
     n, timeout, script, *args = sys.argv[1:]
-    port = free_port()
+    port = int(os.environ.get("RANKS_MASTER_PORT") or free_port())
     procs = []
     for r in range(int(n)):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=n,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -36,19 +37,41 @@ def record(out: Path, script: str, *args: str, ranks: int = 2, timeout: int = 60
 
 def record_all(runs: list[tuple], *, ranks: int = 2, timeout: int = 60) -> list:
     """Several :func:`record` runs at once (most of a run is its ranks starting up: run side by
-    side, they keep the suite's time down); their completed processes, in order."""
+    side, they keep the suite's time down); their completed processes, in order. Each run's
+    ranks meet on a port of their own: ports picked while all are held, so two runs started
+    together never get the same one (each picking its own, two once did: EADDRINUSE). A run
+    whose port another process took before its ranks bound it is run again, once."""
     need_torch()
     procs = []
-    for out, script, *args in runs:
+    for (out, script, *args), port in zip(runs, free_ports(len(runs))):
         cmd = [sys.executable, "-m", "streamsim", "record", "-o", str(out), "--",
                sys.executable, str(RANKS), str(ranks), str(timeout), script, *args]
-        procs.append((cmd, subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)))
+        procs.append((cmd, _started(cmd, port)))
     done = []
     for cmd, proc in procs:
         out, err = proc.communicate(timeout=timeout + 60)  # (ranks.py kills its ranks first)
+        if proc.returncode and "EADDRINUSE" in err:  # (the port taken meanwhile: not the run's
+            proc = _started(cmd, free_ports(1)[0])  # fault, so not the test's answer)
+            out, err = proc.communicate(timeout=timeout + 60)
         done.append(subprocess.CompletedProcess(cmd, proc.returncode, out, err))
     return done
+
+
+def _started(cmd: list[str], port: int) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, RANKS_MASTER_PORT=str(port)))
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports of 127.0.0.1: each bound until all are, then let go."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def corrupted_steps(stdout: str) -> list[int]:
