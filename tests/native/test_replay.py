@@ -467,6 +467,21 @@ def test_a_thread_that_runs_syncs_before_waiting_for_a_line_goes_on_when_its_sig
     assert ran >= 2, ran
 
 
+def rerun_as_reference(monkeypatch, log, fixes, what: str) -> bool:
+    """``log`` re-run with ``fixes`` compiled gives the reference's trace; False (not compared)
+    where the reference's run stalls, which the compiled replay leaves to it."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+    reference = simulate_oplog(log, fixes=fixes)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compiled = replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12, fixes)
+    if reference.stall is not None:
+        assert compiled is None, what
+        return False
+    diff = difference(reference, compiled)
+    assert diff is None, f"{what}: {diff}"
+    return True
+
+
 def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(monkeypatch):
     """An injection key is (kind, location, n), and a line's location is made of its log's path
     and its number (``schema.Line.location``): the compiled replay finds a key's line by that
@@ -492,16 +507,8 @@ def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(m
             if not {f.kind for f in keyed} <= {"event", "event_sync", "record_stream",
                                                "wait_handle"}:
                 continue
-            monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-            reference = simulate_oplog(several, fixes=keyed)
-            monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-            compiled = replay_mod._replayed_natively(several, None, 0.0, 5_000_000, 1e12, keyed)
-            if reference.stall is not None:
-                assert compiled is None
-                continue
-            diff = difference(reference, compiled)
-            assert diff is None, f"log seed {seed}, fixes {[f.text for f in keyed]}: {diff}"
-            ran += 1
+            ran += rerun_as_reference(monkeypatch, several, keyed,
+                                      f"log seed {seed}, fixes {[f.text for f in keyed]}")
         monkeypatch.setenv("STREAMSIM_NATIVE", "1")
         findings = analyse(trace)
         if not findings.hazards:
@@ -554,16 +561,8 @@ def test_fix_keys_that_name_no_line_of_their_thread_inject_nothing_as_in_the_ref
             across += bool(others)
             for where in wrong:
                 moved = [dataclasses.replace(fix, before=(ag, kind, where, n)), *keyed[1:]]
-                monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-                reference = simulate_oplog(log, fixes=moved)
-                monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-                compiled = replay_mod._replayed_natively(log, None, 0.0, 5_000_000, 1e12, moved)
-                if reference.stall is not None:
-                    assert compiled is None
-                    continue
-                diff = difference(reference, compiled)
-                assert diff is None, f"log seed {seed}, key at {where!r}: {diff}"
-                ran += 1
+                ran += rerun_as_reference(monkeypatch, log, moved,
+                                          f"log seed {seed}, key at {where!r}")
     assert ran >= 40 and across >= 2, (ran, across)
 
 
