@@ -21,7 +21,7 @@ order of issue, which the analysis follows instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from .kinds import HOST_ROLE, COMM_ROLES, GLOO_ROLE, stream_role
 from .strided import Strided, overlap
@@ -240,6 +240,12 @@ class Trace:
         """The ops of ``ids``, indexed by id: here all of them (``ops``: ids are positions); a
         trace whose ops are made when first read (``oplog.leanrun.LeanTrace``) makes these
         alone (a report's table of the ops it names)."""
+        return self.ops
+
+    def ops_of_hazards(self, hazards: Sequence[Any]) -> Sequence[Op] | Mapping[int, Op]:
+        """The ops ``hazards`` name (each one's first and second), indexed by id: here all the
+        ops; a trace whose ops are made when first read (``oplog.leanrun.LeanTrace``) makes
+        those, in one block (what a fix proposer and the root causes read)."""
         return self.ops
 
     def ops_of_kind(self, kind: str) -> list[Op]:

@@ -60,20 +60,16 @@ cdef class _Agent:
 cdef class _Proposer:
     """The fixes of one trace's hazards, with its agents' texts and roles made once."""
     cdef object trace
-    cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
-    cdef list got  # with ``lookup``: op id -> the op it gave (an op is in many hazards)
+    cdef object ops  # the ops the hazards name, by id: a sequence of all, or a dict of those
+    cdef bint by_dict
     cdef Py_ssize_t nops
     cdef dict agents  # id(agent) -> _Agent
 
-    def __init__(self, trace):
+    def __init__(self, trace, hazards):
         self.trace = trace
-        if getattr(trace, "made", True):
-            self.ops, self.lookup = trace.ops, None
-            self.nops = len(self.ops)
-        else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
-            self.ops, self.lookup = None, trace.op
-            self.nops = len(trace)
-            self.got = [None] * self.nops
+        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
+        self.by_dict = type(self.ops) is dict
+        self.nops = len(trace)
         self.agents = {}
 
     cdef _Agent agent(self, object a):
@@ -92,21 +88,6 @@ cdef class _Proposer:
         self.agents[id(a)] = r
         return r
 
-    cdef void prefetch(self, hazards) except *:
-        """With ``lookup``: the ops the hazards name, made in one call where the trace makes a
-        block (``ops_by_id``), rather than one call an op."""
-        if self.lookup is None:
-            return
-        cdef set ids = set()
-        for h in hazards:
-            if type(h) is Hazard:
-                ids.add(slot_set(h, _hazard[H_FIRST]))
-                ids.add(slot_set(h, _hazard[H_SECOND]))
-        wanted = sorted([i for i in ids if type(i) is int and 0 <= i < self.nops])
-        made = self.trace.ops_by_id(wanted)
-        for i in wanted:
-            self.got[i] = made[i]
-
     cdef object op(self, object op_id):
         """``trace.op(op_id)`` when it is an ``Op`` of that id (else None: the reference runs)."""
         if type(op_id) is not int:
@@ -114,12 +95,7 @@ cdef class _Proposer:
         cdef Py_ssize_t i = op_id
         if i < 0 or i >= self.nops:
             return None
-        if self.lookup is None:
-            o = self.ops[i]
-        else:
-            o = self.got[i]
-            if o is None:
-                o = self.got[i] = self.lookup(i)
+        o = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
         if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
             return None
         return o
@@ -204,8 +180,7 @@ def with_fixes(trace, hazards):
 
 
 cdef list _with_fixes(trace, hazards):
-    cdef _Proposer p = _Proposer(trace)
-    p.prefetch(hazards)
+    cdef _Proposer p = _Proposer(trace, hazards)
     cdef list out = []
     cdef int i
     for h in hazards:

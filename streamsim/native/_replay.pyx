@@ -2579,16 +2579,12 @@ cdef class Columns:
         """Op ``i`` of the run (``trace_parts``' i-th, equal field for field), made alone: its
         ints its own rather than shared with the other ops', its times shared with the other
         ops made alone (IndexError: no such op)."""
-        if not 0 <= i < self.c.n:
-            raise IndexError(f"op {i} of {self.c.n}")
-        if self.floats is None:  # (one cache for every op made alone: not 32 KB an op)
-            self.floats = [None] * FLOAT_CACHE
-        return self.run.record(i, None, 0, self.floats, self.run.kept_line(self.run.lineof[i]))
+        return self.ops_of((i,))[0]
 
     def ops_of(self, ids):
         """:meth:`op` of each of ``ids`` (ints), in one call: a report's named ops, made in a
-        block rather than one Python call each."""
-        if self.floats is None:
+        block rather than one Python call each (IndexError: no such op)."""
+        if self.floats is None:  # (one cache for every op made alone: not 32 KB an op)
             self.floats = [None] * FLOAT_CACHE
         cdef list out = []
         cdef Py_ssize_t i

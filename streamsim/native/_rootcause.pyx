@@ -40,8 +40,8 @@ class _Refused(Exception):
 
 cdef class _Sites:
     """Each op's site, numbered: equal sites one number and one ``Site`` object."""
-    cdef object ops, lookup  # the trace's ops; or, where they are not made, its ``op``
-    cdef object got  # with ``lookup``: the ops the hazards name, by id (``ops_by_id``)
+    cdef object ops  # the ops the hazards name, by id: a sequence of all, or a dict of those
+    cdef bint by_dict
     cdef Py_ssize_t nops
     cdef list of_op  # op id -> its site's number (None: not made yet)
     cdef dict numbered  # (label, location) -> number
@@ -49,20 +49,9 @@ cdef class _Sites:
     cdef dict labels  # an op's name -> its label
 
     def __init__(self, trace, hazards):
-        if getattr(trace, "made", True):
-            self.ops, self.lookup = trace.ops, None
-            self.nops = len(self.ops)
-        else:  # (oplog.leanrun.LeanTrace: the ops a hazard names made alone, not all of them)
-            self.ops, self.lookup = None, trace.op
-            self.nops = len(trace)
-            self.got = {}
-            try:  # (made in one call, where the trace makes a block: ``ops_by_id``)
-                got = trace.ops_by_id(sorted({i for h in hazards for i in (h.first, h.second)
-                                              if type(i) is int and 0 <= i < self.nops}))
-                if type(got) is dict:  # (else all made: ``lookup`` reads them)
-                    self.got = got
-            except AttributeError:  # (a field never set: number() refuses that hazard)
-                pass
+        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
+        self.by_dict = type(self.ops) is dict
+        self.nops = len(trace)
         self.of_op = [None] * self.nops
         self.numbered = {}
         self.sites = []
@@ -78,10 +67,7 @@ cdef class _Sites:
         n = self.of_op[i]
         if n is not None:
             return n
-        if self.lookup is None:
-            op = self.ops[i]
-        else:
-            op = self.got[i] if i in self.got else self.lookup(i)
+        op = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
         if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
             raise _Refused()
         name = slot_set(op, _op[F_NAME])

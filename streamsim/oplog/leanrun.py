@@ -100,10 +100,21 @@ class LeanTrace(Trace):
         alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
         return {i: alone[i] for i in ids}
 
+    def ops_of_hazards(self, hazards: Sequence[Any]) -> Sequence[Op] | Mapping[int, Op]:
+        if self.made:
+            return self.ops
+        n = len(self.columns)
+        return self.ops_by_id(sorted({i for h in hazards
+                                      for i in (getattr(h, "first", None),
+                                                getattr(h, "second", None))
+                                      if type(i) is int and 0 <= i < n}))
+
     def ops_of_kind(self, kind: str) -> list[Op]:
         if self.made:
             return Trace.ops_of_kind(self, kind)
-        return [self.op(i) for i in self.columns.ids_of(kind)]
+        ids = self.columns.ids_of(kind)
+        got = self.ops_by_id(ids)  # (in one block)
+        return [got[i] for i in ids]
 
     def __len__(self) -> int:
         return len(self.ops) if self.made else len(self.columns)

@@ -117,6 +117,10 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
     return Report(trace=fixed, findings=after, metrics=fixed_metrics, applied=cost, **info)
 
 
+BULK_AFTER = 1_000  # ops a check with fix costing makes alone (a clean run's report names a
+# few) before it makes them all: a run with hazards needs them all to key its fixes
+
+
 @pipeline_entry
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
@@ -154,10 +158,6 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
             raise InternalError("re-simulating the log with its fixes", e) from e
     return _analysed(trace, rerun, dict(source=path, seed=seed, jitter=jitter), fix_cost,
                      apply_fixes, progress, jobs)
-
-
-BULK_AFTER = 1_000  # ops a check with fix costing makes alone (a clean run's report names a
-# few) before it makes them all: a run with hazards needs them all to key its fixes
 
 
 def _costs(trace: Trace, findings: Findings, metrics: Metrics, rerun, wanted: bool,
