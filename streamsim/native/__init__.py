@@ -338,9 +338,16 @@ def critical_rank(trace: Any) -> tuple[int | None] | None:
 def delayed_ops(trace: Any, host: dict) -> dict | None:
     """Compiled second scan of :func:`streamsim.pipeline.fixcost._delayed_ops` (``host``: host
     op id -> injection key): key -> the op a sync before that host action delays; None when the
-    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int)."""
+    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int). A
+    trace whose ops are not made yet is read from its columns, and only the ops chosen made."""
     if _compiled_metrics is None or not _on():
         return None
+    columns = _columns_of(trace)
+    if columns is not None:  # (the chosen ops' ids read from the columns, those ops made)
+        ids = _compiled_metrics.delayed_ids_columns(columns, host)
+        if ids is not None:
+            got = trace.ops_by_id(list(ids.values()))
+            return {k: got[i] for k, i in ids.items()}
     return _compiled_metrics.delayed_ops(trace, host)
 
 
@@ -349,10 +356,18 @@ def keying(trace: Any, hazards: Sequence, fix_class: type, hazard_class: type) -
     sync, host)`` (see ``_metrics.keying``; ``fix_class``, ``hazard_class``: the findings'
     ``Fix`` and ``Hazard``, which this package does not import); None when the reference must
     run instead (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a hazard or fix of another
-    class, a fix keyed already or one the reference refuses, an op not an ``Op``)."""
+    class, a fix keyed already or one the reference refuses, an op not an ``Op``). A trace
+    whose ops are not made yet is read from its columns (:func:`_columns_of`), and where they
+    decline, from its ops."""
     if _compiled_metrics is None or not _on():
         return None
     from ..kinds import FIX_KINDS
+    columns = _columns_of(trace)
+    if columns is not None:  # (a run not made yet: read from its columns, no op made)
+        got = _compiled_metrics.keying_columns(columns, hazards, fix_class, hazard_class,
+                                               FIX_KINDS)
+        if got is not None:
+            return got
     return _compiled_metrics.keying(trace, hazards, fix_class, hazard_class, FIX_KINDS)
 
 

@@ -854,6 +854,42 @@ def delayed_ops(trace, dict host):
     return {host[h]: chosen[h][0] for h in order}
 
 
+def delayed_ids_columns(columns, dict host):
+    """:func:`delayed_ops` of a run the compiled replay kept as ``columns`` (``_cols.pxd``):
+    injection key -> the id of the op chosen (the caller makes those ops), in the same order;
+    None as :func:`delayed_ops`."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    cdef bytearray is_host = bytearray([ag.kind == HOST for ag in columns.agents])
+    cdef Py_ssize_t nops = c.n, i, hid
+    cdef Block b_pick = Block((nops + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *pick = <Py_ssize_t *>b_pick.p  # host op id -> -1 not keyed, -2 keyed and
+    for i in range(nops):  # no op chosen yet, else 2 * the op chosen + 1 if from a stream
+        pick[i] = -1
+    for h in host:
+        if not PyLong_CheckExact(h):
+            return None
+        hid = PyLong_AsSsize_t(h)
+        if 0 <= hid < nops:
+            pick[hid] = -2
+    cdef list order = []  # host op ids in the order their keys are first assigned
+    for i in range(nops):
+        if is_host[c.agent[i]]:  # k = host.get(op.id); if k not in out: out[k] = op
+            if pick[i] == -2:
+                pick[i] = 2 * i
+                order.append(i)
+        else:  # if out.get(k) is None or out[k].agent.kind == HOST: out[k] = op
+            hid = c.issuer[i]
+            if hid < 0 or pick[hid] == -1:
+                continue
+            if pick[hid] == -2:
+                order.append(hid)
+            elif pick[hid] & 1:
+                continue
+            pick[hid] = 2 * i + 1
+    return {host[h]: pick[<Py_ssize_t>h] >> 1 for h in order}
+
+
 def critical_rank(trace):
     """The reference's ``fixcost.critical_rank(trace)``, wrapped: ``(rank,)``, or ``(None,)``
     for a trace with no ops; None when the reference must run (an op of another type than
@@ -938,6 +974,203 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     when the identities are: an agent by its number (equal agents: one number), a place by
     its op id, and a keyed place by the id of its host action (two host actions never share a
     key, and each of a fix's ops has one: the one that issued it, or itself)."""
+    cdef tuple ops = trace.ops if type(trace.ops) is tuple else tuple(trace.ops)
+    return _keying(_OpsReader(ops), hazards, fix_class, hazard_class, fix_kinds)
+
+
+def keying_columns(columns, hazards, type fix_class, type hazard_class, fix_kinds):
+    """:func:`keying` of a run the compiled replay kept as ``columns`` (``_replay.Columns``,
+    ``_cols.pxd``), its ops read from them (none made); None as :func:`keying`, or when a
+    named op's location is not its line's in the columns' one path (the caller then keys the
+    run's ops)."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    cdef _ColumnsReader r = _columns_reader(columns, capsule)
+    if r is None:
+        return None  # (lines of several paths: a location is not its line number)
+    return _keying(r, hazards, fix_class, hazard_class, fix_kinds)
+
+
+cdef _ColumnsReader _columns_reader(columns, capsule):
+    """A reader of ``columns`` (``capsule``: theirs, held by the caller); None when their
+    lines name several paths (an op's location is then not its line number's)."""
+    cdef _ColumnsReader r = _ColumnsReader(columns.agents)
+    r.c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+    r.n = r.c.n
+    if r.c.path == NULL:
+        return None
+    r.prefix = f"{<object>r.c.path}:"
+    return r
+
+
+class _Decline(Exception):
+    """A run's reader met what the compiled keying does not read (an op not an ``Op``, a field
+    never set, attrs not a dict): the reference runs instead."""
+
+
+cdef class _Reader:
+    """What :func:`_keying` reads of a run's ops, one interface for the two ways a run is held:
+    its ``Op`` objects (:class:`_OpsReader`) or the compiled replay's columns
+    (:class:`_ColumnsReader`). Each method raises :class:`_Decline` where the reference must
+    read the ops itself."""
+    cdef Py_ssize_t n  # the run's ops (ids 0 .. n - 1)
+
+    cdef Py_ssize_t host_of(self, object op_id) except -3:
+        """``key_fixes``' ``host_op(op_id)``: the host action that issued op ``op_id``, or that
+        op if it is one; -1 for no place (None); -2 where the reference would fail (no such
+        op, no host action issued it)."""
+        raise NotImplementedError
+
+    cdef object freed_buffer(self, object before):
+        """``str(buffer)`` of the free the host action ``before`` issued (the last such free in
+        op order, as the reference's dict by issuer keeps it); None: it freed nothing."""
+        raise NotImplementedError
+
+    cdef tuple site(self, Py_ssize_t i):
+        """``(location, kind)`` of op ``i`` (a fix's named host action)."""
+        raise NotImplementedError
+
+    cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
+        """``injection_keys``' count of the program's actions at ``lines`` and ``kinds`` (a
+        key's n counts its own site's actions only, an injected one not): ``(position, agent,
+        kind, location, n, thread number)`` of each, in op order, the thread numbered in
+        ``agent_no``/``numbers`` (equal agents: one number)."""
+        raise NotImplementedError
+
+
+cdef class _OpsReader(_Reader):
+    """A run's ``Op`` objects, each read from its slots."""
+    cdef tuple ops
+    cdef PtrMap host_kind  # agent address -> 1 a host thread, 0 not
+    cdef dict freed_by  # issuing host op id -> the free it issued (made at the first ask)
+
+    def __cinit__(self, tuple ops):
+        self.ops, self.n, self.host_kind = ops, len(ops), PtrMap()
+
+    cdef Py_ssize_t host_of(self, object op_id) except -3:
+        return _host_of(self.ops, self.n, op_id, self.host_kind)
+
+    cdef object freed_buffer(self, object before):
+        if self.freed_by is None:  # {op.issuer: op for op in trace.ops if op.kind == "free"}
+            self.freed_by = {}
+            for op in self.ops:
+                if Py_TYPE(<PyObject *>op) != OP_TYPE or \
+                        _slot(<PyObject *>op, OFF[F_KIND]) == NULL:
+                    raise _Decline()
+                if <object>_slot(<PyObject *>op, OFF[F_KIND]) == "free":
+                    self.freed_by[op.issuer] = op
+        free = self.freed_by.get(before)
+        return None if free is None else str(free.attrs.get("buffer"))
+
+    cdef tuple site(self, Py_ssize_t i):
+        op = self.ops[i]
+        return op.location, op.kind
+
+    cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
+        got = _at_sites(self.ops, lines, kinds, self.host_kind, agent_no, numbers)
+        if got is None:
+            raise _Decline()
+        return got
+
+
+cdef class _ColumnsReader(_Reader):
+    """A run the compiled replay kept as columns (``_cols.pxd``): an op's location is its
+    line's, ``f"{path}:{line}"``, made only for the lines a key names; the owner of ``c`` is
+    held by the caller."""
+    cdef OpCols *c
+    cdef tuple agents  # the columns' agents (``OpCols.agent`` indexes them)
+    cdef bytearray host  # agent -> 1 a host thread
+    cdef str prefix  # the columns' path and a colon
+    cdef dict freed_by  # issuing host op id -> the last free it issued (made at the first ask)
+
+    def __cinit__(self, tuple agents):
+        self.agents = agents
+        self.host = bytearray([ag.kind == HOST for ag in agents])
+
+    cdef Py_ssize_t host_of(self, object op_id) except -3:
+        if op_id is None:
+            return -1
+        if not PyLong_CheckExact(op_id):
+            return -2
+        cdef Py_ssize_t i = PyLong_AsSsize_t(op_id)
+        if not 0 <= i < self.n:
+            return -2
+        if self.host[self.c.agent[i]]:
+            return i
+        return self.c.issuer[i] if self.c.issuer[i] >= 0 else -2
+
+    cdef object freed_buffer(self, object before):
+        cdef Py_ssize_t i
+        if self.freed_by is None:
+            self.freed_by = {}
+            for i in range(self.n):
+                if <object>self.c.kind[i] == "free" and self.c.issuer[i] >= 0:
+                    self.freed_by[self.c.issuer[i]] = i
+        got = self.freed_by.get(before) if PyLong_CheckExact(before) else None
+        if got is None:
+            return None
+        attrs = <object>self.c.attrs[<Py_ssize_t>got]
+        if type(attrs) is not dict:
+            raise _Decline()
+        return str((<dict>attrs).get("buffer"))
+
+    cdef tuple site(self, Py_ssize_t i):
+        if self.c.line[i] <= 0:
+            raise _Decline()  # (a fix's sync, of no line: not in a first run)
+        return f"{self.prefix}{self.c.line[i]}", <object>self.c.kind[i]
+
+    cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
+        # the locations wanted by their line number, those of the columns' path alone (no op's
+        # location is another's)
+        cdef OpCols *c = self.c
+        cdef Py_ssize_t i, a, t, top = 0, line, last = 0, nag = len(self.agents)
+        for i in range(self.n):
+            if c.line[i] > last:
+                last = c.line[i]
+        cdef dict loc_at = {}  # line number -> the wanted location of that line
+        for x in lines:
+            if type(x) is str and (<str>x).startswith(self.prefix):
+                n = line_number_in(<str>x, len(self.prefix))
+                if n is not None and n <= last:  # (a larger one is no op's line)
+                    loc_at[n] = x
+                    top = max(top, <Py_ssize_t>n)
+        cdef Block b_at = Block((top + 1) * sizeof(PyObject *))  # the same, by line in C
+        cdef PyObject **at = <PyObject **>b_at.p  # (borrowed from ``lines``)
+        memset(at, 0, (top + 1) * sizeof(PyObject *))
+        for n, x in loc_at.items():
+            at[<Py_ssize_t>n] = <PyObject *>x
+        cdef Block b_no = Block((nag + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its thread number, or -1
+        for a in range(nag):
+            number[a] = -1
+        cdef bytearray host = self.host
+        cdef list out = []
+        cdef dict seen = {}  # (thread number, kind, location) -> actions counted
+        cdef PyObject *okind
+        for i in range(self.n):
+            a = c.agent[i]
+            line = c.line[i]
+            if not host[a] or line <= 0 or line > top or at[line] == NULL:
+                continue  # (line 0: a fix's sync, no line's action; else no key's line)
+            okind = c.kind[i]
+            if not <object>okind in kinds:
+                continue
+            if type(<object>c.attrs[i]) is not dict:
+                raise _Decline()
+            if (<dict>c.attrs[i]).get("injected"):
+                continue
+            t = number[a]
+            if t < 0:
+                t = number[a] = _agent_number(<PyObject *>self.agents[a], agent_no, numbers)
+            loc = <object>at[line]
+            site = (t, <object>okind, loc)
+            n = seen.get(site, 0)
+            seen[site] = n + 1
+            out.append((i, self.agents[a], <object>okind, loc, n, t))
+        return out
+
+
+cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_kinds):
+    """:func:`keying`'s steps, the run's ops read through ``r``."""
     cdef Py_ssize_t HOFF[<int>N_HAZARD_FIELDS]
     cdef Py_ssize_t XOFF[<int>N_FIX_FIELDS]
     hazard_offsets(hazard_class, HOFF)
@@ -945,13 +1178,11 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     check_generic_alloc(fix_class)
     cdef PyTypeObject *HAZ = <PyTypeObject *>hazard_class
     cdef PyTypeObject *FIX = <PyTypeObject *>fix_class
-    cdef tuple ops = trace.ops if type(trace.ops) is tuple else tuple(trace.ops)
-    cdef Py_ssize_t nops = len(ops), i, j
+    cdef Py_ssize_t nops = r.n, i, j
     cdef PyObject *p
     cdef PyObject *v
     cdef PtrMap agent_no = PtrMap()  # agent address -> its number (equal agents: one number)
     cdef dict numbers = {}  # agent -> its number
-    cdef PtrMap host_kind = PtrMap()  # agent address -> 1 a host thread, 0 not
 
     # 1. The hazards' distinct fixes (Keying's first loop), told apart by their plain identity.
     cdef list fixes = []
@@ -981,49 +1212,42 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     for i in range(nops):
         named[i] = 0
     cdef list places = []  # per fix: its places' host op ids (-1: none), its keyed buffer
-    cdef dict freed_by = None  # issuing host op id -> the free it issued
     cdef Py_ssize_t hb, hh, hr
-    for fix in fixes:
-        p = <PyObject *>fix
-        kind = <object>_slot(p, XOFF[X_KIND])
-        if kind not in fix_kinds:
-            return None  # (the reference raises: "cannot apply a fix of kind ...")
-        hb = _host_of(ops, nops, <object>_slot(p, XOFF[X_BEFORE]), host_kind)
-        hh = _host_of(ops, nops, <object>_slot(p, XOFF[X_HANDLE_OP]), host_kind)
-        hr = _host_of(ops, nops, <object>_slot(p, XOFF[X_RECORD_AFTER]), host_kind)
-        if hb < 0 or hh < -1 or hr < -1:
-            return None  # (no such op, or no host action issued it: the reference words it)
-        named[hb] = 1
-        if hh >= 0:
-            named[hh] = 1
-        if hr >= 0:
-            named[hr] = 1
-        buffer = None
-        if kind == "record_stream":
-            if freed_by is None:  # {op.issuer: op for op in trace.ops if op.kind == "free"}
-                freed_by = {}
-                for op in ops:
-                    if Py_TYPE(<PyObject *>op) != OP_TYPE or \
-                            _slot(<PyObject *>op, OFF[F_KIND]) == NULL:
-                        return None
-                    if <object>_slot(<PyObject *>op, OFF[F_KIND]) == "free":
-                        freed_by[op.issuer] = op
-            free = freed_by.get(<object>_slot(p, XOFF[X_BEFORE]))
-            if free is None:
-                return None  # (the reference raises: "... which freed nothing")
-            buffer = str(free.attrs.get("buffer"))
-        places.append((hb, hh, hr, buffer))
+    try:
+        for fix in fixes:
+            p = <PyObject *>fix
+            kind = <object>_slot(p, XOFF[X_KIND])
+            if kind not in fix_kinds:
+                return None  # (the reference raises: "cannot apply a fix of kind ...")
+            hb = r.host_of(<object>_slot(p, XOFF[X_BEFORE]))
+            hh = r.host_of(<object>_slot(p, XOFF[X_HANDLE_OP]))
+            hr = r.host_of(<object>_slot(p, XOFF[X_RECORD_AFTER]))
+            if hb < 0 or hh < -1 or hr < -1:
+                return None  # (no such op, or no host action issued it: the reference words it)
+            named[hb] = 1
+            if hh >= 0:
+                named[hh] = 1
+            if hr >= 0:
+                named[hr] = 1
+            buffer = None
+            if kind == "record_stream":
+                buffer = r.freed_buffer(<object>_slot(p, XOFF[X_BEFORE]))
+                if buffer is None:
+                    return None  # (the reference raises: "... which freed nothing")
+            places.append((hb, hh, hr, buffer))
 
-    # injection_keys(trace, only=the named host ops): each named action's key, counting only
-    # the actions at the named ones' kinds and locations (the n of a key counts its own site's)
-    cdef list key_of = [None] * nops  # host op id -> its key (the named ones)
-    cdef set lines = set(), kinds = set()
-    for i in range(nops):
-        if named[i]:
-            lines.add(ops[i].location)
-            kinds.add(ops[i].kind)
-    counted = _at_sites(ops, lines, kinds, host_kind, agent_no, numbers)
-    if counted is None:
+        # injection_keys(trace, only=the named host ops): each named action's key, counting
+        # only the actions at the named ones' kinds and locations (the n of a key counts its
+        # own site's)
+        key_of = [None] * nops  # host op id -> its key (the named ones)
+        lines, kinds = set(), set()
+        for i in range(nops):
+            if named[i]:
+                loc, okind = r.site(i)
+                lines.add(loc)
+                kinds.add(okind)
+        counted = r.at_sites(lines, kinds, agent_no, numbers)
+    except _Decline:
         return None
     for i, ag, okind, loc, n, t in counted:
         if named[i]:
@@ -1241,62 +1465,22 @@ def shift_columns(dict delayed, columns, keyed):
     if K is None:
         return None
     capsule = columns.capsule()  # (``columns`` holds what it points into)
-    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
-    cdef tuple agents = columns.agents
-    cdef Py_ssize_t nops = c.n, na = len(agents), i, a, t, idx, iss
-    cdef bytearray host = bytearray([ag.kind == HOST for ag in agents])
-    cdef Block b_no = Block((na + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its number by equality, or -1
-    for a in range(na):
-        number[a] = -1
-    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p
-    cdef dict seen = {}  # (thread number, kind, location) -> actions counted (as _at_sites)
-    cdef set kinds = K.kinds
-    # an op's location is f"{path}:{line}" (_cols.pxd): the keys' locations by their line
-    # number, those of the columns' path alone (no op's location is another's)
-    if c.path == NULL:
+    cdef _ColumnsReader r = _columns_reader(columns, capsule)
+    if r is None:
         return None  # (lines of several paths: the reference, on the trace)
-    cdef dict loc_at = {}  # line number -> the keys' location of that line
-    cdef str prefix = f"{<object>c.path}:"
-    cdef Py_ssize_t top = 0, line, last = 0
-    for i in range(nops):
-        if c.line[i] > last:
-            last = c.line[i]
-    for x in K.lines:
-        if type(x) is str and (<str>x).startswith(prefix):
-            n = line_number_in(<str>x, len(prefix))
-            if n is not None and n <= last:  # (a larger one is no op's line)
-                loc_at[n] = x
-                top = max(top, <Py_ssize_t>n)
-    cdef Block b_at = Block((top + 1) * sizeof(PyObject *))  # the same, by line number in C
-    cdef PyObject **at = <PyObject **>b_at.p  # (borrowed from K.lines)
-    memset(at, 0, (top + 1) * sizeof(PyObject *))
-    for n, x in loc_at.items():
-        at[<Py_ssize_t>n] = <PyObject *>x
-    cdef object loc
-    cdef PyObject *okind
+    cdef OpCols *c = r.c
+    cdef bytearray host = r.host
+    cdef Py_ssize_t nops = c.n, i, idx, iss
+    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # op id -> index of its key, or -1
     for i in range(nops):
         key_of[i] = -1
-        a = c.agent[i]
-        line = c.line[i]
-        if not host[a] or line <= 0 or line > top or at[line] == NULL:
-            continue  # (line 0: a fix's sync, no line's action; else no key's line)
-        loc = <object>at[line]
-        okind = c.kind[i]
-        if not <object>okind in kinds:
-            continue
-        if type(<object>c.attrs[i]) is not dict:
-            return None
-        if (<dict>c.attrs[i]).get("injected"):
-            continue
-        t = number[a]
-        if t < 0:
-            t = number[a] = _agent_number(<PyObject *>agents[a], K.agent_no, K.numbers)
-        site = (t, <object>okind, loc)
-        n = seen.get(site, 0)
-        seen[site] = n + 1
-        got = K.want.get((t, <object>okind, loc, n))
+    try:
+        counted = r.at_sites(K.lines, K.kinds, K.agent_no, K.numbers)
+    except _Decline:
+        return None
+    for i, ag, okind, loc, n, t in counted:
+        got = K.want.get((t, okind, loc, n))
         if got is not None:
             key_of[i] = <Py_ssize_t>got
     cdef Block b_after = Block((K.nk + 1) * sizeof(Py_ssize_t))

@@ -41,22 +41,19 @@ class LeanTrace(Trace):
     A check's first run is analysed from its columns (the compiled HB pass, metrics and handles
     never waited read them: ``native._columns_of``), and its report makes only the ops it names,
     each alone (:meth:`op`, kept: the same object each time, and in ``ops`` if they are all made
-    later): the two of each hazard for its fix and root cause, those the report describes.
-    Fix costing's keying, ``--out``'s pictures, or a caller of the API reading
-    ``report.trace.ops`` make them all. ``bulk_after``: once that many ops were made alone, the
-    next one makes them all (fix costing will: made at once, an op costs a third of one made
-    alone). Its other fields are set at once. It equals that trace, and copies and pickles as a
-    plain :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
+    later): the two of each hazard for its fix and root cause, those the report describes, and
+    the ops fix costing's syncs delay (its keying reads the columns: ``native.keying``).
+    ``--out``'s pictures, or a caller of the API reading ``report.trace.ops``, make them all.
+    Its other fields are set at once. It equals that trace, and copies and pickles as a plain
+    :class:`Trace`; ``dataclasses.replace`` makes one of the fields it is given."""
 
-    def __init__(self, run: LeanRun | None = None, *, bulk_after: int | None = None,
-                 **given: Any):
+    def __init__(self, run: LeanRun | None = None, **given: Any):
         if run is None:  # (dataclasses.replace: every field given, the ops too)
             Trace.__init__(self, **given)
             return
         put = object.__setattr__  # (a frozen dataclass's fields: set once, here)
         put(self, "_run", run)
         put(self, "_alone", {})  # op id -> the op made alone (while ``ops`` is not made)
-        put(self, "_bulk_after", bulk_after)
         put(self, "agents", run.columns.agents)
         put(self, "stall", None)  # (the compiled replay leaves a run that stalls to the engine)
         put(self, "notes", tuple(run.columns.notes))
@@ -84,8 +81,6 @@ class LeanTrace(Trace):
             return Trace.op(self, op_id)
         got = alone.get(op_id)
         if got is None:
-            if self._bulk_after is not None and len(alone) >= self._bulk_after:
-                return Trace.op(self, op_id)  # (makes them all, these included)
             got = alone[op_id] = self.columns.op(op_id)
         return got
 
@@ -94,9 +89,6 @@ class LeanTrace(Trace):
         if alone is None:  # (made)
             return self.ops
         new = [i for i in dict.fromkeys(ids) if i not in alone]  # (once each, in order)
-        limit = self._bulk_after
-        if limit is not None and len(alone) + len(new) > limit:
-            return self.ops  # (as op() past the limit: all made at once)
         alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
         return {i: alone[i] for i in ids}
 

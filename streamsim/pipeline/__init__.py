@@ -117,10 +117,6 @@ def _applied(trace: Trace, findings: Findings, metrics: Metrics, rerun, info: di
     return Report(trace=fixed, findings=after, metrics=fixed_metrics, applied=cost, **info)
 
 
-BULK_AFTER = 1_000  # ops a check with fix costing makes alone (a clean run's report names a
-# few) before it makes them all: a run with hazards needs them all to key its fixes
-
-
 @pipeline_entry
 def check_oplog(oplog: OpLog | str | os.PathLike, *, seed: int | None = None, jitter: float = 0.0,
                 max_ops: int = DEFAULT_MAX_OPS, max_time: float = DEFAULT_MAX_TIME,
@@ -144,9 +140,9 @@ def _check_oplog(oplog, seed, jitter, max_ops, max_time, fix_cost, apply_fixes,
     progress("simulate")
     # (kept as columns where the compiled core runs it: a clean run's report needs no op)
     trace = simulate_oplog(log, lean=not apply_fixes, **opts)
-    if isinstance(trace, LeanRun):  # (its ops made when read: analysed from the columns; with
-        # fix costing, whose keying reads them all, made all at once when a run has hazards)
-        trace = LeanTrace(trace, bulk_after=BULK_AFTER if fix_cost else None)
+    if isinstance(trace, LeanRun):  # (analysed and its fixes keyed from the columns: only
+        # the ops the report and fix costing read are made)
+        trace = LeanTrace(trace)
     path = log.path
     if not fix_cost and not apply_fixes:
         del log  # (only the fix re-runs need it: a large log's lines need not outlive the

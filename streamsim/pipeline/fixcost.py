@@ -125,7 +125,7 @@ def costed_root_causes(trace: Trace, findings: Findings, limit: int = MAX_COSTED
     as many re-simulations as fit in ``budget`` ops (default ROOT_CAUSE_COST_BUDGET; each runs
     about as many ops as ``trace``). Decided before any re-run: the same for every seed."""
     budget = ROOT_CAUSE_COST_BUDGET if budget is None else budget
-    return min(len(findings.root_causes), limit, budget // max(len(trace.ops), 1))
+    return min(len(findings.root_causes), limit, budget // max(len(trace), 1))
 
 
 def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> str:
@@ -138,7 +138,7 @@ def budget_note(trace: Trace, findings: Findings, budget: int | None = None) -> 
         return ""
     which = f"the first {k}" if k else "none"
     return (f"The cost of each root cause's fix alone was measured for {which} of the {m:,} root "
-            f"causes: each is a re-simulation of the whole run ({len(trace.ops):,} ops), and at "
+            f"causes: each is a re-simulation of the whole run ({len(trace):,} ops), and at "
             f"most {budget:,} ops are re-simulated for them.")
 
 

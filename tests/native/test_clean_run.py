@@ -228,24 +228,26 @@ def test_a_run_of_no_op_is_analysed_from_its_columns(monkeypatch):
     assert not report.findings.hazards
 
 
-def test_a_check_without_fix_costing_makes_only_the_ops_its_report_names(monkeypatch):
-    """``check_oplog(fix_cost=False)`` of a log with hazards makes each op its fixes, root causes
-    and report read alone (``LeanTrace.op``), not all of them: the same text and JSON report as
-    the pure-Python path, fewer ops made than the run has. Each op made alone is one object,
-    handed out again on every call and kept in ``ops`` once they are all made; ``ops_of_kind``
-    gives the reference's ops either way."""
+@pytest.mark.parametrize("fix_cost", [False, True])
+def test_a_check_makes_only_the_ops_its_report_and_fix_costing_read(monkeypatch, fix_cost):
+    """``check_oplog`` of a log with hazards makes each op its fixes, root causes, report and fix
+    costing read alone (``LeanTrace.op``; fix costing keys the fixes from the columns, and makes
+    the ops their syncs delay), not all of them: the same text and JSON report as the
+    pure-Python path, fewer ops made than the run has. Each op made alone is one object, handed
+    out again on every call and kept in ``ops`` once they are all made; ``ops_of_kind`` gives
+    the reference's ops either way."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     compared = partial = 0
     for seed in range(40):
         log = load_oplog_text(covered_log(seed))
-        got = check_oplog(log, fix_cost=False)
+        got = check_oplog(log, fix_cost=fix_cost)
         if not got.findings.hazards or not isinstance(got.trace, LeanTrace):
             continue
         out = (render_text(got), dumps_json(got))
         alone = dict(got.trace.__dict__.get("_alone", {}))
         partial += not got.trace.made and 0 < len(alone) < len(got.trace)
         monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-        want = check_oplog(log, fix_cost=False)
+        want = check_oplog(log, fix_cost=fix_cost)
         monkeypatch.setenv("STREAMSIM_NATIVE", "1")
         assert out == (render_text(want), dumps_json(want)), f"log seed {seed}"
         for kind in ("alloc", "wait", "launch"):
@@ -257,33 +259,10 @@ def test_a_check_without_fix_costing_makes_only_the_ops_its_report_names(monkeyp
     assert compared >= 10 and partial >= 5, (compared, partial)
 
 
-def test_a_check_with_fix_costing_makes_its_ops_at_once(monkeypatch):
-    """With fix costing (the default), whose keying reads every op of a run with hazards, the
-    first ``pipeline.BULK_AFTER`` ops are made alone, then all at once (an op made alone costs
-    three made at once): a clean run makes none, a run with hazards all."""
-    from streamsim import pipeline
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    monkeypatch.setattr(pipeline, "BULK_AFTER", 2)
-    hazards = clean = 0
-    for seed in range(20):
-        text = covered_log(seed)
-        for log in (load_oplog_text(text), load_oplog_text(stripped(text))):
-            got = check_oplog(log)
-            if not isinstance(got.trace, LeanTrace):
-                continue
-            if got.findings.hazards:
-                assert got.trace.made, seed
-                hazards += 1
-            elif not got.trace.made:
-                assert len(got.trace.__dict__["_alone"]) <= 2, seed
-                clean += 1
-    assert hazards >= 5 and clean >= 5, (hazards, clean)
-
-
 def test_ops_by_id_makes_a_block_alone_and_keeps_it(monkeypatch):
     """``LeanTrace.ops_by_id`` makes the ops it is asked for in one call (``Columns.ops_of``),
     each the reference's, and keeps them: ``op(i)`` hands out the same objects, and ``ops``
-    holds them once made. Past ``bulk_after`` it makes them all instead, as ``op`` does."""
+    holds them once made."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     ran = 0
     for what, log in logs(0):
@@ -297,7 +276,5 @@ def test_ops_by_id_makes_a_block_alone_and_keeps_it(monkeypatch):
         assert not lean.made and [got[i] for i in some] == [ref.ops[i] for i in some], what
         assert all(lean.op(i) is got[i] for i in some), what
         assert all(lean.ops[i] is got[i] for i in some) and lean.ops == ref.ops, what
-        bulk = LeanTrace(simulate_oplog(log, lean=True), bulk_after=2)
-        assert bulk.ops_by_id([0, 1, 2]) == ref.ops and bulk.made, what
         ran += 1
     assert ran >= 50, ran

@@ -16,6 +16,7 @@ from streamsim import native
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import simulate_oplog
+from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.pipeline import fixcost
 
 from .built import model_trace, model_variants, required
@@ -80,6 +81,43 @@ def test_generated_logs_are_keyed_as_the_reference_keys_them():
         shared += len(fixes) - len(keyed)
     assert kinds == {"wait_handle", "event", "event_sync", "record_stream", "handoff"}, kinds
     assert shared > 50, "too few fixes keyed to one sync: the numbering by keyed identity untested"
+
+
+def test_a_run_kept_as_columns_is_keyed_from_them_as_the_reference_keys_its_ops():
+    """A check's first run, kept as the compiled replay's columns (``LeanTrace``), is keyed
+    from them (``_metrics.keying_columns``) and its delayed ops found from them
+    (``delayed_ids_columns``): the same keyed fixes, numbers and host actions as the
+    reference keys from the run's ops, the same delayed ops (equal ops, in the same order),
+    and no op made by the keying but those delayed ops."""
+    kinds, compared = set(), 0
+    for seed in range(LOGS):
+        log = load_oplog_text(generated_log(seed))
+        run = simulate_oplog(log, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        lean = LeanTrace(run)
+        findings = analyse(lean)
+        hazards = list(findings.hazards)
+        if not any(h.fix is not None for h in hazards):
+            continue
+        made = simulate_oplog(log)
+        before = set(lean.__dict__["_alone"])  # (the ops the analysis made)
+        got = native.keying(lean, hazards, Fix, Hazard)
+        assert got is not None, f"generated log {seed}: the compiled keying declined"
+        assert not lean.made, f"generated log {seed}: keying made every op"
+        fixes, keyed, sync_of, sync, host = got
+        r_fixes, r_keyed, r_sync_of, r_sync, r_host = fixcost._keying(made, hazards)
+        assert all(a is b for a, b in zip(fixes, r_fixes)) and len(fixes) == len(r_fixes), seed
+        assert keyed == r_keyed and sync_of == r_sync_of and sync == r_sync, seed
+        assert list(host.items()) == list(r_host.items()), seed
+        delayed = fixcost.Keying(lean, findings).delayed
+        assert not lean.made, f"generated log {seed}: the delayed ops made every op"
+        assert set(lean.__dict__["_alone"]) == before | {op.id for op in delayed.values()}
+        assert list(delayed.items()) == list(fixcost.Keying(made, analyse(made)).delayed.items())
+        kinds |= {f.kind for f in fixes}
+        compared += 1
+    assert compared >= 100, compared
+    assert kinds == {"wait_handle", "event", "event_sync", "record_stream", "handoff"}, kinds
 
 
 def test_a_rerun_with_syncs_injected_is_keyed_as_the_reference_keys_it():
