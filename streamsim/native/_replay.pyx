@@ -357,6 +357,7 @@ cdef class _Run:
     cdef int* injk  # the sync being run, of host_specs[h]
     cdef dict fix_events
     cdef dict empty, of_stream  # the attrs ops share (own_attrs): none; a current stream's
+    cdef dict injected  # the attrs a fix's host actions share (own_attrs): {"injected": True}
     cdef list special  # op -> (kind, name) of a fix's sync (not its line's), else None; made
     # (one slot an op of the run's capacity) when a fix's first sync is: a list, not a dict
     # (a re-run's 240,000 syncs were 4% of it in dict inserts and their resizes)
@@ -749,10 +750,11 @@ cdef class _Run:
         """Op ``op``'s attrs, to change: its own dict, a copy made now where it had one shared
         with other ops (:meth:`host_attrs`, :meth:`op_attrs`: most ops' attrs are equal, a dict
         of no entry or of its current stream alone, and stay so; one dict for them all was ~240
-        bytes a line less at the replay's peak). Every change to an op's attrs goes through
+        bytes a line less at the replay's peak; a fix's host actions share ``{"injected":
+        True}``, 184 bytes a sync less). Every change to an op's attrs goes through
         here (the ops' records share what is left shared: trace.Op's attrs are read-only)."""
         d = self.attrs[op]
-        if d is self.empty or (len(<dict>d) == 1 and
+        if d is self.empty or d is self.injected or (len(<dict>d) == 1 and
                                self.of_stream.get((<dict>d).get("current_stream")) is d):
             d = self.attrs[op] = dict(<dict>d)
         return d
@@ -807,7 +809,7 @@ cdef class _Run:
         """Engine.host_op: a host action of ``dur``, made ended (``injected``: a fix's, which
         takes no label of the line's and is marked, as Engine._note_issue marks it)."""
         cdef int op = self.new_op(h, kind, dur, self.clock[h], line,
-                                  {} if injected else self.host_attrs(ln), accesses)
+                                  self.injected if injected else self.host_attrs(ln), accesses)
         self.start[op] = self.enq[op]
         self.sseq[op] = self.seq
         self.clock[h] += self.end[op]
@@ -818,8 +820,6 @@ cdef class _Run:
         if accesses and self.freed:
             self.note_freed_use(op, _l(ln, L_NAME), _location(ln))
         self.seq += 2
-        if injected:
-            self.own_attrs(op)["injected"] = True
         return op
 
     cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
@@ -2663,7 +2663,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.inj_ret, r.inj_settles = [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = None, {}
-    r.empty, r.of_stream = {}, {}
+    r.empty, r.of_stream, r.injected = {}, {}, {"injected": True}
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
