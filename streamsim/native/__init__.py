@@ -156,12 +156,12 @@ def lean_reruns() -> bool:
             and _on())
 
 
-def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dict,
+def measure_columns(columns: Any, names: tuple[str, str, str, str], starts: dict,
                     keyed: Sequence) -> tuple | None:
     """What fix costing measures of a re-run, read from the columns the compiled replay kept of
     it (``_replay.Columns``, streamsim/native/_cols.pxd; no ``Op`` made): ``(hazards, timing,
     memory, shift, critical)``, as :func:`hazard_count`, :func:`metrics`, :func:`memory`,
-    :func:`shift` and :func:`critical_rank` give them for its trace (``delayed``, ``keyed``: as
+    :func:`shift` and :func:`critical_rank` give them for its trace (``starts``, ``keyed``: as
     for :func:`shift`). None when one of them declines: the caller then makes the trace
     (``columns.trace_parts``) and measures it, compiled or not."""
     try:
@@ -172,7 +172,7 @@ def measure_columns(columns: Any, names: tuple[str, str, str, str], delayed: dic
         return None
     m = _compiled_metrics
     parts = (m.timing_columns(columns), m.memory_columns(columns),
-             m.shift_columns(delayed, columns, keyed), m.critical_rank_columns(columns))
+             m.shift_columns(starts, columns, keyed), m.critical_rank_columns(columns))
     return None if None in parts else (left, *parts)
 
 
@@ -338,17 +338,25 @@ def critical_rank(trace: Any) -> tuple[int | None] | None:
 def delayed_ops(trace: Any, host: dict) -> dict | None:
     """Compiled second scan of :func:`streamsim.pipeline.fixcost._delayed_ops` (``host``: host
     op id -> injection key): key -> the op a sync before that host action delays; None when the
-    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int). A
-    trace whose ops are not made yet is read from its columns, and only the ops chosen made."""
+    reference must scan instead (as :func:`keyed_host_ops`, or a host op id not an int)."""
+    if _compiled_metrics is None or not _on():
+        return None
+    return _compiled_metrics.delayed_ops(trace, host)
+
+
+def delayed_starts(trace: Any, host: dict) -> dict | None:
+    """:func:`delayed_ops` with each op as its start (``fixcost._delayed_starts``: what a shift
+    reads of it). A trace whose ops are not made yet is read from its columns, no op made;
+    None as :func:`delayed_ops`."""
     if _compiled_metrics is None or not _on():
         return None
     columns = _columns_of(trace)
-    if columns is not None:  # (the chosen ops' ids read from the columns, those ops made)
-        ids = _compiled_metrics.delayed_ids_columns(columns, host)
-        if ids is not None:
-            got = trace.ops_by_id(list(ids.values()))
-            return {k: got[i] for k, i in ids.items()}
-    return _compiled_metrics.delayed_ops(trace, host)
+    if columns is not None:
+        got = _compiled_metrics.delayed_starts_columns(columns, host)
+        if got is not None:
+            return got
+    ops = _compiled_metrics.delayed_ops(trace, host)
+    return None if ops is None else {k: op.start for k, op in ops.items()}
 
 
 def keying(trace: Any, hazards: Sequence, fix_class: type, hazard_class: type) -> tuple | None:
@@ -371,15 +379,16 @@ def keying(trace: Any, hazards: Sequence, fix_class: type, hazard_class: type) -
     return _compiled_metrics.keying(trace, hazards, fix_class, hazard_class, FIX_KINDS)
 
 
-def shift(delayed: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:
-    """Compiled scans and walk of :func:`streamsim.pipeline.fixcost.fix_shift` (``delayed``: the
-    run's delayed ops, ``Keying.delayed``): ``(n, moved)``, the keys with an op delayed in both
-    runs and the shifts above 1e-6 in the keys' order; None when the reference must run
+def shift(starts: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:
+    """Compiled scans and walk of :func:`streamsim.pipeline.fixcost.fix_shift` (``starts``: the
+    start of the run's delayed op of each key, ``Keying.delayed_start``): ``(n, moved)``, the
+    keys with an op delayed in both runs and the shifts above 1e-6 in the keys' order; None
+    when the reference must run
     (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a 4-tuple, an op not an
     ``Op``)."""
     if _compiled_metrics is None or not _on():
         return None
-    return _compiled_metrics.shift(delayed, fixed, keyed)
+    return _compiled_metrics.shift(starts, fixed, keyed)
 
 
 def hazards(rows: list) -> list | None:

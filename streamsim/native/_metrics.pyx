@@ -854,10 +854,10 @@ def delayed_ops(trace, dict host):
     return {host[h]: chosen[h][0] for h in order}
 
 
-def delayed_ids_columns(columns, dict host):
-    """:func:`delayed_ops` of a run the compiled replay kept as ``columns`` (``_cols.pxd``):
-    injection key -> the id of the op chosen (the caller makes those ops), in the same order;
-    None as :func:`delayed_ops`."""
+def delayed_starts_columns(columns, dict host):
+    """:func:`delayed_ops` of a run the compiled replay kept as ``columns`` (``_cols.pxd``),
+    each op as its start (what a shift reads of it: no op made): injection key -> the start of
+    the op chosen, in the same order; None as :func:`delayed_ops`."""
     capsule = columns.capsule()  # (``columns`` holds what it points into)
     cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     cdef bytearray is_host = bytearray([ag.kind == HOST for ag in columns.agents])
@@ -887,7 +887,7 @@ def delayed_ids_columns(columns, dict host):
             elif pick[hid] & 1:
                 continue
             pick[hid] = 2 * i + 1
-    return {host[h]: pick[<Py_ssize_t>h] >> 1 for h in order}
+    return {host[h]: c.start[pick[<Py_ssize_t>h] >> 1] for h in order}
 
 
 def critical_rank(trace):
@@ -1396,12 +1396,12 @@ cdef Py_ssize_t _host_of(tuple ops, Py_ssize_t nops, object op_id, PtrMap host_k
     return i if 0 <= i < nops else -2
 
 
-def shift(dict delayed, fixed, keyed):
-    """The scans and the walk of ``fixcost.fix_shift(trace, fixed, keyed, delayed)``, up to its
+def shift(dict starts, fixed, keyed):
+    """The scans and the walk of ``fixcost.fix_shift(trace, fixed, keyed, starts)``, up to its
     sums: ``(n, moved)``, how many of the keys the syncs sit before have an op delayed in both
     runs, and the shifts above 1e-6 of those, in the keys' order (``_key_order``), for the caller's
-    ``max`` and ``sum`` (Python's: from 3.12 its float sum is compensated). ``delayed``: the run's
-    delayed ops (``Keying.delayed``, injection key -> op); ``fixed``: the run re-simulated with
+    ``max`` and ``sum`` (Python's: from 3.12 its float sum is compensated). ``starts``: the start of
+    the run's delayed op of each key (``Keying.delayed_start``); ``fixed``: the run re-simulated with
     ``keyed``. None when the reference must run (a key that is not a 4-tuple, an op of another
     type than ``Op`` or with a field never set).
 
@@ -1409,7 +1409,7 @@ def shift(dict delayed, fixed, keyed):
     function: each a hash of the Agent dataclass in Python. Here each distinct key is numbered
     once by a tuple of ints and strings (its agent by number, equal agents one number), the
     re-run's scan (``_keyed_host_ops`` and ``_delayed_ops``) keeps its state by that number, a
-    key of the run's ``delayed`` is found by its address first (the keys are the keyed fixes'
+    key of the run's ``starts`` is found by its address first (the keys are the keyed fixes'
     own objects), and the keys are sorted with each agent as its place in the agents' order."""
     cdef _ShiftKeys K = _shift_keys(keyed)
     if K is None:
@@ -1455,10 +1455,10 @@ def shift(dict delayed, fixed, keyed):
             if idx >= 0 and (after[idx] is None or from_host[idx]):
                 after[idx] = ops[i]
                 from_host[idx] = 0
-    return _shift_of(K, delayed, [None if y is None else y.start for y in after])
+    return _shift_of(K, starts, [None if y is None else y.start for y in after])
 
 
-def shift_columns(dict delayed, columns, keyed):
+def shift_columns(dict starts, columns, keyed):
     """:func:`shift` with the re-run ``columns`` holds (``_replay.Columns``, ``_cols.pxd``),
     its scans read from the columns; None as :func:`shift`."""
     cdef _ShiftKeys K = _shift_keys(keyed)
@@ -1503,7 +1503,7 @@ def shift_columns(dict delayed, columns, keyed):
             if idx >= 0 and (after[idx] < 0 or from_host[idx]):
                 after[idx] = i
                 from_host[idx] = 0
-    return _shift_of(K, delayed, [None if after[i] < 0 else c.start[after[i]]
+    return _shift_of(K, starts, [None if after[i] < 0 else c.start[after[i]]
                                   for i in range(K.nk)])
 
 
@@ -1610,23 +1610,23 @@ cdef long long _digits_rank(str loc, Py_ssize_t start, Py_ssize_t width) except 
     return r
 
 
-cdef tuple _shift_of(_ShiftKeys K, dict delayed, list after_start):
+cdef tuple _shift_of(_ShiftKeys K, dict starts, list after_start):
     """The walk of :func:`shift` once the re-run's scans found, per key, the start of the op its
     sync delays there (``after_start``; None: none): ``(n, moved)``."""
     cdef Py_ssize_t i, t, nk = K.nk
     cdef list keys = K.keys
-    # the run's delayed op of each key: by the key object's address (Keying's keys are the
-    # keyed fixes' own objects), else by value
+    # the start of the run's delayed op of each key: by the key object's address (Keying's
+    # keys are the keyed fixes' own objects), else by value
     cdef PtrMap by_address = PtrMap()
-    cdef list run_ops = []
-    for k, op in delayed.items():
-        by_address.put(<uintptr_t><PyObject *>k, len(run_ops))
-        run_ops.append(op)
+    cdef list run_starts = []
+    for k, x in starts.items():
+        by_address.put(<uintptr_t><PyObject *>k, len(run_starts))
+        run_starts.append(x)
     cdef list before = [None] * nk
     for i in range(nk):
         k = keys[i]
         t = by_address.get(<uintptr_t><PyObject *>k)
-        before[i] = run_ops[t] if t >= 0 else delayed.get(k)
+        before[i] = run_starts[t] if t >= 0 else starts.get(k)
 
     # the keys in _key_order: each agent by its place in the agents' (rank, kind, name) order
     cdef dict place = {}
@@ -1637,7 +1637,7 @@ cdef tuple _shift_of(_ShiftKeys K, dict delayed, list after_start):
     for i in _key_order(K, place):
         x, y = before[i], after_start[i]
         if x is not None and y is not None:
-            d = y - x.start
+            d = y - x
             count += 1
             if d > 1e-6:
                 moved.append(d)

@@ -62,13 +62,13 @@ class Keying:
         else:
             fixes, self._keyed, sync_of, self._sync, host = _keying(trace, hazards)
         self._fixes, self._sync_of = fixes, sync_of
-        # the op each fix's sync delays in the run as it was (fix_shift's "before" side: the same
-        # for every subset costed, so found once rather than by a scan of the trace per re-run);
-        # the host action each key names is the one its fix named (by op id), so no scan of the
-        # trace finds them again (tests/pipeline/test_keying.py)
+        # the start of the op each fix's sync delays in the run as it was (fix_shift's "before"
+        # side: the same for every subset costed, so found once rather than by a scan of the
+        # trace per re-run); the host action each key names is the one its fix named (by op
+        # id), so no scan of the trace finds them again (tests/pipeline/test_keying.py)
         if host is None:
             host = _keyed_host_ops(trace, {kf.before for kf in self._keyed})
-        self.delayed = _delayed_ops(trace, None, host)
+        self.delayed_start = _delayed_starts(trace, host)
 
     @functools.cached_property
     def _of(self) -> dict[tuple, int]:
@@ -155,7 +155,7 @@ def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
     try:
         fixed = rerun(keyed)
         if not isinstance(fixed, Trace):  # a LeanRun: measured from its columns, if they serve
-            cost = _measured_lean(fixed, keyed, before, keying.delayed)
+            cost = _measured_lean(fixed, keyed, before, keying.delayed_start)
             if cost is not None:
                 return cost
             fixed = fixed.trace()
@@ -164,24 +164,24 @@ def cost_of(trace: Trace, hazards: Sequence[Hazard], rerun: Rerun,
     # (a cost counts what the fixed run still has: no fixes or root causes for it, no warnings)
     left = hazard_count(fixed)
     return _measured(trace, fixed, keyed, left, deadlock_from_stall(fixed) is not None, before,
-                     delayed=keying.delayed)
+                     starts=keying.delayed_start)
 
 
 def _measured(trace: Trace, fixed: Trace, keyed: Sequence[Fix], hazards_after: int,
               deadlock_after: bool, before: Metrics,
-              after_metrics: Metrics | None = None, delayed: dict | None = None) -> FixCost:
+              after_metrics: Metrics | None = None, starts: dict | None = None) -> FixCost:
     return FixCost(syncs=len(keyed), before=before,
                    after=after_metrics or compute_metrics(fixed), hazards_after=hazards_after,
-                   deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed, delayed))
+                   deadlock_after=deadlock_after, shift=fix_shift(trace, fixed, keyed, starts))
 
 
 def _measured_lean(fixed: "LeanRun", keyed: Sequence[Fix], before: Metrics,
-                   delayed: dict) -> FixCost | None:
+                   starts: dict) -> FixCost | None:
     """:func:`_measured` of a re-run the compiled replay kept as columns, each figure read from
     them (``native.measure_columns``; the same figures as from its trace: tests/native/
     test_lean_rerun.py); None when a compiled measure declines (the caller measures the trace)."""
     from .. import native  # (as in _delayed_ops)
-    got = native.measure_columns(fixed.columns, HAZARD_KINDS, delayed, keyed)
+    got = native.measure_columns(fixed.columns, HAZARD_KINDS, starts, keyed)
     if got is None:
         return None
     left, timing, walked, (count, moved), (rank,) = got
@@ -209,24 +209,24 @@ def apply_fixes(trace: Trace, findings: Findings, rerun: Rerun, before: Metrics 
 
 
 def fix_shift(trace: Trace, fixed: Trace, keyed: Sequence[Fix],
-              delayed: dict | None = None) -> FixShift:
+              starts: dict | None = None) -> FixShift:
     """How far the fixes moved the ops their syncs sit before (``fixed``: ``trace`` re-run with
     ``keyed``), and which rank ends last in the fixed run. Linear in the two traces' ops.
-    ``delayed``: ``trace``'s delayed ops for these keys or more (:attr:`Keying.delayed`), if
-    the caller has them."""
+    ``starts``: the start of ``trace``'s delayed op of each of these keys or more
+    (:attr:`Keying.delayed_start`), if the caller has them."""
     from .. import native  # (as in _delayed_ops)
-    compiled = None if delayed is None else native.shift(delayed, fixed, keyed)  # (compiled:
+    compiled = None if starts is None else native.shift(starts, fixed, keyed)  # (compiled:
     if compiled is not None:  # tests/native/test_fixscan.py)
         count, moved = compiled
     else:
         wanted = {f.before for f in keyed}
-        a = _delayed_ops(trace, wanted) if delayed is None else delayed
+        a = _starts(_delayed_ops(trace, wanted)) if starts is None else starts
         b = _delayed_ops(fixed, wanted)
         shifts = []
         for k in sorted(wanted, key=_key_order):  # (sorted: a float sum in a set's order would
             x, y = a.get(k), b.get(k)  # depend on the hash seed)
             if x is not None and y is not None:
-                shifts.append(y.start - x.start)
+                shifts.append(y.start - x)
         count, moved = len(shifts), [d for d in shifts if d > 1e-6]
     return _shift_of(count, moved, critical_rank(fixed))
 
@@ -236,6 +236,20 @@ def _shift_of(count: int, moved: list[float], rank: int | None) -> FixShift:
     in key order), the fixed run ending on ``rank``."""
     return FixShift(delayed=count, moved=len(moved), max_us=max(moved, default=0.0),
                     total_us=sum(moved), critical_rank=rank)
+
+
+def _delayed_starts(trace: Trace, host: dict) -> dict:
+    """Injection key -> the start of the op a sync before that key's host action delays
+    (``host``: host op id -> key; :func:`_delayed_ops`, each op as its start, all a shift reads
+    of it: a run not made yet makes no op for it)."""
+    from .. import native  # (as in _delayed_ops)
+    compiled = native.delayed_starts(trace, host)  # (tests/native/test_keying.py)
+    return compiled if compiled is not None else _starts(_delayed_ops(trace, None, host))
+
+
+def _starts(delayed: dict) -> dict:
+    """Each key's delayed op as its start."""
+    return {k: op.start for k, op in delayed.items()}
 
 
 def _delayed_ops(trace: Trace, wanted: set | None, host: dict | None = None) -> dict:

@@ -105,14 +105,14 @@ def test_generated_log_fix_scans_match_the_reference(monkeypatch, tmp_path):
     assert compared >= LOGS // 4, compared
 
 
-def assert_same_shift(monkeypatch, trace, fixed, keyed, delayed, what: str) -> int:
+def assert_same_shift(monkeypatch, trace, fixed, keyed, starts, what: str) -> int:
     """``fix_shift`` with the compiled ``shift`` and with the reference: the same FixShift, its
     floats by their bits; returns how many ops it found delayed."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    assert native.shift(delayed, fixed, keyed) is not None, what
-    compiled = fixcost.fix_shift(trace, fixed, keyed, delayed)
+    assert native.shift(starts, fixed, keyed) is not None, what
+    compiled = fixcost.fix_shift(trace, fixed, keyed, starts)
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
-    reference = fixcost.fix_shift(trace, fixed, keyed, delayed)
+    reference = fixcost.fix_shift(trace, fixed, keyed, starts)
     assert compiled == reference, f"{what}: another shift"
     for a, b in ((compiled.total_us, reference.total_us), (compiled.max_us, reference.max_us)):
         assert type(a) is type(b) and repr(a) == repr(b), what  # (a -0.0, an int 0: told apart)
@@ -153,7 +153,7 @@ def test_fix_shifts_match_the_reference(monkeypatch, tmp_path):
                 continue
             twice += len(keyed) - len({kf.before for kf in keyed})
             found += assert_same_shift(monkeypatch, trace, rerun(keyed), keyed,
-                                       keying.delayed, f"{what}, group {g}")
+                                       keying.delayed_start, f"{what}, group {g}")
     assert found > 500 and twice > 0, (found, twice)
 
 
@@ -194,15 +194,16 @@ def test_the_shifts_are_listed_in_the_keys_order(monkeypatch, tmp_path):
         monkeypatch.setenv("STREAMSIM_NATIVE", "0")
         wanted = {kf.before for kf in keyed}
         after = fixcost._delayed_ops(fixed, wanted)
-        shifts = [(k, after[k].start - keying.delayed[k].start)
+        shifts = [(k, after[k].start - keying.delayed_start[k])
                   for k in sorted(wanted, key=fixcost._key_order)
-                  if keying.delayed.get(k) is not None and after.get(k) is not None]
+                  if keying.delayed_start.get(k) is not None and after.get(k) is not None]
         want = [d for _, d in shifts if d > 1e-6]
         monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-        got = native.shift(keying.delayed, fixed, keyed)
+        got = native.shift(keying.delayed_start, fixed, keyed)
         assert got == (len(shifts), want), f"{path.name}: another order"
         if not isinstance(lean, type(trace)):
-            measured = native.measure_columns(lean.columns, HAZARD_KINDS, keying.delayed, keyed)
+            measured = native.measure_columns(lean.columns, HAZARD_KINDS, keying.delayed_start,
+                                              keyed)
             assert measured is not None and measured[3] == (len(shifts), want), \
                 f"{path.name}: another order from the columns"
         by_number = [d for _, d in sorted(shifts, key=lambda x: (

@@ -85,10 +85,10 @@ def test_generated_logs_are_keyed_as_the_reference_keys_them():
 
 def test_a_run_kept_as_columns_is_keyed_from_them_as_the_reference_keys_its_ops():
     """A check's first run, kept as the compiled replay's columns (``LeanTrace``), is keyed
-    from them (``_metrics.keying_columns``) and its delayed ops found from them
-    (``delayed_ids_columns``): the same keyed fixes, numbers and host actions as the
-    reference keys from the run's ops, the same delayed ops (equal ops, in the same order),
-    and no op made by the keying but those delayed ops."""
+    from them (``_metrics.keying_columns``) and the starts of its delayed ops read from them
+    (``delayed_starts_columns``): the same keyed fixes, numbers and host actions as the
+    reference keys from the run's ops, the same starts (equal floats, the same keys in the
+    same order), and no op made by the keying."""
     kinds, compared = set(), 0
     for seed in range(LOGS):
         log = load_oplog_text(generated_log(seed))
@@ -110,10 +110,11 @@ def test_a_run_kept_as_columns_is_keyed_from_them_as_the_reference_keys_its_ops(
         assert all(a is b for a, b in zip(fixes, r_fixes)) and len(fixes) == len(r_fixes), seed
         assert keyed == r_keyed and sync_of == r_sync_of and sync == r_sync, seed
         assert list(host.items()) == list(r_host.items()), seed
-        delayed = fixcost.Keying(lean, findings).delayed
-        assert not lean.made, f"generated log {seed}: the delayed ops made every op"
-        assert set(lean.__dict__["_alone"]) == before | {op.id for op in delayed.values()}
-        assert list(delayed.items()) == list(fixcost.Keying(made, analyse(made)).delayed.items())
+        starts = fixcost.Keying(lean, findings).delayed_start
+        assert set(lean.__dict__["_alone"]) == before, f"generated log {seed}: ops made"
+        want = fixcost._starts(fixcost._delayed_ops(made, None, r_host))
+        assert list(starts.items()) == list(want.items()), f"generated log {seed}: starts"
+        assert all(type(x) is float for x in starts.values())
         kinds |= {f.kind for f in fixes}
         compared += 1
     assert compared >= 100, compared
@@ -213,7 +214,7 @@ def test_what_the_reference_refuses_or_words_is_left_to_it():
 
 def test_keying_uses_it_and_is_the_same_on_both_paths(monkeypatch):
     """``Keying`` takes the compiled core where it is on, and what it hands each re-run, and the
-    delayed ops it finds, are the same with it off."""
+    delayed ops' starts it finds, are the same with it off."""
     trace, hazards = _a_run_with_fixes()
     findings = analyse(trace)
     calls = []
@@ -227,4 +228,4 @@ def test_keying_uses_it_and_is_the_same_on_both_paths(monkeypatch):
                                    for rc in findings.root_causes]
     for g in groups:
         assert on.of(g) == off.of(g)
-    assert list(on.delayed.items()) == list(off.delayed.items())
+    assert list(on.delayed_start.items()) == list(off.delayed_start.items())

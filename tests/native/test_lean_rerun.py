@@ -49,8 +49,8 @@ def reference_cost(trace: Trace, fixed: Trace, keyed: list, monkeypatch) -> fixc
 
 def lean_cost(trace: Trace, run: LeanRun, keyed: list) -> fixcost.FixCost | None:
     """What fix costing measures of the re-run kept as columns (None: a measure declined)."""
-    delayed = fixcost._delayed_ops(trace, {kf.before for kf in keyed})
-    return fixcost._measured_lean(run, keyed, compute_metrics(trace), delayed)
+    starts = fixcost._starts(fixcost._delayed_ops(trace, {kf.before for kf in keyed}))
+    return fixcost._measured_lean(run, keyed, compute_metrics(trace), starts)
 
 
 @pytest.mark.parametrize("chunk", range(max(1, GENERATED // CHUNK)))
@@ -110,7 +110,7 @@ def test_a_measure_that_declines_leaves_the_run_to_its_trace(monkeypatch):
     covered = native.COVERED_KINDS
     monkeypatch.setattr(native, "COVERED_KINDS", frozenset())
     assert native.measure_columns(rerun(keyed).columns, HAZARD_KINDS,
-                                  keying.delayed, keyed) is None
+                                  keying.delayed_start, keyed) is None
     declined = fixcost.cost_of(trace, keying._hazards, rerun, before, keying)
     monkeypatch.setattr(native, "COVERED_KINDS", covered)
     assert repr(lean) == repr(declined)

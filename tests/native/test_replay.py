@@ -518,7 +518,8 @@ def test_fix_reruns_of_lines_of_several_paths_replay_and_cost_as_the_reference(m
         run = simulate_oplog(several, fixes=keyed, lean=True)
         if isinstance(run, Trace) or not keyed:
             continue
-        assert native.measure_columns(run.columns, HAZARD_KINDS, keying.delayed, keyed) is None
+        assert native.measure_columns(run.columns, HAZARD_KINDS, keying.delayed_start,
+                                      keyed) is None
         before = compute_metrics(trace)
         lean = fixcost.cost_of(trace, findings.hazards, lambda f: simulate_oplog(
             several, fixes=f, lean=True), before, keying)

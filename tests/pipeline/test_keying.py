@@ -4,8 +4,8 @@ keying the group from scratch gives, ``key_fixes(trace, distinct_fixes(group))``
 fixes, by value and in order (a re-run injects them in that order), for every group fix costing
 asks about and for arbitrary subsets, on every model variant with hazards and on generated op logs
 of several ranks and threads (every fix kind, hand-offs included). And the ops the fixes' syncs
-delay in the run (``Keying.delayed``, found from the host actions the fixes name) are what a scan
-of the trace for their keys finds (``_delayed_ops``, as for a re-run)."""
+delay in the run (their starts, ``Keying.delayed_start``, found from the host actions the fixes
+name) are what a scan of the trace for their keys finds (``_delayed_ops``, as for a re-run)."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ import pytest
 
 from streamsim.analysis.checks import analyse, distinct_fixes
 from streamsim.oplog import simulate_oplog
-from streamsim.pipeline.fixcost import Keying, _delayed_ops
+from streamsim.pipeline.fixcost import Keying, _delayed_ops, _starts
 from streamsim.sim.inject import key_fixes
 from streamsim.sim.model import load_model
 from streamsim.sim.runner import simulate
@@ -44,7 +44,7 @@ def assert_keyed_alike(trace, what: str, rng: random.Random) -> int:
     keying = Keying(trace, findings)
     wanted = {kf.before for kf in key_fixes(trace, distinct_fixes(findings.hazards))}
     scanned = _delayed_ops(trace, wanted)  # (the delayed ops as a re-run's are found: a scan)
-    assert list(keying.delayed.items()) == list(scanned.items()), \
+    assert list(keying.delayed_start.items()) == list(_starts(scanned).items()), \
         f"{what}: the delayed ops found from the fixes' own ops differ from the scan's"
     for k, group in enumerate(groups_of(findings, rng)):
         want = key_fixes(trace, distinct_fixes(group))
