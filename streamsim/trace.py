@@ -237,9 +237,10 @@ class Trace:
         return op
 
     def ops_by_id(self, ids: Sequence[int]) -> Sequence[Op] | Mapping[int, Op]:
-        """The ops of ``ids``, indexed by id: here all of them (``ops``: ids are positions); a
-        trace whose ops are made when first read (``oplog.leanrun.LeanTrace``) makes these
-        alone (a report's table of the ops it names)."""
+        """The ops of ``ids``, indexed by id (a sequence or mapping that may hold others too):
+        here all of them (``ops``: ids are positions); a trace whose ops are made when first
+        read (``oplog.leanrun.LeanTrace``) makes these alone (a report's table of the ops it
+        names), and gives every op it made alone so far."""
         return self.ops
 
     def ops_of_hazards(self, hazards: Sequence[Any]) -> Sequence[Op] | Mapping[int, Op]:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import fields
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Mapping, Sequence
 
 from ..sim.finish import trace_of
 from ..trace import Op, Trace
+
+
+_FIRST, _SECOND = attrgetter("first"), attrgetter("second")  # (a hazard's two op ids)
 
 
 class LeanRun:
@@ -90,16 +94,19 @@ class LeanTrace(Trace):
             return self.ops
         new = [i for i in dict.fromkeys(ids) if i not in alone]  # (once each, in order)
         alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
-        return {i: alone[i] for i in ids}
+        return alone  # (every op made alone so far, these among them: not a dict of its own)
 
     def ops_of_hazards(self, hazards: Sequence[Any]) -> Sequence[Op] | Mapping[int, Op]:
         if self.made:
             return self.ops
         n = len(self.columns)
-        return self.ops_by_id(sorted({i for h in hazards
-                                      for i in (getattr(h, "first", None),
-                                                getattr(h, "second", None))
-                                      if type(i) is int and 0 <= i < n}))
+        try:  # (each hazard's two ids gathered in C: 120,000 getattr calls in Python before)
+            ids = set(map(_FIRST, hazards))
+            ids.update(map(_SECOND, hazards))
+        except AttributeError:  # (an object of another kind among them: named none)
+            ids = {i for h in hazards
+                   for i in (getattr(h, "first", None), getattr(h, "second", None))}
+        return self.ops_by_id(sorted(i for i in ids if type(i) is int and 0 <= i < n))
 
     def ops_of_kind(self, kind: str) -> list[Op]:
         if self.made:
