@@ -121,6 +121,34 @@ def test_a_run_kept_as_columns_is_keyed_from_them_as_the_reference_keys_its_ops(
     assert kinds == {"wait_handle", "event", "event_sync", "record_stream", "handoff"}, kinds
 
 
+def test_a_run_of_lines_of_two_paths_is_keyed_from_its_ops():
+    """The columns keep one path for every line (an op's location is it and its line number);
+    a hand-built log whose lines name two paths keeps none there, so the keying of its run
+    reads the run's ops instead (made then) and keys as the reference keys them: the keys'
+    locations name both paths."""
+    compared = 0
+    for seed in range(60):
+        log = load_oplog_text(generated_log(seed))
+        lines = [dataclasses.replace(ln, path="other.jsonl") if ln.lineno % 2 else ln
+                 for ln in log.lines]
+        two = dataclasses.replace(log, lines=lines)
+        run = simulate_oplog(two, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        lean = LeanTrace(run)
+        hazards = list(analyse(lean).hazards)
+        if not any(h.fix is not None for h in hazards):
+            continue
+        made = simulate_oplog(two)
+        got = native.keying(lean, hazards, Fix, Hazard)
+        assert got is not None and lean.made, f"generated log {seed}"
+        keyed, r_keyed = got[1], fixcost._keying(made, hazards)[1]
+        assert keyed == r_keyed, f"generated log {seed}"
+        paths = {kf.before[2].rpartition(":")[0] for kf in keyed}
+        compared += len(paths) == 2
+    assert compared >= 10, compared
+
+
 def test_a_rerun_with_syncs_injected_is_keyed_as_the_reference_keys_it():
     """A run re-simulated with some of its fixes has injected host actions (a key never counts
     them): its own hazards' fixes are keyed alike too."""
