@@ -1119,37 +1119,42 @@ cdef class _ColumnsReader(_Reader):
         return f"{self.prefix}{self.c.line[i]}", <object>self.c.kind[i]
 
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
-        # the locations wanted by their line number, those of the columns' path alone (no op's
-        # location is another's)
+        # An op's location is its line's (one path): the locations wanted are found by their
+        # line number, and each line's actions counted in C: a line's count is its site's,
+        # (thread, kind, location), while every action counted at it is of one thread and
+        # kind (an op log's line is one action; else the reference counts, on the ops)
         cdef OpCols *c = self.c
-        cdef Py_ssize_t i, a, t, top = 0, line, last = 0, nag = len(self.agents)
+        cdef Py_ssize_t i, a, t, line, last = 0, nag = len(self.agents), n
         for i in range(self.n):
             if c.line[i] > last:
                 last = c.line[i]
-        cdef dict loc_at = {}  # line number -> the wanted location of that line
+        cdef Block b_at = Block((last + 1) * sizeof(PyObject *))
+        cdef PyObject **at = <PyObject **>b_at.p  # line -> its wanted location (borrowed), NULL
+        memset(at, 0, (last + 1) * sizeof(PyObject *))
+        cdef Py_ssize_t plen = len(self.prefix)
         for x in lines:
             if type(x) is str and (<str>x).startswith(self.prefix):
-                n = line_number_in(<str>x, len(self.prefix))
-                if n is not None and n <= last:  # (a larger one is no op's line)
-                    loc_at[n] = x
-                    top = max(top, <Py_ssize_t>n)
-        cdef Block b_at = Block((top + 1) * sizeof(PyObject *))  # the same, by line in C
-        cdef PyObject **at = <PyObject **>b_at.p  # (borrowed from ``lines``)
-        memset(at, 0, (top + 1) * sizeof(PyObject *))
-        for n, x in loc_at.items():
-            at[<Py_ssize_t>n] = <PyObject *>x
+                n = _digits_at(<str>x, plen, last)
+                if n >= 0:
+                    at[n] = <PyObject *>x
+        cdef Block b_count = Block((last + 1) * sizeof(int))
+        cdef int *count = <int *>b_count.p  # line -> its actions counted so far
+        cdef Block b_first = Block((last + 1) * sizeof(int))
+        cdef int *first = <int *>b_first.p  # line -> the agent of its first action counted
+        cdef Block b_kind = Block((last + 1) * sizeof(PyObject *))
+        cdef PyObject **kind_of = <PyObject **>b_kind.p  # line -> that action's kind
+        memset(count, 0, (last + 1) * sizeof(int))
         cdef Block b_no = Block((nag + 1) * sizeof(Py_ssize_t))
         cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its thread number, or -1
         for a in range(nag):
             number[a] = -1
         cdef bytearray host = self.host
         cdef list out = []
-        cdef dict seen = {}  # (thread number, kind, location) -> actions counted
         cdef PyObject *okind
         for i in range(self.n):
             a = c.agent[i]
             line = c.line[i]
-            if not host[a] or line <= 0 or line > top or at[line] == NULL:
+            if not host[a] or line <= 0 or at[line] == NULL:
                 continue  # (line 0: a fix's sync, no line's action; else no key's line)
             okind = c.kind[i]
             if not <object>okind in kinds:
@@ -1158,15 +1163,34 @@ cdef class _ColumnsReader(_Reader):
                 raise _Decline()
             if (<dict>c.attrs[i]).get("injected"):
                 continue
+            if count[line] == 0:
+                first[line], kind_of[line] = a, okind
+            elif first[line] != a or (kind_of[line] != okind and
+                                      not <object>kind_of[line] == <object>okind):
+                raise _Decline()  # (two sites at one line: not an op log's line)
             t = number[a]
             if t < 0:
                 t = number[a] = _agent_number(<PyObject *>self.agents[a], agent_no, numbers)
-            loc = <object>at[line]
-            site = (t, <object>okind, loc)
-            n = seen.get(site, 0)
-            seen[site] = n + 1
-            out.append((i, self.agents[a], <object>okind, loc, n, t))
+            out.append((i, self.agents[a], <object>okind, <object>at[line], count[line], t))
+            count[line] += 1
         return out
+
+
+cdef Py_ssize_t _digits_at(str loc, Py_ssize_t start, Py_ssize_t top) except -2:
+    """The line number ``loc[start:]`` writes (``line_number_in``'s rule: ASCII digits, no
+    leading zero but "0" itself), if at most ``top``; else -1."""
+    cdef Py_ssize_t k, size = len(loc), n = 0
+    cdef Py_UCS4 ch
+    if size <= start or (size - start > 1 and loc[start] == "0"):
+        return -1
+    for k in range(start, size):
+        ch = loc[k]
+        if ch < 48 or ch > 57:
+            return -1
+        n = 10 * n + (<Py_ssize_t>ch - 48)
+        if n > top:
+            return -1
+    return n
 
 
 cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_kinds):

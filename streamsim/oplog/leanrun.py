@@ -106,7 +106,10 @@ class LeanTrace(Trace):
         except AttributeError:  # (an object of another kind among them: named none)
             ids = {i for h in hazards
                    for i in (getattr(h, "first", None), getattr(h, "second", None))}
-        return self.ops_by_id(sorted(i for i in ids if type(i) is int and 0 <= i < n))
+        got = sorted(ids) if set(map(type, ids)) == {int} else None  # (ints: each an op's id,
+        if got is None or got[0] < 0 or got[-1] >= n:  # checked in C, not one at a time)
+            got = sorted(i for i in ids if type(i) is int and 0 <= i < n)
+        return self.ops_by_id(got)
 
     def ops_of_kind(self, kind: str) -> list[Op]:
         if self.made:
