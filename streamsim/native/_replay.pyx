@@ -1926,9 +1926,8 @@ cdef class _Run:
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
             op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
-            sp = ("record", f"record({name})")
-            self.mark_special(op - 1, sp)  # (its issuing host action and the record itself)
-            self.mark_special(op, sp)
+            self.mark_special(op - 1, spec)  # (its issuing host action and the record itself)
+            self.mark_special(op, spec)
             self.own_attrs(op)["event"] = name
             self.fix_events[(rank, name)] = op
             if self.fix_sig + spec[3] not in self.taken:  # (recorded.succeed(): a wait on
@@ -1938,15 +1937,14 @@ cdef class _Run:
             rec = self.fix_events.get((rank, name))
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
                               () if rec is None else (rec,), True, current)
-            sp = ("wait_event", f"wait_event({name})")
-            self.mark_special(op - 1, sp)
-            self.mark_special(op, sp)
+            self.mark_special(op - 1, spec)
+            self.mark_special(op, spec)
             self.own_attrs(op)["event"] = name
             if rec is None:
                 self.note_unrecorded(op, f"wait_event({name})", _location(ln), name)
         elif code == R_WAIT:  # ev.synchronize()
             blocked = self.block_sync(h, K_SYNC_EVENT, line, {})
-            self.mark_special(self.cur[h], ("sync_event", f"{name}.synchronize()"))
+            self.mark_special(self.cur[h], spec)
             return blocked
         elif code == R_WAIT_HANDLE:  # _wait_handle: its work.wait(), if it was issued
             target = self.fix_handle(h, spec)
@@ -1974,17 +1972,17 @@ cdef class _Run:
             a["blocking"] = False
         elif code == R_PUT:  # _handoff's host.put(channel, name=f"put({channel})")
             op = self.host_op(h, K_PUT, 0.0, line, ln, (), True)
-            self.mark_special(op, ("put", f"put({name})"))
+            self.mark_special(op, spec)
             self.put(h, op, name)
         elif code == R_GET:  # host.get(channel): blocks until its put (H_CLOCKED)
             blocked = self.block_sync(h, K_GET, line, {})
-            self.mark_special(self.cur[h], ("get", f"get({name})"))
+            self.mark_special(self.cur[h], spec)
             return blocked
         else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
             if is_comm(stream):
                 raise _Fallback()
             op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, (), True)
-            self.mark_special(op, ("record_stream", f"record_stream({name}, {stream})"))
+            self.mark_special(op, spec)
             a = self.own_attrs(op)
             a["buffer"] = name
             a["stream"] = stream
@@ -1992,7 +1990,9 @@ cdef class _Run:
         return False
 
     cdef void mark_special(self, int op, tuple sp) except *:
-        """Op ``op`` is a fix's sync, of kind and name ``sp`` (not its line's)."""
+        """Op ``op`` is a fix's sync, ``sp``: its spec (``fix_syncs``: the op's kind and name
+        made of it when the op is made, :func:`_special_kind`, :func:`_special_name`), or its
+        ``(kind, name)`` (a handle's wait, named by the handle it found)."""
         if self.special is None:
             self.special = [None] * self.capops
         self.special[op] = sp
@@ -2387,8 +2387,8 @@ cdef class _Run:
         _put(r, F_ID, _id(ids, nids, i))
         _put(r, F_AGENT, self.agent_obj[self.agent[i]])
         _put(r, F_INDEX, _id(ids, nids, self.index[i]))
-        _put(r, F_KIND, ln[0] if sp is None else sp[0])
-        _put(r, F_NAME, ln[1] if sp is None else sp[1])
+        _put(r, F_KIND, ln[0] if sp is None else _special_kind(sp))
+        _put(r, F_NAME, ln[1] if sp is None else _special_name(sp))
         _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
         _put(r, F_START, _shared_float(floats, self.start[i]))
         _put(r, F_END, _shared_float(floats, self.end[i]))
@@ -2480,7 +2480,8 @@ cdef class _Run:
                 c.c.kind[i] = slot(<PyObject *>ln, _line_offset[L_OP])
                 c.c.line[i] = lo
             else:
-                c.c.kind[i] = <PyObject *>(<tuple>sp)[0]
+                x = _special_kind(sp)  # (a constant of this module, or sp's own: it lives)
+                c.c.kind[i] = <PyObject *>x
                 c.c.line[i] = 0
             if opstep and i in opstep:
                 x = opstep[i]  # (each borrowed from what holds it: the run's dicts and lists)
@@ -2809,6 +2810,40 @@ cdef dict _provenance(dict d, object ln):
     elif _l(ln, L_ANY_SOURCE):
         d["any_source"] = True
     return d
+
+
+cdef object _special_kind(tuple sp):
+    """The kind of a fix's sync op marked ``sp`` (``_Run.mark_special``): a string constant of
+    this module, or the one ``sp`` holds."""
+    code = sp[0]
+    if type(code) is str:
+        return code
+    if code == R_RECORD:
+        return "record"
+    if code == R_WAIT:
+        return "wait_event" if sp[2] is not None else "sync_event"
+    if code == R_PUT:
+        return "put"
+    if code == R_GET:
+        return "get"
+    return "record_stream"
+
+
+cdef object _special_name(tuple sp):
+    """The name of a fix's sync op marked ``sp``, as inject.py's syncs name theirs: made only
+    when its op is (120,000 strings a 60,000-fix re-run made and freed, unread, before)."""
+    code = sp[0]
+    if type(code) is str:
+        return sp[1]
+    if code == R_RECORD:
+        return f"record({sp[1]})"
+    if code == R_WAIT:
+        return f"wait_event({sp[1]})" if sp[2] is not None else f"{sp[1]}.synchronize()"
+    if code == R_PUT:
+        return f"put({sp[1]})"
+    if code == R_GET:
+        return f"get({sp[1]})"
+    return f"record_stream({sp[1]}, {sp[2]})"
 
 
 cdef inline object _take(list slots, Py_ssize_t j):
