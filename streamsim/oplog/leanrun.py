@@ -92,8 +92,10 @@ class LeanTrace(Trace):
         alone = self.__dict__.get("_alone")
         if alone is None:  # (made)
             return self.ops
-        new = [i for i in dict.fromkeys(ids) if i not in alone]  # (once each, in order)
-        alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
+        missing = set(ids).difference(alone)  # (in C: most ids asked for are made already)
+        if missing:
+            new = sorted(missing)  # (once each)
+            alone.update(zip(new, self.columns.ops_of(new)))  # (made in one call, kept)
         return alone  # (every op made alone so far, these among them: not a dict of its own)
 
     def ops_of_hazards(self, hazards: Sequence[Any]) -> Sequence[Op] | Mapping[int, Op]:
