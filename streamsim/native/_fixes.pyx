@@ -154,9 +154,13 @@ cdef class _Proposer:
                     f"it before {self.describe(y, ya)}")
             return _fix_of("event_sync", text, before, None, slot_set(x, _op[F_ISSUER]),
                            xa.agent, None)
-        wait_stream = ya.agent if not ya.comm else _current_stream(y)
+        if not ya.comm:
+            wait_stream, wait_text = ya.agent, ya.text  # (its text made once, not a str() a fix)
+        else:
+            wait_stream = _current_stream(y)
+            wait_text = f"{wait_stream}"
         text = (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
-                f"{wait_stream} before {self.describe(y, ya)}")
+                f"{wait_text} before {self.describe(y, ya)}")
         return _fix_of("event", text, before, None, slot_set(x, _op[F_ISSUER]), xa.agent,
                        wait_stream)
 
