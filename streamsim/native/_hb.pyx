@@ -26,7 +26,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from libc.limits cimport INT_MAX
 from libc.stdlib cimport qsort
 from libc.stdint cimport uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport OpCols, OPCOLS
@@ -879,6 +879,37 @@ cdef int _by_key(const void *a, const void *b) noexcept nogil:
     return -1 if x.id < y.id else (1 if x.id > y.id else 0)
 
 
+cdef bint _counting_sort(const long *key, long n, int *out) except -1:
+    """``out``: the ids 0..n-1 in (key, id) order, by counting the keys (stable: ids taken in
+    order), where the keys span at most 4n + 1024 values (an op log's: four a line, a re-run's
+    fix syncs at their lines' keys out of id order); False, nothing written, where they span
+    more (the caller sorts). A sort of a 640,000-op re-run's keys was 12% of its count."""
+    if n <= 0:
+        return False
+    cdef long i, lo = key[0], hi = key[0], span
+    for i in range(1, n):
+        if key[i] < lo:
+            lo = key[i]
+        elif key[i] > hi:
+            hi = key[i]
+    span = hi - lo + 1
+    if span <= 0 or span > 4 * n + 1024:
+        return False
+    cdef long *start = <long *>PyMem_Malloc((span + 1) * sizeof(long))
+    if start == NULL:
+        raise MemoryError()
+    memset(start, 0, (span + 1) * sizeof(long))
+    for i in range(n):  # (how many keys below each: the first place of each key's ids)
+        start[key[i] - lo + 1] += 1
+    for i in range(span):
+        start[i + 1] += start[i]
+    for i in range(n):
+        out[start[key[i] - lo]] = <int>i
+        start[key[i] - lo] += 1
+    PyMem_Free(start)
+    return True
+
+
 def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint rows_only=False):
     """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
     ``keys``: the trace's issue keys, or None to compute them here (as ``issue_keys`` does).
@@ -1100,7 +1131,7 @@ cdef object _walk(_Pass P):
     if in_order:  # (already sorted by (key, id): the ids in order)
         for i in range(n):
             walk[i] = i
-    else:
+    elif not _counting_sort(P.key, n, walk):
         by_key = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
         if by_key == NULL:
             raise MemoryError()
