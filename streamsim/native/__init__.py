@@ -383,9 +383,8 @@ def shift(starts: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:
     """Compiled scans and walk of :func:`streamsim.pipeline.fixcost.fix_shift` (``starts``: the
     start of the run's delayed op of each key, ``Keying.delayed_start``): ``(n, moved)``, the
     keys with an op delayed in both runs and the shifts above 1e-6 in the keys' order; None
-    when the reference must run
-    (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a 4-tuple, an op not an
-    ``Op``)."""
+    when the reference must run (``STREAMSIM_NATIVE=0`` or ``_metrics`` not built, a key not a
+    4-tuple, an op not an ``Op``)."""
     if _compiled_metrics is None or not _on():
         return None
     return _compiled_metrics.shift(starts, fixed, keyed)

@@ -23,7 +23,9 @@ read the same op slots and live here too: :func:`keyed_host_ops` (``_keyed_host_
 :func:`critical_rank`. Tests: tests/native/test_fixscan.py. And keying a run's fixes once for
 every re-run (``fixcost.Keying``), which scans the same slots: :func:`keying`
 (tests/native/test_keying.py); and the walk of a re-run's shift, :func:`shift`
-(test_fixscan.py).
+(test_fixscan.py). A run the compiled replay kept as columns (``_cols.pxd``) is read the same
+way, its ops made by none of these: :func:`keying_columns`, :func:`delayed_starts_columns`,
+:func:`shift_columns` (keying and the shift read a run through one interface, ``_Reader``).
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
