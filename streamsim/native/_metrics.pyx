@@ -42,7 +42,7 @@ from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIEL
     F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
     X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, X_EVENT_STREAM, X_WAIT_STREAM,
-    X_BUFFER, line_number_in)
+    X_BUFFER, line_number_at)
 
 from streamsim.trace import HOST, STREAM, TRANSFER_START, Op
 
@@ -1136,7 +1136,7 @@ cdef class _ColumnsReader(_Reader):
         cdef Py_ssize_t plen = len(self.prefix)
         for x in lines:
             if type(x) is str and (<str>x).startswith(self.prefix):
-                n = _digits_at(<str>x, plen, last)
+                n = line_number_at(<str>x, plen, last + 1)
                 if n >= 0:
                     at[n] = <PyObject *>x
         cdef Block b_count = Block((last + 1) * sizeof(int))
@@ -1176,23 +1176,6 @@ cdef class _ColumnsReader(_Reader):
             out.append((i, self.agents[a], <object>okind, <object>at[line], count[line], t))
             count[line] += 1
         return out
-
-
-cdef Py_ssize_t _digits_at(str loc, Py_ssize_t start, Py_ssize_t top) except -2:
-    """The line number ``loc[start:]`` writes (``line_number_in``'s rule: ASCII digits, no
-    leading zero but "0" itself), if at most ``top``; else -1."""
-    cdef Py_ssize_t k, size = len(loc), n = 0
-    cdef Py_UCS4 ch
-    if size <= start or (size - start > 1 and loc[start] == "0"):
-        return -1
-    for k in range(start, size):
-        ch = loc[k]
-        if ch < 48 or ch > 57:
-            return -1
-        n = 10 * n + (<Py_ssize_t>ch - 48)
-        if n > top:
-            return -1
-    return n
 
 
 cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_kinds):

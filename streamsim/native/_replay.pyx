@@ -54,7 +54,7 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
     L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
-    L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE)
+    L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_number_at)
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.sequence cimport PySequence_Fast_ITEMS
@@ -1871,18 +1871,12 @@ cdef class _Run:
         kind, loc, k = key
         if type(loc) is not str:
             return -1
-        cdef Py_ssize_t colon = (<str>loc).rfind(":"), size = len(<str>loc), i
-        cdef Py_ssize_t n = 0, top = len(self.lines)
-        cdef Py_UCS4 digit
-        if colon < 0 or size - colon < 2 or (size - colon > 2 and (<str>loc)[colon + 1] == "0"):
-            return -1  # (no digits, or a leading zero: as line_number_in, not a line's)
-        for i in range(colon + 1, size):  # (the number, ASCII digits: line_number_in's)
-            digit = (<str>loc)[i]
-            if digit < 48 or digit > 57:  # ("0", "9")
-                return -1
-            n = 10 * n + (<Py_ssize_t>digit - 48)
-            if n >= top:
-                return -1
+        cdef Py_ssize_t colon = (<str>loc).rfind(":")
+        if colon < 0:
+            return -1
+        cdef Py_ssize_t n = line_number_at(<str>loc, colon + 1, len(self.lines))
+        if n < 0:
+            return -1
         if self.key_at[2 * n] != h:  # (no line of that number, or another thread's)
             return -1
         ln = self.lines[n]

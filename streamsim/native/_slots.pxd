@@ -117,14 +117,24 @@ cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
         "inferred"), out)
 
 
-cdef inline object line_number_in(str location, Py_ssize_t start):
+cdef inline Py_ssize_t line_number_at(str location, Py_ssize_t start,
+                                      Py_ssize_t limit) except -2:
     """The line number ``location[start:]`` is written as, as a Line's location writes it
     (``schema.Line.location``: ``f"{path}:{lineno}"``, Python's digits of an int, no sign, no
-    leading zero), else None: a location ending otherwise is no line's."""
-    digits = location[start:]
-    if digits.isdigit() and digits.isascii() and (digits == "0" or digits[0] != "0"):
-        return int(digits)
-    return None
+    leading zero), if below ``limit``; else -1 (a location ending otherwise is no line's).
+    Read in C: a fix costing re-run parses each key's location (``_replay``, ``_metrics``)."""
+    cdef Py_ssize_t k, size = len(location), n = 0
+    cdef Py_UCS4 ch
+    if size <= start or (size - start > 1 and location[start] == "0"):
+        return -1
+    for k in range(start, size):
+        ch = location[k]
+        if ch < 48 or ch > 57:  # ("0", "9": ASCII digits only)
+            return -1
+        n = 10 * n + (<Py_ssize_t>ch - 48)
+        if n >= limit:
+            return -1
+    return n
 
 
 cdef enum:
