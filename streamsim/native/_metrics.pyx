@@ -790,70 +790,15 @@ def delayed_ops(trace, dict host):
     """The reference's second scan in ``fixcost._delayed_ops``: injection key -> the first stream
     op the keyed host action (``host``: host op id -> key) enqueued, else that action itself; the
     keys in the order the reference first assigns them. None when the reference must run (an op
-    of another type than ``Op``, a host op id that is not an int).
+    of another type than ``Op``, op ids that are not positions, a host op id that is not an
+    int).
 
     The reference's ``out`` is keyed by the injection key (a hash of the Agent dataclass per
     lookup); a host action's key is its own (two actions never share one), so this holds the
-    same state per host op id instead: the op chosen and whether it is a stream op."""
-    cdef Py_ssize_t nops = len(trace.ops), hid, iss
-    cdef Block b_mark = Block((nops + 1) * sizeof(char))
-    cdef char *mark = <char *>b_mark.p  # op id -> 1 keyed host action (ids outside: none)
-    cdef Py_ssize_t i
-    for i in range(nops):
-        mark[i] = 0
-    for h in host:
-        if not PyLong_CheckExact(h):
-            return None
-        hid = PyLong_AsSsize_t(h)
-        if 0 <= hid < nops:
-            mark[hid] = 1
-    cdef dict chosen = {}  # host op id -> [op, from a stream]
-    cdef list order = []  # host op ids in the order their keys are first assigned
-    cdef PyObject *p
-    cdef PyObject *ag
-    cdef PyObject *pid
-    cdef PyObject *last = NULL
-    cdef bint last_host = False
-    cdef PtrMap is_host = PtrMap()  # agent address -> 1 host, 0 not (its kind read once)
-    cdef Py_ssize_t known
-    cdef list cur
-    for op in trace.ops:
-        p = <PyObject *>op
-        if Py_TYPE(p) != OP_TYPE:
-            return None
-        ag = _slot(p, OFF[F_AGENT])
-        if ag == NULL:
-            return None
-        if ag != last:
-            known = is_host.get(<uintptr_t>ag)
-            if known < 0:
-                known = 1 if (<object>ag).kind == HOST else 0
-                is_host.put(<uintptr_t>ag, known)
-            last, last_host = ag, known == 1
-        pid = _slot(p, OFF[F_ID]) if last_host else _slot(p, OFF[F_ISSUER])
-        if pid == NULL:
-            return None
-        if pid == <PyObject *>None:
-            continue
-        if PyLong_CheckExact(<object>pid):
-            hid = PyLong_AsSsize_t(<object>pid)
-            if not (0 <= hid < nops and mark[hid]):
-                continue
-        elif <object>pid not in host:  # (an id of another type: as the reference asks)
-            continue
-        key = <object>pid
-        if last_host:  # k = host.get(op.id); if k not in out: out[k] = op
-            if key not in chosen:
-                chosen[key] = [op, False]
-                order.append(key)
-        else:  # if out.get(k) is None or out[k].agent.kind == HOST: out[k] = op
-            cur = chosen.get(key)
-            if cur is None:
-                chosen[key] = [op, True]
-                order.append(key)
-            elif not cur[1]:
-                cur[0], cur[1] = op, True
-    return {host[h]: chosen[h][0] for h in order}
+    same state per host op id instead (:func:`_delayed`)."""
+    cdef _OpsReader r = _OpsReader(trace.ops if type(trace.ops) is tuple else tuple(trace.ops))
+    got = _delayed_of_host(r, host)
+    return None if got is None else {k: r.ops[i] for k, i in got}
 
 
 def delayed_starts_columns(columns, dict host):
@@ -861,35 +806,66 @@ def delayed_starts_columns(columns, dict host):
     each op as its start (what a shift reads of it: no op made): injection key -> the start of
     the op chosen, in the same order; None as :func:`delayed_ops`."""
     capsule = columns.capsule()  # (``columns`` holds what it points into)
-    cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
-    cdef bytearray is_host = bytearray([ag.kind == HOST for ag in columns.agents])
-    cdef Py_ssize_t nops = c.n, i, hid
-    cdef Block b_pick = Block((nops + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *pick = <Py_ssize_t *>b_pick.p  # host op id -> -1 not keyed, -2 keyed and
-    for i in range(nops):  # no op chosen yet, else 2 * the op chosen + 1 if from a stream
-        pick[i] = -1
+    cdef _ColumnsReader r = _columns_reader(columns, capsule)
+    got = _delayed_of_host(r, host)
+    return None if got is None else {k: r.start(i) for k, i in got}
+
+
+cdef list _delayed_of_host(_Reader r, dict host):
+    """``(key, op id)`` of the op each keyed host action's sync delays (``host``: host op id ->
+    key), in the order the reference first assigns the keys; None when the reference must run
+    (a host op id that is not an int, or ``r`` declines)."""
+    cdef Py_ssize_t n = r.n, i, j = 0
+    cdef list keys = list(host.values())
+    cdef Block b_of = Block((n + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # host op id -> its key's index, or -1
+    for i in range(n):
+        key_of[i] = -1
     for h in host:
         if not PyLong_CheckExact(h):
             return None
-        hid = PyLong_AsSsize_t(h)
-        if 0 <= hid < nops:
-            pick[hid] = -2
-    cdef list order = []  # host op ids in the order their keys are first assigned
-    for i in range(nops):
-        if is_host[c.agent[i]]:  # k = host.get(op.id); if k not in out: out[k] = op
-            if pick[i] == -2:
-                pick[i] = 2 * i
-                order.append(i)
-        else:  # if out.get(k) is None or out[k].agent.kind == HOST: out[k] = op
-            hid = c.issuer[i]
-            if hid < 0 or pick[hid] == -1:
+        i = PyLong_AsSsize_t(h)
+        if 0 <= i < n:
+            key_of[i] = j
+        j += 1
+    cdef Block b_chosen = Block((j + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *chosen = <Py_ssize_t *>b_chosen.p
+    try:
+        order = _delayed(r, key_of, j, chosen)
+    except _Decline:
+        return None
+    return [(keys[j], chosen[j]) for j in order]
+
+
+cdef list _delayed(_Reader r, const Py_ssize_t *key_of, Py_ssize_t nk, Py_ssize_t *chosen):
+    """``fixcost._delayed_ops``' rule, over the run ``r`` reads: the op a sync before each keyed
+    host action delays is the first stream op that action enqueued, else the action itself
+    (``key_of``: op id -> the index of its action's key, -1: none). Fills ``chosen`` (key index
+    -> that op's id, -1: none) and returns the key indices in the order first chosen (the
+    reference's dict order). The run's delayed ops (:func:`delayed_ops`) and a re-run's
+    (:func:`shift`) are found by it; raises :class:`_Decline` where ``r`` cannot read an op."""
+    cdef Block b_host = Block(nk + 1)
+    cdef char *from_host = <char *>b_host.p  # key index -> 1: the op chosen is the action
+    cdef Py_ssize_t i, k, iss
+    cdef list order = []
+    for k in range(nk):
+        chosen[k] = -1
+    for i in range(r.n):
+        if r.is_host(i):
+            k = key_of[i]
+            if k >= 0 and chosen[k] < 0:
+                chosen[k], from_host[k] = i, 1
+                order.append(k)
+        else:
+            iss = r.issuer(i)
+            if iss < 0:
                 continue
-            if pick[hid] == -2:
-                order.append(hid)
-            elif pick[hid] & 1:
-                continue
-            pick[hid] = 2 * i + 1
-    return {host[h]: c.start[pick[<Py_ssize_t>h] >> 1] for h in order}
+            k = key_of[iss]
+            if k >= 0 and (chosen[k] < 0 or from_host[k]):
+                if chosen[k] < 0:
+                    order.append(k)
+                chosen[k], from_host[k] = i, 0
+    return order
 
 
 def critical_rank(trace):
@@ -986,21 +962,17 @@ def keying_columns(columns, hazards, type fix_class, type hazard_class, fix_kind
     named op's location is not its line's in the columns' one path (the caller then keys the
     run's ops)."""
     capsule = columns.capsule()  # (``columns`` holds what it points into)
-    cdef _ColumnsReader r = _columns_reader(columns, capsule)
-    if r is None:
-        return None  # (lines of several paths: a location is not its line number)
-    return _keying(r, hazards, fix_class, hazard_class, fix_kinds)
+    return _keying(_columns_reader(columns, capsule), hazards, fix_class, hazard_class,
+                   fix_kinds)
 
 
 cdef _ColumnsReader _columns_reader(columns, capsule):
-    """A reader of ``columns`` (``capsule``: theirs, held by the caller); None when their
-    lines name several paths (an op's location is then not its line number's)."""
+    """A reader of ``columns`` (``capsule``: theirs, held by the caller)."""
     cdef _ColumnsReader r = _ColumnsReader(columns.agents)
     r.c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     r.n = r.c.n
-    if r.c.path == NULL:
-        return None
-    r.prefix = f"{<object>r.c.path}:"
+    if r.c.path != NULL:  # (else its lines name several paths: no location is a line's)
+        r.prefix = f"{<object>r.c.path}:"
     return r
 
 
@@ -1038,6 +1010,18 @@ cdef class _Reader:
         ``agent_no``/``numbers`` (equal agents: one number)."""
         raise NotImplementedError
 
+    cdef bint is_host(self, Py_ssize_t i) except -1:
+        """Whether op ``i`` is a host action."""
+        raise NotImplementedError
+
+    cdef Py_ssize_t issuer(self, Py_ssize_t i) except -2:
+        """The id of the host action that issued op ``i`` (-1: none, or no op of the run)."""
+        raise NotImplementedError
+
+    cdef object start(self, Py_ssize_t i):
+        """Op ``i``'s start (the float its ``Op`` holds)."""
+        raise NotImplementedError
+
 
 cdef class _OpsReader(_Reader):
     """A run's ``Op`` objects, each read from its slots."""
@@ -1072,6 +1056,27 @@ cdef class _OpsReader(_Reader):
         if got is None:
             raise _Decline()
         return got
+
+    cdef bint is_host(self, Py_ssize_t i) except -1:
+        cdef PyObject *p = <PyObject *>self.ops[i]
+        if Py_TYPE(p) != OP_TYPE or _slot(p, OFF[F_AGENT]) == NULL or \
+                _slot(p, OFF[F_ID]) == NULL or \
+                not PyLong_CheckExact(<object>_slot(p, OFF[F_ID])) or \
+                PyLong_AsSsize_t(<object>_slot(p, OFF[F_ID])) != i:
+            raise _Decline()  # (an op not an Op, or stored off its id)
+        return _is_host(_slot(p, OFF[F_AGENT]), self.host_kind)
+
+    cdef Py_ssize_t issuer(self, Py_ssize_t i) except -2:
+        cdef PyObject *iss = _slot(<PyObject *>self.ops[i], OFF[F_ISSUER])
+        if iss == <PyObject *>None:
+            return -1
+        if iss == NULL or not PyLong_CheckExact(<object>iss):
+            raise _Decline()
+        cdef Py_ssize_t h = PyLong_AsSsize_t(<object>iss)
+        return h if 0 <= h < self.n else -1
+
+    cdef object start(self, Py_ssize_t i):
+        return self.ops[i].start
 
 
 cdef class _ColumnsReader(_Reader):
@@ -1116,8 +1121,8 @@ cdef class _ColumnsReader(_Reader):
         return str((<dict>attrs).get("buffer"))
 
     cdef tuple site(self, Py_ssize_t i):
-        if self.c.line[i] <= 0:
-            raise _Decline()  # (a fix's sync, of no line: not in a first run)
+        if self.c.line[i] <= 0 or self.prefix is None:
+            raise _Decline()  # (a fix's sync, of no line: not in a first run; several paths)
         return f"{self.prefix}{self.c.line[i]}", <object>self.c.kind[i]
 
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
@@ -1125,6 +1130,8 @@ cdef class _ColumnsReader(_Reader):
         # line number, and each line's actions counted in C: a line's count is its site's,
         # (thread, kind, location), while every action counted at it is of one thread and
         # kind (an op log's line is one action; else the reference counts, on the ops)
+        if self.prefix is None:
+            raise _Decline()  # (lines of several paths: a location is not its line number)
         cdef OpCols *c = self.c
         cdef Py_ssize_t i, a, t, line, last = 0, nag = len(self.agents), n
         for i in range(self.n):
@@ -1176,6 +1183,15 @@ cdef class _ColumnsReader(_Reader):
             out.append((i, self.agents[a], <object>okind, <object>at[line], count[line], t))
             count[line] += 1
         return out
+
+    cdef bint is_host(self, Py_ssize_t i) except -1:
+        return self.host[self.c.agent[i]]
+
+    cdef Py_ssize_t issuer(self, Py_ssize_t i) except -2:
+        return self.c.issuer[i]
+
+    cdef object start(self, Py_ssize_t i):
+        return self.c.start[i]
 
 
 cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_kinds):
@@ -1420,100 +1436,40 @@ def shift(dict starts, fixed, keyed):
     re-run's scan (``_keyed_host_ops`` and ``_delayed_ops``) keeps its state by that number, a
     key of the run's ``starts`` is found by its address first (the keys are the keyed fixes'
     own objects), and the keys are sorted with each agent as its place in the agents' order."""
-    cdef _ShiftKeys K = _shift_keys(keyed)
-    if K is None:
-        return None
-    # the re-run's scans: host op id -> index of its key (_keyed_host_ops), then the op each
-    # key's sync delays (_delayed_ops): the first stream op its action enqueued, else the action
-    cdef tuple ops = fixed.ops if type(fixed.ops) is tuple else tuple(fixed.ops)
-    cdef Py_ssize_t nops = len(ops), i, hid, idx
-    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # host op id -> key index, or -1
-    for i in range(nops):
-        key_of[i] = -1
-    cdef PtrMap host_kind = PtrMap()
-    counted = _at_sites(ops, K.lines, K.kinds, host_kind, K.agent_no, K.numbers)
-    if counted is None:
-        return None
-    for i, ag, okind, loc, n, t in counted:
-        got = K.want.get((t, okind, loc, n))
-        if got is not None:
-            key_of[i] = <Py_ssize_t>got
-    cdef list after = [None] * K.nk  # key index -> the op delayed in the re-run
-    cdef Block b_host = Block((K.nk + 1) * sizeof(char))
-    cdef char *from_host = <char *>b_host.p  # key index -> 1: that op is the host action itself
-    cdef PyObject *p
-    cdef PyObject *iss
-    for i in range(nops):
-        p = <PyObject *>ops[i]
-        if _is_host(_slot(p, OFF[F_AGENT]), host_kind):
-            idx = key_of[i]
-            if idx >= 0 and after[idx] is None:
-                after[idx] = ops[i]
-                from_host[idx] = 1
-        else:
-            iss = _slot(p, OFF[F_ISSUER])
-            if iss == <PyObject *>None or not PyLong_CheckExact(<object>iss):
-                if iss != <PyObject *>None:
-                    return None
-                continue
-            hid = PyLong_AsSsize_t(<object>iss)
-            if not 0 <= hid < nops:
-                continue
-            idx = key_of[hid]
-            if idx >= 0 and (after[idx] is None or from_host[idx]):
-                after[idx] = ops[i]
-                from_host[idx] = 0
-    return _shift_of(K, starts, [None if y is None else y.start for y in after])
+    return _shift(_OpsReader(fixed.ops if type(fixed.ops) is tuple else tuple(fixed.ops)),
+                  starts, keyed)
 
 
 def shift_columns(dict starts, columns, keyed):
     """:func:`shift` with the re-run ``columns`` holds (``_replay.Columns``, ``_cols.pxd``),
     its scans read from the columns; None as :func:`shift`."""
+    capsule = columns.capsule()  # (``columns`` holds what it points into)
+    return _shift(_columns_reader(columns, capsule), starts, keyed)
+
+
+cdef object _shift(_Reader r, dict starts, keyed):
+    """:func:`shift`'s scans and walk, the re-run read through ``r``: its host actions at the
+    keys (``_keyed_host_ops``), then the op each key's sync delays there (:func:`_delayed`)."""
     cdef _ShiftKeys K = _shift_keys(keyed)
     if K is None:
         return None
-    capsule = columns.capsule()  # (``columns`` holds what it points into)
-    cdef _ColumnsReader r = _columns_reader(columns, capsule)
-    if r is None:
-        return None  # (lines of several paths: the reference, on the trace)
-    cdef OpCols *c = r.c
-    cdef bytearray host = r.host
-    cdef Py_ssize_t nops = c.n, i, idx, iss
-    cdef Block b_of = Block((nops + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t n = r.n, i
+    cdef Block b_of = Block((n + 1) * sizeof(Py_ssize_t))
     cdef Py_ssize_t *key_of = <Py_ssize_t *>b_of.p  # op id -> index of its key, or -1
-    for i in range(nops):
+    for i in range(n):
         key_of[i] = -1
+    cdef Block b_chosen = Block((K.nk + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *chosen = <Py_ssize_t *>b_chosen.p  # key index -> the op delayed, or -1
     try:
-        counted = r.at_sites(K.lines, K.kinds, K.agent_no, K.numbers)
+        for i, ag, okind, loc, k, t in r.at_sites(K.lines, K.kinds, K.agent_no, K.numbers):
+            got = K.want.get((t, okind, loc, k))
+            if got is not None:
+                key_of[i] = <Py_ssize_t>got
+        _delayed(r, key_of, K.nk, chosen)
+        after = [None if chosen[i] < 0 else r.start(chosen[i]) for i in range(K.nk)]
     except _Decline:
         return None
-    for i, ag, okind, loc, n, t in counted:
-        got = K.want.get((t, okind, loc, n))
-        if got is not None:
-            key_of[i] = <Py_ssize_t>got
-    cdef Block b_after = Block((K.nk + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *after = <Py_ssize_t *>b_after.p  # key index -> the op delayed, or -1
-    cdef Block b_host = Block((K.nk + 1) * sizeof(char))
-    cdef char *from_host = <char *>b_host.p
-    for i in range(K.nk):
-        after[i] = -1
-    for i in range(nops):
-        if host[c.agent[i]]:
-            idx = key_of[i]
-            if idx >= 0 and after[idx] < 0:
-                after[idx] = i
-                from_host[idx] = 1
-        else:
-            iss = c.issuer[i]
-            if iss < 0:
-                continue
-            idx = key_of[iss]
-            if idx >= 0 and (after[idx] < 0 or from_host[idx]):
-                after[idx] = i
-                from_host[idx] = 0
-    return _shift_of(K, starts, [None if after[i] < 0 else c.start[after[i]]
-                                  for i in range(K.nk)])
+    return _shift_of(K, starts, after)
 
 
 cdef class _ShiftKeys:
