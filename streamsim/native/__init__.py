@@ -194,7 +194,7 @@ def with_fixes(trace: Any, hazards: Sequence) -> list | None:
     common kinds of fix made in C, the others by the reference); None when the reference must run
     (``STREAMSIM_NATIVE=0`` or ``_fixes`` not built)."""
     m = _used("_fixes") if _on() else None
-    return None if m is None else m.with_fixes(trace, hazards)
+    return None if m is None else m.with_fixes(trace, hazards, _columns_of(trace))
 
 
 def bind_root_causes(**objects: Any) -> None:
@@ -209,7 +209,8 @@ def root_cause_groups(trace: Any, hazards: Sequence, made_site: Any, covered: di
     None when the reference must group (``STREAMSIM_NATIVE=0`` or ``_rootcause`` not built, or
     an op it does not read: ``_rootcause.pyx``)."""
     m = _used("_rootcause") if _on() else None
-    return None if m is None else m.groups(trace, hazards, made_site, covered)
+    return None if m is None else m.groups(trace, hazards, made_site, covered,
+                                           _columns_of(trace))
 
 
 def bind_json(**objects: Any) -> None:

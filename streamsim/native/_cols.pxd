@@ -16,10 +16,25 @@ same run would (streamsim/trace.py), ops by id (id == position):
   hold (``after``/``joins`` tuples of op ids), borrowed from the owner;
 - ``path``: the log's path, one object for all its lines (borrowed; NULL when its lines name
   several): an op's ``location`` is ``f"{path}:{line}"`` (``schema.Line.location``), made only
-  where a measure needs it (a fix's sync sits at that line), not kept an op.
+  where a measure needs it (a fix's sync sits at that line), not kept an op;
+- ``kept``: once the run has let its ``Line`` objects go (``_Run.release``), what its ops read of
+  their line, ``KEPT_FIELDS`` objects a line number in the order of the ``KEPT_`` names below
+  (``_Run.kept_line``; NULL before); ``handles``: op id -> the handle its line names (a dict,
+  borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
+  name are made of its spec, which these columns do not hold).
 
-Only a struct and a name: nothing to build on its own (as ``_slots.pxd``)."""
+:func:`op_field` reads an op's ``Op`` slot from them (the analysis of a run kept as columns
+proposes its fixes and groups its root causes without making the ops its hazards name).
+
+Only a struct, names and one reader: nothing to build on its own (as ``_slots.pxd``)."""
 from cpython.object cimport PyObject
+
+from streamsim.native._slots cimport (F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
+                                      F_LOCATION, F_STEP, F_LINE, F_ATTRS)
+
+
+cdef enum:  # what ``kept`` holds of a line, in this order
+    KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP, KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS
 
 
 cdef struct OpCols:
@@ -37,6 +52,10 @@ cdef struct OpCols:
     PyObject **accesses
     PyObject **after
     PyObject **joins
+    PyObject **kept
+    Py_ssize_t nkept
+    PyObject *handles
+    bint special
 
 
 cdef extern from *:
@@ -44,3 +63,40 @@ cdef extern from *:
     #define STREAMSIM_OPCOLS "streamsim.native.OpCols"
     """
     const char *OPCOLS "STREAMSIM_OPCOLS"
+
+
+cdef inline bint op_fields_kept(OpCols *c) noexcept:
+    """Whether :func:`op_field` reads every op of ``c``: its lines' fields are kept and no op is
+    a fix's sync."""
+    return c.kept != NULL and not c.special
+
+
+cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
+    """Slot ``field`` (F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE, F_LOCATION, F_STEP,
+    F_LINE or F_ATTRS) of op ``op_id`` (an int in range) as its ``Op`` holds it (``agents``:
+    the columns' tuple), where :func:`op_fields_kept`: equal values, the ints and the location
+    made now. The attrs are the run's: an event's record or wait names its event only in its
+    ``Op`` (``_replay._Run.record``)."""
+    cdef Py_ssize_t i = op_id
+    cdef PyObject **at = c.kept + c.line[i] * KEPT_FIELDS
+    if field == F_ID:
+        return op_id
+    if field == F_AGENT:
+        return agents[c.agent[i]]
+    if field == F_KIND:
+        return <object>c.kind[i]
+    if field == F_NAME:
+        return <object>at[KEPT_NAME]
+    if field == F_ISSUER:
+        return None if c.issuer[i] < 0 else c.issuer[i]
+    if field == F_HANDLE:
+        return None if c.handles == NULL else (<dict>c.handles).get(op_id)
+    if field == F_LOCATION:
+        return f"{<object>at[KEPT_PATH]}:{<object>at[KEPT_LINENO]}"
+    if field == F_STEP:
+        return <object>c.step[i]
+    if field == F_LINE:
+        return <object>at[KEPT_LINENO]
+    if field == F_ATTRS:
+        return <object>c.attrs[i]
+    raise ValueError(f"op_field: field {field} is not read from columns")

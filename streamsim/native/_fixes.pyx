@@ -10,7 +10,10 @@ values come from and how its records are made:
   once per agent object (a dict by ``id``), where the reference calls a property or a method of
   each op and agent it describes;
 - a ``Fix`` and a ``Hazard`` (frozen slots dataclasses) are made by setting their slots, where the
-  reference's ``__init__`` calls ``object.__setattr__`` once per field.
+  reference's ``__init__`` calls ``object.__setattr__`` once per field;
+- a run the compiled replay kept as columns (``oplog.leanrun.LeanTrace``) is read from them
+  (``_cols.op_field``), none of the ops its hazards name made: on the 1,000,000-line random
+  program those were 371,171 ops, 0.58 s and 192 MB.
 
 The kinds of fix most hazards get (``event``, ``event_sync``, ``wait_handle``,
 ``record_stream``) and "no fix" for a use after its free are made here; a hand-off between host
@@ -19,6 +22,9 @@ the reference (``propose_fix``, ``_current_stream``), as does any hazard or op o
 the classes bound (a subclass may override what is read). On the 200,000-line random program
 (59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
+from cpython.pycapsule cimport PyCapsule_GetPointer
+
+from streamsim.native._cols cimport OpCols, OPCOLS, op_field, op_fields_kept
 from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
                                       fix_record, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
@@ -58,19 +64,35 @@ cdef class _Agent:
 
 
 cdef class _Proposer:
-    """The fixes of one trace's hazards, with its agents' texts and roles made once."""
+    """The fixes of one trace's hazards, with its agents' texts and roles made once. An op is
+    read as its ``Op`` object, or where the trace is columns, as its id (:meth:`op`,
+    :meth:`field`)."""
     cdef object trace
     cdef object ops  # the ops the hazards name, by id: a sequence of all, or a dict of those
     cdef bint by_dict
     cdef Py_ssize_t nops
     cdef dict agents  # id(agent) -> _Agent
+    cdef object columns, capsule  # (held: what ``c`` points into)
+    cdef OpCols *c  # the trace's columns, NULL: its ops are read
+    cdef tuple col_agents
 
-    def __init__(self, trace, hazards):
+    def __init__(self, trace, hazards, columns):
         self.trace = trace
-        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
-        self.by_dict = type(self.ops) is dict
         self.nops = len(trace)
         self.agents = {}
+        if columns is not None:
+            self.capsule = columns.capsule()
+            self.c = <OpCols *>PyCapsule_GetPointer(self.capsule, OPCOLS)
+            if op_fields_kept(self.c):
+                self.columns, self.col_agents = columns, columns.agents
+                return
+            self.c = NULL
+        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
+        self.by_dict = type(self.ops) is dict
+
+    cdef inline object field(self, object o, int f):
+        """Slot ``f`` of op ``o`` (:meth:`op`'s)."""
+        return slot_set(o, _op[f]) if self.c == NULL else op_field(self.c, self.col_agents, o, f)
 
     cdef _Agent agent(self, object a):
         """The agent record of ``a`` (made on first use), or None for another type than Agent."""
@@ -89,12 +111,15 @@ cdef class _Proposer:
         return r
 
     cdef object op(self, object op_id):
-        """``trace.op(op_id)`` when it is an ``Op`` of that id (else None: the reference runs)."""
+        """``trace.op(op_id)`` when it is an ``Op`` of that id, or the id where the trace is
+        columns (else None: the reference runs)."""
         if type(op_id) is not int:
             return None
         cdef Py_ssize_t i = op_id
         if i < 0 or i >= self.nops:
             return None
+        if self.c != NULL:
+            return op_id
         o = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
         if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
             return None
@@ -102,17 +127,22 @@ cdef class _Proposer:
 
     cdef str describe(self, object o, _Agent a):
         """``Op.describe``: ``name on agent[ when][ at location]``."""
-        location = slot_set(o, _op[F_LOCATION])
+        location = self.field(o, F_LOCATION)
         where = f" at {location}" if location else ""
         parts = []  # (Op.when)
-        step = slot_set(o, _op[F_STEP])
+        step = self.field(o, F_STEP)
         if step is not None:
             parts.append(f"step {step}")
-        m = slot_set(o, _op[F_ATTRS]).get("microbatch")
+        m = self.field(o, F_ATTRS).get("microbatch")
         if m is not None:
             parts.append(f"micro-batch {m}")
         when = " ".join(parts)
-        return f"{slot_set(o, _op[F_NAME])} on {a.text}{' ' + when if when else ''}{where}"
+        return f"{self.field(o, F_NAME)} on {a.text}{' ' + when if when else ''}{where}"
+
+    cdef object current_stream(self, object o):
+        """The reference's ``_current_stream`` of op ``o`` (a comm op's: its attrs read in
+        Python; made alone where the trace is columns)."""
+        return _current_stream(o if self.c == NULL else self.trace.op(o))
 
     cdef object propose(self, object h):
         """``propose_fix(trace, h)``, its common kinds made here (see the module's docstring)."""
@@ -120,20 +150,20 @@ cdef class _Proposer:
         y = self.op(slot_set(h, _hazard[H_SECOND]))
         if x is None or y is None:
             return _propose_fix(self.trace, h)
-        cdef _Agent xa = self.agent(slot_set(x, _op[F_AGENT]))
-        cdef _Agent ya = self.agent(slot_set(y, _op[F_AGENT]))
+        cdef _Agent xa = self.agent(self.field(x, F_AGENT))
+        cdef _Agent ya = self.agent(self.field(y, F_AGENT))
         if xa is None or ya is None:
             return _propose_fix(self.trace, h)
         kind = slot_set(h, _hazard[H_KIND])
-        xkind = slot_set(x, _op[F_KIND])
+        xkind = self.field(x, F_KIND)
         if kind == USE_AFTER_FREE and xkind == "free":
             return None  # (_used_after_its_free: no sync makes it safe)
         if xa.host:
             return _propose_fix(self.trace, h)  # (a hand-off, or none: rare)
-        yissuer = slot_set(y, _op[F_ISSUER])
-        before = slot_set(y, _op[F_ID]) if ya.host or yissuer is None else yissuer  # (issue_point)
-        handle = slot_set(x, _op[F_HANDLE])
-        if kind == USE_AFTER_FREE and slot_set(y, _op[F_KIND]) == "free" and handle is None:
+        yissuer = self.field(y, F_ISSUER)
+        before = self.field(y, F_ID) if ya.host or yissuer is None else yissuer  # (issue_point)
+        handle = self.field(x, F_HANDLE)
+        if kind == USE_AFTER_FREE and self.field(y, F_KIND) == "free" and handle is None:
             text = (f"call {slot_set(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
                     f"{self.describe(y, ya)} ({self.describe(x, xa)} may still use it)")
             return _fix_of("record_stream", text, before, None, None, xa.agent, None)
@@ -143,25 +173,25 @@ cdef class _Proposer:
             elif not ya.comm:
                 wait_stream = ya.agent
             else:
-                wait_stream = _current_stream(y)
+                wait_stream = self.current_stream(y)
             how = "" if wait_stream is not None or xa.gloo else " (blocking)"
             text = (f"wait handle {handle}{how} (from {self.describe(x, xa)}) before "
                     f"{self.describe(y, ya)}")
-            return _fix_of("wait_handle", text, before, slot_set(x, _op[F_ID]), None, None,
+            return _fix_of("wait_handle", text, before, self.field(x, F_ID), None, None,
                            wait_stream)
         if ya.host:
             text = (f"record an event on {xa.text} after {self.describe(x, xa)} and synchronize "
                     f"it before {self.describe(y, ya)}")
-            return _fix_of("event_sync", text, before, None, slot_set(x, _op[F_ISSUER]),
+            return _fix_of("event_sync", text, before, None, self.field(x, F_ISSUER),
                            xa.agent, None)
         if not ya.comm:
             wait_stream, wait_text = ya.agent, ya.text  # (its text made once, not a str() a fix)
         else:
-            wait_stream = _current_stream(y)
+            wait_stream = self.current_stream(y)
             wait_text = f"{wait_stream}"
         text = (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
                 f"{wait_text} before {self.describe(y, ya)}")
-        return _fix_of("event", text, before, None, slot_set(x, _op[F_ISSUER]), xa.agent,
+        return _fix_of("event", text, before, None, self.field(x, F_ISSUER), xa.agent,
                        wait_stream)
 
 
@@ -171,20 +201,21 @@ cdef object _fix_of(kind, text, before, handle_op, record_after, event_stream, w
                       wait_stream, None)
 
 
-def with_fixes(trace, hazards):
+def with_fixes(trace, hazards, columns=None):
     """``[fixes.with_fix(trace, h) for h in hazards]``: each hazard again, its proposed fix
-    attached (a hazard of another type than Hazard: the reference's ``with_fix``); None when
+    attached (a hazard of another type than Hazard: the reference's ``with_fix``; ``columns``:
+    the trace's, where its ops are not made: ``native._columns_of``); None when
     the reference must run instead: an op or hazard with a field never set (``slot_set``'s
     AttributeError), which the reference may not read at all, as the JSON tables and the
     root-cause grouping decline."""
     try:
-        return _with_fixes(trace, hazards)
+        return _with_fixes(trace, hazards, columns)
     except AttributeError:
         return None
 
 
-cdef list _with_fixes(trace, hazards):
-    cdef _Proposer p = _Proposer(trace, hazards)
+cdef list _with_fixes(trace, hazards, columns):
+    cdef _Proposer p = _Proposer(trace, hazards, columns)
     cdef list out = []
     cdef int i
     for h in hazards:

@@ -61,7 +61,8 @@ from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS
+from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
+                                     KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS)
 from cpython.pycapsule cimport PyCapsule_New
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
@@ -139,9 +140,9 @@ cdef inline void _put(object obj, int field, object value) noexcept:
     put_slot(obj, _offset[field], value)
 
 
-DEF K_FIELDS = 6  # what an op reads of its line (_Run.kept_line), in this order (its location
-# made of the path and the number: _location):
-cdef int[K_FIELDS] _KEPT = [L_OP, L_NAME, L_PATH, L_STEP, L_LINENO, L_EVENT]
+cdef int _KEPT[KEPT_FIELDS]  # what an op reads of its line (_Run.kept_line), in _cols.pxd's order
+_KEPT[KEPT_OP], _KEPT[KEPT_NAME], _KEPT[KEPT_PATH] = L_OP, L_NAME, L_PATH  # (its location made
+_KEPT[KEPT_STEP], _KEPT[KEPT_LINENO], _KEPT[KEPT_EVENT] = L_STEP, L_LINENO, L_EVENT  # of these)
 
 
 DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
@@ -344,7 +345,7 @@ cdef class _Run:
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
     cdef list lines  # line number -> Line (None: no line has the number; _by_lineno), None
     # once released (kept)
-    cdef PyObject **kept  # once released, K_FIELDS owned objects a line number, what its ops
+    cdef PyObject **kept  # once released, KEPT_FIELDS owned objects a line number, what its ops
     # read of it (kept_line; NULL: no op of the line), instead of a tuple a line: 48 bytes less
     cdef Py_ssize_t nkept
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
@@ -439,7 +440,7 @@ cdef class _Run:
     cdef void drop_kept(self) noexcept:
         cdef Py_ssize_t i
         if self.kept != NULL:
-            for i in range(self.nkept * K_FIELDS):
+            for i in range(self.nkept * KEPT_FIELDS):
                 Py_XDECREF(self.kept[i])
             free(self.kept)
             self.kept = NULL
@@ -448,26 +449,26 @@ cdef class _Run:
         """Let go of what only the schedule needed, once the run is over and kept as columns:
         the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state,
         and the log's lines (``Line`` objects, ~250 bytes each, which a check without fix
-        costing then frees): what the ops read of their lines is kept, K_FIELDS objects a line
+        costing then frees): what the ops read of their lines is kept, KEPT_FIELDS objects a line
         in one C array (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the
         columns' readers read stays (the ops' arrays and lists, the agents, the notes, the
         attrs, handles, joins, steps and fix syncs of the ops)."""
         cdef int i, lo, f
         cdef Py_ssize_t n = len(self.lines)
         self.drop_kept()
-        self.kept = <PyObject **>calloc(n * K_FIELDS + 1, sizeof(PyObject *))
+        self.kept = <PyObject **>calloc(n * KEPT_FIELDS + 1, sizeof(PyObject *))
         if self.kept == NULL:
             raise MemoryError()
         self.nkept = n
         cdef PyObject **kept = self.kept
         for i in range(self.nops):
             lo = self.lineof[i]
-            if kept[lo * K_FIELDS] == NULL:
+            if kept[lo * KEPT_FIELDS] == NULL:
                 ln = self.lines[lo]
-                for f in range(K_FIELDS):
+                for f in range(KEPT_FIELDS):
                     x = _l(ln, _KEPT[f])
                     Py_INCREF(x)
-                    kept[lo * K_FIELDS + f] = <PyObject *>x
+                    kept[lo * KEPT_FIELDS + f] = <PyObject *>x
         self.lines = None
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
@@ -2335,11 +2336,12 @@ cdef class _Run:
         cdef int f
         cdef PyObject **at
         if self.kept != NULL:
-            at = self.kept + lo * K_FIELDS
-            if lo >= self.nkept or at[0] == NULL:
+            at = self.kept + lo * KEPT_FIELDS
+            if lo >= self.nkept or at[KEPT_OP] == NULL:
                 raise _Fallback()  # (no op of that line: none reads it)
-            return (<object>at[0], <object>at[1], f"{<object>at[2]}:{<object>at[4]}",
-                    <object>at[3], <object>at[4], <object>at[5])
+            return (<object>at[KEPT_OP], <object>at[KEPT_NAME],
+                    f"{<object>at[KEPT_PATH]}:{<object>at[KEPT_LINENO]}", <object>at[KEPT_STEP],
+                    <object>at[KEPT_LINENO], <object>at[KEPT_EVENT])
         ln = self.lines[lo]
         return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
                 _l(ln, L_LINENO), _l(ln, L_EVENT))
@@ -2580,7 +2582,8 @@ cdef class Columns:
         self.c.agent = self.c.line = NULL
         self.c.kind = self.c.step = self.c.attrs = NULL
         self.c.path = NULL
-        self.c.accesses = self.c.after = self.c.joins = NULL
+        self.c.accesses = self.c.after = self.c.joins = self.c.kept = NULL
+        self.c.handles = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
     def op(self, Py_ssize_t i):
@@ -2658,6 +2661,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""
     cdef _Run r = _Run()
     cdef int h
+    cdef Columns columns
     try:
         r.lines = _by_lineno(lines)
     except _Fallback:
@@ -2739,6 +2743,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         if lean:
             columns = r.columns()
             r.release()  # (the columns keep the run: not its schedule's state)
+            columns.c.kept, columns.c.nkept = r.kept, r.nkept  # (what its ops read of their
+            columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL  # lines: op_field)
+            columns.c.special = r.special is not None
             return columns
         ops = r.records()
     except _Fallback:

@@ -10,15 +10,19 @@ hazards grouped by key in the order keys first appear. What differs is how a key
   object and a key can name them by a number: the reference's keys hash two ``Site`` dataclasses
   (a Python ``__hash__`` and, on a hit, ``__eq__`` each) two to four times a hazard;
 - an op's label (its name without a comm op's default peer, ``isend to rank1``) is made once per
-  name, where the reference runs the regex per op.
+  name, where the reference runs the regex per op;
+- a run the compiled replay kept as columns is read from them (``_cols.op_field``), none of the
+  ops its hazards name made.
 
 The groups come back as the reference's dict: the same keys, with the Site objects, in the same
 order, each with its hazards' indices. An op of another type than ``Op`` (whose fields it reads
 from its slots) or an op id it cannot index makes it return None, and the reference groups.
 Tests: tests/native/test_rootcause.py.
 """
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.ref cimport PyObject
 
+from streamsim.native._cols cimport OpCols, OPCOLS, op_field, op_fields_kept
 from streamsim.native._slots cimport (slot_set, op_offsets, N_FIELDS, F_ID, F_KIND, F_NAME,
                                       F_LOCATION, F_LINE, F_ATTRS)
 
@@ -47,15 +51,30 @@ cdef class _Sites:
     cdef dict numbered  # (label, location) -> number
     cdef public list sites  # number -> Site
     cdef dict labels  # an op's name -> its label
+    cdef object columns, capsule  # (held: what ``c`` points into)
+    cdef OpCols *c  # the trace's columns, NULL: its ops are read
+    cdef tuple col_agents
 
-    def __init__(self, trace, hazards):
-        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
-        self.by_dict = type(self.ops) is dict
+    def __init__(self, trace, hazards, columns):
         self.nops = len(trace)
         self.of_op = [None] * self.nops
         self.numbered = {}
         self.sites = []
         self.labels = {}
+        if columns is not None:
+            self.capsule = columns.capsule()
+            self.c = <OpCols *>PyCapsule_GetPointer(self.capsule, OPCOLS)
+            if op_fields_kept(self.c):
+                self.columns, self.col_agents = columns, columns.agents
+                return
+            self.c = NULL
+        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
+        self.by_dict = type(self.ops) is dict
+
+    cdef inline object field(self, object op, int f):
+        """Slot ``f`` of ``op``: an ``Op``, or where the trace is columns, its id."""
+        return slot_set(op, _op[f]) if self.c == NULL else \
+            op_field(self.c, self.col_agents, op, f)
 
     cdef object number(self, object op_id):
         """The number of op ``op_id``'s site (``rootcause.site_of``)."""
@@ -67,22 +86,25 @@ cdef class _Sites:
         n = self.of_op[i]
         if n is not None:
             return n
-        op = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
-        if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
-            raise _Refused()
-        name = slot_set(op, _op[F_NAME])
+        if self.c != NULL:
+            op = op_id
+        else:
+            op = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
+            if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
+                raise _Refused()
+        name = self.field(op, F_NAME)
         label = self.labels.get(name)
         if label is None:
             label = self.labels[name] = _peer_sub("", name)
-        line = slot_set(op, _op[F_LINE])
-        site = slot_set(op, _op[F_ATTRS]).get("site") if line is not None else None
+        line = self.field(op, F_LINE)
+        site = self.field(op, F_ATTRS).get("site") if line is not None else None
         if site is not None:  # a recorded line: its label at its user code site
             key = (label, str(site))
         elif line is not None:  # an op log: the name when the line gives one, else the line
-            kind = slot_set(op, _op[F_KIND])
-            key = (label, "") if name != kind else (kind, slot_set(op, _op[F_LOCATION]))
+            kind = self.field(op, F_KIND)
+            key = (label, "") if name != kind else (kind, self.field(op, F_LOCATION))
         else:
-            key = (label, slot_set(op, _op[F_LOCATION]))
+            key = (label, self.field(op, F_LOCATION))
         n = self.numbered.get(key)
         if n is None:
             n = self.numbered[key] = len(self.sites)
@@ -91,11 +113,12 @@ cdef class _Sites:
         return n
 
 
-def groups(trace, hazards, made_site, dict covered):
+def groups(trace, hazards, made_site, dict covered, columns=None):
     """``rootcause._grouped``: key -> the indices of its hazards, in the order keys first appear
     (``made_site``: ``_Lives.site``, or None when no buffer life has a site; ``covered``:
-    ``_covered_by``); None where the reference must group them."""
-    cdef _Sites sites = _Sites(trace, hazards)
+    ``_covered_by``; ``columns``: the trace's, where its ops are not made:
+    ``native._columns_of``); None where the reference must group them."""
+    cdef _Sites sites = _Sites(trace, hazards, columns)
     cdef list keys = []
     cdef dict merged = {}
     cdef dict grouped = {}

@@ -18,6 +18,7 @@ from streamsim.analysis import fixes as F
 from streamsim.analysis.findings import Hazard
 from streamsim.analysis.hb import hb_pass
 from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
@@ -72,6 +73,42 @@ def test_generated_logs_get_the_references_fixes(monkeypatch, tmp_path):
     # every kind of fix was compared here, each many times (no fix: the hand-made corners)
     for kind in ("event", "event_sync", "wait_handle", "record_stream", "handoff"):
         assert SEEN[kind] - before[kind] >= 10, (kind, sorted(SEEN.items(), key=str))
+
+
+def test_a_run_kept_as_columns_gets_the_references_fixes_without_its_ops(monkeypatch, tmp_path):
+    """A run the compiled replay kept as columns (``LeanTrace``) has its fixes proposed from
+    them: the reference's fixes of its hazards, with no op made but those the reference is asked
+    for (a comm op's stream current at its issue, ``_current_stream``; a hand-off, proposed by
+    ``propose_fix``). Every kind of fix is compared here, and most logs make no op at all."""
+    gen = _generator()
+    path = tmp_path / "gen.jsonl"
+    kinds: collections.Counter = collections.Counter()
+    none_made = 0
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    for i in range(LOGS):
+        path.write_text(gen.generated_log(i))
+        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)]
+        log = load_oplog(path)
+        run = simulate_oplog(log, seed=seed, jitter=jitter, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        trace = simulate_oplog(log, seed=seed, jitter=jitter)
+        hazards = hb_pass(trace).hazards
+        lean = LeanTrace(run)
+        compiled = native.with_fixes(lean, hazards)
+        assert compiled == [F.with_fix(trace, h) for h in hazards], f"generated log {i}"
+        asked = set()  # the ops the reference is asked about
+        for h in hazards:
+            x, y = trace.op(h.first), trace.op(h.second)
+            if x.agent.kind == HOST or y.agent.is_comm:
+                asked.update(range(len(trace)) if x.agent.kind == HOST else (h.second,))
+        made = set(lean.__dict__["_alone"])
+        assert made <= asked and not lean.made, f"generated log {i}: ops made {made - asked}"
+        none_made += bool(hazards) and not made
+        kinds.update(h.fix.kind for h in compiled if h.fix is not None)
+    assert none_made >= 20, none_made
+    for kind in ("event", "event_sync", "wait_handle", "record_stream", "handoff"):
+        assert kinds[kind] >= 10, (kind, kinds)
 
 
 def _op(i: int, agent: Agent, kind: str = "launch", **kw) -> Op:

@@ -20,6 +20,7 @@ from streamsim.analysis import rootcause as R
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import load_oplog, simulate_oplog
+from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
@@ -75,6 +76,39 @@ def test_generated_and_recorded_logs_group_as_the_reference(monkeypatch, tmp_pat
     assert hazards
     assert_same(monkeypatch, trace, hazards, "recorded-like log", seen)
     assert {"made", "located", "merged"} <= seen, seen
+
+
+def test_a_run_kept_as_columns_groups_as_the_reference_without_its_ops(monkeypatch, tmp_path):
+    """A run the compiled replay kept as columns (``LeanTrace``) is grouped from them: the
+    reference's groups of its hazards, in order, with no op of the run made (the allocation
+    sites are read from its allocations, which ``_Lives`` asks for by kind)."""
+    gen = _generator()
+    path = tmp_path / "gen.jsonl"
+    compared = 0
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    for i in range(200):
+        path.write_text(gen.generated_log(i))
+        log = load_oplog(path)
+        run = simulate_oplog(log, lean=True)
+        if not isinstance(run, LeanRun):
+            continue
+        trace = simulate_oplog(log)
+        hazards = tuple(analyse(trace).hazards)
+        if not hazards:
+            continue
+        lean = LeanTrace(run)
+        lives = R._Lives(lean)
+        before = set(lean.__dict__["_alone"])  # (the allocations _Lives read)
+        made = lives.site if lives.made else None
+        got = native.root_cause_groups(lean, hazards, made, R._covered_by(trace, hazards))
+        assert got is not None, f"generated log {i}: the compiled grouping declined"
+        assert set(lean.__dict__["_alone"]) == before, f"generated log {i}: ops made"
+        monkeypatch.setenv("STREAMSIM_NATIVE", "0")
+        want = R._grouped(trace, hazards, R._Lives(trace))
+        monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+        assert list(got.items()) == list(want.items()), f"generated log {i}"
+        compared += 1
+    assert compared >= 50, compared
 
 
 def test_named_lines_of_an_op_log_are_one_site_a_name(monkeypatch, tmp_path):
