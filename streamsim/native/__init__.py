@@ -218,12 +218,24 @@ def bind_json(**objects: Any) -> None:
     _binding["_jsonv4"] = objects
 
 
-def op_rows(ops: Any, ids: list[int]) -> str | None:
+def op_rows(ops: Any, ids: list[int], columns: Any = None) -> str | None:
     """The compiled text of a block of the JSON report's ``ops.rows`` (streamsim/report/jsonv4.py
-    writes the same); None when the reference must write it (``STREAMSIM_NATIVE=0`` or
-    ``_jsonv4`` not built, or a value it does not write: ``_jsonv4.pyx``)."""
+    writes the same; ``columns``: a run's columns, read instead of ``ops``); None when the
+    reference must write it (``STREAMSIM_NATIVE=0`` or ``_jsonv4`` not built, or a value it
+    does not write: ``_jsonv4.pyx``)."""
     m = _used("_jsonv4") if _on() else None
-    return None if m is None else m.op_rows(ops, ids)
+    return None if m is None else m.op_rows(ops, ids, columns)
+
+
+def op_rows_of(trace: Any, ids: list[int]) -> str | None:
+    """:func:`op_rows` of ``trace``'s ops ``ids``: where its ops are not made, written from its
+    columns, no op made (``_jsonv4.op_rows``' ``columns``), else from its ops."""
+    m = _used("_jsonv4") if _on() else None
+    if m is None:
+        return None
+    columns = _columns_of(trace)
+    got = None if columns is None else m.op_rows(None, ids, columns)
+    return got if got is not None else m.op_rows(trace.ops_by_id(ids), ids)
 
 
 def hazard_entries(hazards: list) -> str | None:

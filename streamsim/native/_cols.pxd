@@ -29,8 +29,8 @@ proposes its fixes and groups its root causes without making the ops its hazards
 Only a struct, names and one reader: nothing to build on its own (as ``_slots.pxd``)."""
 from cpython.object cimport PyObject
 
-from streamsim.native._slots cimport (F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
-                                      F_LOCATION, F_STEP, F_LINE, F_ATTRS)
+from streamsim.native._slots cimport (F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_ISSUER,
+                                      F_HANDLE, F_LOCATION, F_STEP, F_LINE, F_ATTRS)
 
 
 cdef enum:  # what ``kept`` holds of a line, in this order
@@ -72,10 +72,10 @@ cdef inline bint op_fields_kept(OpCols *c) noexcept:
 
 
 cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
-    """Slot ``field`` (F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE, F_LOCATION, F_STEP,
-    F_LINE or F_ATTRS) of op ``op_id`` (an int in range) as its ``Op`` holds it (``agents``:
-    the columns' tuple), where :func:`op_fields_kept`: equal values, the ints and the location
-    made now. The attrs are the run's: an event's record or wait names its event only in its
+    """Slot ``field`` (F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_ISSUER, F_HANDLE,
+    F_LOCATION, F_STEP, F_LINE or F_ATTRS) of op ``op_id`` (an int in range) as its ``Op`` holds
+    it (``agents``: the columns' tuple), where :func:`op_fields_kept`: equal values, the ints,
+    floats and the location made now. The attrs are the run's: an event's record or wait names its event only in its
     ``Op`` (``_replay._Run.record``)."""
     cdef Py_ssize_t i = op_id
     cdef PyObject **at = c.kept + c.line[i] * KEPT_FIELDS
@@ -87,6 +87,10 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
         return <object>c.kind[i]
     if field == F_NAME:
         return <object>at[KEPT_NAME]
+    if field == F_START:
+        return c.start[i]
+    if field == F_END:
+        return c.end[i]
     if field == F_ISSUER:
         return None if c.issuer[i] < 0 else c.issuer[i]
     if field == F_HANDLE:

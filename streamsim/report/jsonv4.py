@@ -148,7 +148,8 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
     trace = r.trace
     for lo in range(0, len(ids), BLOCK):
         block = ids[lo:lo + BLOCK]
-        text = native.op_rows(trace.ops_by_id(block), block)  # (compiled: the same text)
+        text = native.op_rows_of(trace, block)  # (compiled: the same text; a run kept as
+        # columns written from them)
         if text is None:
             text = repaired(b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
                                       for i in block))
