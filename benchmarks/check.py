@@ -46,7 +46,7 @@ sys.path.insert(0, HERE)
 
 from programs import (write_random_program, write_recorded_program,  # noqa: E402
                       write_threaded_program)
-from timing import time_command  # noqa: E402
+from timing import compile_bytecode, time_command  # noqa: E402
 
 TARGET_STUBBED, TARGET_DEFAULT = 3.0, 2.0  # x CSAN stubbed: --no-fix-cost, and fixes costed
 TARGET_HAZARD_FREE = 5.0  # x CSAN stubbed: a hazard-free log of as many ops, --no-fix-cost
@@ -229,11 +229,6 @@ def startup(repeat: int, tmp: str) -> None:
     log = os.path.join(tmp, "one.jsonl")
     with open(log, "w") as f:
         f.write('{"op": "launch", "name": "k", "writes": ["x"]}\n')
-    # the package's bytecode written first, as an install leaves it: an editable install writes it
-    # on first import, unless PYTHONDONTWRITEBYTECODE is set, and then every run compiles every
-    # module again (~0.07 s more on this check, measured on a 2-core machine)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "streamsim")],
-                   check=True)
     # as a user runs it (`python -m streamsim`: supervised, a forked child doing the work, which
     # main(argv) in benchmarks/timing.py is not), in turns with a bare interpreter
     walls, bares = [], []
@@ -458,6 +453,7 @@ def main() -> None:
     args = ap.parse_args()
     everything = not (args.vs_csan or args.startup or args.memory or args.stages or args.reader
                       or args.replay or args.jobs_ab)
+    compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
         if args.vs_csan or everything:
             vs_csan(args.vs_csan or 200_000, args.repeat, csan_python(args.csan_python), tmp)
