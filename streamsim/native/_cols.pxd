@@ -23,14 +23,17 @@ same run would (streamsim/trace.py), ops by id (id == position):
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
   name are made of its spec, which these columns do not hold).
 
-:func:`op_field` reads an op's ``Op`` slot from them (the analysis of a run kept as columns
-proposes its fixes and groups its root causes without making the ops its hazards name).
+:func:`op_field` reads an op's ``Op`` slot from them, and an :class:`OpSource` reads a trace's
+ops by id either from them or as ``Op`` objects (:func:`op_source`, :func:`source_op`,
+:func:`source_field`): the analysis of a run kept as columns proposes its fixes, groups its root
+causes and writes its JSON rows without making the ops they name.
 
 Only a struct, names and one reader: nothing to build on its own (as ``_slots.pxd``)."""
 from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_GetPointer
 
-from streamsim.native._slots cimport (F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_ISSUER,
-                                      F_HANDLE, F_LOCATION, F_STEP, F_LINE, F_ATTRS)
+from streamsim.native._slots cimport (slot_set, F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END,
+                                      F_ISSUER, F_HANDLE, F_LOCATION, F_STEP, F_LINE, F_ATTRS)
 
 
 cdef enum:  # what ``kept`` holds of a line, in this order
@@ -75,8 +78,8 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     """Slot ``field`` (F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_ISSUER, F_HANDLE,
     F_LOCATION, F_STEP, F_LINE or F_ATTRS) of op ``op_id`` (an int in range) as its ``Op`` holds
     it (``agents``: the columns' tuple), where :func:`op_fields_kept`: equal values, the ints,
-    floats and the location made now. The attrs are the run's: an event's record or wait names its event only in its
-    ``Op`` (``_replay._Run.record``)."""
+    floats and the location made now. The attrs are the run's: an event's record or wait names
+    its event only in its ``Op`` (``_replay._Run.record``)."""
     cdef Py_ssize_t i = op_id
     cdef PyObject **at = c.kept + c.line[i] * KEPT_FIELDS
     if field == F_ID:
@@ -104,3 +107,58 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_ATTRS:
         return <object>c.attrs[i]
     raise ValueError(f"op_field: field {field} is not read from columns")
+
+
+cdef struct OpSource:
+    # The ops a compiled reader of a trace reads by id: a run's columns (``c`` not NULL, an op
+    # read as its id, ``agents`` their tuple) or the trace's ``Op`` objects (``ops``: a sequence
+    # of all, or a dict of some, by id); ``n``: how many the trace has. Borrowed: the caller
+    # holds what :func:`op_source` returns while it reads.
+    OpCols *c
+    PyObject *agents
+    PyObject *ops
+    bint by_dict
+    Py_ssize_t n
+
+
+cdef inline list op_source(OpSource *s, object columns, object ops, Py_ssize_t n):
+    """Fill ``s``: ``columns`` (a run's, ``native._columns_of``; None: a trace whose ops are
+    made) where :func:`op_field` reads every op of them, else ``ops``, a callable that gives
+    them (``trace.ops_of_hazards``); None when neither serves (no ``ops``). Returns what ``s``
+    points into."""
+    if columns is not None:
+        capsule = columns.capsule()
+        s.c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
+        if op_fields_kept(s.c):
+            agents = columns.agents
+            s.agents, s.ops, s.n = <PyObject *>agents, NULL, s.c.n
+            return [capsule, columns, agents]
+    s.c = NULL
+    if ops is None:
+        return None
+    got = ops()
+    s.agents, s.ops, s.by_dict, s.n = NULL, <PyObject *>got, type(got) is dict, n
+    return [got]
+
+
+cdef inline object source_op(OpSource *s, object op_id, type op_class, Py_ssize_t *offsets):
+    """Op ``op_id`` of ``s``, to read with :func:`source_field`: its ``Op`` (of ``op_class``
+    exactly, with that id; ``offsets``: its slots) or, from columns, its id; None when there is
+    no such op (the reference then reads it)."""
+    if type(op_id) is not int:
+        return None
+    cdef Py_ssize_t i = op_id
+    if i < 0 or i >= s.n:
+        return None
+    if s.c != NULL:
+        return op_id
+    o = (<dict>s.ops).get(i) if s.by_dict else (<object>s.ops)[i]
+    if type(o) is not op_class or slot_set(o, offsets[F_ID]) != op_id:
+        return None
+    return o
+
+
+cdef inline object source_field(OpSource *s, object o, int field, Py_ssize_t *offsets):
+    """Slot ``field`` of ``o``, an op :func:`source_op` gave."""
+    return slot_set(o, offsets[field]) if s.c == NULL else \
+        op_field(s.c, <tuple>s.agents, o, field)

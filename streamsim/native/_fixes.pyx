@@ -22,9 +22,7 @@ the reference (``propose_fix``, ``_current_stream``), as does any hazard or op o
 the classes bound (a subclass may override what is read). On the 200,000-line random program
 (59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
-from cpython.pycapsule cimport PyCapsule_GetPointer
-
-from streamsim.native._cols cimport OpCols, OPCOLS, op_field, op_fields_kept
+from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
                                       fix_record, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
@@ -68,31 +66,19 @@ cdef class _Proposer:
     read as its ``Op`` object, or where the trace is columns, as its id (:meth:`op`,
     :meth:`field`)."""
     cdef object trace
-    cdef object ops  # the ops the hazards name, by id: a sequence of all, or a dict of those
-    cdef bint by_dict
-    cdef Py_ssize_t nops
+    cdef OpSource src  # the ops the hazards name (a LeanTrace's columns, or made in a block)
+    cdef list held  # (what ``src`` points into)
     cdef dict agents  # id(agent) -> _Agent
-    cdef object columns, capsule  # (held: what ``c`` points into)
-    cdef OpCols *c  # the trace's columns, NULL: its ops are read
-    cdef tuple col_agents
 
     def __init__(self, trace, hazards, columns):
         self.trace = trace
-        self.nops = len(trace)
         self.agents = {}
-        if columns is not None:
-            self.capsule = columns.capsule()
-            self.c = <OpCols *>PyCapsule_GetPointer(self.capsule, OPCOLS)
-            if op_fields_kept(self.c):
-                self.columns, self.col_agents = columns, columns.agents
-                return
-            self.c = NULL
-        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
-        self.by_dict = type(self.ops) is dict
+        self.held = op_source(&self.src, columns, lambda: trace.ops_of_hazards(hazards),
+                              len(trace))
 
     cdef inline object field(self, object o, int f):
         """Slot ``f`` of op ``o`` (:meth:`op`'s)."""
-        return slot_set(o, _op[f]) if self.c == NULL else op_field(self.c, self.col_agents, o, f)
+        return source_field(&self.src, o, f, _op)
 
     cdef _Agent agent(self, object a):
         """The agent record of ``a`` (made on first use), or None for another type than Agent."""
@@ -113,17 +99,7 @@ cdef class _Proposer:
     cdef object op(self, object op_id):
         """``trace.op(op_id)`` when it is an ``Op`` of that id, or the id where the trace is
         columns (else None: the reference runs)."""
-        if type(op_id) is not int:
-            return None
-        cdef Py_ssize_t i = op_id
-        if i < 0 or i >= self.nops:
-            return None
-        if self.c != NULL:
-            return op_id
-        o = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
-        if type(o) is not Op or slot_set(o, _op[F_ID]) != op_id:
-            return None
-        return o
+        return source_op(&self.src, op_id, Op, _op)
 
     cdef str describe(self, object o, _Agent a):
         """``Op.describe``: ``name on agent[ when][ at location]``."""
@@ -142,7 +118,7 @@ cdef class _Proposer:
     cdef object current_stream(self, object o):
         """The reference's ``_current_stream`` of op ``o`` (a comm op's: its attrs read in
         Python; made alone where the trace is columns)."""
-        return _current_stream(o if self.c == NULL else self.trace.op(o))
+        return _current_stream(o if self.src.c == NULL else self.trace.op(o))
 
     cdef object propose(self, object h):
         """``propose_fix(trace, h)``, its common kinds made here (see the module's docstring)."""

@@ -19,11 +19,11 @@ CPU here against the reference's 0.30-0.32 s; most of what is left is Python's f
 Tests: tests/native/test_jsonv4.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
 from libc.math cimport isfinite
 
-from streamsim.native._cols cimport OpCols, OPCOLS, op_field, op_fields_kept
+from cpython.pyport cimport PY_SSIZE_T_MAX
+from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
                                       F_STEP, F_LINE, F_ATTRS, H_KIND, H_RANK, H_BUFFER, H_RANGE,
@@ -318,49 +318,36 @@ def op_rows(ops, list ids, columns=None):
     cdef _Out out = _Out()
     cdef Py_ssize_t k
     cdef int field
-    cdef OpCols *c = NULL
-    cdef tuple agents = None
-    if columns is not None:
-        capsule = columns.capsule()  # (``columns`` holds what it points into)
-        c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
-        if not op_fields_kept(c):
-            return None
-        agents = columns.agents
+    cdef OpSource src
+    held = op_source(&src, columns, None if ops is None else lambda: ops,
+                     PY_SSIZE_T_MAX)  # (``ops`` by id, however many: any id it has)
+    if held is None:
+        return None  # (columns that do not serve)
     try:
         for k in range(len(ids)):
             i = ids[k]
-            if c != NULL:
-                if type(i) is not int or not 0 <= <Py_ssize_t>i < c.n:
-                    return None
-                o = i
-            else:
-                o = ops[i]
-                if type(o) is not Op or slot_set(o, _op[F_ID]) != i:
-                    return None
+            o = source_op(&src, i, Op, _op)
+            if o is None:
+                return None
             if k:
                 out.lit(b",")
             out.lit(b'\n      "')
             out.value(i)  # (an int's %d is its str)
             out.lit(b'":[')
             for field in (F_NAME, F_KIND):
-                out.item(_field(o, field, c, agents))
-            out.agent_row(_field(o, F_AGENT, c, agents))
+                out.item(source_field(&src, o, field, _op))
+            out.agent_row(source_field(&src, o, F_AGENT, _op))
             for field in (F_STEP, F_LOCATION, F_START, F_END):
-                out.item(_field(o, field, c, agents))
-            attrs = _field(o, F_ATTRS, c, agents)
+                out.item(source_field(&src, o, field, _op))
+            attrs = source_field(&src, o, F_ATTRS, _op)
             if type(attrs) is not dict:
                 return None
             out.item((<dict>attrs).get("microbatch"))
-            out.value(_field(o, F_LINE, c, agents))
+            out.value(source_field(&src, o, F_LINE, _op))
             out.lit(b"]")
     except (_Refused, AttributeError):  # (AttributeError: a field never set)
         return None
     return out.text()
-
-
-cdef inline object _field(object o, int field, OpCols *c, tuple agents):
-    """Slot ``field`` of op ``o``: an ``Op``, or where ``c`` is not NULL, its id in ``c``."""
-    return slot_set(o, _op[field]) if c == NULL else op_field(c, agents, o, field)
 
 
 def hazard_entries(list hazards):

@@ -19,10 +19,9 @@ order, each with its hazards' indices. An op of another type than ``Op`` (whose 
 from its slots) or an op id it cannot index makes it return None, and the reference groups.
 Tests: tests/native/test_rootcause.py.
 """
-from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.ref cimport PyObject
 
-from streamsim.native._cols cimport OpCols, OPCOLS, op_field, op_fields_kept
+from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, op_offsets, N_FIELDS, F_ID, F_KIND, F_NAME,
                                       F_LOCATION, F_LINE, F_ATTRS)
 
@@ -44,54 +43,34 @@ class _Refused(Exception):
 
 cdef class _Sites:
     """Each op's site, numbered: equal sites one number and one ``Site`` object."""
-    cdef object ops  # the ops the hazards name, by id: a sequence of all, or a dict of those
-    cdef bint by_dict
-    cdef Py_ssize_t nops
+    cdef OpSource src  # the ops the hazards name (a LeanTrace's columns, or made in a block)
+    cdef list held  # (what ``src`` points into)
     cdef list of_op  # op id -> its site's number (None: not made yet)
     cdef dict numbered  # (label, location) -> number
     cdef public list sites  # number -> Site
     cdef dict labels  # an op's name -> its label
-    cdef object columns, capsule  # (held: what ``c`` points into)
-    cdef OpCols *c  # the trace's columns, NULL: its ops are read
-    cdef tuple col_agents
 
     def __init__(self, trace, hazards, columns):
-        self.nops = len(trace)
-        self.of_op = [None] * self.nops
+        self.held = op_source(&self.src, columns, lambda: trace.ops_of_hazards(hazards),
+                              len(trace))
+        self.of_op = [None] * self.src.n
         self.numbered = {}
         self.sites = []
         self.labels = {}
-        if columns is not None:
-            self.capsule = columns.capsule()
-            self.c = <OpCols *>PyCapsule_GetPointer(self.capsule, OPCOLS)
-            if op_fields_kept(self.c):
-                self.columns, self.col_agents = columns, columns.agents
-                return
-            self.c = NULL
-        self.ops = trace.ops_of_hazards(hazards)  # (a LeanTrace makes only those, in a block)
-        self.by_dict = type(self.ops) is dict
 
     cdef inline object field(self, object op, int f):
         """Slot ``f`` of ``op``: an ``Op``, or where the trace is columns, its id."""
-        return slot_set(op, _op[f]) if self.c == NULL else \
-            op_field(self.c, self.col_agents, op, f)
+        return source_field(&self.src, op, f, _op)
 
     cdef object number(self, object op_id):
         """The number of op ``op_id``'s site (``rootcause.site_of``)."""
-        if type(op_id) is not int:
+        op = source_op(&self.src, op_id, Op, _op)
+        if op is None:
             raise _Refused()
         cdef Py_ssize_t i = op_id
-        if i < 0 or i >= self.nops:
-            raise _Refused()
         n = self.of_op[i]
         if n is not None:
             return n
-        if self.c != NULL:
-            op = op_id
-        else:
-            op = (<dict>self.ops).get(i) if self.by_dict else self.ops[i]
-            if type(op) is not Op or slot_set(op, _op[F_ID]) != op_id:
-                raise _Refused()
         name = self.field(op, F_NAME)
         label = self.labels.get(name)
         if label is None:

@@ -18,12 +18,11 @@ from streamsim.analysis import fixes as F
 from streamsim.analysis.findings import Hazard
 from streamsim.analysis.hb import hb_pass
 from streamsim.oplog import load_oplog, simulate_oplog
-from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
 from .built import model_trace, model_variants, required, variant_id
-from .test_metrics import _generator
+from .test_metrics import _generator, lean_runs
 
 pytestmark = required("_fixes", "the compiled fixes")
 
@@ -80,21 +79,11 @@ def test_a_run_kept_as_columns_gets_the_references_fixes_without_its_ops(monkeyp
     them: the reference's fixes of its hazards, with no op made but those the reference is asked
     for (a comm op's stream current at its issue, ``_current_stream``; a hand-off, proposed by
     ``propose_fix``). Every kind of fix is compared here, and most logs make no op at all."""
-    gen = _generator()
-    path = tmp_path / "gen.jsonl"
     kinds: collections.Counter = collections.Counter()
     none_made = 0
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    for i in range(LOGS):
-        path.write_text(gen.generated_log(i))
-        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)]
-        log = load_oplog(path)
-        run = simulate_oplog(log, seed=seed, jitter=jitter, lean=True)
-        if not isinstance(run, LeanRun):
-            continue
-        trace = simulate_oplog(log, seed=seed, jitter=jitter)
+    for i, trace, lean in lean_runs(tmp_path, LOGS):
         hazards = hb_pass(trace).hazards
-        lean = LeanTrace(run)
         compiled = native.with_fixes(lean, hazards)
         assert compiled == [F.with_fix(trace, h) for h in hazards], f"generated log {i}"
         asked = set()  # the ops the reference is asked about

@@ -19,14 +19,13 @@ from streamsim import native
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import load_oplog, simulate_oplog
-from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.report.jsontext import encode_compact, repaired
 from streamsim.report.jsonv4 import hazard_v4, named_ops, op_row
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
 from .built import model_trace, model_variants, required, variant_id
-from .test_metrics import _generator
+from .test_metrics import _generator, lean_runs
 
 pytestmark = required("_jsonv4", "the compiled JSON tables")
 
@@ -70,25 +69,15 @@ def test_a_run_kept_as_columns_has_the_references_rows_without_its_ops(monkeypat
     """A run the compiled replay kept as columns (``LeanTrace``) has the rows of every op written
     from them (``native.op_rows_of``): the reference's text of the same run's ops, with no op
     made (the ops of a made trace, or of a subclass, are read as before)."""
-    gen = _generator()
-    path = tmp_path / "gen.jsonl"
     compared = 0
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    for i in range(150):
-        path.write_text(gen.generated_log(i))
-        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)]
-        log = load_oplog(path)
-        run = simulate_oplog(log, seed=seed, jitter=jitter, lean=True)
-        if not isinstance(run, LeanRun):
-            continue
-        trace = simulate_oplog(log, seed=seed, jitter=jitter)
-        lean = LeanTrace(run)
+    for i, trace, lean in lean_runs(tmp_path, 150):
         ids = list(range(len(trace.ops)))
-        assert native.op_rows(None, ids, run.columns) == reference_rows(trace, ids), \
+        assert native.op_rows(None, ids, lean.columns) == reference_rows(trace, ids), \
             f"generated log {i}"
         assert native.op_rows_of(lean, ids[::3]) == reference_rows(trace, ids[::3]), i
         assert not lean.__dict__["_alone"] and not lean.made, f"generated log {i}: ops made"
-        assert native.op_rows(None, [len(ids)], run.columns) is None  # (no such op: declined)
+        assert native.op_rows(None, [len(ids)], lean.columns) is None  # (no such op: declined)
         compared += 1
     assert compared >= 50, compared
 

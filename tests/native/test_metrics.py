@@ -39,6 +39,23 @@ def _generator():
     return mod
 
 
+def lean_runs(tmp_path: Path, n: int, timed: bool = True):
+    """The first ``n`` generated logs (:func:`_generator`) the compiled replay keeps as columns
+    (``STREAMSIM_NATIVE`` on), each as ``(i, trace, lean)``: its run with its ops made, and the
+    same run kept as columns (a ``LeanTrace``, no op made); ``timed``: replayed with the
+    generator's seeds and jitters in turn, else plain."""
+    from streamsim.oplog.leanrun import LeanRun, LeanTrace
+    gen = _generator()
+    path = tmp_path / "gen.jsonl"
+    for i in range(n):
+        path.write_text(gen.generated_log(i))
+        seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)] if timed else (None, 0.0)
+        log = load_oplog(path)
+        run = simulate_oplog(log, seed=seed, jitter=jitter, lean=True)
+        if isinstance(run, LeanRun):
+            yield i, simulate_oplog(log, seed=seed, jitter=jitter), LeanTrace(run)
+
+
 def exact(x):
     """``x`` with every float spelled by its bits (``float.hex`` keeps -0.0 apart from 0.0) and
     every value tagged with its type, dicts as their items in order: equal only if bit-identical."""

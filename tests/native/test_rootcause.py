@@ -20,12 +20,11 @@ from streamsim.analysis import rootcause as R
 from streamsim.analysis.checks import analyse
 from streamsim.analysis.findings import Fix, Hazard
 from streamsim.oplog import load_oplog, simulate_oplog
-from streamsim.oplog.leanrun import LeanRun, LeanTrace
 from streamsim.sim.runner import simulate
 from streamsim.trace import HOST, STREAM, Agent, Op, Trace
 
 from .built import model_trace, model_variants, required, variant_id
-from .test_metrics import _generator
+from .test_metrics import _generator, lean_runs
 
 pytestmark = required("_rootcause", "the compiled root-cause grouping")
 
@@ -82,21 +81,12 @@ def test_a_run_kept_as_columns_groups_as_the_reference_without_its_ops(monkeypat
     """A run the compiled replay kept as columns (``LeanTrace``) is grouped from them: the
     reference's groups of its hazards, in order, with no op of the run made (the allocation
     sites are read from its allocations, which ``_Lives`` asks for by kind)."""
-    gen = _generator()
-    path = tmp_path / "gen.jsonl"
     compared = 0
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    for i in range(200):
-        path.write_text(gen.generated_log(i))
-        log = load_oplog(path)
-        run = simulate_oplog(log, lean=True)
-        if not isinstance(run, LeanRun):
-            continue
-        trace = simulate_oplog(log)
+    for i, trace, lean in lean_runs(tmp_path, 200, timed=False):
         hazards = tuple(analyse(trace).hazards)
         if not hazards:
             continue
-        lean = LeanTrace(run)
         lives = R._Lives(lean)
         before = set(lean.__dict__["_alone"])  # (the allocations _Lives read)
         made = lives.site if lives.made else None
