@@ -359,17 +359,13 @@ def delayed_ops(trace: Any, host: dict) -> dict | None:
 
 def delayed_starts(trace: Any, host: dict) -> dict | None:
     """:func:`delayed_ops` with each op as its start (``fixcost._delayed_starts``: what a shift
-    reads of it). A trace whose ops are not made yet is read from its columns, no op made;
-    None as :func:`delayed_ops`."""
+    reads of it), read from the columns of a trace whose ops are not made yet, no op made; None
+    for any other trace, or where the columns decline (the caller then takes
+    :func:`delayed_ops`' ops' starts)."""
     if _compiled_metrics is None or not _on():
         return None
     columns = _columns_of(trace)
-    if columns is not None:
-        got = _compiled_metrics.delayed_starts_columns(columns, host)
-        if got is not None:
-            return got
-    ops = _compiled_metrics.delayed_ops(trace, host)
-    return None if ops is None else {k: op.start for k, op in ops.items()}
+    return None if columns is None else _compiled_metrics.delayed_starts_columns(columns, host)
 
 
 def keying(trace: Any, hazards: Sequence, fix_class: type, hazard_class: type) -> tuple | None:

@@ -12,7 +12,7 @@ values come from and how its records are made:
 - a ``Fix`` and a ``Hazard`` (frozen slots dataclasses) are made by setting their slots, where the
   reference's ``__init__`` calls ``object.__setattr__`` once per field;
 - a run the compiled replay kept as columns (``oplog.leanrun.LeanTrace``) is read from them
-  (``_cols.op_field``), none of the ops its hazards name made: on the 1,000,000-line random
+  (``_cols.OpSource``), none of the ops its hazards name made: on the 1,000,000-line random
   program those were 371,171 ops, 0.58 s and 192 MB.
 
 The kinds of fix most hazards get (``event``, ``event_sync``, ``wait_handle``,

@@ -19,10 +19,10 @@ CPU here against the reference's 0.30-0.32 s; most of what is left is Python's f
 Tests: tests/native/test_jsonv4.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
 from libc.math cimport isfinite
 
-from cpython.pyport cimport PY_SSIZE_T_MAX
 from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,

@@ -11,7 +11,7 @@ hazards grouped by key in the order keys first appear. What differs is how a key
   (a Python ``__hash__`` and, on a hit, ``__eq__`` each) two to four times a hazard;
 - an op's label (its name without a comm op's default peer, ``isend to rank1``) is made once per
   name, where the reference runs the regex per op;
-- a run the compiled replay kept as columns is read from them (``_cols.op_field``), none of the
+- a run the compiled replay kept as columns is read from them (``_cols.OpSource``), none of the
   ops its hazards name made.
 
 The groups come back as the reference's dict: the same keys, with the Site objects, in the same
@@ -64,13 +64,17 @@ cdef class _Sites:
 
     cdef object number(self, object op_id):
         """The number of op ``op_id``'s site (``rootcause.site_of``)."""
+        if type(op_id) is not int:
+            raise _Refused()
+        cdef Py_ssize_t i = op_id
+        if i < 0 or i >= self.src.n:
+            raise _Refused()
+        n = self.of_op[i]  # (numbered already: no op looked up again)
+        if n is not None:
+            return n
         op = source_op(&self.src, op_id, Op, _op)
         if op is None:
             raise _Refused()
-        cdef Py_ssize_t i = op_id
-        n = self.of_op[i]
-        if n is not None:
-            return n
         name = self.field(op, F_NAME)
         label = self.labels.get(name)
         if label is None:
