@@ -100,6 +100,16 @@ def normalize(offset: int, sizes: list[int] | tuple[int, ...],
     return offset, pat.span, pat
 
 
+@lru_cache(maxsize=4096)
+def extent(sizes: tuple[int, ...], strides: tuple[int, ...], itemsize: int
+           ) -> tuple[int, Strided | None]:
+    """``normalize(offset, sizes, strides, itemsize)[1:]``, which does not depend on the
+    offset: the hull's length and the pattern, remembered by shape (a log's strided refs repeat a
+    few shapes at many offsets: a tensor split the same way every step). One pattern object
+    serves every view of a shape."""
+    return normalize(0, sizes, strides, itemsize)[1:]
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
@@ -157,12 +167,22 @@ def _hits(dims, exts, gcds, k, off, lo, hi, budget) -> bool:
     return False
 
 
+@lru_cache(maxsize=65536)
+def _hits_from(dims: tuple[tuple[int, int], ...], lo: int, hi: int) -> bool:
+    """``hits(dims, 0, lo, hi)``, remembered: :func:`hits` compares only differences of its
+    points and bounds (``off`` against ``lo`` and ``hi``, ``(off - lo) % g``), so moving ``off``,
+    ``lo`` and ``hi`` together gives the same answer, and one answer serves every view of a
+    pattern at the same place in a segment (the happens-before pass asks it for each strided
+    access of each segment: a tensor split the same way every step asks the same questions)."""
+    return hits(dims, 0, lo, hi)
+
+
 def block_hits(pat: Strided | None, offset: int, nbytes: int, lo: int, hi: int) -> bool:
     """Does the view (``pat`` None: the plain range ``[offset, offset + nbytes)``) touch a byte of
     ``[lo, hi)``?"""
     if pat is None:
         return offset < hi and lo < offset + nbytes and nbytes > 0 and lo < hi
-    return hits(pat.dims, offset, lo - pat.run + 1, hi)
+    return lo < hi and _hits_from(pat.dims, lo - pat.run + 1 - offset, hi - offset)
 
 
 def covers(pat: Strided | None, offset: int, nbytes: int, lo: int, hi: int) -> bool:
@@ -173,7 +193,7 @@ def covers(pat: Strided | None, offset: int, nbytes: int, lo: int, hi: int) -> b
         return offset <= lo and hi <= offset + nbytes
     if hi - lo > pat.run:
         return False
-    return hits(pat.dims, offset, hi - pat.run, lo + 1)
+    return _hits_from(pat.dims, hi - pat.run - offset, lo + 1 - offset)
 
 
 def overlap(a_off: int, a_n: int, a: Strided | None, b_off: int, b_n: int,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from streamsim import strided
-from streamsim.strided import normalize, overlap
+from streamsim.strided import block_hits, covers, normalize, overlap
 
 
 def bytes_of(offset: int, sizes, strides, itemsize: int) -> set[int]:
@@ -69,6 +69,28 @@ def test_overlap_is_exact(v, w):
     assert overlap(*b, *a) == ref
 
 
+@settings(max_examples=3000, deadline=None)
+@given(views, st.integers(-6, 40), st.integers(0, 24), st.integers(1, 10**6))
+def test_block_hits_and_covers_are_right_wherever_the_view_sits(v, lo, width, shift):
+    """Property: ``block_hits`` says whether the view touches a byte of ``[lo, hi)`` (brute
+    force), and ``covers``, when it says True, that it touches every one; moved by ``shift``
+    with the interval, the same answers (their cache keeps one answer for every place: it
+    relies on this)."""
+    o, n, pat = _norm(v)
+    touched = bytes_of(v[0], v[1], v[2][:len(v[1])], v[3])
+    wanted = set(range(lo, lo + width))
+    for k in (0, shift):
+        assert block_hits(pat, o + k, n, lo + k, lo + width + k) == bool(touched & wanted)
+        if width and covers(pat, o + k, n, lo + k, lo + width + k):
+            assert wanted <= touched
+
+
+def _forget() -> None:
+    """Drop the answers remembered under another budget."""
+    strided._overlap.cache_clear()
+    strided._hits_from.cache_clear()
+
+
 def test_the_hull_rule_is_wrong_on_interleaved_columns():
     """The false hazard strided refs remove: a (4, 8) float32 tensor's even and odd columns have
     overlapping hulls and no common byte."""
@@ -101,20 +123,20 @@ def test_views_of_real_tensors_stay_far_below_the_budget(monkeypatch, shape):
     """Slices, steps and transposes of real tensors are answered exactly in under 64 search steps
     (the budget is 4096): the conservative answer is never what they get."""
     monkeypatch.setattr(strided, "BUDGET", 64)
-    strided._overlap.cache_clear()
+    _forget()
     item = 4
     vs = _slices(shape, item)
     for (o1, s1, t1), (o2, s2, t2) in itertools.product(vs, vs):
         ref = bool(bytes_of(o1, s1, t1, item) & bytes_of(o2, s2, t2, item))
         assert overlap(*normalize(o1, s1, t1, item), *normalize(o2, s2, t2, item)) == ref
-    strided._overlap.cache_clear()
+    _forget()
 
 
 def test_over_budget_answers_overlap(monkeypatch):
     """Past the budget the test is conservative: it says the views overlap (a hazard may be
     reported that no byte shares; none is missed)."""
     monkeypatch.setattr(strided, "BUDGET", 0)
-    strided._overlap.cache_clear()
+    _forget()
     even = normalize(0, [4, 4], [8, 2], 4)
     odd = normalize(4, [4, 4], [8, 2], 4)
     assert overlap(*even, *odd)

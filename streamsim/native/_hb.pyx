@@ -192,10 +192,26 @@ cdef inline object _mixed_copy(object m):
     return None if m is None else (<Mixed>m).copy()
 
 
+cdef bint _same_view(object a, object b) except -1:
+    """``a == b``, ``a`` None or a View, ``b`` a View: the dataclass's ``__eq__`` (its fields
+    in order) read from the slots where both are exactly Views, without a Python call (a
+    segment's mixed entries are compared with each access to it: 3,388,502 calls, 1.35 s, on a
+    20,000-line log of many strided views of few buffers)."""
+    if a is b:
+        return True
+    if a is None:
+        return False
+    if type(a) is not View or type(b) is not View:
+        return a == b
+    return (_v(a, V_RANK) == _v(b, V_RANK) and _v(a, V_BUFFER) == _v(b, V_BUFFER) and
+            _v(a, V_OFFSET) == _v(b, V_OFFSET) and _v(a, V_NBYTES) == _v(b, V_NBYTES) and
+            _v(a, V_PATTERN) == _v(b, V_PATTERN))
+
+
 cdef bint _covered(object entry_view, object v, pos_t lo, pos_t hi) except -1:
     """The reference's _covered: does view ``v`` (a plain one covers the segment) touch every
     byte that an entry of view ``entry_view`` (None: plain) touches in [lo, hi)?"""
-    if v.pattern is None or entry_view == v:
+    if v.pattern is None or _same_view(entry_view, v):
         return True
     return entry_view is None and covers(v.pattern, v.offset, v.nbytes, lo, hi)
 
