@@ -44,8 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from programs import (write_random_program, write_recorded_program,  # noqa: E402
-                      write_threaded_program)
+from programs import (write_attention_program, write_random_program,  # noqa: E402
+                      write_recorded_program, write_threaded_program)
 from timing import compile_bytecode, time_command  # noqa: E402
 
 TARGET_STUBBED, TARGET_DEFAULT = 3.0, 2.0  # x CSAN stubbed: --no-fix-cost, and fixes costed
@@ -337,15 +337,18 @@ def reader(n: int, repeat: int, tmp: str) -> None:
     from streamsim import native
     from streamsim.gcpause import gc_paused
     from streamsim.oplog import read
-    random_log, recorded_log = (os.path.join(tmp, f"{k}{n}.jsonl") for k in ("random", "rec"))
+    random_log, recorded_log, attention_log = (os.path.join(tmp, f"{k}{n}.jsonl")
+                                               for k in ("random", "rec", "attention"))
     write_random_program(random_log, n)
     with open(random_log) as f, open(random_log + ".site", "w") as g:
         for i, text in enumerate(f):  # the same program, every line with a recorder's site and t
             g.write(text[:-2] + f', "site": "/src/prog.py:{i % 97} fn", "t": {i * 1.5}}}\n')
     write_recorded_program(recorded_log, n)
+    write_attention_program(attention_log, n)
     logs = {"random program": random_log, "random program, recorder's site and t":
             random_log + ".site", "recorded-like pipeline (alloc, host, isend/irecv, wait, free)":
-            recorded_log}
+            recorded_log, "recorded-like attention (q, k, v as strided views of qkv)":
+            attention_log}
     take = read._Parser.take
     handed = [0]
 

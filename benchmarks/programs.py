@@ -82,6 +82,55 @@ def write_recorded_program(path: str, n_lines: int, *, ranks: int = 2, seed: int
     return written
 
 
+def write_attention_program(path: str, n_lines: int, *, seed: int = 0) -> int:
+    """Write an op log shaped like a recorded attention layer of one rank (every line with the
+    recorder's ``site`` and ``t``) of about ``n_lines`` lines to ``path``; return the lines
+    written. Each layer of each step allocates a fused ``qkv`` activation, a kernel writes it,
+    and three kernels read its query, key and value: the thirds of its last dimension, strided
+    refs as the recorder writes a ``qkv.split(..., dim=-1)`` view (their bytes are not their
+    hull's); the value's kernel runs on a second stream that waits an event; then ``qkv`` is
+    freed with the second stream's use recorded (``record_stream``)."""
+    rnd = random.Random(seed)
+    dumps = json.dumps
+    clock = [0.0]
+    written = 0
+    tokens, width, item = 256, 1024, 2  # a [tokens, 3 * width] bf16 activation
+
+    def line(obj: dict, site: str) -> str:
+        clock[0] += round(rnd.uniform(0.5, 20.0), 1)
+        obj.update(t=round(clock[0], 1), site=f"/src/attention.py:{site}")
+        return dumps(obj) + "\n"
+    with open(path, "w") as f:
+        step = 0
+        while written < n_lines:
+            for layer in range(8):
+                qkv = f"qkv{step}_{layer}"
+                out = [line({"op": "alloc", "buffer": qkv, "nbytes": tokens * 3 * width * item},
+                            "40 forward"),
+                       line({"op": "launch", "name": "qkv_proj", "writes": [qkv],
+                             "reads": [f"w_qkv{layer}"], "dur": round(rnd.uniform(20, 60), 1)},
+                            "41 forward"),
+                       line({"op": "record", "event": f"qkv_ready{layer}"}, "42 forward"),
+                       line({"op": "wait_event", "stream": "side", "event": f"qkv_ready{layer}"},
+                            "42 forward")]
+                for part, (name, stream) in enumerate((("rope_q", "compute"),
+                                                       ("rope_k", "compute"),
+                                                       ("v_cache_write", "side"))):
+                    view = {"buffer": qkv, "offset": part * width * item,
+                            "sizes": [tokens, width], "strides": [3 * width, 1],
+                            "itemsize": item}
+                    out.append(line({"op": "launch", "stream": stream, "name": name,
+                                     "reads": [view], "writes": [f"{name}_out{layer}"],
+                                     "dur": round(rnd.uniform(5, 30), 1)}, f"{44 + part} forward"))
+                out.append(line({"op": "record_stream", "buffer": qkv, "stream": "side"},
+                                "48 forward"))
+                out.append(line({"op": "free", "buffer": qkv}, "49 forward"))
+                f.writelines(out)
+                written += len(out)
+            step += 1
+    return written
+
+
 def write_threaded_program(path: str, n_lines: int, *, seed: int = 0) -> int:
     """Write an op log of one rank of two host threads (a data loader and the training loop)
     of about ``n_lines`` lines to ``path``; return the lines written. Each step the loader

@@ -63,21 +63,25 @@ cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
 cdef object _REF_OBJECT = None
+cdef object _strided_hull = None
+cdef object _extent = None
 cdef object _REF_STRUCT = None
 cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, ref_object, ref_struct, name_fields, limits, max_dur):
+         default_group, collective_ops, ref_object, ref_struct, strided_hull, extent, name_fields,
+         limits, max_dur, max_dims):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS
+    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS, _strided_hull
+    global _extent
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
-    _REF_STRUCT = ref_struct
-    lex_limits(limits, max_dur)
+    _REF_STRUCT, _strided_hull, _extent = ref_struct, strided_hull, extent
+    lex_limits(limits, max_dur, max_dims)
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
@@ -372,25 +376,41 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
                     return alone
             out.append(ref)
             continue
-        raw = parser.ref(_REF_OBJECT(x), "", rank)  # (checked by _ref_quotes)
-        if raw.nbytes is not None:
-            out.append(_interned(interned, raw.rank, raw.buffer, raw.offset, raw.nbytes,
-                                 raw.window))
-        elif raw.life is not None:
-            n = raw.life - raw.offset
-            out.append(_interned(interned, raw.rank, raw.buffer, raw.offset, n if n > 0 else 0,
-                                 raw.window))
+        # (a ref object _ref_quotes checked: what the reference's ``ref`` records of it, and
+        # the Ref its ``resolve`` makes of what it returns, without its dict or _RawRef)
+        buf = x.buffer
+        offset = 0 if x.offset is UNSET else x.offset
+        pattern = None
+        if x.sizes is UNSET and x.strides is UNSET and x.itemsize is UNSET:
+            nbytes = None if x.nbytes is UNSET else x.nbytes
+        else:  # (strided: its hull, and its bytes in it; strided.extent, by shape)
+            nbytes, pattern = _extent(tuple(x.sizes), tuple(x.strides),
+                                      1 if x.itemsize is UNSET else x.itemsize)
+        window = _FULL if x.window is UNSET else x.window
+        k = (r, buf)
+        life = lives.get(k)
+        size = life[0] if life else None
+        if size is None:  # (an implicit life: the largest extent named so far)
+            extent = offset + nbytes if nbytes is not None else offset + 1
+            if extent > implicit.get(k, 0):
+                implicit[k] = extent
+        if nbytes is not None:  # (a strided ref's too: its hull's)
+            out.append(_interned(interned, r, buf, offset, nbytes, window, pattern))
+        elif size is not None:
+            n = size - offset
+            out.append(_interned(interned, r, buf, offset, n if n > 0 else 0, window))
         else:
-            out.append(_pending(pending, implicit, raw.rank, raw.buffer, raw.offset, raw.window))
+            out.append(_pending(pending, implicit, r, buf, offset, window))
     return tuple(out)
 
 
-cdef object _interned(dict interned, rank, buffer, offset, nbytes, window):
-    """The reference's ``resolve`` of one ref of known size: the interned Ref of its key."""
-    key = (rank, buffer, offset, nbytes, window, None)
+cdef object _interned(dict interned, rank, buffer, offset, nbytes, window, pattern=None):
+    """The reference's ``resolve`` of one ref of known size: the interned Ref of its key
+    (``pattern``: a strided ref's, ``strided.Strided``)."""
+    key = (rank, buffer, offset, nbytes, window, pattern)
     ref = interned.get(key)
     if ref is None:
-        ref = interned[key] = _ref_of(rank, buffer, offset, nbytes, None, window)
+        ref = interned[key] = _ref_of(rank, buffer, offset, nbytes, pattern, window)
     return ref
 
 
@@ -991,15 +1011,17 @@ cdef long _ref_quotes(_State parser, list items, r):
         if buf is UNSET:
             return -1
         q += 4
-        offset, nbytes = x.offset, x.nbytes
+        offset = x.offset
         if offset is UNSET:
             offset = 0
         else:
             q += 2
-        if nbytes is UNSET:
-            nbytes = None
-        else:
-            q += 2
+        q += 2 * ((x.nbytes is not UNSET) + (x.sizes is not UNSET) + (x.strides is not UNSET) +
+                  (x.itemsize is not UNSET))
+        hull = _strided_hull(x, offset)  # (as given, or a strided ref's hull)
+        if hull is None:
+            return -1  # (a strided ref the checker's ``strided`` refuses)
+        offset, nbytes = <tuple>hull
         if x.window is not UNSET:
             q += 2
             w0, w1 = x.window

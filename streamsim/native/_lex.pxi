@@ -13,7 +13,7 @@ between its tokens, of the keys the line's op allows (as the fast path's Structs
 once; string values of valid UTF-8 without escapes or control characters; integers without sign,
 fraction or exponent, of at most 19 digits; the float fields as any JSON number; ``true`` and
 ``false``; lists of buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``,
-``window``: no strides). The ranges and non-empty strings the Structs' ``Meta`` require are
+``window``, and a strided ref's ``sizes``, ``strides`` and ``itemsize``). The ranges and non-empty strings the Structs' ``Meta`` require are
 required here too. So a line it takes is decoded to the field values msgspec gives it
 (tests/native/test_lex.py holds the two to that on generated lines), and a line it refuses loses
 nothing.
@@ -102,15 +102,18 @@ cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_IN
 cdef long long[N_KEYS] LIMIT_OF
 cdef long long LIMIT_OFFSET = 0, LIMIT_NBYTES = 0
 cdef double MAX_FLOAT = 0.0
+cdef Py_ssize_t MAX_DIMS = 0  # a strided ref's sizes and strides, each (schema.MAX_DIMS)
 
 
-cdef int lex_limits(dict limits, double max_dur) except -1:
-    """Take the schema's limits: each integer key's (``limits``, by name) and the floats'."""
-    global LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT
+cdef int lex_limits(dict limits, double max_dur, Py_ssize_t max_dims) except -1:
+    """Take the schema's limits: each integer key's (``limits``, by name), the floats' and a
+    strided ref's dims."""
+    global LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT, MAX_DIMS
     cdef int k
     for k in range(N_KEYS):
         LIMIT_OF[k] = limits[KEY_NAMES[k]] if TYPE_OF[k] == T_INT else 0
     LIMIT_OFFSET, LIMIT_NBYTES, MAX_FLOAT = limits["offset"], limits["nbytes"], max_dur
+    MAX_DIMS = max_dims
     return 0
 
 
@@ -430,12 +433,39 @@ cdef Py_ssize_t _lex_float(const char *p, Py_ssize_t i, Py_ssize_t n, double *ou
     return end
 
 
+cdef Py_ssize_t _lex_ints(const char *p, Py_ssize_t i, Py_ssize_t n, list out) except -2:
+    """The end of the array of integers at ``i`` (its ``[``), each (0 to the schema's nbytes
+    limit, as msgspec's ``RefObj.sizes``) appended to ``out``, at most ``MAX_DIMS`` of them; -1:
+    not such an array."""
+    cdef Py_ssize_t end
+    cdef long long v
+    if i >= n or p[i] != 91:  # [
+        return -1
+    i = _lex_ws(p, i + 1, n)
+    if i < n and p[i] == 93:  # ]
+        return i + 1
+    while True:
+        if len(out) >= MAX_DIMS:
+            return -1
+        end = _lex_int(p, i, n, LIMIT_NBYTES, &v)
+        if end < 0:
+            return -1
+        PyList_Append(out, PyLong_FromLongLong(v))
+        i = _lex_ws(p, end, n)
+        if i < n and p[i] == 44:  # ,
+            i = _lex_ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 93:
+            return i + 1
+        return -1
+
+
 cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, object lst,
                              object refobj) except -2:
     """The end of the list of refs at ``i`` (its ``[``), each appended to ``lst``: a name as its
     ``str``, an object as ``refobj(...)`` (the fast path's ``RefObj``); -1: not such a list."""
-    cdef Py_ssize_t end, j
-    cdef long long v
+    cdef Py_ssize_t end, j, klen
+    cdef long long v = 0
     cdef double w0, w1
     cdef unsigned int seen
     cdef PyObject *got
@@ -462,13 +492,35 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
                 if i >= n or p[i] != 34:
                     return -1
                 end = _lex_string(p, i, n)
-                if end < 0 or end - i != 8:  # (every key of a ref object has 6 letters)
+                if end < 0:
                     return -1
+                klen = end - i - 2  # (a ref object's keys: 5 to 8 letters)
                 j = _lex_ws(p, end, n)
                 if j >= n or p[j] != 58:  # :
                     return -1
                 j = _lex_ws(p, j + 1, n)
-                if memcmp(p + i + 1, b"buffer", 6) == 0 and not seen & 1:
+                if klen != 6:  # (a strided ref's: its sizes, strides, item size)
+                    if klen == 5 and memcmp(p + i + 1, b"sizes", 5) == 0 and not seen & 16:
+                        seen |= 16
+                        ints = []
+                        end = _lex_ints(p, j, n, ints)
+                        kw["sizes"] = ints
+                    elif klen == 7 and memcmp(p + i + 1, b"strides", 7) == 0 and not seen & 32:
+                        seen |= 32
+                        ints = []
+                        end = _lex_ints(p, j, n, ints)
+                        kw["strides"] = ints
+                    elif klen == 8 and memcmp(p + i + 1, b"itemsize", 8) == 0 and not seen & 64:
+                        seen |= 64
+                        end = _lex_int(p, j, n, LIMIT_NBYTES, &v)
+                        if v < 1:  # (msgspec's Meta(ge=1): it refuses 0, the checker words it)
+                            return -1
+                        kw["itemsize"] = PyLong_FromLongLong(v)
+                    else:
+                        return -1  # (an unknown key, a key given twice)
+                    if end < 0:
+                        return -1
+                elif memcmp(p + i + 1, b"buffer", 6) == 0 and not seen & 1:
                     seen |= 1
                     if j >= n or p[j] != 34:
                         return -1
@@ -510,7 +562,7 @@ cdef Py_ssize_t _lex_refs(Lex *lx, const char *p, Py_ssize_t i, Py_ssize_t n, ob
                     end += 1
                     kw["window"] = (PyFloat_FromDouble(w0), PyFloat_FromDouble(w1))
                 else:
-                    return -1  # (strides, an unknown key, a key given twice)
+                    return -1  # (an unknown key, a key given twice)
                 i = _lex_ws(p, end, n)
                 if i < n and p[i] == 44:  # ,
                     i = _lex_ws(p, i + 1, n)

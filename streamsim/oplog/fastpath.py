@@ -7,23 +7,31 @@ recorded log. msgspec decodes such a line straight into a typed record (``Struct
 field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
 the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
-refs through the checker's own ``ref``). Anything else (another op, a ref object, an escape, a
-field of the wrong type or out of range, a key given twice, bad JSON) returns None and the checker
-reads the line: so every error message is the checker's, byte for byte.
+refs through the checker's own ``ref``, strided ones too). Anything else (another op, an escape,
+a field of the wrong type or out of range, a key given twice, bad JSON, a ref object the
+checker's ``ref`` would refuse) returns None and the checker reads the line: so every error
+message is the checker's, byte for byte.
 
 A key given twice is the one thing msgspec lets through (it keeps the last). It is caught by
 counting quotes: without escapes, a line's quotes are two per key and two per string value, so a
 line with a repeated key has more quotes than its decoded record accounts for.
+
+One module because its typed records and the checks that turn each into the checker's spec are
+one contract with the checker (``read._Parser``), field for field, which the compiled reader
+(streamsim/native/_decode.pyx) follows function by function: split, each half would name every
+field of the other.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Any, Union
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from ..strided import extent
 from .schema import (BUFFER_OPS, COLLECTIVE_OPS, DEFAULT_GROUP, EVENT_OPS, INFERRED_BY,
-                     INFERRED_NAME, LIMITS, MAX_DUR)
+                     INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR)
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -31,12 +39,20 @@ _Name = Union[Annotated[str, Meta(min_length=1)], UnsetType]
 _Dur = Union[Annotated[float, Meta(ge=0, le=MAX_DUR)], UnsetType]
 
 
+_Extents = Union[Annotated[list[Annotated[int, Meta(ge=0, le=MAX_BYTES)]],
+                           Meta(max_length=MAX_DIMS)], UnsetType]
+
+
 class RefObj(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A ref object without strides (a strided one goes to the checker); also native/_lex.pxi's."""
+    """A ref object, strided or not (``sizes``, ``strides``: the checker's limits on each; the
+    rest of a strided ref's checks in :func:`_ref_quotes`); also native/_lex.pxi's."""
     buffer: _Name = UNSET  # required: checked below
     offset: Union[Annotated[int, Meta(ge=0, le=LIMITS["offset"])], UnsetType] = UNSET
     nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
     window: Union[tuple[float, float], UnsetType] = UNSET
+    sizes: _Extents = UNSET
+    strides: _Extents = UNSET
+    itemsize: Union[Annotated[int, Meta(ge=1, le=MAX_BYTES)], UnsetType] = UNSET
 
 
 _Refs = Union[list[Union[Annotated[str, Meta(min_length=1)], RefObj]], UnsetType]
@@ -378,7 +394,36 @@ def ref_object(x: RefObj) -> dict[str, Any]:
         d["nbytes"] = x.nbytes
     if x.window is not UNSET:
         d["window"] = list(x.window)
+    if x.sizes is not UNSET:
+        d["sizes"] = x.sizes
+    if x.strides is not UNSET:
+        d["strides"] = x.strides
+    if x.itemsize is not UNSET:
+        d["itemsize"] = x.itemsize
     return d
+
+
+def strided_hull(x: RefObj, offset: int) -> tuple[int, int] | None:
+    """``(offset, nbytes)`` of the hull of ref object ``x`` where it is strided and the
+    checker's ``strided`` takes it (no ``nbytes``, as many sizes as strides, its last byte below
+    2^63; each size and stride and the item size in range: msgspec checked those), else None;
+    ``x`` not strided: ``(offset, nbytes)`` as given (``nbytes`` None when not)."""
+    if x.sizes is UNSET and x.strides is UNSET and x.itemsize is UNSET:
+        return offset, (None if x.nbytes is UNSET else x.nbytes)
+    sizes, strides = x.sizes, x.strides
+    if x.nbytes is not UNSET or sizes is UNSET or strides is UNSET or len(sizes) != len(strides):
+        return None
+    reach, nbytes = _shape(tuple(sizes), tuple(strides), 1 if x.itemsize is UNSET else x.itemsize)
+    return None if offset + reach > MAX_BYTES else (offset, nbytes)
+
+
+@lru_cache(maxsize=4096)
+def _shape(sizes: tuple[int, ...], strides: tuple[int, ...], item: int) -> tuple[int, int]:
+    """A strided shape's reach past its offset (what the checker's ``strided`` bounds: its
+    last element's end, a dim of size 0 skipped) and its hull's length (:func:`extent`),
+    remembered: a log's strided refs repeat a few shapes."""
+    return (item + sum((n - 1) * s * item for n, s in zip(sizes, strides) if n),
+            extent(sizes, strides, item)[0])
 
 
 def _item(x: Any) -> Any:
@@ -387,8 +432,9 @@ def _item(x: Any) -> Any:
 
 def _ref_quotes(parser: Any, items: list, rank: int) -> int | None:
     """The quotes of a list of refs (a name: 2; an object: its keys' and name's), or None when a
-    ref object would be refused by the checker's ``ref`` (no buffer, a window outside
-    0 <= start <= end <= 1, a view outside its buffer's stated size): the checker words it."""
+    ref object would be refused by the checker's ``ref`` (no buffer, a strided ref its
+    ``strided`` refuses, a window outside 0 <= start <= end <= 1, a view, a strided ref's hull,
+    outside its buffer's stated size): the checker words it."""
     q = 0
     for x in items:
         if x.__class__ is str:
@@ -398,15 +444,17 @@ def _ref_quotes(parser: Any, items: list, rank: int) -> int | None:
         if buf is UNSET:
             return None
         q += 4
-        offset, nbytes = x.offset, x.nbytes
+        offset = x.offset
         if offset is UNSET:
             offset = 0
         else:
             q += 2
-        if nbytes is UNSET:
-            nbytes = None
-        else:
-            q += 2
+        q += 2 * ((x.nbytes is not UNSET) + (x.sizes is not UNSET) + (x.strides is not UNSET) +
+                  (x.itemsize is not UNSET))
+        hull = strided_hull(x, offset)
+        if hull is None:  # (a strided ref the checker refuses: it words why)
+            return None
+        offset, nbytes = hull
         if x.window is not UNSET:
             q += 2
             w0, w1 = x.window

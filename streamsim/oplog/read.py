@@ -23,13 +23,13 @@ from ..sim.errors import ModelError
 from ..sim.memory import Ref
 from ..kinds import COLLECTIVE_KINDS, ROOTED_KINDS
 from ..sim.groups import P2P_STREAMS, declare_group
-from ..strided import Strided, normalize
+from ..strided import Strided, extent
 from ..trace import View
 from .batches import BatchRule
 from .schema import (ANY_SOURCE_NAME, BUFFER_OPS, COMMON, DECLARATIONS, DEFAULT_GROUP,
                      DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME,
-                     LIMITS, MAX_BYTES, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec, Line,
-                     OpLog, shown_number, shown_window)
+                     LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec,
+                     Line, OpLog, shown_number, shown_window)
 from .. import native
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -57,7 +57,6 @@ def parse_oplog(data: str | bytes, path: str = "<oplog>", *, empty_ok: bool = Tr
 _NAME_FIELDS = ("host", "stream", "name", "event", "group", "handle", "buffer")
 # A buffer ref object's fields; sizes, strides (elements) and itemsize (bytes) make it strided.
 _REF_FIELDS = ("buffer", "offset", "nbytes", "window", "sizes", "strides", "itemsize")
-MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 _ALLOWED = {op: frozenset(COMMON + fields) for op, fields in FIELDS.items()}
 # A log shorter than this (bytes, or characters of a str) is read by the checker alone, every
 # line: the fast paths (msgspec's decoder in :mod:`.fastpath`, the compiled reader that
@@ -73,13 +72,14 @@ def _fast_paths() -> tuple[Any, Any]:
     """``(fast_spec, compiled)`` for a log of :data:`SMALL_LOG` or more: the Python fast path, and
     the compiled reader where it runs (else None), imported and bound on first use."""
     from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, RefObj, fast_spec,
-                           ref_object)
+                           ref_object, strided_hull)
     if not _BOUND:  # what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
         native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
                             event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
                             inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
                             collective_ops=COLLECTIVE_OPS, ref_object=ref_object, ref_struct=RefObj,
-                            name_fields=_NAME_FIELDS, limits=LIMITS, max_dur=MAX_DUR)
+                            strided_hull=strided_hull, extent=extent, name_fields=_NAME_FIELDS,
+                            limits=LIMITS, max_dur=MAX_DUR, max_dims=MAX_DIMS)
         _BOUND.append(True)
     return fast_spec, native.decoder()
 
@@ -631,7 +631,7 @@ class _Parser:
         if offset + reach > MAX_BYTES:
             raise _Bad(f"a strided buffer ref of {key!r} reaches byte {shown_number(offset + reach)}"
                        f", beyond 2^63")
-        return normalize(offset, sizes, strides, itemsize)
+        return (offset, *extent(tuple(sizes), tuple(strides), itemsize))
 
     # -- pass 2 -----------------------------------------------------------------------------------
     def resolve(self, refs: list[_RawRef]) -> tuple[Ref, ...]:

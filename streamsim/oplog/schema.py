@@ -58,6 +58,7 @@ ANY_SOURCE_NAME = "irecv (from any source)"
 DEFAULT_SIZE = 1  # bytes of a buffer whose size nothing in the log names
 MAX_RANK = 2**31 - 1  # ranks and peers (torch.distributed ranks are C ints)
 MAX_BYTES = 2**63 - 1  # nbytes and offsets (tensor sizes are int64)
+MAX_DIMS = 64  # dims of a strided ref (PyTorch's own limit on a tensor's dims is 64 too)
 MAX_DUR = 1e15  # microseconds (31 years): anything above is a unit mistake, and a huge integer
 # cannot even be converted to a float
 LIMITS = {"rank": MAX_RANK, "peer": MAX_RANK, "root": MAX_RANK, "nbytes": MAX_BYTES, "offset": MAX_BYTES,

@@ -156,9 +156,10 @@ def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
 
 
 def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
-    """It decodes kernels, host work, events and syncs itself, and hands the reference only
-    what it does not take (here: the declaration and a line with a strided ref): so the
-    equality above is between two readers, not the reference and itself."""
+    """It decodes kernels, host work, events and syncs itself, refs by name, as objects and
+    strided, and hands the reference only what it does not take (here: the declaration, a line
+    with an escape, and a strided ref the checker refuses, which it words): so the equality above
+    is between two readers, not the reference and itself."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     taken: list[int] = []
     take = read._Parser.take
@@ -171,11 +172,18 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
             '{"op": "wait_event", "event": "e"}\n'
             '{"op": "launch", "reads": [{"buffer": "b", "offset": 1, "window": [0, 0.5]}]}\n'
             '{"op": "launch", "reads": [{"buffer": "b", "sizes": [2], "strides": [2]}]}\n'
+            '{"op": "launch", "name": "\\u0061", "reads": [{"buffer": "b", "sizes": [2, 3], '
+            '"strides": [6, 1], "itemsize": 4}]}\n'
             '{"op": "sync_stream", "stream": "s0"}\n{"op": "sync_device"}\n'
             '{"op": "sync_event", "event": "e"}\n')
     log = parse_oplog(text, "c.jsonl")
-    assert taken == [1, 7], taken
-    assert len(log.lines) == 9
+    assert taken == [1, 8], taken
+    assert len(log.lines) == 10
+    assert log.lines[5].reads[0].view.pattern is not None  # (strided: every other byte)
+    with pytest.raises(ModelError, match="c.jsonl:2: .*missing its 'strides'"):
+        parse_oplog('{"op": "launch"}\n{"op": "launch", "reads": [{"buffer": "b", '
+                    '"sizes": [2]}]}\n', "c.jsonl")
+    assert taken[-1] == 2  # (the reference words it)
 
 
 def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):
@@ -216,10 +224,18 @@ def test_equal_durations_are_one_float_and_keep_their_sign(monkeypatch):
 
 SETTLED = {
     # "b" alive from the start: named by its name (its Line made in pass 1, the Ref pending),
-    # then by a line the checker reads (a strided ref): one Ref object for both
+    # then by a line the checker reads (an escape): one Ref object for both
     "a name, then the checker's line": (
         '{"op": "launch", "reads": ["b"]}\n'
-        '{"op": "launch", "reads": ["b", {"buffer": "c", "sizes": [2], "strides": [2]}]}\n'),
+        '{"op": "launch", "name": "\\u0061", "reads": ["b", {"buffer": "c", "sizes": [2], '
+        '"strides": [2]}]}\n'),
+    # a strided ref the compiled reader takes, its hull growing the implicit life, then the
+    # name: the name's Ref sized to the hull's end
+    "a strided hull, then a name": (
+        '{"op": "launch", "reads": [{"buffer": "b", "offset": 4, "sizes": [2, 2], '
+        '"strides": [4, 1], "itemsize": 2}]}\n'
+        '{"op": "launch", "reads": ["b"]}\n{"op": "host", "writes": [{"buffer": "b", '
+        '"sizes": [3], "strides": [2]}]}\n'),
     # a later ref makes the implicit life 8 bytes: the name's Ref, made at 1, is replaced
     "a name, then a larger extent": (
         '{"op": "launch", "reads": ["b"]}\n'

@@ -91,8 +91,16 @@ def _ref(R: random.Random, clean: bool) -> str:
         keys["nbytes"] = _int(R, "nbytes", clean)
     if R.random() < 0.4:
         keys["window"] = f"[{_float(R, clean)}, {_float(R, clean)}]"
+    if R.random() < 0.3:  # (a strided ref's keys, each alone or with the others)
+        for k in ("sizes", "strides"):
+            if R.random() < 0.8:
+                keys[k] = "[" + ", ".join(_int(R, "nbytes", clean)
+                                          for _ in range(R.choice((0, 1, 2, 3, 64, 65)))) + "]"
+        if R.random() < 0.6:
+            keys["itemsize"] = R.choice(("0", "1", "2", "4")) if clean else _int(R, "nbytes", False)
     if not clean and R.random() < 0.2:
-        keys[R.choice(("strides", "buffer", "sizes"))] = "[1]"
+        keys[R.choice(("strides", "buffer", "sizes", "itemsize"))] = R.choice(
+            ("[1]", "[-1]", "[1.5]", "[1, ]", "[", "1", '["1"]', "[[1]]"))
     items = list(keys.items())
     R.shuffle(items)
     if not clean and R.random() < 0.1:
@@ -195,7 +203,11 @@ def test_the_lexer_refuses_what_msgspec_would_read_differently():
                  '{"op": "launch", "dur": 1, "dur": 2}', '{"op": "launch"} x',
                  '{"op": "launch", "rank": -0}', '{"op": "launch", "rank": 1234567890123456789}',
                  '{"op": "launch", "event": "e"}', '{"op": "group"}', '{"op": "record"}',
-                 '{"op": "launch", "reads": [{"buffer": "b", "strides": [1]}]}',
+                 '{"op": "launch", "reads": [{"buffer": "b", "strides": [-1]}]}',
+                 '{"op": "launch", "reads": [{"buffer": "b", "itemsize": 0}]}',
+                 '{"op": "launch", "reads": [{"buffer": "b", "sizes": [1], "sizes": [1]}]}',
+                 '{"op": "launch", "reads": [{"buffer": "b", "sizes": [%s]}]}' % ("1," * 65)[:-1],
+                 '{"op": "launch", "reads": [{"buffer": "b", "strides": [1.0]}]}',
                  '\x0c{"op": "launch"}', '{"op": "launch", "dur": NaN}', '{"rank": 0}',
                  '{"op": "wait", "handle": ""}', '{"op": "launch", "stream": ""}']:
         assert d.lex_fields(line.encode("utf-8")) is None, line
