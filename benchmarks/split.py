@@ -107,8 +107,9 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
 
     wrap(pipeline, "simulate", lambda *a, **k: RESIM if k.get("fixes") else SIM)
     wrap(hb, "_analyse", phase("HB pass", "fix cost: HB pass of re-runs"))
-    # (the compiled pass is called from analyse_hazards (checks imports it by name), not through _analyse: wrapped too, so
-    # that the first run's pass is not left in "other"; the fixes it proposes are their own stage)
+    # (the compiled pass is called from analyse_hazards, which checks imports by name, not
+    # through _analyse: wrapped too, so that the first run's pass is not left in "other"; the
+    # fixes it proposes are their own stage)
     wrap(checks, "analyse_hazards", phase("HB pass", "fix cost: HB pass of re-runs"))
     # (a re-run's hazards counted, not made: fix costing calls hb.hazard_count by its own name)
     wrap(fixcost, "hazard_count", "fix cost: HB pass of re-runs")

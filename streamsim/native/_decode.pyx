@@ -299,7 +299,7 @@ cdef _State _state(parser):
 
 cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
                   peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
-                  inferred):
+                  inferred, result):
     """The Line the reference's ``build`` makes of this line's spec (its names interned), made
     by setting its slots: every one, the fields no spec of :func:`_scan` holds to their
     defaults."""
@@ -329,7 +329,7 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     _lput(line, L_BATCH, batch)
     _lput(line, L_SITE, site)
     _lput(line, L_T, t)
-    _lput(line, L_RESULT, None)
+    _lput(line, L_RESULT, result)
     _lput(line, L_LABEL, label)
     _lput(line, L_CHANNEL, None)
     _lput(line, L_ROOT, None)
@@ -564,13 +564,14 @@ cdef class _Fields:
     (:func:`_decoded`). One object, refilled for each line (nothing keeps it)."""
     cdef object rank, host, stream, name, dur, step, site, t, reads, writes, event, buffer
     cdef object nbytes, label, handle, blocking, inferred, tensors, peer, group, batch, inputs
-    cdef object outputs
+    cdef object outputs, result
 
     cdef void clear(self) noexcept:
         self.rank = self.host = self.stream = self.name = self.dur = self.step = UNSET
         self.site = self.t = self.reads = self.writes = self.event = self.buffer = UNSET
         self.nbytes = self.label = self.handle = self.blocking = self.inferred = UNSET
         self.tensors = self.peer = self.group = self.batch = self.inputs = self.outputs = UNSET
+        self.result = UNSET
 
 
 DEF DUR_CACHE = 65536  # durations shared (a power of 2: 1 MB of cache, 16 bits of hash)
@@ -624,6 +625,7 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
     f.peer, f.group = _lex_value(lx, K_PEER), _lex_value(lx, K_GROUP)
     f.batch = _lex_value(lx, K_BATCH)
     f.inputs, f.outputs = _lex_value(lx, K_INPUTS), _lex_value(lx, K_OUTPUTS)
+    f.result = _lex_value(lx, K_RESULT)
 
 
 cdef _Fields _SCANNED = _Fields.__new__(_Fields)  # (_scan's, refilled for each line it reads)
@@ -669,13 +671,14 @@ cdef void _decoded(obj, _Fields f) except *:
         elif k == K_GROUP: f.group = v
         elif k == K_BATCH: f.batch = v
         elif k == K_INPUTS: f.inputs = v
-        else: f.outputs = v
+        elif k == K_OUTPUTS: f.outputs = v
+        else: f.result = v
 
 
 cdef tuple _values(str op, _Fields f):
     return (op, f.rank, f.host, f.stream, f.name, f.dur, f.step, f.site, f.t, f.reads, f.writes,
             f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
-            f.peer, f.group, f.batch, f.inputs, f.outputs)
+            f.peer, f.group, f.batch, f.inputs, f.outputs, f.result)
 
 
 def lex_fields(line):
@@ -732,6 +735,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     cdef int quotes
     cdef long rank
     cdef bint has_label = False, is_wait = False, has_inferred = False, inferred_name = False
+    cdef bint is_query = False
     cdef bint is_comm = False, explicit = True
     quotes = 4  # "op": "<op>"
     r, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
@@ -761,7 +765,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         step = None
     else:
         quotes += 2
-    event = label = handle = target = inferred = peer = group = nbytes = batch = None
+    event = label = handle = target = inferred = peer = group = nbytes = batch = result = None
     blocking = False
     if op in _EVENT_OPS:
         event = obj.event
@@ -806,6 +810,20 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
                 name = _INFERRED_NAME
         else:
             inferred = None
+    elif op == "query":  # (the checker's check_fields: its handle's line, what it observed)
+        is_query = True
+        handle = obj.handle
+        if not handle:
+            return None
+        target = parser.handles.get((r, handle))
+        if target is None:  # (the checker words it)
+            return None
+        quotes += 4
+        result = obj.result
+        if result is UNSET:
+            result = None
+        else:
+            quotes += 2
     elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
@@ -937,7 +955,8 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         wr = rd if writes is reads else \
             _resolved(parser, writes, r, rank, pending, s is None) if writes else ()
         return _line(parser, op, r, host, stream, name, dur, step, rd, wr, event, peer, group,
-                     handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred)
+                     handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred,
+                     result)
     spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,
             "step": step}
     if event is not None:
@@ -950,6 +969,11 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         spec["blocking"] = blocking
         if has_inferred:
             spec["inferred"] = inferred
+    if is_query:
+        spec["handle"] = handle
+        spec["target"] = target
+        if result is not None:
+            spec["result"] = result
     if site is not None:
         spec["site"] = site
     if t is not None:

@@ -13,10 +13,10 @@ between its tokens, of the keys the line's op allows (as the fast path's Structs
 once; string values of valid UTF-8 without escapes or control characters; integers without sign,
 fraction or exponent, of at most 19 digits; the float fields as any JSON number; ``true`` and
 ``false``; lists of buffer names and of ref objects (``buffer``, ``offset``, ``nbytes``,
-``window``, and a strided ref's ``sizes``, ``strides`` and ``itemsize``). The ranges and non-empty strings the Structs' ``Meta`` require are
-required here too. So a line it takes is decoded to the field values msgspec gives it
-(tests/native/test_lex.py holds the two to that on generated lines), and a line it refuses loses
-nothing.
+``window``, and a strided ref's ``sizes``, ``strides`` and ``itemsize``). The ranges and
+non-empty strings the Structs' ``Meta`` require are required here too. So a line it takes is
+decoded to the field values msgspec gives it (tests/native/test_lex.py holds the two to that on
+generated lines), and a line it refuses loses nothing.
 
 Each distinct string is made once (:func:`lex_str`: a table from its bytes to its ``str``, by
 hash; the op names are put in first, so an op's name is one of ``OP_NAMES``'s objects).
@@ -49,22 +49,23 @@ cdef extern from "Python.h":
 cdef enum:
     K_OP, K_RANK, K_HOST, K_STREAM, K_NAME, K_DUR, K_STEP, K_SITE, K_T, K_READS, K_WRITES,
     K_EVENT, K_BUFFER, K_NBYTES, K_LABEL, K_HANDLE, K_BLOCKING, K_INFERRED, K_TENSORS, K_PEER,
-    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, N_KEYS
+    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, K_RESULT, N_KEYS
 
 cdef tuple KEY_NAMES = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t",
                         "reads", "writes", "event", "buffer", "nbytes", "label", "handle",
                         "blocking", "inferred", "tensors", "peer", "group", "batch", "inputs",
-                        "outputs")  # (in the K_ order)
+                        "outputs", "result")  # (in the K_ order)
 
 # the ops, in the order of OP_NAMES; each one's keys (KEYS_OF)
 cdef enum:
     O_SYNC_STREAM, O_SYNC_DEVICE, O_LAUNCH, O_HOST, O_RECORD, O_WAIT_EVENT, O_SYNC_EVENT, O_FREE,
     O_RECORD_STREAM, O_ALLOC, O_WAIT, O_ISEND, O_IRECV, O_ALL_REDUCE, O_ALL_GATHER,
-    O_REDUCE_SCATTER, O_ALL_TO_ALL, O_BROADCAST, N_OPS
+    O_REDUCE_SCATTER, O_ALL_TO_ALL, O_BROADCAST, O_QUERY, N_OPS
 
 cdef tuple OP_NAMES = ("sync_stream", "sync_device", "launch", "host", "record", "wait_event",
                        "sync_event", "free", "record_stream", "alloc", "wait", "isend", "irecv",
-                       "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+                       "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                       "query")
 
 cdef enum:
     M_BASE = ((1 << K_OP) | (1 << K_RANK) | (1 << K_HOST) | (1 << K_STREAM) | (1 << K_NAME) |
@@ -74,6 +75,7 @@ cdef enum:
     M_BUF = M_BASE | (1 << K_BUFFER)
     M_ALLOC = M_BUF | (1 << K_NBYTES) | (1 << K_LABEL)
     M_WAIT = M_BASE | (1 << K_HANDLE) | (1 << K_BLOCKING) | (1 << K_INFERRED)
+    M_QUERY = M_BASE | (1 << K_HANDLE) | (1 << K_RESULT)
     M_P2P = (M_BASE | (1 << K_TENSORS) | (1 << K_PEER) | (1 << K_GROUP) | (1 << K_HANDLE) |
             (1 << K_NBYTES) | (1 << K_BATCH))
     M_COLL = (M_BASE | (1 << K_TENSORS) | (1 << K_INPUTS) | (1 << K_OUTPUTS) | (1 << K_GROUP) |
@@ -81,13 +83,13 @@ cdef enum:
 
 cdef unsigned int[N_OPS] KEYS_OF = [M_BASE, M_BASE, M_KERNEL, M_KERNEL, M_EVENT, M_EVENT,
                                     M_EVENT, M_BUF, M_BUF, M_ALLOC, M_WAIT, M_P2P, M_P2P, M_COLL,
-                                    M_COLL, M_COLL, M_COLL, M_COLL]
+                                    M_COLL, M_COLL, M_COLL, M_COLL, M_QUERY]
 
 # the keys each op's Struct requires by a default that is no value ("" where its Struct gives the
 # field a default: a line without it is refused here, and msgspec's decode is the checker's)
 cdef unsigned int[N_OPS] REQUIRED_OF = [0, 0, 0, 0, 1 << K_EVENT, 1 << K_EVENT, 1 << K_EVENT,
                                         1 << K_BUFFER, 1 << K_BUFFER, 1 << K_BUFFER,
-                                        1 << K_HANDLE, 0, 0, 0, 0, 0, 0, 0]
+                                        1 << K_HANDLE, 0, 0, 0, 0, 0, 0, 0, 1 << K_HANDLE]
 
 # a value's type: a string (non-empty unless T_STR_ANY), a non-negative integer up to its key's
 # limit (LIMIT_OF), a float in [0, MAX_FLOAT], a bool, a list of refs
@@ -96,7 +98,7 @@ cdef enum:
 
 cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_INT, T_STR, T_FLOAT,
                             T_REFS, T_REFS, T_STR, T_STR, T_INT, T_STR, T_STR, T_BOOL, T_STR_ANY,
-                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS]
+                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS, T_BOOL]
 
 # the schema's limits (streamsim/oplog/schema.py: LIMITS, MAX_DUR), set by lex_limits
 cdef long long[N_KEYS] LIMIT_OF
@@ -349,6 +351,7 @@ cdef inline int _lex_key(const char *p, Py_ssize_t n) noexcept:
         if memcmp(p, b"nbytes", 6) == 0: return K_NBYTES
         if memcmp(p, b"handle", 6) == 0: return K_HANDLE
         if memcmp(p, b"inputs", 6) == 0: return K_INPUTS
+        if memcmp(p, b"result", 6) == 0: return K_RESULT
         return -1
     if n == 7:
         if memcmp(p, b"tensors", 7) == 0: return K_TENSORS

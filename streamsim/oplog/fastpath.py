@@ -2,10 +2,11 @@
 
 Kernels, host work, event records and waits and syncs, with buffers named by string, the
 allocations and frees of buffers, point-to-point sends and receives, the collectives without a
-root, and handle waits (each with the ``site`` and ``t`` a recorder gives every line) are most of a
-recorded log. msgspec decodes such a line straight into a typed record (``Struct``), checking
-field names, types and ranges as :class:`~streamsim.oplog.read._Parser` does, in one C call, where
-the checker builds a dict through a Python hook and tests each field in Python. A line it accepts
+root, handle waits and queries (each with the ``site`` and ``t`` a recorder gives every line)
+are most of a recorded log. msgspec decodes such a line straight into a typed record
+(``Struct``), checking field names, types and ranges as :class:`~streamsim.oplog.read._Parser`
+does, in one C call, where the checker builds a dict through a Python hook and tests each field
+in Python. A line it accepts
 gives the checker's spec, with the same effects on the parser's state (its host thread, its buffer
 refs through the checker's own ``ref``, strided ones too). Anything else (another op, an escape,
 a field of the wrong type or out of range, a key given twice, bad JSON, a ref object the
@@ -115,6 +116,11 @@ class _Wait(_Sync, tag="wait"):
     inferred: Union[str, UnsetType] = UNSET  # one of INFERRED_BY: checked below
 
 
+class _Query(_Sync, tag="query"):
+    handle: Annotated[str, Meta(min_length=1)] = ""  # required: checked below
+    result: Union[bool, UnsetType] = UNSET
+
+
 class _Isend(_Sync, tag="isend"):
     tensors: _Refs = UNSET  # required, as peer: checked below
     peer: Union[Annotated[int, Meta(ge=0, le=LIMITS["peer"])], UnsetType] = UNSET
@@ -156,7 +162,7 @@ class _Broadcast(_AllReduce, tag="broadcast"):
 FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record,
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
                                           _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
-                                          _ReduceScatter, _AllToAll, _Broadcast])
+                                          _ReduceScatter, _AllToAll, _Broadcast, _Query])
 __all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "RefObj", "fast_spec",
            "ref_object"]
 
@@ -240,6 +246,18 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["inferred"] = inferred
             if obj.name is UNSET:
                 spec["name"] = INFERRED_NAME
+    elif op == "query":  # (the checker's check_fields: its handle's line, what it observed)
+        handle = obj.handle
+        if not handle:
+            return None
+        target = parser.handles.get((rank, handle))
+        if target is None:  # (the checker words it)
+            return None
+        quotes += 4
+        spec["handle"], spec["target"] = handle, target
+        if obj.result is not UNSET:
+            quotes += 2
+            spec["result"] = obj.result
     elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)

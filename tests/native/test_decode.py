@@ -156,10 +156,10 @@ def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
 
 
 def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
-    """It decodes kernels, host work, events and syncs itself, refs by name, as objects and
-    strided, and hands the reference only what it does not take (here: the declaration, a line
-    with an escape, and a strided ref the checker refuses, which it words): so the equality above
-    is between two readers, not the reference and itself."""
+    """It decodes kernels, host work, events and syncs, sends, waits and queries itself, refs by
+    name, as objects and strided, and hands the reference only what it does not take (here: the
+    declaration, a line with an escape, and a strided ref the checker refuses, which it words):
+    so the equality above is between two readers, not the reference and itself."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     taken: list[int] = []
     take = read._Parser.take
@@ -175,10 +175,15 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
             '{"op": "launch", "name": "\\u0061", "reads": [{"buffer": "b", "sizes": [2, 3], '
             '"strides": [6, 1], "itemsize": 4}]}\n'
             '{"op": "sync_stream", "stream": "s0"}\n{"op": "sync_device"}\n'
-            '{"op": "sync_event", "event": "e"}\n')
+            '{"op": "sync_event", "event": "e"}\n'
+            '{"op": "isend", "group": "w", "tensors": ["a"], "peer": 1, "handle": "h"}\n'
+            '{"op": "query", "handle": "h", "result": false}\n{"op": "query", "handle": "h"}\n'
+            '{"op": "wait", "handle": "h"}\n')
     log = parse_oplog(text, "c.jsonl")
     assert taken == [1, 8], taken
-    assert len(log.lines) == 10
+    assert len(log.lines) == 14
+    assert [(ln.op, ln.target, ln.result) for ln in log.lines[11:13]] == [
+        ("query", 12, False), ("query", 12, None)]
     assert log.lines[5].reads[0].view.pattern is not None  # (strided: every other byte)
     with pytest.raises(ModelError, match="c.jsonl:2: .*missing its 'strides'"):
         parse_oplog('{"op": "launch"}\n{"op": "launch", "reads": [{"buffer": "b", '

@@ -30,6 +30,7 @@ OPS = {  # op -> its keys beyond the common ones (the fast path's Structs)
     "host": ("reads", "writes"), "record": ("event",), "wait_event": ("event",),
     "sync_event": ("event",), "free": ("buffer",), "record_stream": ("buffer",),
     "alloc": ("buffer", "nbytes", "label"), "wait": ("handle", "blocking", "inferred"),
+    "query": ("handle", "result"),
     "isend": ("tensors", "peer", "group", "handle", "nbytes", "batch"),
     "irecv": ("tensors", "peer", "group", "handle", "nbytes", "batch"),
     **{c: ("tensors", "inputs", "outputs", "group", "handle", "nbytes")
@@ -113,7 +114,7 @@ def _value(R: random.Random, key: str, clean: bool) -> str:
         return _int(R, key, clean)
     if key in FLOATS:
         return _float(R, clean)
-    if key == "blocking":
+    if key in ("blocking", "result"):
         return R.choice(("true", "false") if clean else ("true", "false", "1", "null"))
     if key in REFS:
         return "[" + ", ".join(_ref(R, clean) for _ in range(R.choice((0, 1, 2, 3)))) + "]"
@@ -182,7 +183,7 @@ def test_a_line_the_lexer_takes_has_msgspec_s_fields(clean):
 
 _FIELDS = ("rank", "host", "stream", "name", "dur", "step", "site", "t", "reads", "writes",
            "event", "buffer", "nbytes", "label", "handle", "blocking", "inferred", "tensors",
-           "peer", "group", "batch", "inputs", "outputs")
+           "peer", "group", "batch", "inputs", "outputs", "result")
 
 
 def _required_present(line: str, decoded: tuple) -> bool:
@@ -191,7 +192,8 @@ def _required_present(line: str, decoded: tuple) -> bool:
     those, and the reader's check refuses them after msgspec too."""
     op = decoded[0]
     need = {"record": "event", "wait_event": "event", "sync_event": "event", "free": "buffer",
-            "record_stream": "buffer", "alloc": "buffer", "wait": "handle"}.get(op)
+            "record_stream": "buffer", "alloc": "buffer", "wait": "handle",
+            "query": "handle"}.get(op)
     return need is None or f'"{need}"' in line
 
 
