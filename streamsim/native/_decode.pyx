@@ -62,6 +62,7 @@ cdef object _INFERRED_BY = None
 cdef object _INFERRED_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
+cdef object _ROOTED_OPS = None
 cdef object _REF_OBJECT = None
 cdef object _strided_hull = None
 cdef object _extent = None
@@ -70,17 +71,18 @@ cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, ref_object, ref_struct, strided_hull, extent, name_fields,
-         limits, max_dur, max_dims):
+         default_group, collective_ops, rooted_ops, ref_object, ref_struct, strided_hull, extent,
+         name_fields, limits, max_dur, max_dims):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
     global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS, _strided_hull
-    global _extent
+    global _extent, _ROOTED_OPS
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _REF_STRUCT, _strided_hull, _extent = ref_struct, strided_hull, extent
+    _ROOTED_OPS = rooted_ops
     lex_limits(limits, max_dur, max_dims)
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
@@ -299,7 +301,7 @@ cdef _State _state(parser):
 
 cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
                   peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
-                  inferred, result):
+                  inferred, result, root):
     """The Line the reference's ``build`` makes of this line's spec (its names interned), made
     by setting its slots: every one, the fields no spec of :func:`_scan` holds to their
     defaults."""
@@ -332,7 +334,7 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     _lput(line, L_RESULT, result)
     _lput(line, L_LABEL, label)
     _lput(line, L_CHANNEL, None)
-    _lput(line, L_ROOT, None)
+    _lput(line, L_ROOT, root)
     _lput(line, L_ANY_SOURCE, False)
     _lput(line, L_INFERRED, inferred)
     return line
@@ -564,14 +566,14 @@ cdef class _Fields:
     (:func:`_decoded`). One object, refilled for each line (nothing keeps it)."""
     cdef object rank, host, stream, name, dur, step, site, t, reads, writes, event, buffer
     cdef object nbytes, label, handle, blocking, inferred, tensors, peer, group, batch, inputs
-    cdef object outputs, result
+    cdef object outputs, result, root
 
     cdef void clear(self) noexcept:
         self.rank = self.host = self.stream = self.name = self.dur = self.step = UNSET
         self.site = self.t = self.reads = self.writes = self.event = self.buffer = UNSET
         self.nbytes = self.label = self.handle = self.blocking = self.inferred = UNSET
         self.tensors = self.peer = self.group = self.batch = self.inputs = self.outputs = UNSET
-        self.result = UNSET
+        self.result = self.root = UNSET
 
 
 DEF DUR_CACHE = 65536  # durations shared (a power of 2: 1 MB of cache, 16 bits of hash)
@@ -625,7 +627,7 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
     f.peer, f.group = _lex_value(lx, K_PEER), _lex_value(lx, K_GROUP)
     f.batch = _lex_value(lx, K_BATCH)
     f.inputs, f.outputs = _lex_value(lx, K_INPUTS), _lex_value(lx, K_OUTPUTS)
-    f.result = _lex_value(lx, K_RESULT)
+    f.result, f.root = _lex_value(lx, K_RESULT), _lex_value(lx, K_ROOT)
 
 
 cdef _Fields _SCANNED = _Fields.__new__(_Fields)  # (_scan's, refilled for each line it reads)
@@ -672,13 +674,14 @@ cdef void _decoded(obj, _Fields f) except *:
         elif k == K_BATCH: f.batch = v
         elif k == K_INPUTS: f.inputs = v
         elif k == K_OUTPUTS: f.outputs = v
-        else: f.result = v
+        elif k == K_RESULT: f.result = v
+        else: f.root = v
 
 
 cdef tuple _values(str op, _Fields f):
     return (op, f.rank, f.host, f.stream, f.name, f.dur, f.step, f.site, f.t, f.reads, f.writes,
             f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
-            f.peer, f.group, f.batch, f.inputs, f.outputs, f.result)
+            f.peer, f.group, f.batch, f.inputs, f.outputs, f.result, f.root)
 
 
 def lex_fields(line):
@@ -766,6 +769,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     else:
         quotes += 2
     event = label = handle = target = inferred = peer = group = nbytes = batch = result = None
+    root = None
     blocking = False
     if op in _EVENT_OPS:
         event = obj.event
@@ -867,6 +871,32 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         group, g, q = comm
         quotes += q
         is_comm = True
+    elif op in _ROOTED_OPS:  # (the checker's check_rooted, without a ranks list)
+        if op != "barrier":
+            root = obj.root
+            if root is UNSET:
+                return None  # (the checker words what is missing)
+            quotes += 2
+            if op == "reduce":
+                if obj.tensors is UNSET:
+                    return None
+                quotes += 2
+                reads = obj.tensors
+                writes = reads if rank == <long>root else []
+            else:
+                inputs, outputs = obj.inputs, obj.outputs
+                listed, needed = (outputs, inputs) if op == "gather" else (inputs, outputs)
+                if needed is UNSET or (listed is UNSET) == (rank == <long>root):
+                    return None  # (missing, or the root's list on another rank: the checker's)
+                quotes += 2 * ((inputs is not UNSET) + (outputs is not UNSET))
+                reads = [] if inputs is UNSET else inputs
+                writes = [] if outputs is UNSET else outputs
+        comm = _comm(parser, obj, op)
+        if comm is None:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        group, g, q = comm
+        quotes += q
+        is_comm = True
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -947,6 +977,8 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             dur = None
         if peer is not None:
             ranks.add(peer)
+        if root is not None:  # (check_rooted: the root is of the group)
+            ranks.add(root)
         handle = None if obj.handle is UNSET else obj.handle
         if handle is not None:
             parser.handles[(r, handle)] = parser.lineno
@@ -956,7 +988,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             _resolved(parser, writes, r, rank, pending, s is None) if writes else ()
         return _line(parser, op, r, host, stream, name, dur, step, rd, wr, event, peer, group,
                      handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred,
-                     result)
+                     result, root)
     spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,
             "step": step}
     if event is not None:
@@ -990,6 +1022,15 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             else:
                 spec["reads"] = _refs(parser, reads, r, rank) if reads else []
                 spec["writes"] = _refs(parser, writes, r, rank) if writes else []
+        elif op in _ROOTED_OPS:
+            if op != "barrier":
+                spec["root"] = root
+                if op == "reduce":  # (its tensors read on every rank, written on the root)
+                    refs = _refs(parser, reads, r, rank) if reads else []
+                    spec["reads"], spec["writes"] = refs, refs if rank == <long>root else []
+                else:
+                    spec["reads"] = _refs(parser, reads, r, rank) if reads else []
+                    spec["writes"] = _refs(parser, writes, r, rank) if writes else []
         else:
             spec["peer"] = peer
             if reads is not None:

@@ -49,23 +49,24 @@ cdef extern from "Python.h":
 cdef enum:
     K_OP, K_RANK, K_HOST, K_STREAM, K_NAME, K_DUR, K_STEP, K_SITE, K_T, K_READS, K_WRITES,
     K_EVENT, K_BUFFER, K_NBYTES, K_LABEL, K_HANDLE, K_BLOCKING, K_INFERRED, K_TENSORS, K_PEER,
-    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, K_RESULT, N_KEYS
+    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, K_RESULT, K_ROOT, N_KEYS
 
 cdef tuple KEY_NAMES = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t",
                         "reads", "writes", "event", "buffer", "nbytes", "label", "handle",
                         "blocking", "inferred", "tensors", "peer", "group", "batch", "inputs",
-                        "outputs", "result")  # (in the K_ order)
+                        "outputs", "result", "root")  # (in the K_ order)
 
 # the ops, in the order of OP_NAMES; each one's keys (KEYS_OF)
 cdef enum:
     O_SYNC_STREAM, O_SYNC_DEVICE, O_LAUNCH, O_HOST, O_RECORD, O_WAIT_EVENT, O_SYNC_EVENT, O_FREE,
     O_RECORD_STREAM, O_ALLOC, O_WAIT, O_ISEND, O_IRECV, O_ALL_REDUCE, O_ALL_GATHER,
-    O_REDUCE_SCATTER, O_ALL_TO_ALL, O_BROADCAST, O_QUERY, N_OPS
+    O_REDUCE_SCATTER, O_ALL_TO_ALL, O_BROADCAST, O_QUERY, O_BARRIER, O_REDUCE, O_GATHER,
+    O_SCATTER, N_OPS
 
 cdef tuple OP_NAMES = ("sync_stream", "sync_device", "launch", "host", "record", "wait_event",
                        "sync_event", "free", "record_stream", "alloc", "wait", "isend", "irecv",
                        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                       "query")
+                       "query", "barrier", "reduce", "gather", "scatter")
 
 cdef enum:
     M_BASE = ((1 << K_OP) | (1 << K_RANK) | (1 << K_HOST) | (1 << K_STREAM) | (1 << K_NAME) |
@@ -80,16 +81,23 @@ cdef enum:
             (1 << K_NBYTES) | (1 << K_BATCH))
     M_COLL = (M_BASE | (1 << K_TENSORS) | (1 << K_INPUTS) | (1 << K_OUTPUTS) | (1 << K_GROUP) |
              (1 << K_HANDLE) | (1 << K_NBYTES))
+    M_BARRIER = M_BASE | (1 << K_GROUP) | (1 << K_HANDLE)
+    M_REDUCE = (M_BASE | (1 << K_TENSORS) | (1 << K_ROOT) | (1 << K_GROUP) | (1 << K_HANDLE) |
+               (1 << K_NBYTES))
+    M_GATHER = (M_BASE | (1 << K_INPUTS) | (1 << K_OUTPUTS) | (1 << K_ROOT) | (1 << K_GROUP) |
+               (1 << K_HANDLE) | (1 << K_NBYTES))
 
 cdef unsigned int[N_OPS] KEYS_OF = [M_BASE, M_BASE, M_KERNEL, M_KERNEL, M_EVENT, M_EVENT,
                                     M_EVENT, M_BUF, M_BUF, M_ALLOC, M_WAIT, M_P2P, M_P2P, M_COLL,
-                                    M_COLL, M_COLL, M_COLL, M_COLL, M_QUERY]
+                                    M_COLL, M_COLL, M_COLL, M_COLL, M_QUERY, M_BARRIER, M_REDUCE,
+                                    M_GATHER, M_GATHER]
 
 # the keys each op's Struct requires by a default that is no value ("" where its Struct gives the
 # field a default: a line without it is refused here, and msgspec's decode is the checker's)
 cdef unsigned int[N_OPS] REQUIRED_OF = [0, 0, 0, 0, 1 << K_EVENT, 1 << K_EVENT, 1 << K_EVENT,
                                         1 << K_BUFFER, 1 << K_BUFFER, 1 << K_BUFFER,
-                                        1 << K_HANDLE, 0, 0, 0, 0, 0, 0, 0, 1 << K_HANDLE]
+                                        1 << K_HANDLE, 0, 0, 0, 0, 0, 0, 0, 1 << K_HANDLE, 0, 0,
+                                        0, 0]
 
 # a value's type: a string (non-empty unless T_STR_ANY), a non-negative integer up to its key's
 # limit (LIMIT_OF), a float in [0, MAX_FLOAT], a bool, a list of refs
@@ -98,7 +106,7 @@ cdef enum:
 
 cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_INT, T_STR, T_FLOAT,
                             T_REFS, T_REFS, T_STR, T_STR, T_INT, T_STR, T_STR, T_BOOL, T_STR_ANY,
-                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS, T_BOOL]
+                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS, T_BOOL, T_INT]
 
 # the schema's limits (streamsim/oplog/schema.py: LIMITS, MAX_DUR), set by lex_limits
 cdef long long[N_KEYS] LIMIT_OF
@@ -334,6 +342,7 @@ cdef inline int _lex_key(const char *p, Py_ssize_t n) noexcept:
         if memcmp(p, b"site", 4) == 0: return K_SITE
         if memcmp(p, b"step", 4) == 0: return K_STEP
         if memcmp(p, b"peer", 4) == 0: return K_PEER
+        if memcmp(p, b"root", 4) == 0: return K_ROOT
         return -1
     if n == 3:
         return K_DUR if memcmp(p, b"dur", 3) == 0 else -1

@@ -1,9 +1,9 @@
 """The reader's fast path: the common lines of a large op log decoded and type-checked in C.
 
 Kernels, host work, event records and waits and syncs, with buffers named by string, the
-allocations and frees of buffers, point-to-point sends and receives, the collectives without a
-root, handle waits and queries (each with the ``site`` and ``t`` a recorder gives every line)
-are most of a recorded log. msgspec decodes such a line straight into a typed record
+allocations and frees of buffers, point-to-point sends and receives, the collectives (rooted or
+not) and barriers, handle waits and queries (each with the ``site`` and ``t`` a recorder gives
+every line) are most of a recorded log. msgspec decodes such a line straight into a typed record
 (``Struct``), checking field names, types and ranges as :class:`~streamsim.oplog.read._Parser`
 does, in one C call, where the checker builds a dict through a Python hook and tests each field
 in Python. A line it accepts
@@ -32,7 +32,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from ..strided import extent
 from .schema import (BUFFER_OPS, COLLECTIVE_OPS, DEFAULT_GROUP, EVENT_OPS, INFERRED_BY,
-                     INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR)
+                     INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, ROOTED_OPS)
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -159,12 +159,42 @@ class _Broadcast(_AllReduce, tag="broadcast"):
     pass
 
 
+class _Barrier(_Sync, tag="barrier"):  # (no tensor, no root: it orders the ranks)
+    group: _Name = UNSET
+    handle: _Name = UNSET
+
+
+_Root = Union[Annotated[int, Meta(ge=0, le=LIMITS["root"])], UnsetType]
+
+
+class _Reduce(_Sync, tag="reduce"):
+    tensors: _Refs = UNSET  # required, as root: checked below
+    root: _Root = UNSET
+    group: _Name = UNSET
+    handle: _Name = UNSET
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+
+
+class _Gather(_Sync, tag="gather"):
+    inputs: _Refs = UNSET  # required, as root; outputs on the root alone: checked below
+    outputs: _Refs = UNSET
+    root: _Root = UNSET
+    group: _Name = UNSET
+    handle: _Name = UNSET
+    nbytes: Union[Annotated[int, Meta(ge=0, le=LIMITS["nbytes"])], UnsetType] = UNSET
+
+
+class _Scatter(_Gather, tag="scatter"):  # (outputs required, inputs on the root alone)
+    pass
+
+
 FAST_DECODER = msgspec.json.Decoder(Union[_Sync, _SyncDevice, _Kernel, _HostWork, _Record,
                                           _WaitEvent, _SyncEvent, _Free, _RecordStream, _Alloc,
                                           _Wait, _Isend, _Irecv, _AllReduce, _AllGather,
-                                          _ReduceScatter, _AllToAll, _Broadcast, _Query])
-__all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "RefObj", "fast_spec",
-           "ref_object"]
+                                          _ReduceScatter, _AllToAll, _Broadcast, _Query,
+                                          _Barrier, _Reduce, _Gather, _Scatter])
+__all__ = ["BUFFER_OPS", "COLLECTIVE_OPS", "EVENT_OPS", "FAST_DECODER", "ROOTED_OPS", "RefObj",
+           "fast_spec", "ref_object"]
 
 
 def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
@@ -298,6 +328,31 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
         group, g, q = comm
         quotes += q
+    elif op in ROOTED_OPS:  # (the checker's check_rooted, without a ranks list)
+        if op != "barrier":
+            root = obj.root
+            if root is UNSET:
+                return None  # (the checker words what is missing)
+            quotes += 2
+            if op == "reduce":
+                if obj.tensors is UNSET:
+                    return None
+                quotes += 2
+                reads = obj.tensors
+                writes = reads if rank == root else []
+            else:
+                inputs, outputs = obj.inputs, obj.outputs
+                listed, needed = (outputs, inputs) if op == "gather" else (inputs, outputs)
+                if needed is UNSET or (listed is UNSET) == (rank == root):
+                    return None  # (missing, or the root's list on another rank: the checker's)
+                quotes += 2 * ((inputs is not UNSET) + (outputs is not UNSET))
+                reads = [] if inputs is UNSET else inputs
+                writes = [] if outputs is UNSET else outputs
+        comm = _comm(parser, obj, op)
+        if comm is None:
+            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
+        group, g, q = comm
+        quotes += q
     elif op == "launch" or op == "host":
         reads, writes = obj.reads, obj.writes
         if reads is UNSET:
@@ -349,13 +404,15 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             spec["nbytes"] = size  # None: the implicit size, known after pass 1
             if op == "free":
                 spec["stream"] = stream_of  # a free goes to the allocation stream
-    if op == "isend" or op == "irecv" or op in COLLECTIVE_OPS:  # (the checker's check_comm)
+    if op == "isend" or op == "irecv" or op in COLLECTIVE_OPS or op in ROOTED_OPS:  # (the
+        # checker's check_comm)
         if g is None:
             g = parser.groups[group] = {"backend": "nccl", "line": parser.lineno, "ranks": set(),
                                         "lists": []}
         g["ranks"].add(rank)
         spec["group"] = group
-        spec["nbytes"] = None if obj.nbytes is UNSET else obj.nbytes
+        nbytes = getattr(obj, "nbytes", UNSET)  # (a barrier has none)
+        spec["nbytes"] = None if nbytes is UNSET else nbytes
         if "cost" in g and obj.dur is UNSET:  # a declared group: its cost model times the op
             spec["dur"] = None
         ref = parser.ref
@@ -365,6 +422,16 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             else:
                 spec["reads"] = [ref(_item(x), "inputs", rank) for x in reads]
                 spec["writes"] = [ref(_item(x), "outputs", rank) for x in writes]
+        elif op in ROOTED_OPS:
+            if op != "barrier":
+                spec["root"] = root
+                g["ranks"].add(root)
+                if op == "reduce":  # (its tensors read on every rank, written on the root)
+                    refs = [ref(_item(x), "tensors", rank) for x in reads]
+                    spec["reads"], spec["writes"] = refs, refs if rank == root else []
+                else:
+                    spec["reads"] = [ref(_item(x), "inputs", rank) for x in reads]
+                    spec["writes"] = [ref(_item(x), "outputs", rank) for x in writes]
         else:
             spec["peer"] = peer
             g["ranks"].add(peer)
@@ -398,7 +465,7 @@ def _comm(parser: Any, obj: Any, op: str) -> tuple[str, dict | None, int] | None
         return None
     if obj.handle is not UNSET:
         q += 4
-    if obj.nbytes is not UNSET:
+    if getattr(obj, "nbytes", UNSET) is not UNSET:  # (a barrier has none)
         q += 2
     return group, g, q
 

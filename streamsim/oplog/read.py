@@ -71,13 +71,14 @@ _BOUND: list[bool] = []  # (the compiled reader bound: once a process)
 def _fast_paths() -> tuple[Any, Any]:
     """``(fast_spec, compiled)`` for a log of :data:`SMALL_LOG` or more: the Python fast path, and
     the compiled reader where it runs (else None), imported and bound on first use."""
-    from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, RefObj, fast_spec,
-                           ref_object, strided_hull)
+    from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, ROOTED_OPS,
+                           RefObj, fast_spec, ref_object, strided_hull)
     if not _BOUND:  # what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
         native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
                             event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
                             inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
-                            collective_ops=COLLECTIVE_OPS, ref_object=ref_object, ref_struct=RefObj,
+                            collective_ops=COLLECTIVE_OPS, rooted_ops=ROOTED_OPS,
+                            ref_object=ref_object, ref_struct=RefObj,
                             strided_hull=strided_hull, extent=extent, name_fields=_NAME_FIELDS,
                             limits=LIMITS, max_dur=MAX_DUR, max_dims=MAX_DIMS)
         _BOUND.append(True)

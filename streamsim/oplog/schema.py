@@ -50,6 +50,8 @@ DEFAULT_GROUP = {**{k: "pp" for k in NCCL_OPS}, **{k: "cpu" for k in GLOO_OPS}}
 # op sets of the reader's fast path (fastpath, and the compiled reader it binds) and of build
 COLLECTIVE_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                             "broadcast"})  # (the fast path's: no root, no ranks list)
+ROOTED_OPS = frozenset({"reduce", "gather", "scatter", "barrier"})  # (the fast path's: no ranks
+# list; a barrier has no root nor tensor, but its line is read by the same rule)
 EVENT_OPS = frozenset({"record", "wait_event", "sync_event"})
 BUFFER_OPS = frozenset({"alloc", "free", "record_stream"})  # (their ``buffer``: a life's)
 INFERRED_BY = ("completion",)

@@ -81,7 +81,8 @@ def test_generated_logs_read_the_same(monkeypatch, chunk):
         assert_same(text.encode(), monkeypatch, f"generated log {seed}")
 
 
-IN_ALL_RANKS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+IN_ALL_RANKS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                "reduce", "gather", "scatter", "barrier")
 
 
 def recorded_like(text: str, R: random.Random, back: float) -> str:
@@ -189,6 +190,51 @@ def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
         parse_oplog('{"op": "launch"}\n{"op": "launch", "reads": [{"buffer": "b", '
                     '"sizes": [2]}]}\n', "c.jsonl")
     assert taken[-1] == 2  # (the reference words it)
+
+
+ROOTED = [  # 2 ranks of group "g": each rooted collective on both, root 1, and a barrier
+    '{"op": "reduce", "rank": 0, "group": "g", "tensors": ["a"], "root": 1, "handle": "r"}',
+    '{"op": "reduce", "rank": 1, "group": "g", "tensors": ["a"], "root": 1, "nbytes": 8}',
+    '{"op": "gather", "rank": 0, "group": "g", "inputs": ["a"], "root": 1}',
+    '{"op": "gather", "rank": 1, "group": "g", "inputs": ["a"], "outputs": ["b", "c"], '
+    '"root": 1}',
+    '{"op": "scatter", "rank": 0, "group": "g", "outputs": ["a"], "root": 1}',
+    '{"op": "scatter", "rank": 1, "group": "g", "inputs": ["b", "c"], "outputs": ["a"], '
+    '"root": 1}',
+    '{"op": "barrier", "rank": 0, "group": "g"}', '{"op": "barrier", "rank": 1, "group": "g"}',
+]
+
+
+def test_rooted_collectives_and_barriers_take_the_fast_paths(monkeypatch):
+    """``reduce``, ``gather``, ``scatter`` (a ``root``, the root's own list) and ``barrier``
+    without a ``ranks`` list are the fast paths' (the compiled reader makes their Lines: the
+    root's writes of a reduce, the non-root's none) and read as the checker reads them; broken
+    ones (no root, the root's list on another rank or missing on the root, a reduce without
+    tensors) are the checker's, which words them."""
+    text = "\n".join(ROOTED) + "\n"
+    assert_same(text, monkeypatch, "rooted collectives")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    monkeypatch.setattr(read, "SMALL_LOG", 0)
+    taken: list[int] = []
+    take = read._Parser.take
+    monkeypatch.setattr(read._Parser, "take",
+                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    lines = parse_oplog(text, "g.jsonl").lines
+    assert taken == [], taken
+    assert [(ln.op, ln.root, len(ln.reads), len(ln.writes)) for ln in lines] == [
+        ("reduce", 1, 1, 0), ("reduce", 1, 1, 1), ("gather", 1, 1, 0), ("gather", 1, 1, 2),
+        ("scatter", 1, 0, 1), ("scatter", 1, 2, 1), ("barrier", None, 0, 0),
+        ("barrier", None, 0, 0)]
+    for broken in (ROOTED[0].replace(', "root": 1', ""), ROOTED[2].replace("0,", "1,", 1),
+                   ROOTED[3].replace(', "outputs": ["b", "c"]', ""),
+                   ROOTED[4].replace('"outputs"', '"inputs": ["b"], "outputs"'),
+                   ROOTED[1].replace('"tensors": ["a"], ', "")):
+        assert_same(text + broken + "\n", monkeypatch, f"broken: {broken}")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
+    taken.clear()
+    with pytest.raises(ModelError, match="g.jsonl:9: missing required field 'outputs'"):
+        parse_oplog(text + ROOTED[3].replace(', "outputs": ["b", "c"]', "") + "\n", "g.jsonl")
+    assert taken == [9], taken  # (the reference words it)
 
 
 def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):

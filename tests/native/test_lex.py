@@ -35,10 +35,12 @@ OPS = {  # op -> its keys beyond the common ones (the fast path's Structs)
     "irecv": ("tensors", "peer", "group", "handle", "nbytes", "batch"),
     **{c: ("tensors", "inputs", "outputs", "group", "handle", "nbytes")
        for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")},
+    "barrier": ("group", "handle"), "reduce": ("tensors", "root", "group", "handle", "nbytes"),
+    **{c: ("inputs", "outputs", "root", "group", "handle", "nbytes") for c in ("gather", "scatter")},
 }
 COMMON = ("rank", "host", "stream", "name", "dur", "step", "site", "t")
 INTS = {"rank": 2**31 - 1, "peer": 2**31 - 1, "step": 2**63 - 1, "nbytes": 2**63 - 1,
-        "batch": 2**63 - 1}
+        "batch": 2**63 - 1, "root": 2**31 - 1}
 FLOATS = ("dur", "t")
 REFS = ("reads", "writes", "tensors", "inputs", "outputs")
 ANY_STR = ("name", "inferred")  # (may be empty)
@@ -183,7 +185,7 @@ def test_a_line_the_lexer_takes_has_msgspec_s_fields(clean):
 
 _FIELDS = ("rank", "host", "stream", "name", "dur", "step", "site", "t", "reads", "writes",
            "event", "buffer", "nbytes", "label", "handle", "blocking", "inferred", "tensors",
-           "peer", "group", "batch", "inputs", "outputs", "result")
+           "peer", "group", "batch", "inputs", "outputs", "result", "root")
 
 
 def _required_present(line: str, decoded: tuple) -> bool:
