@@ -790,8 +790,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
                 quotes += 4
                 label = obj.label
                 has_label = True
-    elif op == "wait":
-        is_wait = True
+    elif op == "wait" or op == "query":  # (the checker's check_fields: its handle's line)
         handle = obj.handle
         if not handle:
             return None
@@ -799,35 +798,30 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         if target is None:  # (the checker words it)
             return None
         quotes += 4
-        blocking = obj.blocking
-        if blocking is UNSET:
-            blocking = False
+        if op == "query":  # (what the program observed, when it says)
+            is_query = True
+            result = obj.result
+            if result is UNSET:
+                result = None
+            else:
+                quotes += 2
         else:
-            quotes += 2
-        inferred = obj.inferred
-        if inferred is not UNSET:
-            if inferred not in _INFERRED_BY:
-                return None
-            quotes += 4
-            has_inferred = True
-            if obj.name is UNSET:
-                name = _INFERRED_NAME
-        else:
-            inferred = None
-    elif op == "query":  # (the checker's check_fields: its handle's line, what it observed)
-        is_query = True
-        handle = obj.handle
-        if not handle:
-            return None
-        target = parser.handles.get((r, handle))
-        if target is None:  # (the checker words it)
-            return None
-        quotes += 4
-        result = obj.result
-        if result is UNSET:
-            result = None
-        else:
-            quotes += 2
+            is_wait = True
+            blocking = obj.blocking
+            if blocking is UNSET:
+                blocking = False
+            else:
+                quotes += 2
+            inferred = obj.inferred
+            if inferred is not UNSET:
+                if inferred not in _INFERRED_BY:
+                    return None
+                quotes += 4
+                has_inferred = True
+                if obj.name is UNSET:
+                    name = _INFERRED_NAME
+            else:
+                inferred = None
     elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
@@ -853,26 +847,20 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             reads, writes = tensors, None
         else:
             reads, writes = None, tensors
-    elif op in _COLLECTIVE_OPS:
-        tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
-        if tensors is not UNSET:
-            if inputs is not UNSET or outputs is not UNSET:
-                return None  # (both ways: the checker words it)
-            quotes += 2
-            reads = writes = tensors
-        elif inputs is not UNSET and outputs is not UNSET:
-            quotes += 4
-            reads, writes = inputs, outputs
-        else:
-            return None  # (neither: the checker words it)
-        comm = _comm(parser, obj, op)
-        if comm is None:
-            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        group, g, q = comm
-        quotes += q
-        is_comm = True
-    elif op in _ROOTED_OPS:  # (the checker's check_rooted, without a ranks list)
-        if op != "barrier":
+    elif op in _COLLECTIVE_OPS or op in _ROOTED_OPS:
+        if op in _COLLECTIVE_OPS:
+            tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
+            if tensors is not UNSET:
+                if inputs is not UNSET or outputs is not UNSET:
+                    return None  # (both ways: the checker words it)
+                quotes += 2
+                reads = writes = tensors
+            elif inputs is not UNSET and outputs is not UNSET:
+                quotes += 4
+                reads, writes = inputs, outputs
+            else:
+                return None  # (neither: the checker words it)
+        elif op != "barrier":  # (the checker's check_rooted, without a ranks list)
             root = obj.root
             if root is UNSET:
                 return None  # (the checker words what is missing)

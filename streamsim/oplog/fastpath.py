@@ -253,7 +253,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             if obj.label is not UNSET:
                 quotes += 4
                 spec["label"] = obj.label
-    elif op == "wait":
+    elif op == "wait" or op == "query":  # (the checker's check_fields: its handle's line)
         handle = obj.handle
         if not handle:
             return None
@@ -262,32 +262,25 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             return None
         quotes += 4
         spec["handle"], spec["target"] = handle, target
-        blocking = obj.blocking
-        if blocking is UNSET:
-            blocking = False
+        if op == "query":  # (what the program observed, when it says)
+            if obj.result is not UNSET:
+                quotes += 2
+                spec["result"] = obj.result
         else:
-            quotes += 2
-        spec["blocking"] = blocking
-        inferred = obj.inferred
-        if inferred is not UNSET:
-            if inferred not in INFERRED_BY:
-                return None
-            quotes += 4
-            spec["inferred"] = inferred
-            if obj.name is UNSET:
-                spec["name"] = INFERRED_NAME
-    elif op == "query":  # (the checker's check_fields: its handle's line, what it observed)
-        handle = obj.handle
-        if not handle:
-            return None
-        target = parser.handles.get((rank, handle))
-        if target is None:  # (the checker words it)
-            return None
-        quotes += 4
-        spec["handle"], spec["target"] = handle, target
-        if obj.result is not UNSET:
-            quotes += 2
-            spec["result"] = obj.result
+            blocking = obj.blocking
+            if blocking is UNSET:
+                blocking = False
+            else:
+                quotes += 2
+            spec["blocking"] = blocking
+            inferred = obj.inferred
+            if inferred is not UNSET:
+                if inferred not in INFERRED_BY:
+                    return None
+                quotes += 4
+                spec["inferred"] = inferred
+                if obj.name is UNSET:
+                    spec["name"] = INFERRED_NAME
     elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
@@ -311,25 +304,20 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
             reads, writes = tensors, None
         else:
             reads, writes = None, tensors
-    elif op in COLLECTIVE_OPS:
-        tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
-        if tensors is not UNSET:
-            if inputs is not UNSET or outputs is not UNSET:
-                return None  # (both ways: the checker words it)
-            quotes += 2
-            reads = writes = tensors
-        elif inputs is not UNSET and outputs is not UNSET:
-            quotes += 4
-            reads, writes = inputs, outputs
-        else:
-            return None  # (neither: the checker words it)
-        comm = _comm(parser, obj, op)
-        if comm is None:
-            return None  # (a group of gloo ops, used by an NCCL op: the checker words it)
-        group, g, q = comm
-        quotes += q
-    elif op in ROOTED_OPS:  # (the checker's check_rooted, without a ranks list)
-        if op != "barrier":
+    elif op in COLLECTIVE_OPS or op in ROOTED_OPS:
+        if op in COLLECTIVE_OPS:
+            tensors, inputs, outputs = obj.tensors, obj.inputs, obj.outputs
+            if tensors is not UNSET:
+                if inputs is not UNSET or outputs is not UNSET:
+                    return None  # (both ways: the checker words it)
+                quotes += 2
+                reads = writes = tensors
+            elif inputs is not UNSET and outputs is not UNSET:
+                quotes += 4
+                reads, writes = inputs, outputs
+            else:
+                return None  # (neither: the checker words it)
+        elif op != "barrier":  # (the checker's check_rooted, without a ranks list)
             root = obj.root
             if root is UNSET:
                 return None  # (the checker words what is missing)
