@@ -208,12 +208,36 @@ cdef bint _same_view(object a, object b) except -1:
             _v(a, V_PATTERN) == _v(b, V_PATTERN))
 
 
-cdef bint _covered(object entry_view, object v, pos_t lo, pos_t hi) except -1:
-    """The reference's _covered: does view ``v`` (a plain one covers the segment) touch every
-    byte that an entry of view ``entry_view`` (None: plain) touches in [lo, hi)?"""
-    if v.pattern is None or _same_view(entry_view, v):
-        return True
-    return entry_view is None and covers(v.pattern, v.offset, v.nbytes, lo, hi)
+cdef list _kept(list entries, object v, object pat, pos_t lo, pos_t hi, long agent,
+                int *cover):
+    """The reference's ``[e for e in entries if not _covered(e[1], v, lo, hi)]`` (``agent`` >= 0:
+    only that agent's entries may go, the rest are kept; ``pat``: ``v``'s pattern, None for a
+    plain view, which covers every entry): the same list where none goes (a segment read
+    through many views keeps every one that covers no other, and each read rebuilt the whole
+    list); ``cover``: whether strided ``v`` covers the segment's bytes that an entry of view
+    None holds, -1 until asked (``covers``, once a call)."""
+    cdef Py_ssize_t i, n = len(entries)
+    cdef list out = None
+    cdef bint gone
+    for i in range(n):
+        e = entries[i]
+        gone = False
+        if agent < 0 or (<Mark>(<tuple>e)[0]).agent == agent:
+            ev = (<tuple>e)[1]
+            if pat is None:
+                gone = True
+            elif ev is None:
+                if cover[0] < 0:
+                    cover[0] = covers(pat, v.offset, v.nbytes, lo, hi)
+                gone = cover[0] == 1
+            else:
+                gone = _same_view(ev, v)
+        if gone:
+            if out is None:
+                out = entries[:i]
+        elif out is not None:
+            out.append(e)
+    return entries if out is None else out
 
 
 @cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
@@ -682,6 +706,7 @@ cdef class _Pass:
         cdef pos_t lo = s.lo, hi = s.hi
         cdef Mark w, r
         cdef Mixed m
+        cdef int cover = -1  # (whether the access covers a plain entry's bytes: _kept asks once)
         v = <object>slot(<PyObject *>acc, A_VIEW)
         pat = v.pattern
         if pat is not None and not block_hits(pat, v.offset, v.nbytes, lo, hi):
@@ -708,12 +733,15 @@ cdef class _Pass:
                 rv = (<tuple>e)[1]
                 if _cget(C, D, r.agent) < r.epoch and (rv is None or rv.overlaps(v)):
                     self.report(r, READ, op, acc, self.WAR, lo, hi, ent.rank, ent.buffer)
-            m.writes = [e for e in m.writes if not _covered((<tuple>e)[1], v, lo, hi)]
-            m.writes.append((rec, own))
-            m.reads = [e for e in m.reads if not _covered((<tuple>e)[1], v, lo, hi)]
+            if pat is None:  # (a plain access covers the segment: every entry goes)
+                m.writes = [(rec, own)]
+                m.reads = []
+            else:
+                m.writes = _kept(m.writes, v, pat, lo, hi, -1, &cover)
+                m.writes.append((rec, own))
+                m.reads = _kept(m.reads, v, pat, lo, hi, -1, &cover)
         else:
-            m.reads = [e for e in m.reads if (<Mark>(<tuple>e)[0]).agent != a
-                       or not _covered((<tuple>e)[1], v, lo, hi)]
+            m.reads = _kept(m.reads, v, pat, lo, hi, a, &cover)
             m.reads.append((rec, own))
 
     cdef touch(self, dict touched, long op, long a, Mark rec, object acc, dict C,
