@@ -5,8 +5,11 @@ strided view no longer hands the whole pass to the reference). The reference its
 oracles byte by byte in tests/analysis/test_hb.py."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamsim import native
 from streamsim.analysis import hb
@@ -63,3 +66,44 @@ def test_a_plain_view_does_not_remember_a_mixed_segment(tmp_path):
     assert compiled.hazards == hb.hb_pass(t, keep_clocks=True).hazards
     assert [(h.kind, t.op(h.first).name, t.op(h.second).name) for h in compiled.hazards] == \
         [(RAW, "w", "r2")]
+
+
+@st.composite
+def same_shapes_many_offsets(draw) -> str:
+    """An op log whose strided refs repeat two shapes at many offsets of one buffer (a tensor
+    split the same way at every step, per-head or per-column slices), with plain refs and event
+    syncs between two streams: what the compiled pass's remembered answers serve (they are keyed
+    by the pattern and the offsets' differences, so a key that lost an offset would answer one
+    view's question with another's)."""
+    shapes = draw(st.lists(st.tuples(st.lists(st.integers(1, 4), min_size=1, max_size=2),
+                                     st.lists(st.integers(1, 9), min_size=2, max_size=2),
+                                     st.integers(1, 2)), min_size=1, max_size=2))
+    lines = ['{"op": "alloc", "stream": "a", "buffer": "x", "nbytes": 160}']
+    for i in range(draw(st.integers(2, 24))):
+        stream = draw(st.sampled_from("ab"))
+        if draw(st.integers(0, 5)) == 0:
+            other = "b" if stream == "a" else "a"
+            lines.append(f'{{"op": "record", "stream": "{other}", "event": "e{i}"}}')
+            lines.append(f'{{"op": "wait_event", "stream": "{stream}", "event": "e{i}"}}')
+        if draw(st.integers(0, 3)) == 0:
+            lo = draw(st.integers(0, 40))
+            ref = f'{{"buffer": "x", "offset": {lo}, "nbytes": {draw(st.integers(1, 40))}}}'
+        else:
+            sizes, strides, item = draw(st.sampled_from(shapes))
+            ref = json.dumps({"buffer": "x", "offset": draw(st.integers(0, 20)), "sizes": sizes,
+                              "strides": strides[:len(sizes)], "itemsize": item})
+        side = draw(st.sampled_from(("reads", "writes")))
+        lines.append(f'{{"op": "launch", "stream": "{stream}", "name": "k{i}", "{side}": [{ref}]}}')
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(same_shapes_many_offsets())
+def test_views_of_one_shape_at_many_offsets_give_the_references_hazards(text: str):
+    """Property: on logs of a few strided shapes at many offsets of one buffer, the compiled
+    pass reports the reference's hazards in its order (the answers it remembers of one view
+    serve another of the same shape only where the offsets' differences agree)."""
+    from streamsim.oplog import parse_oplog, simulate_oplog
+    t = simulate_oplog(parse_oplog(text, "shapes.jsonl"))
+    assert native.hb_rows(t, issue_keys(t), NAMES) is not None
+    assert hb.hb_pass(t).hazards == hb.hb_pass(t, keep_clocks=True).hazards
