@@ -60,6 +60,7 @@ cdef object _EVENT_OPS = None
 cdef object _BUFFER_OPS = None
 cdef object _INFERRED_BY = None
 cdef object _INFERRED_NAME = None
+cdef object _ANY_SOURCE_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
 cdef object _ROOTED_OPS = None
@@ -71,18 +72,18 @@ cdef tuple _NAME_FIELDS = ()
 
 
 def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         default_group, collective_ops, rooted_ops, ref_object, ref_struct, strided_hull, extent,
+         any_source_name, default_group, collective_ops, rooted_ops, ref_object, ref_struct, strided_hull, extent,
          name_fields, limits, max_dur, max_dims):
     """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
     global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
     global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS, _strided_hull
-    global _extent, _ROOTED_OPS
+    global _extent, _ROOTED_OPS, _ANY_SOURCE_NAME
     Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
     _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
     _REF_STRUCT, _strided_hull, _extent = ref_struct, strided_hull, extent
-    _ROOTED_OPS = rooted_ops
+    _ROOTED_OPS, _ANY_SOURCE_NAME = rooted_ops, any_source_name
     lex_limits(limits, max_dur, max_dims)
     _NAME_FIELDS = name_fields
     line_offsets(Line, _line_offset)
@@ -301,7 +302,7 @@ cdef _State _state(parser):
 
 cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
                   peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
-                  inferred, result, root):
+                  inferred, result, root, bint any_source=False):
     """The Line the reference's ``build`` makes of this line's spec (its names interned), made
     by setting its slots: every one, the fields no spec of :func:`_scan` holds to their
     defaults."""
@@ -335,7 +336,7 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     _lput(line, L_LABEL, label)
     _lput(line, L_CHANNEL, None)
     _lput(line, L_ROOT, root)
-    _lput(line, L_ANY_SOURCE, False)
+    _lput(line, L_ANY_SOURCE, any_source)
     _lput(line, L_INFERRED, inferred)
     return line
 
@@ -566,14 +567,14 @@ cdef class _Fields:
     (:func:`_decoded`). One object, refilled for each line (nothing keeps it)."""
     cdef object rank, host, stream, name, dur, step, site, t, reads, writes, event, buffer
     cdef object nbytes, label, handle, blocking, inferred, tensors, peer, group, batch, inputs
-    cdef object outputs, result, root
+    cdef object outputs, result, root, any_source
 
     cdef void clear(self) noexcept:
         self.rank = self.host = self.stream = self.name = self.dur = self.step = UNSET
         self.site = self.t = self.reads = self.writes = self.event = self.buffer = UNSET
         self.nbytes = self.label = self.handle = self.blocking = self.inferred = UNSET
         self.tensors = self.peer = self.group = self.batch = self.inputs = self.outputs = UNSET
-        self.result = self.root = UNSET
+        self.result = self.root = self.any_source = UNSET
 
 
 DEF DUR_CACHE = 65536  # durations shared (a power of 2: 1 MB of cache, 16 bits of hash)
@@ -628,6 +629,7 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
     f.batch = _lex_value(lx, K_BATCH)
     f.inputs, f.outputs = _lex_value(lx, K_INPUTS), _lex_value(lx, K_OUTPUTS)
     f.result, f.root = _lex_value(lx, K_RESULT), _lex_value(lx, K_ROOT)
+    f.any_source = _lex_value(lx, K_ANY_SOURCE)
 
 
 cdef _Fields _SCANNED = _Fields.__new__(_Fields)  # (_scan's, refilled for each line it reads)
@@ -675,13 +677,14 @@ cdef void _decoded(obj, _Fields f) except *:
         elif k == K_INPUTS: f.inputs = v
         elif k == K_OUTPUTS: f.outputs = v
         elif k == K_RESULT: f.result = v
-        else: f.root = v
+        elif k == K_ROOT: f.root = v
+        else: f.any_source = v
 
 
 cdef tuple _values(str op, _Fields f):
     return (op, f.rank, f.host, f.stream, f.name, f.dur, f.step, f.site, f.t, f.reads, f.writes,
             f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
-            f.peer, f.group, f.batch, f.inputs, f.outputs, f.result, f.root)
+            f.peer, f.group, f.batch, f.inputs, f.outputs, f.result, f.root, f.any_source)
 
 
 def lex_fields(line):
@@ -738,7 +741,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     cdef int quotes
     cdef long rank
     cdef bint has_label = False, is_wait = False, has_inferred = False, inferred_name = False
-    cdef bint is_query = False
+    cdef bint is_query = False, any_source = False, has_any_source = False
     cdef bint is_comm = False, explicit = True
     quotes = 4  # "op": "<op>"
     r, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
@@ -822,7 +825,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
                     name = _INFERRED_NAME
             else:
                 inferred = None
-    elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
+    elif op == "isend" or op == "irecv":  # (without p2p_streams)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
@@ -833,6 +836,14 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         group, g, q = comm
         quotes += q
         is_comm = True
+        if obj.any_source is not UNSET:  # (a recorder's dist.recv without a source)
+            quotes += 2
+            has_any_source = True
+            any_source = obj.any_source
+            if any_source and obj.batch is not UNSET:
+                return None  # (a batch names its peers: the checker words it)
+            if any_source and obj.name is UNSET:
+                name = _ANY_SOURCE_NAME
         batch = obj.batch
         if batch is UNSET:
             batch = None
@@ -976,7 +987,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             _resolved(parser, writes, r, rank, pending, s is None) if writes else ()
         return _line(parser, op, r, host, stream, name, dur, step, rd, wr, event, peer, group,
                      handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred,
-                     result, root)
+                     result, root, any_source)
     spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,
             "step": step}
     if event is not None:
@@ -1026,6 +1037,8 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
             else:
                 spec["writes"] = _refs(parser, writes, r, rank) if writes else []
             spec["batch"] = batch
+            if has_any_source:
+                spec["any_source"] = any_source
         spec["handle"] = handle
     elif reads is not None:
         spec["reads"] = _refs(parser, reads, r, rank) if reads else []

@@ -49,12 +49,12 @@ cdef extern from "Python.h":
 cdef enum:
     K_OP, K_RANK, K_HOST, K_STREAM, K_NAME, K_DUR, K_STEP, K_SITE, K_T, K_READS, K_WRITES,
     K_EVENT, K_BUFFER, K_NBYTES, K_LABEL, K_HANDLE, K_BLOCKING, K_INFERRED, K_TENSORS, K_PEER,
-    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, K_RESULT, K_ROOT, N_KEYS
+    K_GROUP, K_BATCH, K_INPUTS, K_OUTPUTS, K_RESULT, K_ROOT, K_ANY_SOURCE, N_KEYS
 
 cdef tuple KEY_NAMES = ("op", "rank", "host", "stream", "name", "dur", "step", "site", "t",
                         "reads", "writes", "event", "buffer", "nbytes", "label", "handle",
                         "blocking", "inferred", "tensors", "peer", "group", "batch", "inputs",
-                        "outputs", "result", "root")  # (in the K_ order)
+                        "outputs", "result", "root", "any_source")  # (in the K_ order)
 
 # the ops, in the order of OP_NAMES; each one's keys (KEYS_OF)
 cdef enum:
@@ -79,6 +79,7 @@ cdef enum:
     M_QUERY = M_BASE | (1 << K_HANDLE) | (1 << K_RESULT)
     M_P2P = (M_BASE | (1 << K_TENSORS) | (1 << K_PEER) | (1 << K_GROUP) | (1 << K_HANDLE) |
             (1 << K_NBYTES) | (1 << K_BATCH))
+    M_IRECV = M_P2P | (1 << K_ANY_SOURCE)
     M_COLL = (M_BASE | (1 << K_TENSORS) | (1 << K_INPUTS) | (1 << K_OUTPUTS) | (1 << K_GROUP) |
              (1 << K_HANDLE) | (1 << K_NBYTES))
     M_BARRIER = M_BASE | (1 << K_GROUP) | (1 << K_HANDLE)
@@ -88,7 +89,7 @@ cdef enum:
                (1 << K_HANDLE) | (1 << K_NBYTES))
 
 cdef unsigned int[N_OPS] KEYS_OF = [M_BASE, M_BASE, M_KERNEL, M_KERNEL, M_EVENT, M_EVENT,
-                                    M_EVENT, M_BUF, M_BUF, M_ALLOC, M_WAIT, M_P2P, M_P2P, M_COLL,
+                                    M_EVENT, M_BUF, M_BUF, M_ALLOC, M_WAIT, M_P2P, M_IRECV, M_COLL,
                                     M_COLL, M_COLL, M_COLL, M_COLL, M_QUERY, M_BARRIER, M_REDUCE,
                                     M_GATHER, M_GATHER]
 
@@ -106,7 +107,7 @@ cdef enum:
 
 cdef int[N_KEYS] TYPE_OF = [T_STR, T_INT, T_STR, T_STR, T_STR_ANY, T_FLOAT, T_INT, T_STR, T_FLOAT,
                             T_REFS, T_REFS, T_STR, T_STR, T_INT, T_STR, T_STR, T_BOOL, T_STR_ANY,
-                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS, T_BOOL, T_INT]
+                            T_REFS, T_INT, T_STR, T_INT, T_REFS, T_REFS, T_BOOL, T_INT, T_BOOL]
 
 # the schema's limits (streamsim/oplog/schema.py: LIMITS, MAX_DUR), set by lex_limits
 cdef long long[N_KEYS] LIMIT_OF
@@ -369,6 +370,9 @@ cdef inline int _lex_key(const char *p, Py_ssize_t n) noexcept:
     if n == 8:
         if memcmp(p, b"blocking", 8) == 0: return K_BLOCKING
         if memcmp(p, b"inferred", 8) == 0: return K_INFERRED
+        return -1
+    if n == 10:
+        return K_ANY_SOURCE if memcmp(p, b"any_source", 10) == 0 else -1
     return -1
 
 

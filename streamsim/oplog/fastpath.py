@@ -31,8 +31,8 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from ..strided import extent
-from .schema import (BUFFER_OPS, COLLECTIVE_OPS, DEFAULT_GROUP, EVENT_OPS, INFERRED_BY,
-                     INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, ROOTED_OPS)
+from .schema import (ANY_SOURCE_NAME, BUFFER_OPS, COLLECTIVE_OPS, DEFAULT_GROUP, EVENT_OPS,
+                     INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, ROOTED_OPS)
 
 _Rank = Union[Annotated[int, Meta(ge=0, le=LIMITS["rank"])], UnsetType]
 _Step = Union[Annotated[int, Meta(ge=0, le=LIMITS["step"])], UnsetType]
@@ -131,7 +131,7 @@ class _Isend(_Sync, tag="isend"):
 
 
 class _Irecv(_Isend, tag="irecv"):
-    pass
+    any_source: Union[bool, UnsetType] = UNSET  # a receive whose peer is the source observed
 
 
 class _AllReduce(_Sync, tag="all_reduce"):  # (and the other collectives without a root)
@@ -281,7 +281,7 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
                 spec["inferred"] = inferred
                 if obj.name is UNSET:
                     spec["name"] = INFERRED_NAME
-    elif op == "isend" or op == "irecv":  # (without p2p_streams or any_source)
+    elif op == "isend" or op == "irecv":  # (without p2p_streams)
         tensors, peer = obj.tensors, obj.peer
         if tensors is UNSET or peer is UNSET:  # (the checker words what is missing)
             return None
@@ -292,6 +292,14 @@ def fast_spec(parser: Any, s: str) -> dict[str, Any] | None:
         group, g, q = comm
         quotes += q
         batch = obj.batch
+        any_source = UNSET if op == "isend" else obj.any_source
+        if any_source is not UNSET:  # (a recorder's dist.recv without a source: the peer seen)
+            quotes += 2
+            if any_source and batch is not UNSET:
+                return None  # (a batch names its peers: the checker words it)
+            spec["any_source"] = any_source
+            if any_source and obj.name is UNSET:
+                spec["name"] = ANY_SOURCE_NAME
         if batch is UNSET:
             batch = None
         else:

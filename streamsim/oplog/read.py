@@ -76,7 +76,7 @@ def _fast_paths() -> tuple[Any, Any]:
     if not _BOUND:  # what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
         native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
                             event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
-                            inferred_name=INFERRED_NAME, default_group=DEFAULT_GROUP,
+                            inferred_name=INFERRED_NAME, any_source_name=ANY_SOURCE_NAME, default_group=DEFAULT_GROUP,
                             collective_ops=COLLECTIVE_OPS, rooted_ops=ROOTED_OPS,
                             ref_object=ref_object, ref_struct=RefObj,
                             strided_hull=strided_hull, extent=extent, name_fields=_NAME_FIELDS,

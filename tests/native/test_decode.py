@@ -237,6 +237,51 @@ def test_rooted_collectives_and_barriers_take_the_fast_paths(monkeypatch):
     assert taken == [9], taken  # (the reference words it)
 
 
+ANY_SOURCE = [  # what a recorder writes of dist.recv(t) without a source: the peer it saw
+    '{"op": "isend", "rank": 1, "peer": 0, "tensors": ["a"], "handle": "s"}',
+    '{"op": "irecv", "rank": 0, "peer": 1, "tensors": ["b"], "any_source": true, "handle": "r"}',
+    '{"op": "irecv", "rank": 0, "peer": 1, "tensors": ["b"], "any_source": true, "name": "rcv"}',
+    '{"op": "irecv", "rank": 0, "peer": 1, "tensors": ["b"], "any_source": false}',
+    '{"op": "isend", "rank": 1, "peer": 0, "tensors": ["a"]}',
+    '{"op": "isend", "rank": 1, "peer": 0, "tensors": ["a"]}',
+]
+
+
+def test_a_receive_from_any_source_takes_the_fast_paths(monkeypatch):
+    """An ``irecv`` with ``any_source`` is the fast paths' (the compiled reader and msgspec's:
+    its name the checker's default for it where the line gives none) and reads as the checker
+    reads it; with a ``batch``, not a boolean, or on an ``isend``, it is the checker's, which
+    words it."""
+    from streamsim.oplog.fastpath import fast_spec
+    from streamsim.oplog.schema import ANY_SOURCE_NAME
+    text = "\n".join(ANY_SOURCE) + "\n"
+    assert_same(text, monkeypatch, "any source")
+    parser = read._Parser("f.jsonl")
+    parser.lineno = 1
+    parser.take(1, ANY_SOURCE[0], [])
+    assert fast_spec(parser, ANY_SOURCE[1]) is not None  # (the Python fast path's)
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    monkeypatch.setattr(read, "SMALL_LOG", 0)
+    taken: list[int] = []
+    take = read._Parser.take
+    monkeypatch.setattr(read._Parser, "take",
+                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    lines = parse_oplog(text, "a.jsonl").lines
+    assert taken == [], taken
+    assert [(ln.op, ln.name, ln.any_source) for ln in lines[1:4]] == [
+        ("irecv", ANY_SOURCE_NAME, True), ("irecv", "rcv", True), ("irecv", "irecv", False)]
+    for broken in (ANY_SOURCE[1].replace('"handle": "r"', '"batch": 1'),
+                   ANY_SOURCE[1].replace("true", '"yes"'),
+                   ANY_SOURCE[0].replace('"handle"', '"any_source": true, "handle"')):
+        assert_same(text + broken + "\n", monkeypatch, f"broken: {broken}")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
+    taken.clear()
+    with pytest.raises(ModelError, match="a.jsonl:7: an irecv of a batch names its peer"):
+        parse_oplog(text + ANY_SOURCE[1].replace('"handle": "r"', '"batch": 1') + "\n",
+                    "a.jsonl")
+    assert taken == [7], taken  # (the reference words it)
+
+
 def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):
     """A line whose reads (or writes) name one buffer alone holds that buffer's one ``(ref,)``
     tuple, the same object as every other such line of the same life (48 bytes a line less);

@@ -32,7 +32,7 @@ OPS = {  # op -> its keys beyond the common ones (the fast path's Structs)
     "alloc": ("buffer", "nbytes", "label"), "wait": ("handle", "blocking", "inferred"),
     "query": ("handle", "result"),
     "isend": ("tensors", "peer", "group", "handle", "nbytes", "batch"),
-    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "batch"),
+    "irecv": ("tensors", "peer", "group", "handle", "nbytes", "batch", "any_source"),
     **{c: ("tensors", "inputs", "outputs", "group", "handle", "nbytes")
        for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")},
     "barrier": ("group", "handle"), "reduce": ("tensors", "root", "group", "handle", "nbytes"),
@@ -116,7 +116,7 @@ def _value(R: random.Random, key: str, clean: bool) -> str:
         return _int(R, key, clean)
     if key in FLOATS:
         return _float(R, clean)
-    if key in ("blocking", "result"):
+    if key in ("blocking", "result", "any_source"):
         return R.choice(("true", "false") if clean else ("true", "false", "1", "null"))
     if key in REFS:
         return "[" + ", ".join(_ref(R, clean) for _ in range(R.choice((0, 1, 2, 3)))) + "]"

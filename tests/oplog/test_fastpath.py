@@ -24,7 +24,8 @@ _fields = {"rank": _values, "host": _values, "stream": _values, "name": _values,
            "buffer": _values, "nbytes": _values, "label": _values, "blocking": _values,
            "inferred": st.one_of(_values, st.just("completion")), "tensors": _refs,
            "peer": _values, "group": st.one_of(_values, st.sampled_from(["pp", "cpu"])),
-           "inputs": _refs, "outputs": _refs, "batch": st.one_of(_values, st.sampled_from([0, 1]))}
+           "inputs": _refs, "outputs": _refs, "batch": st.one_of(_values, st.sampled_from([0, 1])),
+           "any_source": st.one_of(_values, st.booleans())}
 _ops = st.sampled_from(["launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                         "sync_device", "alloc", "free", "record_stream", "wait", "isend", "irecv",
                         "send_object", "all_reduce", "all_gather", "broadcast", "reduce",
