@@ -47,11 +47,11 @@ TESTS = Path(__file__).resolve().parents[1]
 
 def generated_log(seed: int, ranks: int | None = None) -> str:
     """A valid op log of 1-3 ranks (or ``ranks``): kernels and host work on two threads, events
-    and syncs, NCCL p2p (batches, both stream layouts), every collective, gloo objects, handle
-    waits and queries, allocations, frees and ``record_stream``, views with offsets and strided
-    views, the rooted collectives and the barrier, put/get hand-offs between the two threads of a
-    rank. One global sequence of steps projected on the ranks (no send waits for a receive issued
-    later on its rank)."""
+    and syncs, NCCL p2p (batches, both stream layouts or none named, receives from any source),
+    every collective, gloo objects, handle waits and queries, allocations, frees and
+    ``record_stream``, views with offsets and strided views, the rooted collectives and the
+    barrier, put/get hand-offs between the two threads of a rank. One global sequence of steps
+    projected on the ranks (no send waits for a receive issued later on its rank)."""
     R = random.Random(seed)
     drawn = R.randint(1, 3)
     ranks = drawn if ranks is None else ranks
@@ -136,7 +136,12 @@ def generated_log(seed: int, ranks: int | None = None) -> str:
         handles[r].append(h)
         return h
 
+    # (a log whose lines name no layout: its p2p lines are the fast paths' to read; drawn from
+    # a second generator, so that every other draw is as it was before these were added)
+    R2 = random.Random(~seed)
     layout = {"p2p_streams": R.choice(("per_group", "per_pair"))}
+    if R2.random() < 0.5:
+        layout = {}
 
     def message(src: int, dst: int) -> None:
         nbytes = R.choice((4, 2048))
@@ -147,6 +152,8 @@ def generated_log(seed: int, ranks: int | None = None) -> str:
         if R.random() < 0.5:
             n[0] += 1
             send["batch"] = recv["batch"] = n[0]
+        elif R2.random() < 0.25:  # a receive from any source, its peer the source observed
+            recv["any_source"] = True
         if R.random() < 0.5:
             send["dur"] = R.choice((1.0, 30.0))
         lines.extend([send, recv])
