@@ -156,16 +156,24 @@ def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
         assert_same(data, monkeypatch, f"broken log {chunk}/{k} (bytes)")
 
 
+def _handed_over(monkeypatch) -> list[int]:
+    """The compiled reader on, for logs of any size, and the list of the line numbers it hands
+    to the Python reader (its ``take``) from now on."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    monkeypatch.setattr(read, "SMALL_LOG", 0)
+    taken: list[int] = []
+    take = read._Parser.take
+    monkeypatch.setattr(read._Parser, "take",
+                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    return taken
+
+
 def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     """It decodes kernels, host work, events and syncs, sends, waits and queries itself, refs by
     name, as objects and strided, and hands the reference only what it does not take (here: the
     declaration, a line with an escape, and a strided ref the checker refuses, which it words):
     so the equality above is between two readers, not the reference and itself."""
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    taken: list[int] = []
-    take = read._Parser.take
-    monkeypatch.setattr(read._Parser, "take",
-                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    taken = _handed_over(monkeypatch)
     text = ('{"op": "group", "group": "pp", "backend": "nccl", "ranks": [0]}\n'
             '{"op": "launch", "stream": "s0", "reads": ["a"], "writes": ["b"], "dur": 2}\n'
             '{"op": "host", "writes": ["a"], "step": 3}\n'
@@ -213,12 +221,7 @@ def test_rooted_collectives_and_barriers_take_the_fast_paths(monkeypatch):
     tensors) are the checker's, which words them."""
     text = "\n".join(ROOTED) + "\n"
     assert_same(text, monkeypatch, "rooted collectives")
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    monkeypatch.setattr(read, "SMALL_LOG", 0)
-    taken: list[int] = []
-    take = read._Parser.take
-    monkeypatch.setattr(read._Parser, "take",
-                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    taken = _handed_over(monkeypatch)
     lines = parse_oplog(text, "g.jsonl").lines
     assert taken == [], taken
     assert [(ln.op, ln.root, len(ln.reads), len(ln.writes)) for ln in lines] == [
@@ -260,12 +263,7 @@ def test_a_receive_from_any_source_takes_the_fast_paths(monkeypatch):
     parser.lineno = 1
     parser.take(1, ANY_SOURCE[0], [])
     assert fast_spec(parser, ANY_SOURCE[1]) is not None  # (the Python fast path's)
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    monkeypatch.setattr(read, "SMALL_LOG", 0)
-    taken: list[int] = []
-    take = read._Parser.take
-    monkeypatch.setattr(read._Parser, "take",
-                        lambda self, i, *rest: (taken.append(i), take(self, i, *rest)))
+    taken = _handed_over(monkeypatch)
     lines = parse_oplog(text, "a.jsonl").lines
     assert taken == [], taken
     assert [(ln.op, ln.name, ln.any_source) for ln in lines[1:4]] == [
