@@ -1,6 +1,6 @@
 """``python -m streamsim``: the command line."""
 import sys
 
-from .cli.main import main
+from .cli.main import program
 
-sys.exit(main())
+sys.exit(program())

@@ -71,6 +71,8 @@ def supervised(work: Callable[[], int]) -> int:
             _in_child = True
             os._exit(_child(work))
         os.close(w)
+        global _waited
+        _waited = True
         return _Supervisor(pid, r).wait(mask)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -78,6 +80,14 @@ def supervised(work: Callable[[], int]) -> int:
 
 _kept: list = []  # what the child's command made, kept alive until its os._exit (see keep)
 _in_child = False
+_waited = False  # this process forked the child that did the work (see only_waited)
+
+
+def only_waited() -> bool:
+    """This process handed its command's work to a supervised child and only waited for it: it
+    made nothing of its own to flush or free (the child wrote the output, and ended with
+    ``os._exit``), so it may end the same way (:func:`streamsim.cli.main.program`)."""
+    return _waited and not _in_child
 
 
 def keep(obj: object) -> None:

@@ -39,3 +39,34 @@ def test_outside_the_child_nothing_is_kept(tmp_path):
     del obj
     gc.collect()
     assert ref() is None and (tmp_path / "x").read_text() == "freed"
+
+
+PROGRAM = """import atexit, sys
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+from streamsim.cli.main import program
+sys.argv = ["streamsim", "check", "--no-fix-cost", "--format", "json", sys.argv[1]]
+sys.exit(program())
+"""
+
+
+@pytest.mark.skipif(not supervise.enabled(), reason="no fork here: nothing is supervised")
+@pytest.mark.parametrize("supervised", ["1", "0"])
+def test_the_program_ends_at_once_only_where_a_child_did_the_work(tmp_path, supervised):
+    """``program``: where the supervised child did the work, the waiting process ends with
+    ``os._exit`` (no teardown: its atexit handlers do not run), and its output and exit code
+    are the work's; run in the process itself (``STREAMSIM_SUPERVISE=0``) it exits as usual."""
+    import os
+    import subprocess
+    import sys
+    log = tmp_path / "race.jsonl"  # (a report larger than a pipe's buffer, written by the child)
+    log.write_text("".join(f'{{"op":"launch","name":"k{i}","writes":["x"],"stream":"s{i % 2}"}}\n'
+                           for i in range(400)))
+    env = {**os.environ, "STREAMSIM_SUPERVISE": supervised}
+    got = subprocess.run([sys.executable, "-c", PROGRAM, str(log)], capture_output=True,
+                         text=True, env=env, timeout=120)
+    same = subprocess.run([sys.executable, "-m", "streamsim", "check", "--no-fix-cost", "--format", "json", str(log)],
+                          capture_output=True, text=True, env={**env, "STREAMSIM_SUPERVISE": "0"},
+                          timeout=120)
+    assert got.returncode == same.returncode == 1, (got.stderr, same.stderr)
+    assert got.stdout == same.stdout and len(got.stdout) > 65536
+    assert ("atexit ran" in got.stderr) == (supervised == "0"), got.stderr
