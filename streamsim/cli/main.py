@@ -91,6 +91,16 @@ class _Once(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
+    built = False  # build_parser is done with it (see _get_formatter)
+
+    def _get_formatter(self):
+        """Until :func:`build_parser` is done, argparse makes a formatter at each option only to
+        check its metavar: that one is given a width, not the terminal's (asking for it imported
+        ``shutil``, ~3 ms of a one-line log's start-up). Help is formatted at the terminal's."""
+        if not self.built:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
+
     def error(self, message: str) -> None:  # one line, exit 2, as for every user mistake
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -194,34 +204,40 @@ class _Version(argparse._VersionAction):
         pass
 
 
-class _Unparsed(_Parser):
+class _Skipped:
     """The parser of a command that this run does not parse (:func:`build_parser`'s ``only``):
-    listed, with its one-line help, but its options are not built."""
+    not made at all. It takes whatever the builder calls on it (options, argument groups,
+    defaults) and drops it."""
 
-    def add_argument(self, *args, **kwargs):
-        return None
+    _actions = ()  # (no options: explore_commands rewords the help of a parser's options)
+
+    def __getattr__(self, name: str):
+        return self._take
+
+    def _take(self, *args, **kwargs) -> "_Skipped":
+        return self
+
+
+_SKIPPED = _Skipped()
 
 
 class _Subcommands(argparse._SubParsersAction):
-    """``add_subparsers`` whose commands other than ``only`` (None: none) get an
-    :class:`_Unparsed` parser."""
+    """``add_subparsers`` whose commands other than ``only`` (None: none) are not made
+    (:class:`_Skipped`)."""
 
     only: str | None = None
 
     def add_parser(self, name, **kwargs):
         if self.only is None or name == self.only:
             return super().add_parser(name, **kwargs)
-        built, self._parser_class = self._parser_class, _Unparsed
-        try:
-            return super().add_parser(name, **kwargs)
-        finally:
-            self._parser_class = built
+        return _SKIPPED
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``streamsim`` parser. ``only``: the command this run parses (``argv[0]``); the other
-    commands are listed (their one-line help, and ``invalid choice`` errors, are unchanged) but
-    their options are not built, which is most of the parser's cost (a command's own parsing and
+    commands are not made, which was most of the parser's cost. Nothing they would show can be
+    shown in such a run: their one-line help is in the bare program's ``--help`` alone, and no
+    ``invalid choice`` error can arise, ``argv[0]`` being a command (a command's own parsing and
     ``--help`` are those of the full parser)."""
     parser = _Parser(prog="streamsim", description="Deterministic simulator of GPU stream and "
                      "communication ordering: finds the data hazards that some legal timing "
@@ -326,6 +342,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="keep only the buffers some communication op touches (smaller logs)")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                    help="the command to run, after --")
+    for made in (parser, *sub.choices.values()):
+        made.built = True
     return parser
 
 

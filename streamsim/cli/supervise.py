@@ -25,7 +25,6 @@ import select
 import signal
 import sys
 import time
-import traceback
 from typing import Callable
 
 from ..sim.wallclock import set_watchdog
@@ -107,6 +106,7 @@ def _child(work: Callable[[], int]) -> int:
         if not isinstance(e.code, int) and e.code is not None:
             print(e.code, file=sys.stderr)
     except BaseException:  # a bug of streamsim: the traceback, as without the supervisor
+        import traceback  # (only here: with textwrap, ~2 ms of every command's start-up)
         traceback.print_exc()
         code = 1
     for stream in (sys.stdout, sys.stderr):

@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from contextlib import contextmanager, redirect_stdout
 from typing import Iterator
 
@@ -68,6 +67,7 @@ def one_line(text: str) -> str:
 
 def user_frame(exc: BaseException, path: str) -> str:
     """``path:line`` of the deepest traceback frame inside ``path`` (or just ``path``)."""
+    import traceback  # (where a failure is explained: with textwrap, ~2 ms of a start-up)
     where = path
     real = os.path.realpath(path)
     for frame in traceback.extract_tb(exc.__traceback__):
@@ -81,6 +81,7 @@ def _raised_in_streamsim(e: BaseException, path: str) -> bool:
     traceback frame that is either decides (a library either of them called is on the caller's
     side). An exception there (a KeyError, a TypeError) is a bug of streamsim's, even when a
     model's call led to it: a mistake in an API call is a ModelError, raised on purpose."""
+    import traceback  # (as in user_frame)
     model = os.path.realpath(path)
     for frame in reversed(traceback.extract_tb(e.__traceback__)):
         if is_streamsim_frame(frame.filename):

@@ -2,7 +2,6 @@
 its adaptation and its guarantee are in :mod:`streamsim.pipeline.pct`)."""
 from __future__ import annotations
 
-from ..pct import PCTPerturb, estimate_ops
 from .base import Strategy
 
 
@@ -17,11 +16,13 @@ class PCT(Strategy):
     no_fix_cost = "a fix's extra ops would move PCT's change points onto other ops"
 
     def estimate(self, model, variant, values, *, max_ops, max_time):
+        from ..pct import estimate_ops  # (imported when PCT runs: not in every start-up)
         return estimate_ops(model, variant, values, max_ops=max_ops, max_time=max_time)
 
     def perturb(self, depth, seed, estimate, jitter):
         if estimate is None:
             raise ValueError("the pct strategy needs an OpsEstimate")
+        from ..pct import PCTPerturb
         return PCTPerturb(depth, seed, estimate, jitter)
 
     def timing(self, depth):
