@@ -92,7 +92,7 @@ class Engine(CommMixin):
         self.keyed = False  # set by inject_fixes: remember which action issued which ops
         self.works: dict[int, Any] = {}  # issuing host op id -> the Work the model received
         self.location_kind = ""  # the kind of op whose location is being looked up (a hint)
-        self.location_of: Callable[[], str] = location_finder(self)
+        self.location_of: Callable[..., str] = location_finder(self)
         self.tag_rec: Callable[[Rec], None] | None = None  # op-log replay: line and name per op
         self.channels = Channels(self.env)  # hand-offs between host threads (sim.handoff)
 

@@ -21,7 +21,6 @@ from .engine import Engine
 from .errors import ModelError
 from . import handoff, labels
 from .handles import Event, Group, Signal, Stream, Work, _listify
-from .locations import model_location
 from .memory import Buffer, Ref, Tensor, as_view, labels_of, nbytes_of, new_storage
 from .records import HostState, Rec
 
@@ -94,8 +93,9 @@ class Host(handoff.Calls):
         e, rank = self._e, self.rank
         storage = new_storage(rank, name, e.live, e.held, e.labels)  # (a new tensor's own)
         buf = self._buffers[storage] = Buffer(rank, storage, nbytes, s, name)
-        e.allocations.append(Alloc(rank, storage, nbytes, float(self._h.clock), len(e.recs), model_location(),
-                                   "" if storage == name else name, self._h.agent.name, s))
+        e.allocations.append(Alloc(rank, storage, nbytes, float(self._h.clock), len(e.recs),
+                                   e.location_of("host.buffer"), "" if storage == name else name,
+                                   self._h.agent.name, s))
         e.freed.pop((rank, storage), None)  # a new life of a freed storage: the block reused
         return buf
 

@@ -18,24 +18,18 @@ class Issuing(Protocol):
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def model_location() -> str:
-    """``file:line`` of the innermost caller outside the streamsim package (the model's line)."""
-    f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
-        f = f.f_back
-    if f is None:
-        return ""
-    return f"{_display_path(f.f_code.co_filename)}:{f.f_lineno}"
-
-
-def location_finder(engine: Issuing) -> Callable[[], str]:
-    """:func:`model_location`, cached: one per engine (so a later run in another working directory
-    computes its own paths). Per code object it keeps the display path (relpath is slow) and the
-    ``file:line`` string of each instruction offset (``f_lineno`` scans the line table), so ops
-    issued from one model line share one location string. Walking frames materialises a frame
-    object per step, so it first tries the depth the model frame had last time for this kind of
-    op (``engine.location_kind``): right when that frame is outside streamsim and the frame inside
-    it is streamsim's (package code calls model code only as the host program itself)."""
+def location_finder(engine: Issuing) -> Callable[..., str]:
+    """``location(kind=None)``: the ``file:line`` of the innermost caller outside the streamsim
+    package (the model's line) of the op of ``kind`` being issued (default
+    ``engine.location_kind``; ``"host.buffer"`` for an allocation), cached: one per engine (so a
+    later run in another working directory computes its own paths). Per code object it keeps
+    the display path (relpath is slow: an allocation's uncached walk once cost vllm_pp's runs
+    more than their HB passes) and the ``file:line`` string of each instruction offset
+    (``f_lineno`` scans the line table), so ops issued from one model line share one location
+    string. Walking frames materialises a frame object per step, so it first tries the depth the
+    model frame had last time for this kind: right when that frame is outside streamsim and the
+    frame inside it is streamsim's (package code calls model code only as the host program
+    itself)."""
     codes: dict[int, tuple] = {}  # id(code) -> (code, path or None inside streamsim, {lasti: loc})
     getframe = sys._getframe
     depths: dict[str, int] = {}  # op kind -> depth (from location()) of the model frame last time
@@ -48,8 +42,9 @@ def location_finder(engine: Issuing) -> Callable[[], str]:
                                        else _display_path(filename), {})
         return entry
 
-    def location() -> str:
-        kind = engine.location_kind
+    def location(kind: str | None = None) -> str:
+        if kind is None:
+            kind = engine.location_kind
         d = depths.get(kind, 3)
         try:  # the frame inside the model frame, and the model frame as its f_back: one
             inner = getframe(d - 1)  # getframe, and the model frame's object persists across ops

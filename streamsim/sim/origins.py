@@ -5,7 +5,8 @@ replays a file (an op log, ``streamsim.oplog.replay``) issues every op from the 
 the replay, so it says instead which line of the file the ops that follow stand for:
 ``host.origin = Origin(...)`` labels them, as ``host.step = t`` labels them with a step
 (:mod:`.labels`). Each op the program's own calls make then takes the origin's line number, name
-and attrs, and its ``FILE:LINE`` location (a fix's injected syncs keep their own name and line).
+and attrs, and its ``FILE:LINE`` location (a fix's injected syncs keep their own name and line);
+a buffer it allocates (``host.buffer``) takes that location as its site.
 The engine's hook that applies the label is installed the first time a program sets one: a model
 that never does pays nothing.
 """
@@ -55,9 +56,9 @@ def install(engine: Engine) -> None:
         elif o.attrs:
             rec.attrs.update(o.attrs)
 
-    def location() -> str:
+    def location(kind: str | None = None) -> str:
         h = engine.current
-        return h.origin.location if h is not None and h.origin is not None else finder()
+        return h.origin.location if h is not None and h.origin is not None else finder(kind)
     tag.labels_origin = True  # type: ignore[attr-defined]
     engine.tag_rec = tag
     engine.location_of = location

@@ -86,3 +86,38 @@ def test_equal_accesses_of_a_model_are_one_object_and_distinct_storages_are_not(
             assert by_value.setdefault(("view", acc.view), acc.view) is acc.view, (op.name, acc)
     names = {acc.view.buffer for op in tr.ops for acc in op.accesses}
     assert names == {"x", "x#2"}
+
+
+def test_an_allocation_names_the_model_line_that_made_it_however_deep(tmp_path):
+    """``Alloc.site`` is the model's own ``file:line`` of the ``host.buffer`` call (root causes
+    group by it), called directly or from a helper of the model's, in any order with ops (the
+    site is found as an op's is, from the depth it had last time, checked)."""
+    from streamsim import run_model
+    path = tmp_path / "sites.py"
+    path.write_text('''"""Allocations at three depths."""
+
+
+def make(host, name):
+    return host.buffer(name, 64)  # line 5
+
+
+def deeper(host, name):
+    return make(host, name)
+
+
+def build(sim, p, variant):
+    def main(host):
+        for step in range(2):
+            a = host.buffer("a", 64)  # line 15
+            host.launch("k", writes=[a], dur=1)
+            b = make(host, "b")
+            host.launch("k", writes=[b], dur=1)
+            c = deeper(host, "c")
+            d = host.buffer("d", 64)  # line 20
+            host.free(a), host.free(b), host.free(c), host.free(d)
+    sim.spawn(0, main)
+''')
+    r = run_model(str(path), fix_cost=False)
+    sites = [(a.buffer, a.site.rsplit(":", 1)[1]) for a in r.trace.allocations]
+    assert sites == [("a", "15"), ("b", "5"), ("c", "5"), ("d", "20")] * 2
+    assert all(a.site.rsplit(":", 1)[0].endswith("sites.py") for a in r.trace.allocations)

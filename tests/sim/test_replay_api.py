@@ -19,7 +19,8 @@ def _run(*programs, groups=(), replay=False):
 def test_origin_labels_the_ops_that_follow_and_a_batch_op_its_own():
     """host.origin = Origin(...) gives the ops that follow its line, name and location, its attrs
     to every op and its host_attrs to the host action only; on_start runs as the host action is
-    made; P2POp.origin labels one op of a batch, and the host's origin is back after it."""
+    made; P2POp.origin labels one op of a batch, and the host's origin is back after it; a
+    buffer allocated under an origin has its location as its site."""
     started = []
 
     def prog(host):
@@ -48,6 +49,10 @@ def test_origin_labels_the_ops_that_follow_and_a_batch_op_its_own():
         [(10, "s10"), (11, "r11")]
     assert [(op.line, op.name) for op in ops if op.kind == "host"] == [(9, "batch")]
     assert all(op.line is None for op in tr.ops if op.agent.rank == 1)  # (no origin: a model's)
+    # a buffer allocated under an origin is sited at its line; without one, at the model's line
+    sites = {(a.rank, a.buffer): a.site for a in tr.allocations}
+    assert sites[(0, "x")] == "log.jsonl:7" and sites[(0, "y")] == "log.jsonl:9"
+    assert sites[(1, "y")].endswith(f"test_replay_api.py:{peer.__code__.co_firstlineno + 1}")
 
 
 def test_group_collective_is_the_named_method():
