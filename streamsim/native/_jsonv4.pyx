@@ -14,16 +14,22 @@ infinity as ``null``, as the reference writes them), None, True and False as ``n
 ``false``. A value of any other type (or an op, hazard, fix or agent of another class than the ones
 bound) makes the function return None, and the reference writes the block.
 
-On the 200,000-line random program (148,055 op rows, 59,912 hazards) the two tables take 0.16-0.17 s
-CPU here against the reference's 0.30-0.32 s; most of what is left is Python's float repr (dtoa).
+On the 200,000-line random program (148,055 op rows, 59,912 hazards) the two tables took 0.16-0.17 s
+CPU here against the reference's 0.30-0.32 s. A string's leading plain run is copied in one
+``memcpy``, and a row read from columns writes its location and times without making them:
+the whole JSON report's text 0.270-0.275 -> 0.217-0.242 s (three alternating pairs, the twenty-first
+session). Most of what is left is Python's float repr (dtoa, ~18% of the tables' profile).
 Tests: tests/native/test_jsonv4.py.
 """
 from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.object cimport PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA
+from cpython.unicode cimport (PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA,
+                              PyUnicode_1BYTE_KIND)
 from libc.math cimport isfinite
 
-from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
+from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, KEPT_FIELDS,
+                                     KEPT_PATH, KEPT_LINENO)
 from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
                                       F_STEP, F_LINE, F_ATTRS, H_KIND, H_RANK, H_BUFFER, H_RANGE,
@@ -134,16 +140,35 @@ cdef class _Out:
 
     cdef int string(self, str s) except -1:
         """``s`` as json writes it (``ensure_ascii``)."""
-        cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
+        self.room(1)
+        self.buf[self.n] = 34
+        self.n += 1
+        self.chars(s)
+        self.room(1)
+        self.buf[self.n] = 34
+        self.n += 1
+        return 0
+
+    cdef int chars(self, str s) except -1:
+        """The characters of ``s`` as json escapes them, without the quotes. Its leading run of
+        characters written as they are (a name, a location, a kind: most strings are one) is
+        copied in one ``memcpy`` (the character loop was 16% of writing the random program's
+        tables)."""
+        cdef Py_ssize_t i, j = 0, n = PyUnicode_GET_LENGTH(s)
         cdef int kind = PyUnicode_KIND(s)
         cdef void *data = PyUnicode_DATA(s)
+        cdef const unsigned char *b
         cdef Py_UCS4 c
         cdef unsigned int u
         cdef char esc[16]
-        self.room(n + 2)
-        self.buf[self.n] = 34
-        self.n += 1
-        for i in range(n):
+        self.room(n)
+        if kind == PyUnicode_1BYTE_KIND:
+            b = <const unsigned char *>data
+            while j < n and 0x20 <= b[j] <= 0x7e and b[j] != 34 and b[j] != 92:
+                j += 1
+            memcpy(self.buf + self.n, b, j)
+            self.n += j
+        for i in range(j, n):
             c = PyUnicode_READ(kind, data, i)
             if 0x20 <= c <= 0x7e and c != 34 and c != 92:
                 self.room(1)
@@ -159,10 +184,31 @@ cdef class _Out:
             else:
                 snprintf(esc, 16, "\\u%04x", <unsigned int>c)
                 self.raw(esc, 6)
-        self.room(1)
-        self.buf[self.n] = 34
-        self.n += 1
         return 0
+
+    cdef int location(self, object path, object lineno) except -1:
+        """``f"{path}:{lineno}"`` as a JSON string, written without making it where ``path``
+        is a str and ``lineno`` an int of a long long (a column's op: 148,055 strings made and
+        freed for the random program's rows)."""
+        cdef int overflow = 0
+        cdef long long v
+        if type(path) is not str or type(lineno) is not int:
+            return self.string(f"{path}:{lineno}")
+        v = PyLong_AsLongLongAndOverflow(lineno, &overflow)
+        if overflow:
+            return self.string(f"{path}:{lineno}")
+        self.lit(b'"')
+        self.chars(<str>path)
+        self.lit(b":")
+        self.integer(v)
+        return self.lit(b'"')
+
+    cdef int number(self, double x) except -1:
+        """A float as :meth:`value` writes it: ``repr``, or ``null`` for a NaN or an
+        infinity."""
+        if not isfinite(x):
+            return self.raw(b"null", 4)
+        return self.double(x)
 
     cdef int integer(self, long long v) except -1:
         """``str(v)``."""
@@ -319,6 +365,7 @@ def op_rows(ops, list ids, columns=None):
     cdef Py_ssize_t k
     cdef int field
     cdef OpSource src
+    cdef PyObject **at
     held = op_source(&src, columns, None if ops is None else lambda: ops,
                      PY_SSIZE_T_MAX)  # (``ops`` by id, however many: any id it has)
     if held is None:
@@ -337,8 +384,18 @@ def op_rows(ops, list ids, columns=None):
             for field in (F_NAME, F_KIND):
                 out.item(source_field(&src, o, field, _op))
             out.agent_row(source_field(&src, o, F_AGENT, _op))
-            for field in (F_STEP, F_LOCATION, F_START, F_END):
-                out.item(source_field(&src, o, field, _op))
+            out.item(source_field(&src, o, F_STEP, _op))
+            if src.c != NULL:  # (from columns: the location and times written, not made)
+                at = src.c.kept + src.c.line[<Py_ssize_t>i] * KEPT_FIELDS
+                out.location(<object>at[KEPT_PATH], <object>at[KEPT_LINENO])
+                out.lit(b",")
+                out.number(src.c.start[<Py_ssize_t>i])
+                out.lit(b",")
+                out.number(src.c.end[<Py_ssize_t>i])
+                out.lit(b",")
+            else:
+                for field in (F_LOCATION, F_START, F_END):
+                    out.item(source_field(&src, o, field, _op))
             attrs = source_field(&src, o, F_ATTRS, _op)
             if type(attrs) is not dict:
                 return None

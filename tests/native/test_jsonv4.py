@@ -68,10 +68,12 @@ def test_every_model_variant_has_the_references_tables(monkeypatch, path, varian
 def test_a_run_kept_as_columns_has_the_references_rows_without_its_ops(monkeypatch, tmp_path):
     """A run the compiled replay kept as columns (``LeanTrace``) has the rows of every op written
     from them (``native.op_rows_of``): the reference's text of the same run's ops, with no op
-    made (the ops of a made trace, or of a subclass, are read as before)."""
+    made (the ops of a made trace, or of a subclass, are read as before). A log whose name
+    json escapes has its locations written as the reference writes them too."""
     compared = 0
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
-    for i, trace, lean in lean_runs(tmp_path, 150):
+    runs = [*lean_runs(tmp_path, 100), *lean_runs(tmp_path, 50, name='lo"g\\ é\t.jsonl')]
+    for i, trace, lean in runs:
         ids = list(range(len(trace.ops)))
         assert native.op_rows(None, ids, lean.columns) == reference_rows(trace, ids), \
             f"generated log {i}"
@@ -93,7 +95,8 @@ def test_generated_logs_have_the_references_tables(monkeypatch, tmp_path):
 
 
 STRINGS = ['plain', 'q"uote', 'back\\slash', 'tab\tnew\nline\rcr', '\x00\x01\x1f\x7f',
-           '\b\f', 'é', 'ß€', '\U0001f600 emoji', 'lone \ud800 surrogate', '', '/slash']
+           '\b\f', 'é', 'ß€', '\U0001f600 emoji', 'lone \ud800 surrogate', '', '/slash',
+           'café', 'del\x7f', 'end"', 'x' * 300]  # (a plain run, then a character escaped)
 FLOATS = [0.0, -0.0, 1e-05, 1e-4, 0.00012, 5e-324, 1e16, 1.5e300, 1.7976931348623157e308,
           123.456, 1 / 3, 100.0, float("nan"), float("inf"), float("-inf")]
 INTS = [0, 7, -3, -1, 2 ** 63 - 1, -2 ** 63, 2 ** 63, 2 ** 70, -2 ** 70]

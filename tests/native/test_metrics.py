@@ -39,14 +39,14 @@ def _generator():
     return mod
 
 
-def lean_runs(tmp_path: Path, n: int, timed: bool = True):
+def lean_runs(tmp_path: Path, n: int, timed: bool = True, name: str = "gen.jsonl"):
     """The first ``n`` generated logs (:func:`_generator`) the compiled replay keeps as columns
     (``STREAMSIM_NATIVE`` on), each as ``(i, trace, lean)``: its run with its ops made, and the
     same run kept as columns (a ``LeanTrace``, no op made); ``timed``: replayed with the
-    generator's seeds and jitters in turn, else plain."""
+    generator's seeds and jitters in turn, else plain; ``name``: the log file's name."""
     from streamsim.oplog.leanrun import LeanRun, LeanTrace
     gen = _generator()
-    path = tmp_path / "gen.jsonl"
+    path = tmp_path / name
     for i in range(n):
         path.write_text(gen.generated_log(i))
         seed, jitter = gen.TIMINGS[i % len(gen.TIMINGS)] if timed else (None, 0.0)
