@@ -168,6 +168,20 @@ def _handed_over(monkeypatch) -> list[int]:
     return taken
 
 
+def _the_checker_words(monkeypatch, taken: list, text: str, path: str, broken: tuple,
+                       worded: str, message: str) -> None:
+    """Each of ``broken`` after ``text`` reads alike on every path (:func:`assert_same`); with
+    the compiled reader on, ``worded`` after ``text`` is an error ``message`` (a regex) that the
+    reference words, the one line handed to it (``taken``: :func:`_handed_over`'s list)."""
+    for line in broken:
+        assert_same(text + line + "\n", monkeypatch, f"broken: {line}")
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
+    taken.clear()
+    with pytest.raises(ModelError, match=message):
+        parse_oplog(text + worded + "\n", path)
+    assert taken == [text.count("\n") + 1], taken  # (the reference words it)
+
+
 def test_the_compiled_reader_takes_the_common_lines(monkeypatch):
     """It decodes kernels, host work, events and syncs, sends, waits and queries itself, refs by
     name, as objects and strided, and hands the reference only what it does not take (here: the
@@ -228,16 +242,12 @@ def test_rooted_collectives_and_barriers_take_the_fast_paths(monkeypatch):
         ("reduce", 1, 1, 0), ("reduce", 1, 1, 1), ("gather", 1, 1, 0), ("gather", 1, 1, 2),
         ("scatter", 1, 0, 1), ("scatter", 1, 2, 1), ("barrier", None, 0, 0),
         ("barrier", None, 0, 0)]
-    for broken in (ROOTED[0].replace(', "root": 1', ""), ROOTED[2].replace("0,", "1,", 1),
-                   ROOTED[3].replace(', "outputs": ["b", "c"]', ""),
-                   ROOTED[4].replace('"outputs"', '"inputs": ["b"], "outputs"'),
-                   ROOTED[1].replace('"tensors": ["a"], ', "")):
-        assert_same(text + broken + "\n", monkeypatch, f"broken: {broken}")
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
-    taken.clear()
-    with pytest.raises(ModelError, match="g.jsonl:9: missing required field 'outputs'"):
-        parse_oplog(text + ROOTED[3].replace(', "outputs": ["b", "c"]', "") + "\n", "g.jsonl")
-    assert taken == [9], taken  # (the reference words it)
+    no_outputs = ROOTED[3].replace(', "outputs": ["b", "c"]', "")
+    _the_checker_words(monkeypatch, taken, text, "g.jsonl", (
+        ROOTED[0].replace(', "root": 1', ""), ROOTED[2].replace("0,", "1,", 1), no_outputs,
+        ROOTED[4].replace('"outputs"', '"inputs": ["b"], "outputs"'),
+        ROOTED[1].replace('"tensors": ["a"], ', "")),
+        no_outputs, "g.jsonl:9: missing required field 'outputs'")
 
 
 ANY_SOURCE = [  # what a recorder writes of dist.recv(t) without a source: the peer it saw
@@ -268,16 +278,11 @@ def test_a_receive_from_any_source_takes_the_fast_paths(monkeypatch):
     assert taken == [], taken
     assert [(ln.op, ln.name, ln.any_source) for ln in lines[1:4]] == [
         ("irecv", ANY_SOURCE_NAME, True), ("irecv", "rcv", True), ("irecv", "irecv", False)]
-    for broken in (ANY_SOURCE[1].replace('"handle": "r"', '"batch": 1'),
-                   ANY_SOURCE[1].replace("true", '"yes"'),
-                   ANY_SOURCE[0].replace('"handle"', '"any_source": true, "handle"')):
-        assert_same(text + broken + "\n", monkeypatch, f"broken: {broken}")
-    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (assert_same left the last reader's)
-    taken.clear()
-    with pytest.raises(ModelError, match="a.jsonl:7: an irecv of a batch names its peer"):
-        parse_oplog(text + ANY_SOURCE[1].replace('"handle": "r"', '"batch": 1') + "\n",
-                    "a.jsonl")
-    assert taken == [7], taken  # (the reference words it)
+    batched = ANY_SOURCE[1].replace('"handle": "r"', '"batch": 1')
+    _the_checker_words(monkeypatch, taken, text, "a.jsonl", (
+        batched, ANY_SOURCE[1].replace("true", '"yes"'),
+        ANY_SOURCE[0].replace('"handle"', '"any_source": true, "handle"')),
+        batched, "a.jsonl:7: an irecv of a batch names its peer")
 
 
 def test_lines_that_name_one_buffer_share_its_one_tuple(monkeypatch):
