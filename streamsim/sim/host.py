@@ -174,13 +174,14 @@ class Host(handoff.Calls):
             for t in items:
                 kind = type(t)
                 key = (t.rank, t.name, t.nbytes) if kind is Buffer else t
-                acc = cache.get(key) if kind is Buffer or kind is View or kind is Ref else None
+                cached = kind is Buffer or kind is View or kind is Ref  # (not a subclass)
+                acc = cache.get(key) if cached else None
                 if acc is None:
                     view = as_view(t)
                     view = views.setdefault(view, view)  # (a read's and a write's: one object)
                     acc = Access(view, mode, t.window) if isinstance(t, Ref) else \
                         Access(view, mode)
-                    if kind is Buffer or kind is View or kind is Ref:
+                    if cached:
                         if len(cache) > _MAX_CACHED:  # (a model making a view per launch)
                             cache.clear()
                             views.clear()
