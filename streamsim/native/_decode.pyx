@@ -47,6 +47,9 @@ from streamsim.trace import View
 
 include "_lex.pxi"
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.string cimport memchr
+
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
 # and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
 # decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
@@ -459,22 +462,31 @@ cdef dict _settle(parser, dict pending):
     return replace
 
 
-def first_pass(parser, list chunks, list raw):
+def first_pass(parser, object lines, list raw):
     """The reader's pass 1 (streamsim.oplog.read._Parser.parse, its loop over
     ``parser.take``): each line a common one, lexed from its bytes (``_lex.pxi``) or else
     decoded (:func:`_scan`), and taken here (:func:`_take`): its Line
     made at once where nothing in it waits for the end of the log, else its spec for pass 2
     (:func:`second_pass`); blank lines skipped; any other line (not UTF-8, a BOM, a comment, a
     line :func:`_scan` hands over) taken by ``parser.take``, the reference, which also words
-    every error. Then the Refs of implicit lives are settled (:func:`_settle`)."""
-    cdef Py_ssize_t n = len(chunks)
+    every error. Then the Refs of implicit lives are settled (:func:`_settle`).
+
+    ``lines``: the log's lines as ``source.split_lines`` splits them (a list), or the log's
+    whole bytes where ``\\n`` alone ends its lines (no ``\\r``): then each line is lexed where
+    it lies in them, and only a line handed to ``parser.take`` is made a bytes object of its
+    own (a list of a bytes object a line was 136 bytes a line beside the lines made from it)."""
     cdef dict pending = {}
     cdef _State st = _state(parser)
     cdef Lex lx
     cdef _Fields f = _Fields.__new__(_Fields)
+    cdef Py_ssize_t n
+    if type(lines) is not bytes and type(lines) is not list:
+        raise TypeError("first_pass: lines must be a list of lines or the log's bytes")
+    if type(lines) is bytes and memchr(PyBytes_AS_STRING(lines), 13, PyBytes_GET_SIZE(lines)):
+        raise ValueError("first_pass: the log's bytes hold a \\r: split them first")
     lex_init(&lx)
     try:
-        _first_pass(st, chunks, raw, pending, &lx, f)
+        n = _first_pass(st, lines, raw, pending, &lx, f)
         st.flush_t()
     finally:
         lex_free(&lx)
@@ -493,20 +505,43 @@ def lexed_lines() -> int:
     return _lexed_lines
 
 
-cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _Fields f) except *:
+cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex *lx,
+                            _Fields f) except -1:
     """:func:`first_pass`'s loop: each line lexed from its bytes where the lexer takes it (the
-    common lines: ``_lex.pxi``), else decoded and read as before (:func:`_scan`)."""
+    common lines: ``_lex.pxi``), else decoded and read as before (:func:`_scan`). Returns how
+    many lines ``lines`` holds (as ``split_lines`` counts them: one more than its line ends)."""
     global _lexed_lines
     _lexed_lines = 0
-    cdef Py_ssize_t i, n = len(chunks)
+    cdef bint whole = type(lines) is bytes
+    cdef list chunks = None if whole else <list>lines
+    cdef const char *base = PyBytes_AS_STRING(lines) if whole else NULL
+    cdef const char *end
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(lines) if whole else 0
+    cdef Py_ssize_t at = 0, start = 0, length = 0, i = -1, n = 0 if whole else len(chunks)
+    cdef bint lexed
     cdef str text, s
     parser = st.parser
     batches = parser.batches
     cdef dict open_ = batches.open
     take = parser.take
-    for i in range(n):
-        chunk = chunks[i]
-        if lex_chunk(lx, chunk, _REF_STRUCT):
+    while True:
+        i += 1
+        if whole:  # (the line from ``at`` to the next \n or the end; a last \n ends an empty one)
+            if at > size:
+                break
+            start = at
+            end = <const char *>memchr(base + start, 10, size - start)
+            length = (end - (base + start)) if end != NULL else size - start
+            chunk = None  # (made only for a line handed to the reference)
+            lexed = lex_line(lx, base + start, length, _REF_STRUCT)
+            at = start + length + 1
+            n = i + 1
+        else:
+            if i >= n:
+                break
+            chunk = chunks[i]
+            lexed = lex_chunk(lx, chunk, _REF_STRUCT)
+        if lexed:
             st.lineno = i + 1
             _lexed_lines += 1
             _lexed(lx, f)
@@ -514,9 +549,13 @@ cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _
             if spec is None:
                 st.forget()
                 st.flush()
+                if chunk is None:
+                    chunk = PyBytes_FromStringAndSize(base + start, length)
                 take(i + 1, chunk, raw, False)  # (msgspec would decode it as the lexer did)
                 continue
         else:
+            if chunk is None:
+                chunk = PyBytes_FromStringAndSize(base + start, length)
             if type(chunk) is bytes:
                 try:
                     text = (<bytes>chunk).decode("utf-8")
@@ -551,6 +590,7 @@ cdef void _first_pass(_State st, list chunks, list raw, dict pending, Lex *lx, _
                 batches.closed.add((*thread, batch[0]))
                 open_[thread] = None
         raw.append(spec if made else (i + 1, spec))
+    return n
 
 
 def fast_spec(parser, str s):

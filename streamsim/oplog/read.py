@@ -144,7 +144,10 @@ class _Parser:
             self.compiled = compiled
             self.fast_spec = fast if compiled is None else compiled.fast_spec
         raw: list[tuple[int, dict[str, Any]] | None] = []
-        chunks = split_lines(data)
+        if self.compiled is not None and isinstance(data, bytes) and b"\r" not in data:
+            chunks = data  # (the compiled loop finds the lines in the bytes: no list of them)
+        else:
+            chunks = split_lines(data)
         if self.compiled is not None:  # (the same loop, which hands this method what it does not
             self.compiled.first_pass(self, chunks, raw)  # take itself: streamsim.native)
         else:

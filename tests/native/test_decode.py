@@ -18,6 +18,7 @@ import pytest
 from streamsim import native
 from streamsim.oplog import read
 from streamsim.oplog.read import parse_oplog
+from streamsim.oplog.source import split_lines
 from streamsim.sim.errors import ModelError
 
 from .built import required
@@ -154,6 +155,48 @@ def test_broken_lines_give_the_same_error_or_log(monkeypatch, chunk):
             at = R.randrange(len(data))
             data = data[:at] + b"\xff" + data[at:]
         assert_same(data, monkeypatch, f"broken log {chunk}/{k} (bytes)")
+
+
+EDGES = (b"", b"\n", b"\n\n", b'{"op": "launch"}', b'{"op": "launch"}\n\n',
+         b'{"op": "launch"}\n{"op": "launch", "name": "\\u0061"}',  # (the last handed over)
+         b'{"op": "launch"}\n{"op": "launch", "name": "\xff"}',  # (not UTF-8, at the end)
+         b'  \n# a comment\n{"op": "host"}\n   ', b'{"op": "launch"}\n{"op": "lunch"}')
+
+
+def test_the_compiled_reader_reads_the_lines_where_they_lie_in_the_bytes(monkeypatch):
+    """A log's bytes with no CR are handed to the compiled reader whole (no list of a bytes
+    object a line): each line found in them, a line handed to the reference made of its own
+    bytes, at the ends of the log too (no last line end, blank lines last, a last line the
+    checker words); with a CR they are split first, and the reader refuses them whole."""
+    compiled = native.decoder()
+    given: list[type] = []
+    first_pass = compiled.first_pass
+    monkeypatch.setattr(compiled, "first_pass",
+                        lambda parser, lines, raw: (given.append(type(lines)),
+                                                    first_pass(parser, lines, raw)))
+    monkeypatch.setattr(read, "SMALL_LOG", 0)
+    for data in EDGES:
+        given.clear()
+        assert_same(data, monkeypatch, repr(data))
+        assert given == [bytes], (data, given)  # (the compiled reader's pass: the bytes whole)
+        crlf = data.replace(b"\n", b"\r\n")
+        given.clear()
+        assert_same(crlf, monkeypatch, repr(crlf))
+        assert given == [list if b"\r" in crlf else bytes], (crlf, given)  # (split first)
+    def ends_at(lines) -> int | str:
+        parser = read._Parser("f.jsonl")
+        try:
+            first_pass(parser, lines, [])
+        except ModelError as e:
+            return str(e)
+        return parser.lineno
+
+    for data in EDGES:  # (pass 1 ends at the last line split_lines counts, as the reference's)
+        got = ends_at(data)
+        assert got == ends_at(split_lines(data)), data
+        assert got == len(split_lines(data)) or isinstance(got, str), (data, got)
+    with pytest.raises(ValueError, match="split them first"):
+        first_pass(read._Parser("f.jsonl"), b'{"op": "launch"}\r\n', [])
 
 
 def _handed_over(monkeypatch) -> list[int]:
