@@ -22,6 +22,11 @@ same run would (streamsim/trace.py), ops by id (id == position):
   (``_Run.kept_line``; NULL before); ``handles``: op id -> the handle its line names (a dict,
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
   name are made of its spec, which these columns do not hold).
+- ``from_line``: the one dict that stands, in ``attrs``, for a host action's attrs made of its
+  line's ``site`` and ``t`` alone (``_Run.host_attrs``: a recorded log's every host action; a
+  dict of its own an op was ~200 bytes a line); NULL: no op has it. ``kept_st``: then each line
+  number's site and t, two objects a line (owned by the run); :func:`op_field` makes such an
+  op's attrs of them, as the op's ``Op`` holds them (:func:`line_attrs`).
 
 :func:`op_field` reads an op's ``Op`` slot from them, and an :class:`OpSource` reads a trace's
 ops by id either from them or as ``Op`` objects (:func:`op_source`, :func:`source_op`,
@@ -59,6 +64,8 @@ cdef struct OpCols:
     Py_ssize_t nkept
     PyObject *handles
     bint special
+    PyObject *from_line
+    PyObject **kept_st
 
 
 cdef extern from *:
@@ -68,10 +75,23 @@ cdef extern from *:
     const char *OPCOLS "STREAMSIM_OPCOLS"
 
 
+cdef inline dict line_attrs(PyObject **kept_st, Py_ssize_t lo):
+    """The attrs of a host action of line ``lo`` whose columns hold ``from_line``: its site, then
+    its t, each where the line gives it (``_Run.host_attrs``' order; ``kept_st``: OpCols')."""
+    cdef dict d = {}
+    cdef PyObject *site = kept_st[2 * lo]
+    cdef PyObject *t = kept_st[2 * lo + 1]
+    if <object>site is not None:
+        d["site"] = <object>site
+    if <object>t is not None:
+        d["t"] = <object>t
+    return d
+
+
 cdef inline bint op_fields_kept(OpCols *c) noexcept:
-    """Whether :func:`op_field` reads every op of ``c``: its lines' fields are kept and no op is
-    a fix's sync."""
-    return c.kept != NULL and not c.special
+    """Whether :func:`op_field` reads every op of ``c``: its lines' fields are kept (their site and
+    t too, where an op's attrs are made of them) and no op is a fix's sync."""
+    return c.kept != NULL and not c.special and (c.from_line == NULL or c.kept_st != NULL)
 
 
 cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
@@ -105,6 +125,8 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_LINE:
         return <object>at[KEPT_LINENO]
     if field == F_ATTRS:
+        if c.attrs[i] == c.from_line and c.from_line != NULL:
+            return line_attrs(c.kept_st, c.line[i])
         return <object>c.attrs[i]
     raise ValueError(f"op_field: field {field} is not read from columns")
 

@@ -62,7 +62,8 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
-                                     KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS)
+                                     KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS,
+                                     line_attrs as kept_attrs)
 from cpython.pycapsule cimport PyCapsule_New
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
@@ -348,6 +349,9 @@ cdef class _Run:
     cdef PyObject **kept  # once released, KEPT_FIELDS owned objects a line number, what its ops
     # read of it (kept_line; NULL: no op of the line), instead of a tuple a line: 48 bytes less
     cdef Py_ssize_t nkept
+    # once released, where some host action's attrs are ``from_line``: each line number's site
+    # and t (owned), what those attrs are made of (line_attrs)
+    cdef PyObject **kept_st
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
     # index -> the syncs after the line before it (run as that line is issued, or before a
     # thread of a rank of several waits for another's line: Engine.flush_post_injections), and
@@ -358,6 +362,10 @@ cdef class _Run:
     cdef int* injk  # the sync being run, of host_specs[h]
     cdef dict fix_events
     cdef dict empty, of_stream  # the attrs ops share (own_attrs): none; a current stream's
+    # the attrs of the host actions whose attrs are their line's site and t alone (host_attrs):
+    # one dict that stands for them, each op's made of its line only when the op is made
+    cdef dict from_line
+    cdef bint from_line_used
     cdef dict injected  # the attrs a fix's host actions share (own_attrs): {"injected": True}
     cdef list special  # op -> (kind, name) of a fix's sync (not its line's), else None; made
     # (one slot an op of the run's capacity) when a fix's first sync is: a list, not a dict
@@ -444,6 +452,11 @@ cdef class _Run:
                 Py_XDECREF(self.kept[i])
             free(self.kept)
             self.kept = NULL
+        if self.kept_st != NULL:
+            for i in range(2 * self.nkept):
+                Py_XDECREF(self.kept_st[i])
+            free(self.kept_st)
+            self.kept_st = NULL
 
     cdef void release(self) except *:
         """Let go of what only the schedule needed, once the run is over and kept as columns:
@@ -461,6 +474,11 @@ cdef class _Run:
             raise MemoryError()
         self.nkept = n
         cdef PyObject **kept = self.kept
+        cdef PyObject **st = NULL
+        if self.from_line_used:  # (the site and t that host actions' attrs are made of)
+            st = self.kept_st = <PyObject **>calloc(2 * n + 1, sizeof(PyObject *))
+            if st == NULL:
+                raise MemoryError()
         for i in range(self.nops):
             lo = self.lineof[i]
             if kept[lo * KEPT_FIELDS] == NULL:
@@ -469,6 +487,13 @@ cdef class _Run:
                     x = _l(ln, _KEPT[f])
                     Py_INCREF(x)
                     kept[lo * KEPT_FIELDS + f] = <PyObject *>x
+                if st != NULL:
+                    x = _l(ln, L_SITE)
+                    Py_INCREF(x)
+                    st[2 * lo] = <PyObject *>x
+                    x = _l(ln, L_T)
+                    Py_INCREF(x)
+                    st[2 * lo + 1] = <PyObject *>x
         self.lines = None
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
@@ -731,10 +756,16 @@ cdef class _Run:
 
     # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
     cdef dict host_attrs(self, object ln):
-        """A host action's attrs; the run's one empty dict where it has none (:meth:`own_attrs`)."""
-        if _l(ln, L_SITE) is None and _l(ln, L_T) is None and _l(ln, L_RESULT) is None and \
-                _l(ln, L_INFERRED) is None and not _l(ln, L_ANY_SOURCE):
-            return self.empty
+        """A host action's attrs; the run's one empty dict where it has none, its one
+        ``from_line`` where they are the line's site and t alone (a recorded log's every host
+        action: each op's made of its line as the op is made, :meth:`line_attrs`; a dict of its
+        own an op was ~200 bytes a line), both copied to change (:meth:`own_attrs`)."""
+        if _l(ln, L_RESULT) is None and _l(ln, L_INFERRED) is None and \
+                not _l(ln, L_ANY_SOURCE):
+            if _l(ln, L_SITE) is None and _l(ln, L_T) is None:
+                return self.empty
+            self.from_line_used = True
+            return self.from_line
         cdef dict d = {}
         if _l(ln, L_SITE) is not None:
             d["site"] = _l(ln, L_SITE)
@@ -766,12 +797,30 @@ cdef class _Run:
         with other ops (:meth:`host_attrs`, :meth:`op_attrs`: most ops' attrs are equal, a dict
         of no entry or of its current stream alone, and stay so; one dict for them all was ~240
         bytes a line less at the replay's peak; a fix's host actions share ``{"injected":
-        True}``, 184 bytes a sync less). Every change to an op's attrs goes through
-        here (the ops' records share what is left shared: trace.Op's attrs are read-only)."""
+        True}``, 184 bytes a sync less), made of its line where it is ``from_line``. Every
+        change to an op's attrs goes through here (the ops' records share what is left shared:
+        trace.Op's attrs are read-only)."""
         d = self.attrs[op]
+        if d is self.from_line:
+            d = self.attrs[op] = self.line_attrs(self.lineof[op])
+            return d
         if d is self.empty or d is self.injected or (len(<dict>d) == 1 and
                                self.of_stream.get((<dict>d).get("current_stream")) is d):
             d = self.attrs[op] = dict(<dict>d)
+        return d
+
+    cdef dict line_attrs(self, int lo):
+        """The attrs of a host action of line ``lo`` that holds ``from_line`` (:meth:`host_attrs`):
+        its line's site, then its t, where the line gives each; from the line, or once the
+        lines are let go, from what is kept of them (:meth:`release`, ``_cols.line_attrs``)."""
+        if self.kept_st != NULL:
+            return kept_attrs(self.kept_st, lo)
+        ln = self.lines[lo]
+        cdef dict d = {}
+        if _l(ln, L_SITE) is not None:
+            d["site"] = _l(ln, L_SITE)
+        if _l(ln, L_T) is not None:
+            d["t"] = _l(ln, L_T)
         return d
 
     cdef tuple access_list(self, tuple reads, tuple writes):
@@ -2411,7 +2460,8 @@ cdef class _Run:
         _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
         attrs = self.attrs[i]
         if self.is_host[self.agent[i]]:
-            pass
+            if attrs is self.from_line:
+                attrs = self.line_attrs(self.lineof[i])
         elif sp is not None:
             attrs = _sync_attrs(attrs, sp)
         elif ln[5] is not None and (ln[0] == "record" or ln[0] == "wait_event"):
@@ -2592,7 +2642,8 @@ cdef class Columns:
         self.c.kind = self.c.step = self.c.attrs = NULL
         self.c.path = NULL
         self.c.accesses = self.c.after = self.c.joins = self.c.kept = NULL
-        self.c.handles = NULL
+        self.c.handles = self.c.from_line = NULL
+        self.c.kept_st = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
     def op(self, Py_ssize_t i):
@@ -2685,6 +2736,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
     r.special, r.fix_events = None, {}
     r.empty, r.of_stream, r.injected = {}, {}, {"injected": True}
+    r.from_line, r.from_line_used = {}, False
     r.groups = groups or {}
     r.opgroup, r.opmatch, r.ophandle, r.opjoins, r.opdur = {}, {}, {}, {}, {}
     r.gloo_sends_waited = set()
@@ -2756,6 +2808,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             columns.c.kept, columns.c.nkept = r.kept, r.nkept  # (what its ops read of their
             columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL  # lines: op_field)
             columns.c.special = r.special is not None
+            columns.c.from_line = <PyObject *>r.from_line if r.from_line_used else NULL
+            columns.c.kept_st = r.kept_st
             return columns
         ops = r.records()
     except _Fallback:
