@@ -851,8 +851,10 @@ cdef class _Run:
         self.acc_objs.append(acc)
         return acc
 
-    cdef void note_freed_use(self, int op, str name, str location) except *:
-        """Engine.note_freed_use: each buffer ``op`` touches after a free (no alloc since)."""
+    cdef void note_freed_use(self, int op, object ln) except *:
+        """Engine.note_freed_use: each buffer ``op`` touches after a free (no alloc since), its
+        line ``ln``'s name and location in the note (the location made only for a note: most
+        accesses of a log that frees touch no freed buffer)."""
         named = {}
         for acc in self.accesses[op]:
             view = acc.view
@@ -861,7 +863,8 @@ cdef class _Run:
             if f is not None and key not in named:
                 named[key] = None
                 fl = self.lines[self.lineof[<int>f]]
-                self.notes.append(Note("use-after-free", f"{name} at {location} uses "
+                self.notes.append(Note("use-after-free", f"{_l(ln, L_NAME)} at "
+                                       f"{_location(ln)} uses "
                                        f"{view.buffer!r} on rank{key[0]} after {fl.name} at "
                                        f"{fl.location} freed it (no alloc since)", op))
         if named:
@@ -882,7 +885,7 @@ cdef class _Run:
         self.end[op] = self.clock[h]
         self.eseq[op] = self.seq + 1
         if accesses and self.freed:
-            self.note_freed_use(op, _l(ln, L_NAME), _location(ln))
+            self.note_freed_use(op, ln)
         self.seq += 2
         return op
 
@@ -908,7 +911,7 @@ cdef class _Run:
         if after:
             self.after[op] = after
         if accesses and self.freed:
-            self.note_freed_use(op, _l(ln, L_NAME), _location(ln))
+            self.note_freed_use(op, ln)
         self.last[s] = op
         self.enqueue_op(s, op)
         if self.wake[s]:
