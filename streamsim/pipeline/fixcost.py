@@ -78,6 +78,8 @@ class Keying:
     def of(self, hazards: Sequence[Hazard]) -> list[Fix]:
         """The keyed fixes of ``hazards``, as ``key_fixes(trace, distinct_fixes(hazards))``: each
         sync once, in the order of the first hazard that needs it (tests/pipeline/test_keying)."""
+        if hazards is self._hazards:  # (every fix at once: each sync, numbered in the order of
+            return list(self._keyed)  # the first hazard that needs it; no walk of the hazards)
         out, seen = [], set()
         sync, keyed = self._sync, self._keyed
         for h in hazards:

@@ -46,6 +46,8 @@ def assert_keyed_alike(trace, what: str, rng: random.Random) -> int:
     scanned = _delayed_ops(trace, wanted)  # (the delayed ops as a re-run's are found: a scan)
     assert list(keying.delayed_start.items()) == list(_starts(scanned).items()), \
         f"{what}: the delayed ops found from the fixes' own ops differ from the scan's"
+    assert keying.of(findings.hazards) == key_fixes(trace, distinct_fixes(findings.hazards)), \
+        f"{what}: the findings' own hazards keyed otherwise"  # (Keying.of's short cut)
     for k, group in enumerate(groups_of(findings, rng)):
         want = key_fixes(trace, distinct_fixes(group))
         assert keying.of(group) == want, f"{what}: group {k} keyed otherwise"
