@@ -543,8 +543,8 @@ cdef class _Run:
                 self.wtail == NULL):
             raise MemoryError()
         # (made at their full size and cut to the ops made once the run ends, trim_ops: grown an
-        # append at a time, each list moved as it grew, and a 1,000,000-line log's peak was 30 MB
-        # higher for the holes those moves left in the heap the reader's lines had filled)
+        # append at a time, each list moved as it grew, and the holes those moves left in the
+        # heap made a 1,000,000-line check's peak 805 MB where it is now 766)
         self.kinds, self.attrs, self.accesses, self.after = \
             [None] * cap, [None] * cap, [None] * cap, [None] * cap
         self.nops = 0
