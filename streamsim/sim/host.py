@@ -178,13 +178,14 @@ class Host(handoff.Calls):
                 acc = cache.get(key) if cached else None
                 if acc is None:
                     view = as_view(t)
-                    view = views.setdefault(view, view)  # (a read's and a write's: one object)
-                    acc = Access(view, mode, t.window) if isinstance(t, Ref) else \
-                        Access(view, mode)
-                    if cached:
+                    if cached:  # (interned with the Access that keeps it: as bounded)
                         if len(cache) > _MAX_CACHED:  # (a model making a view per launch)
                             cache.clear()
                             views.clear()
+                        view = views.setdefault(view, view)  # (a read's and a write's: one)
+                    acc = Access(view, mode, t.window) if isinstance(t, Ref) else \
+                        Access(view, mode)
+                    if cached:
                         cache[key] = acc
                 out.append(acc)
         return tuple(out)

@@ -121,3 +121,38 @@ def build(sim, p, variant):
     sites = [(a.buffer, a.site.rsplit(":", 1)[1]) for a in r.trace.allocations]
     assert sites == [("a", "15"), ("b", "5"), ("c", "5"), ("d", "20")] * 2
     assert all(a.site.rsplit(":", 1)[0].endswith("sites.py") for a in r.trace.allocations)
+
+
+def test_a_hosts_interned_views_are_bounded_as_its_cached_accesses_are(monkeypatch):
+    """``Host._accesses`` interns a view only with the Access it caches for it: a tensor of a
+    kind it does not cache (a subclass of View) leaves no view behind, and a cache cleared at
+    its bound clears the views with it (else a model making a new view per launch would grow
+    the host without bound)."""
+    import dataclasses
+
+    from streamsim import Simulation
+    from streamsim.sim import host as host_module
+    from streamsim.sim.memory import as_view
+    from streamsim.trace import View
+
+    monkeypatch.setattr(host_module, "_MAX_CACHED", 8)
+    hosts, sizes = [], []
+
+    def main(host):
+        hosts.append(host)
+        x = host.buffer("x", 4096)
+        sub = type("Sub", (View,), {"__slots__": ()})
+        for i in range(64):  # (one cached view throughout, a new uncached one each time)
+            host.launch("cached", reads=[as_view(x[0:1])], dur=1)
+            v = as_view(x[i:i + 1])
+            fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+            host.launch("not cached", reads=[sub(**fields)], dur=1)
+        sizes.append(len(host._views))
+        for i in range(64):  # (a new cached view each time: the cache clears at its bound)
+            host.launch("cached", reads=[as_view(x[i:i + 2])], dur=1)
+
+    sim = Simulation()
+    sim.spawn(0, main)
+    sim.run()
+    assert sizes == [1], sizes  # (the one cached view's)
+    assert len(hosts[0]._views) <= 2 * (8 + 1), len(hosts[0]._views)
