@@ -271,11 +271,7 @@ cdef class _Out:
             else:
                 self.integer(i)
         elif t is float:
-            x = PyFloat_AS_DOUBLE(v)
-            if not isfinite(x):
-                self.raw(b"null", 4)
-                return 0
-            self.double(x)
+            self.number(PyFloat_AS_DOUBLE(v))
         elif v is True:
             self.raw(b"true", 4)
         elif v is False:
