@@ -26,7 +26,7 @@ same run would (streamsim/trace.py), ops by id (id == position):
   line's ``site`` and ``t`` alone (``_Run.host_attrs``: a recorded log's every host action; a
   dict of its own an op was ~200 bytes a line); NULL: no op has it. ``kept_st``: then each line
   number's site and t, two objects a line (owned by the run); :func:`op_field` makes such an
-  op's attrs of them, as the op's ``Op`` holds them (:func:`line_attrs`).
+  op's attrs of them, as the op's ``Op`` holds them (:func:`site_t_attrs`).
 
 :func:`op_field` reads an op's ``Op`` slot from them, and an :class:`OpSource` reads a trace's
 ops by id either from them or as ``Op`` objects (:func:`op_source`, :func:`source_op`,
@@ -75,16 +75,14 @@ cdef extern from *:
     const char *OPCOLS "STREAMSIM_OPCOLS"
 
 
-cdef inline dict line_attrs(PyObject **kept_st, Py_ssize_t lo):
-    """The attrs of a host action of line ``lo`` whose columns hold ``from_line``: its site, then
-    its t, each where the line gives it (``_Run.host_attrs``' order; ``kept_st``: OpCols')."""
+cdef inline dict site_t_attrs(object site, object t):
+    """A host action's attrs as its line's ``site`` and ``t`` make them: the site, then the t,
+    each where the line gives it (``_replay._Run.host_attrs``, which adds the rest)."""
     cdef dict d = {}
-    cdef PyObject *site = kept_st[2 * lo]
-    cdef PyObject *t = kept_st[2 * lo + 1]
-    if <object>site is not None:
-        d["site"] = <object>site
-    if <object>t is not None:
-        d["t"] = <object>t
+    if site is not None:
+        d["site"] = site
+    if t is not None:
+        d["t"] = t
     return d
 
 
@@ -126,7 +124,8 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
         return <object>at[KEPT_LINENO]
     if field == F_ATTRS:
         if c.attrs[i] == c.from_line and c.from_line != NULL:
-            return line_attrs(c.kept_st, c.line[i])
+            return site_t_attrs(<object>c.kept_st[2 * c.line[i]],
+                                <object>c.kept_st[2 * c.line[i] + 1])
         return <object>c.attrs[i]
     raise ValueError(f"op_field: field {field} is not read from columns")
 

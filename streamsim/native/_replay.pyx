@@ -63,7 +63,7 @@ from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS,
-                                     line_attrs as kept_attrs)
+                                     site_t_attrs)
 from cpython.pycapsule cimport PyCapsule_New
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
@@ -766,11 +766,7 @@ cdef class _Run:
                 return self.empty
             self.from_line_used = True
             return self.from_line
-        cdef dict d = {}
-        if _l(ln, L_SITE) is not None:
-            d["site"] = _l(ln, L_SITE)
-        if _l(ln, L_T) is not None:
-            d["t"] = _l(ln, L_T)
+        cdef dict d = site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
         if _l(ln, L_RESULT) is not None:
             d["observed"] = True  # (the query's result is the program's)
         return _provenance(d, ln)
@@ -812,16 +808,11 @@ cdef class _Run:
     cdef dict line_attrs(self, int lo):
         """The attrs of a host action of line ``lo`` that holds ``from_line`` (:meth:`host_attrs`):
         its line's site, then its t, where the line gives each; from the line, or once the
-        lines are let go, from what is kept of them (:meth:`release`, ``_cols.line_attrs``)."""
+        lines are let go, from what is kept of them (:meth:`release`)."""
         if self.kept_st != NULL:
-            return kept_attrs(self.kept_st, lo)
+            return site_t_attrs(<object>self.kept_st[2 * lo], <object>self.kept_st[2 * lo + 1])
         ln = self.lines[lo]
-        cdef dict d = {}
-        if _l(ln, L_SITE) is not None:
-            d["site"] = _l(ln, L_SITE)
-        if _l(ln, L_T) is not None:
-            d["t"] = _l(ln, L_T)
-        return d
+        return site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
 
     cdef tuple access_list(self, tuple reads, tuple writes):
         """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
