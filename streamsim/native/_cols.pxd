@@ -42,7 +42,7 @@ from streamsim.native._slots cimport (slot_set, F_ID, F_AGENT, F_KIND, F_NAME, F
 
 
 cdef enum:  # what ``kept`` holds of a line, in this order
-    KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP, KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS
+    KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP, KEPT_EVENT, KEPT_FIELDS
 
 
 cdef struct OpCols:
@@ -117,11 +117,11 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_HANDLE:
         return None if c.handles == NULL else (<dict>c.handles).get(op_id)
     if field == F_LOCATION:
-        return f"{<object>at[KEPT_PATH]}:{<object>at[KEPT_LINENO]}"
+        return f"{<object>at[KEPT_PATH]}:{c.line[i]}"
     if field == F_STEP:
         return <object>c.step[i]
     if field == F_LINE:
-        return <object>at[KEPT_LINENO]
+        return c.line[i]
     if field == F_ATTRS:
         if c.attrs[i] == c.from_line and c.from_line != NULL:
             return site_t_attrs(<object>c.kept_st[2 * c.line[i]],

@@ -29,7 +29,7 @@ from cpython.unicode cimport (PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KI
 from libc.math cimport isfinite
 
 from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, KEPT_FIELDS,
-                                     KEPT_PATH, KEPT_LINENO)
+                                     KEPT_PATH)
 from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
                                       F_STEP, F_LINE, F_ATTRS, H_KIND, H_RANK, H_BUFFER, H_RANGE,
@@ -186,21 +186,16 @@ cdef class _Out:
                 self.raw(esc, 6)
         return 0
 
-    cdef int location(self, object path, object lineno) except -1:
+    cdef int location(self, object path, long long lineno) except -1:
         """``f"{path}:{lineno}"`` as a JSON string, written without making it where ``path``
-        is a str and ``lineno`` an int of a long long (a column's op: 148,055 strings made and
-        freed for the random program's rows)."""
-        cdef int overflow = 0
-        cdef long long v
-        if type(path) is not str or type(lineno) is not int:
-            return self.string(f"{path}:{lineno}")
-        v = PyLong_AsLongLongAndOverflow(lineno, &overflow)
-        if overflow:
+        is a str (a column's op, whose line is its number in the columns: 148,055 strings made
+        and freed for the random program's rows)."""
+        if type(path) is not str:
             return self.string(f"{path}:{lineno}")
         self.lit(b'"')
         self.chars(<str>path)
         self.lit(b":")
-        self.integer(v)
+        self.integer(lineno)
         return self.lit(b'"')
 
     cdef int number(self, double x) except -1:
@@ -383,7 +378,7 @@ def op_rows(ops, list ids, columns=None):
             out.item(source_field(&src, o, F_STEP, _op))
             if src.c != NULL:  # (from columns: the location and times written, not made)
                 at = src.c.kept + src.c.line[<Py_ssize_t>i] * KEPT_FIELDS
-                out.location(<object>at[KEPT_PATH], <object>at[KEPT_LINENO])
+                out.location(<object>at[KEPT_PATH], src.c.line[<Py_ssize_t>i])
                 out.lit(b",")
                 out.number(src.c.start[<Py_ssize_t>i])
                 out.lit(b",")

@@ -62,7 +62,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
-                                     KEPT_LINENO, KEPT_EVENT, KEPT_FIELDS,
+                                     KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs)
 from cpython.pycapsule cimport PyCapsule_New
 
@@ -143,7 +143,7 @@ cdef inline void _put(object obj, int field, object value) noexcept:
 
 cdef int _KEPT[KEPT_FIELDS]  # what an op reads of its line (_Run.kept_line), in _cols.pxd's order
 _KEPT[KEPT_OP], _KEPT[KEPT_NAME], _KEPT[KEPT_PATH] = L_OP, L_NAME, L_PATH  # (its location made
-_KEPT[KEPT_STEP], _KEPT[KEPT_LINENO], _KEPT[KEPT_EVENT] = L_STEP, L_LINENO, L_EVENT  # of these)
+_KEPT[KEPT_STEP], _KEPT[KEPT_EVENT] = L_STEP, L_EVENT  # of the path and its number, its index)
 
 
 DEF FLOAT_CACHE = 4096  # recent floats records() shares (a power of 2)
@@ -2392,8 +2392,8 @@ cdef class _Run:
             if lo >= self.nkept or at[KEPT_OP] == NULL:
                 raise _Fallback()  # (no op of that line: none reads it)
             return (<object>at[KEPT_OP], <object>at[KEPT_NAME],
-                    f"{<object>at[KEPT_PATH]}:{<object>at[KEPT_LINENO]}", <object>at[KEPT_STEP],
-                    <object>at[KEPT_LINENO], <object>at[KEPT_EVENT])
+                    f"{<object>at[KEPT_PATH]}:{lo}", <object>at[KEPT_STEP], lo,
+                    <object>at[KEPT_EVENT])
         ln = self.lines[lo]
         return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
                 _l(ln, L_LINENO), _l(ln, L_EVENT))
