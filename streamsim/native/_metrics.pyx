@@ -29,15 +29,17 @@ way, its ops made by none of these: :func:`keying_columns`, :func:`delayed_start
 """
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from cpython.long cimport PyLong_AsSsize_t, PyLong_CheckExact
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdlib cimport qsort
-from libc.string cimport memset
+from libc.string cimport memcmp, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport OpCols, OPCOLS
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython cimport array
+import array
 from streamsim.native._slots cimport (slot as _slot, Py_TYPE, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_KIND, F_START, F_END, F_ISSUER, F_LOCATION, F_STEP, F_ATTRS, fix_record,
     check_generic_alloc, hazard_offsets, fix_offsets, N_HAZARD_FIELDS, N_FIX_FIELDS, H_FIX,
@@ -940,18 +942,16 @@ def keying(trace, hazards, type fix_class, type hazard_class, fix_kinds):
     (``Keying.__init__``, ``inject.key_fixes(trace, fixes, dedupe=False)`` and its
     ``injection_keys``, ``fixcost._named_host_ops``): ``(fixes, keyed, sync_of, sync, host)``,
     the hazards' distinct fixes in order, the keyed fix of each sync number (the first of its
-    keyed identity), each fix's sync number, ``id(hazard)`` -> its fix's sync number, and
-    host action id -> the key of the fixes that sync before it. None when the reference must run:
+    keyed identity), each fix's sync number, each hazard's by its place in ``hazards`` (an
+    ``array('i')``, -1: no fix), and host action id -> the key of the fixes that sync before it. None when the reference must run:
     a hazard or fix of another class than those given (or a field never set), a fix keyed
     already, of a kind outside ``fix_kinds`` or naming an op that is not there, that no host
     action issued or that freed nothing (the reference words those errors), an op not an ``Op``.
 
     The reference hashes each fix's identity and then its keyed identity, tuples holding
     Agents and injection keys (a hash of the Agent dataclass, in Python, per agent in them: most
-    of its time). Here each is told apart by a tuple of ints and strings that are equal exactly
-    when the identities are: an agent by its number (equal agents: one number), a place by
-    its op id, and a keyed place by the id of its host action (two host actions never share a
-    key, and each of a fix's ops has one: the one that issued it, or itself)."""
+    of its time). Here each is told apart by seven numbers (``SyncKey``, :class:`_Keys`) that are
+    equal exactly when the identities are (see :func:`_keying`)."""
     cdef tuple ops = trace.ops if type(trace.ops) is tuple else tuple(trace.ops)
     return _keying(_OpsReader(ops), hazards, fix_class, hazard_class, fix_kinds)
 
@@ -999,8 +999,12 @@ cdef class _Reader:
         op order, as the reference's dict by issuer keeps it); None: it freed nothing."""
         raise NotImplementedError
 
-    cdef tuple site(self, Py_ssize_t i):
-        """``(location, kind)`` of op ``i`` (a fix's named host action)."""
+    cdef list named_keys(self, char *named, PtrMap agent_no, dict numbers):
+        """``injection_keys(trace, only=the named host actions)``: op id -> the injection key
+        ``(agent, kind, location, n)`` of each host action ``named`` marks (None elsewhere),
+        counting only the program's actions at the named ones' kinds and locations (a key's n
+        counts its own site's actions, an injected one not), each counted action's thread
+        numbered in ``agent_no``/``numbers`` in op order (equal agents: one number)."""
         raise NotImplementedError
 
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
@@ -1047,15 +1051,25 @@ cdef class _OpsReader(_Reader):
         free = self.freed_by.get(before)
         return None if free is None else str(free.attrs.get("buffer"))
 
-    cdef tuple site(self, Py_ssize_t i):
-        op = self.ops[i]
-        return op.location, op.kind
-
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
         got = _at_sites(self.ops, lines, kinds, self.host_kind, agent_no, numbers)
         if got is None:
             raise _Decline()
         return got
+
+    cdef list named_keys(self, char *named, PtrMap agent_no, dict numbers):
+        cdef Py_ssize_t i
+        lines, kinds = set(), set()
+        for i in range(self.n):
+            if named[i]:
+                op = self.ops[i]
+                lines.add(op.location)
+                kinds.add(op.kind)
+        key_of = [None] * self.n
+        for i, ag, okind, loc, k, t in self.at_sites(lines, kinds, agent_no, numbers):
+            if named[i]:
+                key_of[i] = (ag, okind, loc, k)
+        return key_of
 
     cdef bint is_host(self, Py_ssize_t i) except -1:
         cdef PyObject *p = <PyObject *>self.ops[i]
@@ -1120,11 +1134,6 @@ cdef class _ColumnsReader(_Reader):
             raise _Decline()
         return str((<dict>attrs).get("buffer"))
 
-    cdef tuple site(self, Py_ssize_t i):
-        if self.c.line[i] <= 0 or self.prefix is None:
-            raise _Decline()  # (a fix's sync, of no line: not in a first run; several paths)
-        return f"{self.prefix}{self.c.line[i]}", <object>self.c.kind[i]
-
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
         # An op's location is its line's (one path): the locations wanted are found by their
         # line number, and each line's actions counted in C: a line's count is its site's,
@@ -1184,6 +1193,67 @@ cdef class _ColumnsReader(_Reader):
             count[line] += 1
         return out
 
+    cdef list named_keys(self, char *named, PtrMap agent_no, dict numbers):
+        # An op's location is its line's (one path): the lines of the named actions are marked
+        # by number, and each line's actions counted in C: a line's count is its site's,
+        # (thread, kind, location), while every action counted at it is of one thread and
+        # kind (an op log's line is one action; else the reference counts, on the ops). A
+        # location string is made only for a named action's key.
+        if self.prefix is None:
+            raise _Decline()  # (lines of several paths: a location is not its line number)
+        cdef OpCols *c = self.c
+        cdef Py_ssize_t i, a, line, last = 0, nag = len(self.agents)
+        for i in range(self.n):
+            if c.line[i] > last:
+                last = c.line[i]
+        cdef Block b_at = Block(last + 1)
+        cdef char *wanted = <char *>b_at.p  # line -> 1: a named action's
+        memset(wanted, 0, last + 1)
+        cdef set kinds = set()
+        for i in range(self.n):
+            if named[i]:
+                if c.line[i] <= 0:
+                    raise _Decline()  # (a fix's sync, of no line: not in a first run)
+                wanted[c.line[i]] = 1
+                kinds.add(<object>c.kind[i])
+        cdef Block b_count = Block((last + 1) * sizeof(int))
+        cdef int *count = <int *>b_count.p  # line -> its actions counted so far
+        cdef Block b_first = Block((last + 1) * sizeof(int))
+        cdef int *first = <int *>b_first.p  # line -> the agent of its first action counted
+        cdef Block b_kind = Block((last + 1) * sizeof(PyObject *))
+        cdef PyObject **kind_of = <PyObject **>b_kind.p  # line -> that action's kind
+        memset(count, 0, (last + 1) * sizeof(int))
+        cdef Block b_no = Block((nag + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its thread number, or -1
+        for a in range(nag):
+            number[a] = -1
+        cdef bytearray host = self.host
+        cdef list key_of = [None] * self.n
+        cdef PyObject *okind
+        for i in range(self.n):
+            a = c.agent[i]
+            line = c.line[i]
+            if not host[a] or line <= 0 or not wanted[line]:
+                continue  # (line 0: a fix's sync, no line's action; else no key's line)
+            okind = c.kind[i]
+            if not <object>okind in kinds:
+                continue
+            if type(<object>c.attrs[i]) is not dict:
+                raise _Decline()
+            if (<dict>c.attrs[i]).get("injected"):
+                continue
+            if count[line] == 0:
+                first[line], kind_of[line] = a, okind
+            elif first[line] != a or (kind_of[line] != okind and
+                                      not <object>kind_of[line] == <object>okind):
+                raise _Decline()  # (two sites at one line: not an op log's line)
+            if number[a] < 0:
+                number[a] = _agent_number(<PyObject *>self.agents[a], agent_no, numbers)
+            if named[i]:
+                key_of[i] = (self.agents[a], <object>okind, f"{self.prefix}{line}", count[line])
+            count[line] += 1
+        return key_of
+
     cdef bint is_host(self, Py_ssize_t i) except -1:
         return self.host[self.c.agent[i]]
 
@@ -1194,8 +1264,66 @@ cdef class _ColumnsReader(_Reader):
         return self.c.start[i]
 
 
+cdef struct SyncKey:
+    # A fix's identity as numbers (``_Keys``): its kind, its three places (op ids, or the host
+    # actions keyed; -1: None), its two streams' agent numbers and its buffer's number (-1: None)
+    long long f[7]
+
+
+cdef class _Keys:
+    """Distinct :c:type:`SyncKey` values, numbered in the order first put: an open-addressing
+    table of numbers over an array of the keys, where the reference hashes a tuple of Agents
+    and ints per fix (a tuple and a dict entry each: at 1,000,000 lines of the random program,
+    299,760 fixes, keying's resident memory was 364 MB)."""
+    cdef SyncKey *keys
+    cdef Py_ssize_t *slots  # a key's number + 1 (0: an empty slot)
+    cdef Py_ssize_t n, mask
+    cdef bint added  # whether the last :meth:`number` put a new key
+
+    def __cinit__(self, Py_ssize_t expect):
+        cdef Py_ssize_t cap = 16
+        while cap < 2 * expect + 2:
+            cap *= 2
+        self.keys = <SyncKey *>PyMem_Malloc((expect + 1) * sizeof(SyncKey))
+        self.slots = <Py_ssize_t *>PyMem_Malloc(cap * sizeof(Py_ssize_t))
+        if self.keys == NULL or self.slots == NULL:
+            raise MemoryError()
+        memset(self.slots, 0, cap * sizeof(Py_ssize_t))
+        self.mask = cap - 1
+
+    def __dealloc__(self):
+        PyMem_Free(self.keys)
+        PyMem_Free(self.slots)
+
+    cdef Py_ssize_t number(self, SyncKey *k) noexcept:
+        """The number of key ``k``: an equal one's, else the next (``expect`` keys at most)."""
+        cdef uint64_t h = 14695981039346656037ULL
+        cdef int f
+        for f in range(7):
+            h = (h ^ <uint64_t>k.f[f]) * 1099511628211ULL
+            h ^= h >> 29
+        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>self.mask), x
+        while True:
+            x = self.slots[i]
+            if x == 0:
+                break
+            if memcmp(&self.keys[x - 1], k, sizeof(SyncKey)) == 0:
+                self.added = False
+                return x - 1
+            i = (i + 1) & self.mask
+        self.keys[self.n] = k[0]
+        self.slots[i] = self.n + 1
+        self.n += 1
+        self.added = True
+        return self.n - 1
+
+
 cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_kinds):
-    """:func:`keying`'s steps, the run's ops read through ``r``."""
+    """:func:`keying`'s steps, the run's ops read through ``r``. Fixes are told apart by their
+    :c:type:`SyncKey` (:class:`_Keys`), equal exactly when their identities are: the kind and
+    buffer by a number per distinct value, an agent by its number (equal agents: one number),
+    a place by its op id, and a keyed place by the id of its host action (two host actions
+    never share a key, and each of a fix's ops has one: the one that issued it, or itself)."""
     cdef Py_ssize_t HOFF[<int>N_HAZARD_FIELDS]
     cdef Py_ssize_t XOFF[<int>N_FIX_FIELDS]
     hazard_offsets(hazard_class, HOFF)
@@ -1203,44 +1331,48 @@ cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_k
     check_generic_alloc(fix_class)
     cdef PyTypeObject *HAZ = <PyTypeObject *>hazard_class
     cdef PyTypeObject *FIX = <PyTypeObject *>fix_class
-    cdef Py_ssize_t nops = r.n, i, j
+    cdef Py_ssize_t nops = r.n, nh = len(hazards), i, j, pos, nf
     cdef PyObject *p
     cdef PyObject *v
     cdef PtrMap agent_no = PtrMap()  # agent address -> its number (equal agents: one number)
     cdef dict numbers = {}  # agent -> its number
+    cdef dict values = {}  # a fix's kind or buffer -> its number (SyncKey's)
+    cdef SyncKey key
 
     # 1. The hazards' distinct fixes (Keying's first loop), told apart by their plain identity.
     cdef list fixes = []
-    cdef dict index = {}  # plain identity -> index in fixes
-    cdef list which = []  # (id(hazard), index of its fix)
-    for h in hazards:
-        p = <PyObject *>h
+    cdef _Keys plain = _Keys(nh)
+    cdef Block b_fix_of = Block(nh * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *fix_of = <Py_ssize_t *>b_fix_of.p  # hazard position -> its fix (-1: none)
+    for pos in range(nh):
+        p = <PyObject *>hazards[pos]
         if Py_TYPE(p) != HAZ:
             return None
         v = _slot(p, HOFF[H_FIX])
         if v == NULL:
             return None
+        fix_of[pos] = -1
         if v == <PyObject *>None:
             continue
-        fix = <object>v
-        ident = _plain_identity(fix, FIX, XOFF, agent_no, numbers)
-        if ident is None:
+        if not _plain_key(<object>v, FIX, XOFF, agent_no, numbers, values, &key):
             return None
-        i = index.setdefault(ident, len(fixes))
-        if i == len(fixes):
-            fixes.append(fix)
-        which.append((id(h), i))
+        i = plain.number(&key)
+        if plain.added:
+            fixes.append(<object>v)
+        fix_of[pos] = i
 
     # 2. key_fixes(trace, fixes, dedupe=False): the host action of each place each fix names
+    nf = len(fixes)
     cdef Block b_named = Block(nops)
     cdef char *named = <char *>b_named.p  # host op id -> 1 named by a fix
-    for i in range(nops):
-        named[i] = 0
-    cdef list places = []  # per fix: its places' host op ids (-1: none), its keyed buffer
+    memset(named, 0, nops)
+    cdef Block b_places = Block(3 * (nf + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *places = <Py_ssize_t *>b_places.p  # per fix: its places' host op ids (-1)
+    cdef dict freed = {}  # a record_stream fix -> the buffer its keyed form names
     cdef Py_ssize_t hb, hh, hr
     try:
-        for fix in fixes:
-            p = <PyObject *>fix
+        for j in range(nf):
+            p = <PyObject *>fixes[j]
             kind = <object>_slot(p, XOFF[X_KIND])
             if kind not in fix_kinds:
                 return None  # (the reference raises: "cannot apply a fix of kind ...")
@@ -1254,81 +1386,95 @@ cdef object _keying(_Reader r, hazards, type fix_class, type hazard_class, fix_k
                 named[hh] = 1
             if hr >= 0:
                 named[hr] = 1
-            buffer = None
             if kind == "record_stream":
                 buffer = r.freed_buffer(<object>_slot(p, XOFF[X_BEFORE]))
                 if buffer is None:
                     return None  # (the reference raises: "... which freed nothing")
-            places.append((hb, hh, hr, buffer))
-
-        # injection_keys(trace, only=the named host ops): each named action's key, counting
-        # only the actions at the named ones' kinds and locations (the n of a key counts its
-        # own site's)
-        key_of = [None] * nops  # host op id -> its key (the named ones)
-        lines, kinds = set(), set()
-        for i in range(nops):
-            if named[i]:
-                loc, okind = r.site(i)
-                lines.add(loc)
-                kinds.add(okind)
-        counted = r.at_sites(lines, kinds, agent_no, numbers)
+                freed[j] = buffer
+            places[3 * j], places[3 * j + 1], places[3 * j + 2] = hb, hh, hr
+        key_of = r.named_keys(named, agent_no, numbers)
     except _Decline:
         return None
-    for i, ag, okind, loc, n, t in counted:
-        if named[i]:
-            key_of[i] = (ag, okind, loc, n)
 
     # each fix keyed (the reference's type(fix)(...), made by its slots), numbered by its keyed
     # identity (Keying's second loop), and the host action its sync goes before (_named_host_ops)
     cdef list keyed = []  # sync number -> the first keyed fix of its identity
     cdef list sync_of = []  # fix index -> sync number
-    cdef dict number_of = {}  # keyed plain identity -> sync number
+    cdef _Keys numbered = _Keys(nf)
+    cdef Block b_sync = Block((nf + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *sync_no = <Py_ssize_t *>b_sync.p  # (sync_of, in C)
     cdef dict host = {}
-    for j in range(len(fixes)):
+    for j in range(nf):
         fix = fixes[j]
         p = <PyObject *>fix
-        hb, hh, hr, buffer = places[j]
+        hb, hh, hr = places[3 * j], places[3 * j + 1], places[3 * j + 2]
         kb = key_of[hb]
         kh = key_of[hh] if hh >= 0 else None
         kr = key_of[hr] if hr >= 0 else None
         if kb is None or (hh >= 0 and kh is None) or (hr >= 0 and kr is None):
             return None  # (an injected action, or no host thread's: the reference's KeyError)
-        kind = <object>_slot(p, XOFF[X_KIND])
-        es, ws = <object>_slot(p, XOFF[X_EVENT_STREAM]), <object>_slot(p, XOFF[X_WAIT_STREAM])
-        ident = (kind, hb, hh, hr, _number_or_none(es, agent_no, numbers),
-                 _number_or_none(ws, agent_no, numbers), buffer)
-        n = number_of.setdefault(ident, len(keyed))
-        if n == len(keyed):
-            keyed.append(fix_record(fix_class, XOFF, kind, <object>_slot(p, XOFF[X_TEXT]), kb, kh,
-                                    kr, es, ws, buffer))
-        sync_of.append(n)
+        buffer = freed.get(j) if freed else None
+        key = plain.keys[j]  # (its kind and streams; its places keyed, its buffer the freed one)
+        key.f[1], key.f[2], key.f[3] = hb, hh, hr
+        key.f[6] = -1 if buffer is None else _value_number(values, buffer)
+        i = numbered.number(&key)
+        if numbered.added:
+            keyed.append(fix_record(fix_class, XOFF, <object>_slot(p, XOFF[X_KIND]),
+                                    <object>_slot(p, XOFF[X_TEXT]), kb, kh, kr,
+                                    <object>_slot(p, XOFF[X_EVENT_STREAM]),
+                                    <object>_slot(p, XOFF[X_WAIT_STREAM]), buffer))
+        sync_of.append(i)
+        sync_no[j] = i
         host[hb] = kb
-    cdef dict sync = {hz: sync_of[i] for hz, i in which}
+    cdef array.array sync = array.clone(_INTS, nh, zero=False)  # hazard position -> sync, -1
+    for pos in range(nh):
+        sync.data.as_ints[pos] = -1 if fix_of[pos] < 0 else <int>sync_no[fix_of[pos]]
     return fixes, keyed, sync_of, sync, host
 
 
-cdef object _plain_identity(object fix, PyTypeObject *FIX, Py_ssize_t *XOFF, PtrMap agent_no,
-                            dict numbers):
-    """A fix's ``identity`` with each agent as its number: equal exactly when the identities are;
-    None when the fix is of another class, has a field never set, or is keyed already (a place
-    that is not an int: the reference keeps such a fix as it is)."""
+cdef array.array _INTS = array.array("i")
+
+
+cdef Py_ssize_t _value_number(dict values, object x) except -1:
+    """The number of a fix's kind or buffer ``x`` (equal values: one number)."""
+    got = values.get(x)
+    if got is None:
+        got = values[x] = len(values)
+    return got
+
+
+cdef bint _plain_key(object fix, PyTypeObject *FIX, Py_ssize_t *XOFF, PtrMap agent_no,
+                     dict numbers, dict values, SyncKey *key) except -1:
+    """Fill ``key`` with a fix's ``identity`` (each agent as its number, its kind and buffer as
+    theirs): equal exactly when the identities are. False when the fix is of another class, has
+    a field never set, or is keyed already (a place that is not an int: the reference keeps such
+    a fix as it is), or a place past a long long."""
     cdef PyObject *p = <PyObject *>fix
-    cdef int f
+    cdef int f, overflow = 0
     if Py_TYPE(p) != FIX:
-        return None
+        return False
     for f in range(<int>N_FIX_FIELDS):
         if _slot(p, XOFF[f]) == NULL:
-            return None
-    before = <object>_slot(p, XOFF[X_BEFORE])
-    handle = <object>_slot(p, XOFF[X_HANDLE_OP])
-    after = <object>_slot(p, XOFF[X_RECORD_AFTER])
-    if not PyLong_CheckExact(before) or not (handle is None or PyLong_CheckExact(handle)) or \
-            not (after is None or PyLong_CheckExact(after)):
-        return None
-    return (<object>_slot(p, XOFF[X_KIND]), before, handle, after,
-            _number_or_none(<object>_slot(p, XOFF[X_EVENT_STREAM]), agent_no, numbers),
-            _number_or_none(<object>_slot(p, XOFF[X_WAIT_STREAM]), agent_no, numbers),
-            <object>_slot(p, XOFF[X_BUFFER]))
+            return False
+    places = (<object>_slot(p, XOFF[X_BEFORE]), <object>_slot(p, XOFF[X_HANDLE_OP]),
+              <object>_slot(p, XOFF[X_RECORD_AFTER]))
+    for f in range(3):
+        x = places[f]
+        if x is None and f > 0:
+            key.f[1 + f] = -1
+            continue
+        if not PyLong_CheckExact(x):
+            return False
+        key.f[1 + f] = PyLong_AsLongLongAndOverflow(x, &overflow)
+        if overflow or key.f[1 + f] < 0:
+            return False  # (no op of that id: the reference words it)
+    key.f[0] = _value_number(values, <object>_slot(p, XOFF[X_KIND]))
+    es, ws = <object>_slot(p, XOFF[X_EVENT_STREAM]), <object>_slot(p, XOFF[X_WAIT_STREAM])
+    key.f[4] = -1 if es is None else _agent_number(<PyObject *>es, agent_no, numbers)
+    key.f[5] = -1 if ws is None else _agent_number(<PyObject *>ws, agent_no, numbers)
+    buffer = <object>_slot(p, XOFF[X_BUFFER])
+    key.f[6] = -1 if buffer is None else _value_number(values, buffer)
+    return True
 
 
 cdef list _at_sites(tuple ops, set lines, set kinds, PtrMap host_kind, PtrMap agent_no,
@@ -1382,10 +1528,6 @@ cdef Py_ssize_t _agent_number(PyObject *ag, PtrMap agent_no, dict numbers) excep
         t = numbers.setdefault(<object>ag, len(numbers))
         agent_no.put(<uintptr_t>ag, t)
     return t
-
-
-cdef object _number_or_none(object ag, PtrMap agent_no, dict numbers):
-    return None if ag is None else _agent_number(<PyObject *>ag, agent_no, numbers)
 
 
 cdef bint _is_host(PyObject *ag, PtrMap host_kind) except -1:

@@ -10,6 +10,7 @@ fit in a budget of re-simulated ops, so that costing stays within a bounded mult
 from __future__ import annotations
 
 import functools
+from array import array
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..analysis.checks import FixCost, FixShift, analyse, distinct_fixes
@@ -54,7 +55,7 @@ class Keying:
 
     def __init__(self, trace: Trace, findings: Findings):
         hazards = findings.hazards
-        self._hazards = hazards  # (kept alive: ``_sync`` is keyed by their ids)
+        self._hazards = hazards  # (kept alive: ``_position`` is keyed by their ids)
         from .. import native  # (local: the optional compiled core; tests/native/test_keying.py)
         compiled = native.keying(trace, hazards, Fix, Hazard)  # (compiled: no Agent hashed)
         if compiled is not None:
@@ -71,6 +72,12 @@ class Keying:
         self.delayed_start = _delayed_starts(trace, host)
 
     @functools.cached_property
+    def _position(self) -> dict[int, int]:
+        """``id(hazard)`` -> its place among the findings' hazards (``_sync``'s index), made
+        at the first group of them asked for: every fix at once asks none."""
+        return {id(h): i for i, h in enumerate(self._hazards)}
+
+    @functools.cached_property
     def _of(self) -> dict[tuple, int]:
         """A fix's identity -> its sync number (for a hazard not among the findings': rare)."""
         return {f.identity: self._sync_of[i] for i, f in enumerate(self._fixes)}
@@ -81,10 +88,11 @@ class Keying:
         if hazards is self._hazards:  # (every fix at once: each sync, numbered in the order of
             return list(self._keyed)  # the first hazard that needs it; no walk of the hazards)
         out, seen = [], set()
-        sync, keyed = self._sync, self._keyed
+        sync, keyed, position = self._sync, self._keyed, self._position
         for h in hazards:
-            n = sync.get(id(h))
-            if n is None:  # (not one of the findings' hazards: an equal one, or no fix)
+            i = position.get(id(h))
+            n = -1 if i is None else sync[i]
+            if n < 0:  # (no fix, or not one of the findings' hazards: an equal one)
                 if h.fix is None:
                     continue
                 n = self._of[h.fix.identity]
@@ -97,17 +105,18 @@ class Keying:
 def _keying(trace: Trace, hazards: Sequence[Hazard]) -> tuple:
     """:class:`Keying`'s reference: ``(fixes, keyed, sync_of, sync, host)``, the hazards'
     distinct fixes (each fix's identity hashed once), the keyed fix of each sync number (the
-    first of its keyed identity), each fix's sync number, ``id(hazard)`` -> its sync number, and
-    host action id -> the key its fixes' syncs go before (None: a fix was keyed already)."""
+    first of its keyed identity), each fix's sync number, each hazard's sync number by its
+    place in ``hazards`` (an ``array('i')``, -1: no fix), and host action id -> the key its
+    fixes' syncs go before (None: a fix was keyed already)."""
     fixes: list[Fix] = []  # distinct_fixes(hazards), each fix's identity hashed once here
     index: dict[tuple, int] = {}  # a fix's identity (op ids) -> its index in ``fixes``
-    which: list[tuple[int, int]] = []  # (id of a hazard with a fix, its fix's index)
-    for h in hazards:
+    which: list[tuple[int, int]] = []  # (place of a hazard with a fix, its fix's index)
+    for pos, h in enumerate(hazards):
         if h.fix is not None:
             i = index.setdefault(h.fix.identity, len(fixes))
             if i == len(fixes):
                 fixes.append(h.fix)
-            which.append((id(h), i))
+            which.append((pos, i))
     keyed = key_fixes(trace, fixes, dedupe=False)
     unique: list[Fix] = []  # sync number -> its keyed fix (the first of its identity)
     numbers: dict[tuple, int] = {}  # keyed identity -> sync number
@@ -117,7 +126,9 @@ def _keying(trace: Trace, hazards: Sequence[Hazard]) -> tuple:
         if n == len(unique):
             unique.append(kf)
         sync_of.append(n)
-    sync = {h: sync_of[i] for h, i in which}  # id(hazard) -> sync number
+    sync = array("i", [-1]) * len(hazards)  # hazard place -> sync number (-1: no fix)
+    for pos, i in which:
+        sync[pos] = sync_of[i]
     return fixes, unique, sync_of, sync, _named_host_ops(trace, fixes, keyed)
 
 
