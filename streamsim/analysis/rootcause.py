@@ -111,35 +111,54 @@ def root_causes(trace: Trace, hazards: Sequence[Hazard]) -> tuple[RootCause, ...
         return ()
     lives = _Lives(trace)
     groups = _grouped(trace, hazards, lives)
+    said = native.root_cause_summaries(trace, hazards, list(groups.values()))
+    if said is None:
+        said = [_summary(trace, hazards, idx) for idx in groups.values()]
     out = []
     waits: dict[int, Op] | None = None  # waited op id -> the program's first wait of it (lazily)
-    for (kind, buffer, first, second), idx in groups.items():
-        members = [hazards[i] for i in idx]
+    for ((kind, buffer, first, second), idx), summary in zip(groups.items(), said, strict=True):
+        fix_kind, at, others, manifest, ranks, step_gap = summary
         if isinstance(buffer, tuple):
-            buffer = lives.shown(members, buffer)
-        fixes = [h.fix for h in members if h.fix is not None]
-        fix_kind = _most_common([f.kind for f in fixes])
+            buffer = lives.shown([hazards[i] for i in idx], buffer)
         text, why = None, ""
         if fix_kind is None:
-            why = no_fix_reason(trace, members[0])
+            why = no_fix_reason(trace, hazards[idx[0]])
         else:
-            example = next(h for h in members if h.fix is not None and h.fix.kind == fix_kind)
+            example = hazards[at]
             later = None
-            sent = trace.op(example.first)
-            if fix_kind == "wait_handle" and sent.agent.is_gloo and sent.kind == "isend":
-                if waits is None:
-                    waits = _first_waits(trace)
-                w = waits.get(example.first)
-                later = site_of(w) if w is not None else None
-            text = code_fix(trace, example, first, second, _step_gap(trace, members), later)
-            others = len(members) - sum(f.kind == fix_kind for f in fixes)
+            if fix_kind == "wait_handle":
+                sent = trace.op(example.first)
+                if sent.agent.is_gloo and sent.kind == "isend":
+                    if waits is None:
+                        waits = _first_waits(trace)
+                    w = waits.get(example.first)
+                    later = site_of(w) if w is not None else None
+            text = code_fix(trace, example, first, second, step_gap, later)
             if others:
                 text += (f" ({others} instance{'s' * (others != 1)} need{'s' * (others == 1)} "
                          "another sync: see the instances)")
-        out.append(RootCause(kind, buffer, first, second, tuple(idx),
-                             sum(h.manifest for h in members),
-                             tuple(sorted({h.rank for h in members})), text, fix_kind, why))
+        out.append(RootCause(kind, buffer, first, second, tuple(idx), manifest, ranks, text,
+                             fix_kind, why))
     return tuple(out)
+
+
+def _summary(trace: Trace, hazards: Sequence[Hazard], idx: list[int]) -> tuple:
+    """What a root cause says of its instances (``hazards`` at ``idx``): ``(fix kind, the
+    index of its example, others, manifest, ranks, step gap)``: the most common kind of their
+    fixes (None: none has a fix) and the first instance with it, how many instances need
+    another sync, how many struck in this timing, their ranks, and how many steps their
+    accesses are apart (:func:`_step_gap`; None without a fix). Compiled where it runs
+    (streamsim/native/_rootcause.pyx, ``summaries``: the same tuples)."""
+    members = [hazards[i] for i in idx]
+    kinds = [h.fix.kind for h in members if h.fix is not None]
+    fix_kind = _most_common(kinds)
+    manifest = sum(h.manifest for h in members)
+    ranks = tuple(sorted({h.rank for h in members}))
+    if fix_kind is None:
+        return None, None, 0, manifest, ranks, None
+    at = next(i for i, h in zip(idx, members) if h.fix is not None and h.fix.kind == fix_kind)
+    return (fix_kind, at, len(members) - kinds.count(fix_kind), manifest, ranks,
+            _step_gap(trace, members))
 
 
 def _grouped(trace: Trace, hazards: Sequence[Hazard], lives: "_Lives | None"
@@ -333,4 +352,4 @@ def _step(trace: Trace, op_id: int) -> int | None:
     return op.step
 
 
-native.bind_root_causes(op=Op, site=Site, peer_sub=_PEER.sub)
+native.bind_root_causes(op=Op, site=Site, peer_sub=_PEER.sub, hazard=Hazard, fix=Fix)

@@ -198,8 +198,8 @@ def with_fixes(trace: Any, hazards: Sequence) -> list | None:
 
 
 def bind_root_causes(**objects: Any) -> None:
-    """Hand the trace's ``Op``, rootcause's ``Site`` and its label's regex substitution to the
-    compiled grouping (``_rootcause.bind``)."""
+    """Hand the trace's ``Op``, rootcause's ``Site`` and its label's regex substitution, and the
+    findings' ``Hazard`` and ``Fix``, to the compiled grouping (``_rootcause.bind``)."""
     _binding["_rootcause"] = objects
 
 
@@ -211,6 +211,14 @@ def root_cause_groups(trace: Any, hazards: Sequence, made_site: Any, covered: di
     m = _used("_rootcause") if _on() else None
     return None if m is None else m.groups(trace, hazards, made_site, covered,
                                            _columns_of(trace))
+
+
+def root_cause_summaries(trace: Any, hazards: Sequence, groups: list) -> list | None:
+    """Compiled :func:`streamsim.analysis.rootcause._summary` of each group of hazard indices
+    (the same tuples, in order); None when the reference must say them (``STREAMSIM_NATIVE=0``
+    or ``_rootcause`` not built, or what ``_rootcause.summaries`` does not read)."""
+    m = _used("_rootcause") if _on() else None
+    return None if m is None else m.summaries(trace, hazards, groups, _columns_of(trace))
 
 
 def bind_json(**objects: Any) -> None:

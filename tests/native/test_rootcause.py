@@ -1,7 +1,8 @@
 """The compiled grouping of hazards into root causes (streamsim/native/_rootcause.pyx) is the
 reference's (streamsim/analysis/rootcause.py, ``_grouped``): the same keys (kind, buffer or
 allocation site, the two Site objects by value), in the same order, each with the same hazards,
-and so the same root causes, on every model of models/ (each variant: comm ops whose default
+and each group's summary is the reference's (``_summary``: the most common fix kind, its first
+instance, the others, manifest count, ranks, step gap), and so the same root causes, on every model of models/ (each variant: comm ops whose default
 names carry their peer, micro-batches, buffers made by ``host.buffer`` at a model line), on
 generated op logs (several ranks, named and unnamed lines, allocations), on a recorded-like log
 (every line with a recorder's ``site``, allocations with a site: grouped by where the tensor was
@@ -36,8 +37,11 @@ def assert_same(monkeypatch, trace: Trace, hazards, what: str, seen: set | None 
     lives = R._Lives(trace) if hazards else None
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")
     made = lives.site if lives is not None and lives.made else None
-    assert native.root_cause_groups(trace, hazards, made, R._covered_by(trace, hazards)) \
-        is not None, f"{what}: the compiled grouping declined"
+    groups = native.root_cause_groups(trace, hazards, made, R._covered_by(trace, hazards))
+    assert groups is not None, f"{what}: the compiled grouping declined"
+    said = native.root_cause_summaries(trace, hazards, list(groups.values()))
+    assert said is not None or not hazards, f"{what}: the compiled summaries declined"
+    assert said == [R._summary(trace, hazards, idx) for idx in groups.values()], what
     compiled = R._grouped(trace, hazards, lives), R.root_causes(trace, hazards)
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
     reference = R._grouped(trace, hazards, lives), R.root_causes(trace, hazards)
@@ -142,6 +146,34 @@ def test_hazards_a_fix_covers_are_merged_as_the_reference_merges_them(monkeypatc
     assert_same(monkeypatch, trace, hazards, "merged")
     groups = R._grouped(trace, hazards, R._Lives(trace))
     assert list(groups.values()) == [[0, 1, 2]], groups  # (the peer dropped from the label)
+
+
+def test_a_group_of_several_fix_kinds_is_summed_up_as_the_reference_does(monkeypatch):
+    """Instances of one root cause whose fixes differ: the kind most of them need is the root
+    cause's (of equal counts, the first met), its example the first instance of that kind, the
+    others counted; instances with no fix count for neither; manifest and ranks of all."""
+    host, s1, s2 = Agent(0, HOST, "main"), Agent(0, STREAM, "s1"), Agent(0, STREAM, "s2")
+
+    def op(i, agent, kind, name, **kw):
+        return Op(id=i, agent=agent, index=i, kind=kind, name=name, enqueued=float(i),
+                  start=float(i), end=i + 0.5, start_seq=2 * i, end_seq=2 * i + 1,
+                  location="m.py:7", **kw)
+    ops = [op(0, host, "host", "h"), op(1, s1, "launch", "produce", issuer=0, step=3),
+           op(2, host, "host", "h"), op(3, s2, "launch", "consume", issuer=2, step=4)]
+    trace = Trace(ops=tuple(ops), agents=(host, s1, s2))
+    event = Fix("event", "record, wait", 2, record_after=0, event_stream=s1, wait_stream=s2)
+    sync = Fix("event_sync", "record, sync", 2, record_after=0, event_stream=s1)
+
+    def hz(fix, manifest, rank=0):
+        return Hazard("RAW", rank, "x", (0, 8), 1, 3, "write", "read", manifest, fix)
+    cases = [(sync, event, event, sync, None), (sync, event), (None, event, sync, sync),
+             (None, None)]
+    for fixes in cases:
+        hazards = tuple(hz(f, k % 2 == 0, rank=k % 3) for k, f in enumerate(fixes))
+        assert_same(monkeypatch, trace, hazards, f"fixes {[getattr(f, 'kind', None) for f in fixes]}")
+    assert R._summary(trace, [hz(sync, True), hz(event, False)], [0, 1])[:3] == ("event_sync", 0, 1)
+    assert R._summary(trace, [hz(None, True), hz(event, False), hz(sync, False), hz(sync, True)],
+                      [0, 1, 2, 3]) == ("event_sync", 2, 2, 2, (0,), 1)
 
 
 def test_an_op_it_does_not_read_leaves_the_grouping_to_the_reference(monkeypatch):
