@@ -26,7 +26,7 @@ from cpython.object cimport PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.unicode cimport (PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA,
                               PyUnicode_1BYTE_KIND)
-from libc.math cimport isfinite
+from libc.math cimport fabs, isfinite, llround
 
 from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, KEPT_FIELDS,
                                      KEPT_PATH)
@@ -52,6 +52,79 @@ cdef extern from "Python.h":
     int Py_DTSF_ADD_DOT_0
 
 cdef object Op = None, Agent = None, Hazard = None, Fix = None
+cdef double _POW10[18]  # 10 ** k, exact as doubles
+cdef long long _IPOW10[18]
+for _k in range(18):
+    _POW10[_k], _IPOW10[_k] = 10.0 ** _k, 10 ** _k
+
+
+cdef int _short_decimal(double x, char *out) noexcept:
+    """``repr(x)`` into ``out`` (32 bytes), without dtoa, where ``x`` is the one double nearest
+    a decimal of few digits that ``repr`` writes in fixed notation (1e-4 <= |x| < 1e15): a
+    program's times and durations, sums of microseconds to a few decimals, whose dtoa took half
+    of the JSON op rows' time (bignum steps: 2.9 us a row). Returns the length, or -1 where
+    dtoa must say it.
+
+    For k = 0, 1, ... decimals, v = round(|x| * 10**k) is taken when v / 10**k == |x|: that
+    division is correctly rounded, as parsing the decimal ``v`` e-k is, so the decimal reads
+    back as ``x``. It is ``repr``'s shortest one only if no decimal of fewer places reads back:
+    if one did, every decimal of k places that reads back would include its multiple of ten,
+    so v is refused where v +- 1 also reads back, or where v ends in a zero (k > 0). Each
+    refusal and every other case (a product past 2**53) leaves the float to dtoa:
+    tests/native/test_jsonv4.py holds this to ``repr`` on millions of floats."""
+    cdef double ax = fabs(x), p
+    cdef long long v, ip, fp
+    cdef int k, n = 0, j
+    cdef char digits[24]
+    cdef int nd
+    if not (1e-4 <= ax < 1e15):
+        return -1
+    for k in range(18):
+        p = _POW10[k]
+        if ax * p >= 9007199254740992.0:
+            return -1
+        v = llround(ax * p)
+        if <double>v / p != ax:
+            continue
+        if (k > 0 and v % 10 == 0) or <double>(v - 1) / p == ax or <double>(v + 1) / p == ax:
+            return -1
+        if x < 0:
+            out[n] = 45
+            n += 1
+        ip, fp = v // _IPOW10[k], v % _IPOW10[k]
+        nd = 0
+        while True:
+            digits[nd] = <char>(48 + ip % 10)
+            nd += 1
+            ip //= 10
+            if ip == 0:
+                break
+        for j in range(nd - 1, -1, -1):
+            out[n] = digits[j]
+            n += 1
+        out[n] = 46
+        n += 1
+        if k == 0:
+            out[n] = 48
+            return n + 1
+        for j in range(k - 1, -1, -1):
+            out[n + j] = <char>(48 + fp % 10)
+            fp //= 10
+        return n + k
+    return -1
+
+
+def float_texts(list xs) -> str:
+    """The texts the JSON writer gives floats ``xs`` (``repr``, or ``null`` for a NaN or an
+    infinity), one a line, as one writer writes them in turn (:meth:`_Out.number`): what
+    tests/native/test_jsonv4.py compares with ``repr``."""
+    cdef _Out out = _Out()
+    cdef Py_ssize_t k
+    for k in range(len(xs)):
+        if k:
+            out.lit(b"\n")
+        out.number(<double?>xs[k])
+    return out.text()
 cdef Py_ssize_t _op[<int>N_FIELDS]
 cdef Py_ssize_t _hz[<int>N_HAZARD_FIELDS]
 cdef Py_ssize_t _fx[<int>N_FIX_FIELDS]
@@ -224,7 +297,8 @@ cdef class _Out:
         return 0
 
     cdef int double(self, double x) except -1:
-        """``repr(x)`` of a finite float: Python's shortest round-trip digits (dtoa), made
+        """``repr(x)`` of a finite float: Python's shortest round-trip digits (a decimal of
+        few digits without dtoa, :func:`_short_decimal`; else dtoa), made
         once for each of the recent values (a direct-mapped cache by the value's bits: a
         stream's ops start as the ones before them end, so the same times recur)."""
         cdef unsigned long long bits
@@ -234,6 +308,14 @@ cdef class _Out:
         cdef Py_ssize_t k
         if self.float_used[slot] and self.float_bits[slot] == bits:
             return self.raw(self.float_text[slot], self.float_len[slot])
+        cdef char buf[32]
+        k = _short_decimal(x, buf)  # (most times: no dtoa)
+        if k >= 0:
+            memcpy(self.float_text[slot], buf, k)
+            self.float_len[slot] = k
+            self.float_bits[slot] = bits
+            self.float_used[slot] = 1
+            return self.raw(buf, k)
         s = PyOS_double_to_string(x, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
         try:
             k = strlen(s)
