@@ -26,7 +26,7 @@ from cpython.object cimport PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.unicode cimport (PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KIND, PyUnicode_DATA,
                               PyUnicode_1BYTE_KIND)
-from libc.math cimport fabs, isfinite, llround
+from libc.math cimport isfinite
 
 from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, KEPT_FIELDS,
                                      KEPT_PATH)
@@ -52,66 +52,88 @@ cdef extern from "Python.h":
     int Py_DTSF_ADD_DOT_0
 
 cdef object Op = None, Agent = None, Hazard = None, Fix = None
-cdef double _POW10[18]  # 10 ** k, exact as doubles
-cdef long long _IPOW10[18]
-for _k in range(18):
-    _POW10[_k], _IPOW10[_k] = 10.0 ** _k, 10 ** _k
+cdef extern from *:
+    """
+    /* repr(x) of a double without dtoa, where that is certain (streamsim/native/_jsonv4.pyx,
+       _short_decimal's docstring says why each step is exact). -1: dtoa must say it. */
+    #include <string.h>
+    #include <stdint.h>
+    #ifdef __SIZEOF_INT128__
+    typedef unsigned __int128 streamsim_u128;
+    /* Whether the decimal v / 10**k rounds (to nearest, ties to even) to m * 2**-E:
+       (4m - c) * 10**k <= v * 2**(E+2) <= (4m + 2) * 10**k, c = 1 at a binade's bottom, else 2,
+       an equality only for an even m. */
+    static int streamsim_reads_back(uint64_t v, streamsim_u128 p, uint64_t m, int E) {
+        streamsim_u128 a = ((streamsim_u128)v) << (E + 2);
+        streamsim_u128 lo = ((streamsim_u128)(4 * m - (m == (1ULL << 52) ? 1 : 2))) * p;
+        streamsim_u128 hi = ((streamsim_u128)(4 * m + 2)) * p;
+        if (m & 1) return lo < a && a < hi;
+        return lo <= a && a <= hi;
+    }
+    static int streamsim_short_repr(double x, char *out) {
+        uint64_t bits, m, v;
+        int ex, E, k, n = 0, nd, j;
+        char digits[24];
+        double ax = x < 0 ? -x : x;
+        streamsim_u128 p = 1;
+        if (!(ax >= 1e-4 && ax < 1e15)) return -1;
+        memcpy(&bits, &ax, 8);
+        ex = (int)((bits >> 52) & 0x7FF);
+        m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+        E = 1075 - ex;  /* ax = m * 2**-E, 3 <= E <= 66 in this range */
+        for (k = 0; k <= 21; k++, p *= 10) {
+            v = (uint64_t)((((streamsim_u128)m) * p + (((streamsim_u128)1) << (E - 1))) >> E);
+            if (v >= 100000000000000000ULL) return -1;  /* 18 digits: more than repr's 17 */
+            if (!streamsim_reads_back(v, p, m, E)) continue;
+            if (k > 0 && v % 10 == 0) return -1;  /* a shorter decimal reads back too */
+            /* v is the nearest to |x| * 10**k: repr's of several that read back, unless |x| *
+               10**k lies half-way between two (dtoa's tie) */
+            if (((((streamsim_u128)m) * p) & ((((streamsim_u128)1) << E) - 1))
+                    == (((streamsim_u128)1) << (E - 1))
+                    && ((v > 0 && streamsim_reads_back(v - 1, p, m, E))
+                        || streamsim_reads_back(v + 1, p, m, E)))
+                return -1;
+            nd = 0;
+            do { digits[nd++] = (char)('0' + v % 10); v /= 10; } while (v);
+            if (x < 0) out[n++] = '-';
+            if (nd <= k) {  /* 0.00ddd */
+                out[n++] = '0'; out[n++] = '.';
+                for (j = 0; j < k - nd; j++) out[n++] = '0';
+                for (j = nd - 1; j >= 0; j--) out[n++] = digits[j];
+            } else {
+                for (j = nd - 1; j >= k; j--) out[n++] = digits[j];
+                out[n++] = '.';
+                if (k == 0) out[n++] = '0';
+                for (j = k - 1; j >= 0; j--) out[n++] = digits[j];
+            }
+            return n;
+        }
+        return -1;
+    }
+    #else
+    static int streamsim_short_repr(double x, char *out) { (void)x; (void)out; return -1; }
+    #endif
+    """
+    int _short_repr "streamsim_short_repr" (double x, char *out) noexcept
 
 
 cdef int _short_decimal(double x, char *out) noexcept:
-    """``repr(x)`` into ``out`` (32 bytes), without dtoa, where ``x`` is the one double nearest
-    a decimal of few digits that ``repr`` writes in fixed notation (1e-4 <= |x| < 1e15): a
-    program's times and durations, sums of microseconds to a few decimals, whose dtoa took half
-    of the JSON op rows' time (bignum steps: 2.9 us a row). Returns the length, or -1 where
-    dtoa must say it.
+    """``repr(x)`` into ``out`` (32 bytes), without dtoa, where ``x`` is one a report holds in
+    fixed notation (1e-4 <= |x| < 1e15): a program's times and durations, sums of microseconds
+    to a few decimals, whose dtoa (bignum steps) took half of the JSON op rows' time. Returns the
+    length, or -1 where dtoa must say it (and always, where the C compiler has no 128-bit ints).
 
-    For k = 0, 1, ... decimals, v = round(|x| * 10**k) is taken when v / 10**k == |x|: that
-    division is correctly rounded, as parsing the decimal ``v`` e-k is, so the decimal reads
-    back as ``x``. It is ``repr``'s shortest one only if no decimal of fewer places reads back:
-    if one did, every decimal of k places that reads back would include its multiple of ten,
-    so v is refused where v +- 1 also reads back, or where v ends in a zero (k > 0). Each
-    refusal and every other case (a product past 2**53) leaves the float to dtoa:
-    tests/native/test_jsonv4.py holds this to ``repr`` on millions of floats."""
-    cdef double ax = fabs(x), p
-    cdef long long v, ip, fp
-    cdef int k, n = 0, j
-    cdef char digits[24]
-    cdef int nd
-    if not (1e-4 <= ax < 1e15):
-        return -1
-    for k in range(18):
-        p = _POW10[k]
-        if ax * p >= 9007199254740992.0:
-            return -1
-        v = llround(ax * p)
-        if <double>v / p != ax:
-            continue
-        if (k > 0 and v % 10 == 0) or <double>(v - 1) / p == ax or <double>(v + 1) / p == ax:
-            return -1
-        if x < 0:
-            out[n] = 45
-            n += 1
-        ip, fp = v // _IPOW10[k], v % _IPOW10[k]
-        nd = 0
-        while True:
-            digits[nd] = <char>(48 + ip % 10)
-            nd += 1
-            ip //= 10
-            if ip == 0:
-                break
-        for j in range(nd - 1, -1, -1):
-            out[n] = digits[j]
-            n += 1
-        out[n] = 46
-        n += 1
-        if k == 0:
-            out[n] = 48
-            return n + 1
-        for j in range(k - 1, -1, -1):
-            out[n + j] = <char>(48 + fp % 10)
-            fp //= 10
-        return n + k
-    return -1
+    With ``|x| = m * 2**-E`` exactly, for k = 0, 1, ... decimal places the nearest integer
+    v to ``|x| * 10**k`` is found in 128-bit integers, and the decimal ``v`` e-k reads back as
+    ``x`` exactly when it lies within the half-ulps around it (ties to an even m): one
+    comparison of integers, no rounding. ``repr`` writes the shortest decimal that reads back,
+    the closest of them if several; so the first k at which v reads back is taken only where
+    no decimal of fewer places does (v ends in no zero: else the shorter one would be among
+    those of k places), and v, the nearest, is the closest unless ``|x| * 10**k`` lies exactly
+    half-way between two integers that both read back (a tie: dtoa's to break). Every other
+    case, and 18 digits, leaves ``x`` to dtoa. tests/native/test_jsonv4.py holds this to ``repr`` on a
+    million floats."""
+    return _short_repr(x, out)
 
 
 def float_texts(list xs) -> str:

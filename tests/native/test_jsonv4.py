@@ -193,9 +193,10 @@ def test_ids_that_are_not_positions_leave_the_named_ops_to_the_reference(monkeyp
 def test_the_writer_gives_a_float_the_text_repr_gives_it():
     """A float's text is ``repr``'s (``null`` for a NaN or an infinity): on 1,000,000 floats
     of the kinds a report holds and of none (decimals of 0 to 9 places across every magnitude
-    the writer takes without dtoa, their neighbours one ulp away, running sums of durations,
-    the edges of that range and of 2**53, and random bits), each written as one writer writes
-    them in turn (its cache of recent texts too)."""
+    the writer takes without dtoa, their neighbours one ulp away, running sums of durations
+    (a third of them 17 digits, of which two neighbours read back), exact ties between two
+    decimals, the edges of that range and of 2**53, and random bits), each written as one
+    writer writes them in turn (its cache of recent texts too)."""
     from streamsim.native._jsonv4 import float_texts
     import random
     import struct
@@ -209,6 +210,9 @@ def test_the_writer_gives_a_float_the_text_repr_gives_it():
     for _ in range(200_000):
         t += round(rng.uniform(0, 50), rng.randrange(5))
         xs.append(t)
+    for _ in range(20_000):  # (halves of odd eighths near 1e14: decimals of two places
+        j = rng.randrange(2 ** 46, 2 ** 49) * 2 + 1  # half-way between two that read back)
+        xs += [j / 8, j / 16, -j / 4]
     edges = [1e-4, 1e15, 2.0 ** 53, 0.0, -0.0, 5e-324, 1.7976931348623157e308]
     edges += [2.0 ** 53 / 10 ** k for k in range(18)]
     for x in edges:
