@@ -9,6 +9,11 @@ of any report, and :func:`available` is how to ask (docs/native.md).
 A compiled stage covers the op kinds of :data:`COVERED_KINDS` only: a trace with any other kind
 (one added to :mod:`streamsim.kinds` after the compiled code was written) takes the pure-Python
 path, never a guess.
+
+One module because it is the one door between the pipeline and the compiled modules: each
+function here is a stage's entry, a few lines that decide whether the compiled path runs (built,
+switched on, bound) and hand it the stage's arguments; split by stage, every half would repeat
+that decision and the binding it reads.
 """
 from __future__ import annotations
 
