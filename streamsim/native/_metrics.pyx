@@ -1136,16 +1136,10 @@ cdef class _ColumnsReader(_Reader):
 
     cdef list at_sites(self, set lines, set kinds, PtrMap agent_no, dict numbers):
         # An op's location is its line's (one path): the locations wanted are found by their
-        # line number, and each line's actions counted in C: a line's count is its site's,
-        # (thread, kind, location), while every action counted at it is of one thread and
-        # kind (an op log's line is one action; else the reference counts, on the ops)
+        # line number (:meth:`counted` counts their actions)
         if self.prefix is None:
             raise _Decline()  # (lines of several paths: a location is not its line number)
-        cdef OpCols *c = self.c
-        cdef Py_ssize_t i, a, t, line, last = 0, nag = len(self.agents), n
-        for i in range(self.n):
-            if c.line[i] > last:
-                last = c.line[i]
+        cdef Py_ssize_t last = self.last_line(), n
         cdef Block b_at = Block((last + 1) * sizeof(PyObject *))
         cdef PyObject **at = <PyObject **>b_at.p  # line -> its wanted location (borrowed), NULL
         memset(at, 0, (last + 1) * sizeof(PyObject *))
@@ -1155,6 +1149,48 @@ cdef class _ColumnsReader(_Reader):
                 n = line_number_at(<str>x, plen, last + 1)
                 if n >= 0:
                     at[n] = <PyObject *>x
+        return self.counted(at, last, kinds, agent_no, numbers, NULL)
+
+    cdef list named_keys(self, char *named, PtrMap agent_no, dict numbers):
+        # The lines of the named actions are marked by number, each with its location (made
+        # once a line: :meth:`counted` counts their actions and keys the named ones)
+        if self.prefix is None:
+            raise _Decline()  # (lines of several paths: a location is not its line number)
+        cdef OpCols *c = self.c
+        cdef Py_ssize_t i, last = self.last_line()
+        cdef Block b_at = Block((last + 1) * sizeof(PyObject *))
+        cdef PyObject **at = <PyObject **>b_at.p  # line -> its location (in ``held``), NULL
+        memset(at, 0, (last + 1) * sizeof(PyObject *))
+        cdef list held = []
+        cdef set kinds = set()
+        for i in range(self.n):
+            if named[i]:
+                if c.line[i] <= 0:
+                    raise _Decline()  # (a fix's sync, of no line: not in a first run)
+                if at[c.line[i]] == NULL:
+                    loc = f"{self.prefix}{c.line[i]}"
+                    held.append(loc)
+                    at[c.line[i]] = <PyObject *>loc
+                kinds.add(<object>c.kind[i])
+        return self.counted(at, last, kinds, agent_no, numbers, named)
+
+    cdef Py_ssize_t last_line(self) noexcept:
+        """The largest line number of the columns' ops."""
+        cdef Py_ssize_t i, last = 0
+        for i in range(self.n):
+            if self.c.line[i] > last:
+                last = self.c.line[i]
+        return last
+
+    cdef list counted(self, PyObject **at, Py_ssize_t last, set kinds, PtrMap agent_no,
+                      dict numbers, char *named):
+        """``at_sites`` of the locations ``at`` holds by line number (up to ``last``): each
+        line's actions of ``kinds`` counted in C. A line's count is its site's, (thread, kind,
+        location), while every action counted at it is of one thread and kind (an op log's line
+        is one action; else the reference counts, on the ops). With ``named``: instead of the
+        counted actions, ``named_keys``' list, the key of each named one."""
+        cdef OpCols *c = self.c
+        cdef Py_ssize_t i, a, t, line, nag = len(self.agents)
         cdef Block b_count = Block((last + 1) * sizeof(int))
         cdef int *count = <int *>b_count.p  # line -> its actions counted so far
         cdef Block b_first = Block((last + 1) * sizeof(int))
@@ -1167,7 +1203,7 @@ cdef class _ColumnsReader(_Reader):
         for a in range(nag):
             number[a] = -1
         cdef bytearray host = self.host
-        cdef list out = []
+        cdef list out = [None] * self.n if named != NULL else []
         cdef PyObject *okind
         for i in range(self.n):
             a = c.agent[i]
@@ -1189,70 +1225,12 @@ cdef class _ColumnsReader(_Reader):
             t = number[a]
             if t < 0:
                 t = number[a] = _agent_number(<PyObject *>self.agents[a], agent_no, numbers)
-            out.append((i, self.agents[a], <object>okind, <object>at[line], count[line], t))
+            if named == NULL:
+                out.append((i, self.agents[a], <object>okind, <object>at[line], count[line], t))
+            elif named[i]:
+                out[i] = (self.agents[a], <object>okind, <object>at[line], count[line])
             count[line] += 1
         return out
-
-    cdef list named_keys(self, char *named, PtrMap agent_no, dict numbers):
-        # An op's location is its line's (one path): the lines of the named actions are marked
-        # by number, and each line's actions counted in C: a line's count is its site's,
-        # (thread, kind, location), while every action counted at it is of one thread and
-        # kind (an op log's line is one action; else the reference counts, on the ops). A
-        # location string is made only for a named action's key.
-        if self.prefix is None:
-            raise _Decline()  # (lines of several paths: a location is not its line number)
-        cdef OpCols *c = self.c
-        cdef Py_ssize_t i, a, line, last = 0, nag = len(self.agents)
-        for i in range(self.n):
-            if c.line[i] > last:
-                last = c.line[i]
-        cdef Block b_at = Block(last + 1)
-        cdef char *wanted = <char *>b_at.p  # line -> 1: a named action's
-        memset(wanted, 0, last + 1)
-        cdef set kinds = set()
-        for i in range(self.n):
-            if named[i]:
-                if c.line[i] <= 0:
-                    raise _Decline()  # (a fix's sync, of no line: not in a first run)
-                wanted[c.line[i]] = 1
-                kinds.add(<object>c.kind[i])
-        cdef Block b_count = Block((last + 1) * sizeof(int))
-        cdef int *count = <int *>b_count.p  # line -> its actions counted so far
-        cdef Block b_first = Block((last + 1) * sizeof(int))
-        cdef int *first = <int *>b_first.p  # line -> the agent of its first action counted
-        cdef Block b_kind = Block((last + 1) * sizeof(PyObject *))
-        cdef PyObject **kind_of = <PyObject **>b_kind.p  # line -> that action's kind
-        memset(count, 0, (last + 1) * sizeof(int))
-        cdef Block b_no = Block((nag + 1) * sizeof(Py_ssize_t))
-        cdef Py_ssize_t *number = <Py_ssize_t *>b_no.p  # agent -> its thread number, or -1
-        for a in range(nag):
-            number[a] = -1
-        cdef bytearray host = self.host
-        cdef list key_of = [None] * self.n
-        cdef PyObject *okind
-        for i in range(self.n):
-            a = c.agent[i]
-            line = c.line[i]
-            if not host[a] or line <= 0 or not wanted[line]:
-                continue  # (line 0: a fix's sync, no line's action; else no key's line)
-            okind = c.kind[i]
-            if not <object>okind in kinds:
-                continue
-            if type(<object>c.attrs[i]) is not dict:
-                raise _Decline()
-            if (<dict>c.attrs[i]).get("injected"):
-                continue
-            if count[line] == 0:
-                first[line], kind_of[line] = a, okind
-            elif first[line] != a or (kind_of[line] != okind and
-                                      not <object>kind_of[line] == <object>okind):
-                raise _Decline()  # (two sites at one line: not an op log's line)
-            if number[a] < 0:
-                number[a] = _agent_number(<PyObject *>self.agents[a], agent_no, numbers)
-            if named[i]:
-                key_of[i] = (self.agents[a], <object>okind, f"{self.prefix}{line}", count[line])
-            count[line] += 1
-        return key_of
 
     cdef bint is_host(self, Py_ssize_t i) except -1:
         return self.host[self.c.agent[i]]
