@@ -131,8 +131,8 @@ cdef int _short_decimal(double x, char *out) noexcept:
     no decimal of fewer places does (v ends in no zero: else the shorter one would be among
     those of k places), and v, the nearest, is the closest unless ``|x| * 10**k`` lies exactly
     half-way between two integers that both read back (a tie: dtoa's to break). Every other
-    case, and 18 digits, leaves ``x`` to dtoa. tests/native/test_jsonv4.py holds this to ``repr`` on a
-    million floats."""
+    case, and 18 digits, leaves ``x`` to dtoa. tests/native/test_jsonv4.py holds this to
+    ``repr`` on a million floats."""
     return _short_repr(x, out)
 
 

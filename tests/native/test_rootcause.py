@@ -2,9 +2,9 @@
 reference's (streamsim/analysis/rootcause.py, ``_grouped``): the same keys (kind, buffer or
 allocation site, the two Site objects by value), in the same order, each with the same hazards,
 and each group's summary is the reference's (``_summary``: the most common fix kind, its first
-instance, the others, manifest count, ranks, step gap), and so the same root causes, on every model of models/ (each variant: comm ops whose default
-names carry their peer, micro-batches, buffers made by ``host.buffer`` at a model line), on
-generated op logs (several ranks, named and unnamed lines, allocations), on a recorded-like log
+instance, the others, manifest count, ranks, step gap), and so the same root causes, on every
+model of models/ (each variant: comm ops whose default names carry their peer, micro-batches,
+buffers made by ``host.buffer`` at a model line), on generated op logs (several ranks, named and unnamed lines, allocations), on a recorded-like log
 (every line with a recorder's ``site``, allocations with a site: grouped by where the tensor was
 made) and on hand-made hazards whose fixes cover later ones (the merged keys). Each comparison
 asserts that the compiled grouping ran. Skipped where ``_rootcause`` was not built; under CI a
@@ -170,8 +170,10 @@ def test_a_group_of_several_fix_kinds_is_summed_up_as_the_reference_does(monkeyp
              (None, None)]
     for fixes in cases:
         hazards = tuple(hz(f, k % 2 == 0, rank=k % 3) for k, f in enumerate(fixes))
-        assert_same(monkeypatch, trace, hazards, f"fixes {[getattr(f, 'kind', None) for f in fixes]}")
-    assert R._summary(trace, [hz(sync, True), hz(event, False)], [0, 1])[:3] == ("event_sync", 0, 1)
+        kinds = [getattr(f, "kind", None) for f in fixes]
+        assert_same(monkeypatch, trace, hazards, f"fixes {kinds}")
+    assert R._summary(trace, [hz(sync, True), hz(event, False)], [0, 1])[:3] == \
+        ("event_sync", 0, 1)
     assert R._summary(trace, [hz(None, True), hz(event, False), hz(sync, False), hz(sync, True)],
                       [0, 1, 2, 3]) == ("event_sync", 2, 2, 2, (0,), 1)
 
