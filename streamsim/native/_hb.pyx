@@ -254,16 +254,187 @@ cdef class ViewState:
     cdef object touched  # dict or None
     cdef bint strided  # a view with a pattern: every segment of its hull mixed
     cdef long pid  # a strided view's pattern as a number (_Pass.pats; equal patterns, one)
+    cdef int store  # its storage's number (_Pass.store_keys): rank and buffer, as a number
 
 
-@cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
-cdef class Found:
-    """A hazard being gathered (the reference's _Found)."""
-    cdef public pos_t lo
-    cdef public pos_t hi
-    cdef public object fmode
-    cdef public object smode
-    cdef public bint manifest
+cdef enum:  # a found race's kind, as its place in the pass's ``names`` (RAW, WAR, WAW, UAF)
+    K_RAW, K_WAR, K_WAW, K_UAF
+
+
+cdef inline size_t _found_hash(long f, long s, int kind, int store) noexcept nogil:
+    cdef unsigned long long h = <unsigned long long>f * 0x9E3779B97F4A7C15ULL
+    h ^= <unsigned long long>s * 0xC2B2AE3D27D4EB4FULL
+    h ^= (<unsigned long long>store * 4 + <unsigned long long>kind) * 0x165667B19E3779F9ULL
+    return <size_t>(h ^ (h >> 29))
+
+
+cdef struct FoundSlot:  # a row's key where the table looks it up (one cache line a probe)
+    int first
+    int second
+    int store
+    int row  # -1: an empty slot
+    unsigned char kind
+
+
+cdef struct FoundKey:  # a row's place in the sort: its (second, first) positions, its number
+    unsigned long long pos
+    Py_ssize_t i
+
+
+cdef int _by_found_key(const void *a, const void *b) noexcept nogil:
+    cdef const FoundKey *x = <const FoundKey *>a
+    cdef const FoundKey *y = <const FoundKey *>b
+    if x.pos != y.pos:
+        return -1 if x.pos < y.pos else 1
+    return -1 if x.i < y.i else (1 if x.i > y.i else 0)
+
+
+@cython.final
+cdef class _FoundTable:
+    """The hazards being gathered (the reference's ``found``: (first, second, kind, rank,
+    buffer) -> its _Found), as rows of C arrays in an open-addressing table: the first and
+    second op, the kind (K_*), the storage (rank, buffer) as its number in the pass
+    (``ViewState.store``: equal (rank, buffer) pairs, one number, as the reference's dict
+    compares them), the range, and whether it struck; the modes, only where the rows are made,
+    in a list (two a row). A dict of 5-tuples and an object a row was 40% of the pass on the
+    200,000-line random program's 59,912 hazards."""
+    cdef Py_ssize_t n, cap
+    cdef long *first
+    cdef long *second
+    cdef int *store
+    cdef unsigned char *kind
+    cdef pos_t *lo
+    cdef pos_t *hi
+    cdef unsigned char *manifest
+    cdef list modes
+    cdef FoundSlot *slots  # each row's key by hash; ``mask + 1`` of them, at most half full
+    cdef size_t mask
+
+    def __cinit__(self):
+        self.modes = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.first)
+        PyMem_Free(self.second)
+        PyMem_Free(self.store)
+        PyMem_Free(self.kind)
+        PyMem_Free(self.lo)
+        PyMem_Free(self.hi)
+        PyMem_Free(self.manifest)
+        PyMem_Free(self.slots)
+
+    cdef Py_ssize_t find(self, long f, long s, int kind, int store) noexcept:
+        """The row of (f, s, kind, store); -1: none."""
+        if self.n == 0:
+            return -1
+        cdef size_t j = _found_hash(f, s, kind, store) & self.mask
+        cdef FoundSlot *e
+        while True:
+            e = &self.slots[j]
+            if e.row < 0:
+                return -1
+            if e.first == f and e.second == s and e.kind == kind and e.store == store:
+                return e.row
+            j = (j + 1) & self.mask
+
+    cdef Py_ssize_t add(self, long f, long s, int kind, int store, pos_t lo, pos_t hi) except -1:
+        """A new row (not in the table: :meth:`find`), not manifest; its number."""
+        cdef Py_ssize_t x = self.n, k
+        if x == self.cap:
+            self.grow()
+        self.first[x], self.second[x], self.kind[x], self.store[x] = f, s, kind, store
+        self.lo[x], self.hi[x], self.manifest[x] = lo, hi, 0
+        self.n = x + 1
+        if 2 * self.n > <Py_ssize_t>(self.mask + 1):
+            self.mask = 2 * self.mask + 1
+            self.new_slots()
+            for k in range(self.n):
+                self.put(k)
+        else:
+            self.put(x)
+        return x
+
+    cdef int new_slots(self) except -1:
+        """``mask + 1`` empty slots, in place of the table's."""
+        PyMem_Free(self.slots)
+        self.slots = <FoundSlot *>PyMem_Malloc((self.mask + 1) * sizeof(FoundSlot))
+        if self.slots == NULL:
+            raise MemoryError()
+        memset(self.slots, 0xff, (self.mask + 1) * sizeof(FoundSlot))  # (row -1: empty)
+        return 0
+
+    cdef void put(self, Py_ssize_t x) noexcept:
+        cdef size_t j = _found_hash(self.first[x], self.second[x], self.kind[x],
+                                    self.store[x]) & self.mask
+        while self.slots[j].row >= 0:
+            j = (j + 1) & self.mask
+        cdef FoundSlot *e = &self.slots[j]
+        e.first, e.second, e.store, e.kind = <int>self.first[x], <int>self.second[x], \
+            self.store[x], self.kind[x]
+        e.row = <int>x
+
+    cdef int grow(self) except -1:
+        cdef Py_ssize_t cap = 1024 if self.cap == 0 else 2 * self.cap
+        if self.slots == NULL:
+            self.mask = 2047
+            self.new_slots()
+        self.first = <long *>_grown(self.first, cap * sizeof(long))
+        self.second = <long *>_grown(self.second, cap * sizeof(long))
+        self.store = <int *>_grown(self.store, cap * sizeof(int))
+        self.kind = <unsigned char *>_grown(self.kind, cap)
+        self.lo = <pos_t *>_grown(self.lo, cap * sizeof(pos_t))
+        self.hi = <pos_t *>_grown(self.hi, cap * sizeof(pos_t))
+        self.manifest = <unsigned char *>_grown(self.manifest, cap)
+        self.cap = cap
+        return 0
+
+    cdef list rows(self, const int *position, tuple kinds, list stores):
+        """The rows as the reference makes and sorts them: (position of second, position of
+        first, kind, rank, buffer, lo, hi, first, second, first's mode, second's mode,
+        manifest), ``kinds`` the four names by K_*, ``stores`` each storage's (rank, buffer).
+        Sorted in C by the two positions (an op's position is its own: only the rows of one
+        pair of ops tie), each run of ties then by Python's sort of those rows, so that the
+        order is ``sorted(rows)``'s, comparisons and all."""
+        cdef Py_ssize_t n = self.n, i, j, x
+        cdef FoundKey *order = <FoundKey *>PyMem_Malloc(max(n, 1) * sizeof(FoundKey))
+        if order == NULL:
+            raise MemoryError()
+        cdef list out = []
+        cdef list tie
+        try:
+            for i in range(n):
+                order[i].pos = (<unsigned long long>position[self.second[i]] << 32) | \
+                    <unsigned long long><unsigned int>position[self.first[i]]
+                order[i].i = i
+            qsort(order, n, sizeof(FoundKey), _by_found_key)
+            i = 0
+            while i < n:
+                j = i + 1
+                while j < n and order[j].pos == order[i].pos:
+                    j += 1
+                if j - i == 1:
+                    out.append(self.row(order[i].i, position, kinds, stores))
+                else:
+                    tie = [self.row(order[x].i, position, kinds, stores) for x in range(i, j)]
+                    tie.sort()
+                    out.extend(tie)
+                i = j
+        finally:
+            PyMem_Free(order)
+        return out
+
+    cdef tuple row(self, Py_ssize_t x, const int *position, tuple kinds, list stores):
+        cdef tuple st = <tuple>stores[self.store[x]]
+        return (position[self.second[x]], position[self.first[x]], kinds[self.kind[x]], st[0],
+                st[1], self.lo[x], self.hi[x], self.first[x], self.second[x],
+                self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
+
+
+cdef void *_grown(void *p, size_t size) except NULL:
+    cdef void *q = PyMem_Realloc(p, size)
+    if q == NULL:
+        raise MemoryError()
+    return q
 
 
 cdef Seg _DEAD = Seg.__new__(Seg)  # live False
@@ -311,8 +482,9 @@ cdef class _Pass:
     cdef list hist_e
     cdef list hist_c
     cdef list end_of
-    cdef dict found
-    cdef dict stores
+    cdef _FoundTable found
+    cdef dict stores  # (rank, buffer) -> (starts, segs, touched, its number in store_keys)
+    cdef list store_keys  # each storage's (rank, buffer), by its number (ViewState.store)
     cdef dict plain  # (rank, buffer, offset, nbytes) of a plain view -> its place in ``views``
     # What a mixed segment asks of strided views, remembered by their patterns' numbers (pats:
     # pattern -> number) and their offsets' differences, as strided._hits_from is: the answer
@@ -612,17 +784,20 @@ cdef class _Pass:
         self.hist_g[a] = self.gen[a]
 
     cdef report(self, Mark first, object fmode, long sid, object acc, object kind, pos_t lo,
-                pos_t hi, object rank, object buf):
-        """Record the race of op sid's access acc (second) with first's mark on [lo, hi)."""
+                pos_t hi, ViewState ent):
+        """Record the race of op sid's access acc (second) with first's mark on [lo, hi) of
+        ``ent``'s storage (the reference's ``found`` keyed by (first, second, kind, rank,
+        buffer): here a :class:`_FoundTable` row, the rank and buffer as ``ent.store``)."""
         cdef long fid = first.op
         cdef long f0 = fid, s0 = sid  # (as found: before the swap into issue order)
-        cdef Found h
+        cdef _FoundTable T = self.found
+        cdef Py_ssize_t x
         first_mode = fmode
         if self.is_free[sid] or self.is_free[fid]:
             kind = self.UAF
         elif kind is self.WAW:
-            raw = self.found.get((fid, sid, self.RAW, rank, buf))
-            if raw is not None and (<Found>raw).lo <= lo and hi <= (<Found>raw).hi:
+            x = T.find(fid, sid, K_RAW, ent.store)
+            if x >= 0 and T.lo[x] <= lo and hi <= T.hi[x]:
                 return
         smode = <object>slot(<PyObject *>acc, A_MODE)
         swap = self.key[fid] > self.key[sid]
@@ -632,24 +807,21 @@ cdef class _Pass:
             if kind is not self.UAF:
                 kind = self.WAW if fmode == smode else (self.RAW if fmode == self.WRITE
                                                         else self.WAR)
-        key = (fid, sid, kind, rank, buf)
-        got = self.found.get(key)
-        cdef bint fresh = got is None
+        cdef int code = K_RAW if kind is self.RAW else K_WAR if kind is self.WAR else \
+            K_WAW if kind is self.WAW else K_UAF
+        x = T.find(fid, sid, code, ent.store)
+        cdef bint fresh = x < 0
         if fresh:
-            h = Found.__new__(Found)
-            h.lo = lo
-            h.hi = hi
-            self.found[key] = h
+            x = T.add(fid, sid, code, ent.store, lo, hi)
         else:
-            h = <Found>got
-            if lo < h.lo:
-                h.lo = lo
-            if hi > h.hi:
-                h.hi = hi
+            if lo < T.lo[x]:
+                T.lo[x] = lo
+            if hi > T.hi[x]:
+                T.hi[x] = hi
         # a count (only_count) reads the rows' ranges, for the WAW-within-RAW rule above, but
         # never whether a race struck: no access looked up, no window; nor can the windows
         # change a row already manifest
-        if self.only_count or (not fresh and h.manifest):
+        if self.only_count or (not fresh and T.manifest[x]):
             return
         cdef double fs, fe, ss, se  # the first's and second's start and end (as found)
         if self.cols != NULL:
@@ -660,17 +832,17 @@ cdef class _Pass:
             fop, op = self.ops[f0], self.ops[s0]
             faccs = fop.accesses
             fs, fe, ss, se = fop.start, fop.end, op.start, op.end
-        facc = _access_of(faccs, f0, first_mode, rank, buf, lo, hi)
+        facc = _access_of(faccs, f0, first_mode, ent.rank, ent.buffer, lo, hi)
         if swap:
             fs, fe, ss, se = ss, se, fs, fe
             facc, acc = acc, facc
         manifest = _window_at(ss, se, acc, 0) < _window_at(fs, fe, facc, 1)
         if fresh:
-            h.fmode = fmode
-            h.smode = smode
-            h.manifest = manifest
+            T.modes.append(fmode)  # (a fresh row reaches here: its modes at 2 * x, 2 * x + 1)
+            T.modes.append(smode)
+            T.manifest[x] = manifest
         elif manifest:
-            h.manifest = True
+            T.manifest[x] = 1
 
     cdef ViewState entry(self, object v):
         """The state of view ``v`` met for the first time (by its address): that of an equal
@@ -691,7 +863,9 @@ cdef class _Pass:
         sk = (rank, buffer)
         st = self.stores.get(sk)
         if st is None:
-            st = self.stores[sk] = ([], [], {} if sk in self.freed else None)
+            st = self.stores[sk] = ([], [], {} if sk in self.freed else None,
+                                    len(self.store_keys))
+            self.store_keys.append(sk)
         cdef ViewState ent = ViewState.__new__(ViewState)
         ent.seg = _DEAD
         ent.lo = offset
@@ -699,6 +873,7 @@ cdef class _Pass:
         ent.starts = <list>st[0]
         ent.segs = <list>st[1]
         ent.touched = st[2]
+        ent.store = st[3]
         ent.rank = rank
         ent.buffer = buffer
         ent.view = v
@@ -781,14 +956,13 @@ cdef class _Pass:
             w = <Mark>(<tuple>e)[0]
             wv = (<tuple>e)[1]
             if _cget(C, D, w.agent) < w.epoch and (wv is None or self.overlaps(wv, v, ent)):
-                self.report(w, WRITE, op, acc, self.WAW if write else self.RAW, lo, hi, ent.rank,
-                            ent.buffer)
+                self.report(w, WRITE, op, acc, self.WAW if write else self.RAW, lo, hi, ent)
         if write:
             for e in m.reads:
                 r = <Mark>(<tuple>e)[0]
                 rv = (<tuple>e)[1]
                 if _cget(C, D, r.agent) < r.epoch and (rv is None or self.overlaps(rv, v, ent)):
-                    self.report(r, READ, op, acc, self.WAR, lo, hi, ent.rank, ent.buffer)
+                    self.report(r, READ, op, acc, self.WAR, lo, hi, ent)
             if pat is None:  # (a plain access covers the segment: every entry goes)
                 m.writes = [(rec, own)]
                 m.reads = []
@@ -816,8 +990,7 @@ cdef class _Pass:
                     flo = max(lo, <pos_t>v.offset)
                     fhi = min(hi, <pos_t>(v.offset + v.nbytes))
                     if flo < fhi:
-                        self.report(r, racc.mode, op, acc, self.UAF, flo, fhi, ent.rank,
-                                    ent.buffer)
+                        self.report(r, racc.mode, op, acc, self.UAF, flo, fhi, ent)
             touched.clear()
         touched[a] = (rec, acc)
 
@@ -1018,6 +1191,8 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint 
     and agents made).
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
+    if len(set(names)) != 4:  # (the four kinds are told apart by their place: _FoundTable)
+        return None
     cdef list ops = list(trace.ops)
     cdef list agents = list(trace.agents)
     cdef _Pass P = _start(agents, len(ops), names, only_count)
@@ -1034,6 +1209,8 @@ def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_o
     ``_cols.pxd``), its ops read from the columns: none is made. ``only_count``: their count,
     as :func:`hb_rows`'s, and ``rows_only`` its rows alone. None as :func:`hb_rows` (the
     caller then makes the trace)."""
+    if len(set(names)) != 4:  # (the four kinds are told apart by their place: _FoundTable)
+        return None
     capsule = columns.capsule()  # (``columns`` holds what it points into)
     cdef OpCols *c = <OpCols *>PyCapsule_GetPointer(capsule, OPCOLS)
     cdef list agents = list(columns.agents)
@@ -1256,8 +1433,9 @@ cdef object _walk(_Pass P):
     P.hist_e = [[0] for _ in range(na)]
     P.hist_c = [[(0, {})] for _ in range(na)]
     P.end_of = None if dense else [None] * n  # (the dict form's: dense has dend)
-    P.found = {}
+    P.found = _FoundTable()
     P.stores = {}
+    P.store_keys = []
     P.plain = {}
     P.pats = {}
     P.hit_memo = {}
@@ -1453,8 +1631,7 @@ cdef object _walk(_Pass P):
                         if s.write is not None:
                             w = <Mark>s.write
                             if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent.rank,
-                                         ent.buffer)
+                                P.report(w, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent)
                         if s.reads is None:
                             s.reads = {a: rec}
                         else:
@@ -1476,8 +1653,7 @@ cdef object _walk(_Pass P):
                         if s.write is not None:
                             w = <Mark>s.write
                             if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent.rank,
-                                         ent.buffer)
+                                P.report(w, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent)
                         if s.reads is None:
                             s.reads = {a: rec}
                         else:
@@ -1488,14 +1664,12 @@ cdef object _walk(_Pass P):
                     if s.write is not None:
                         w = <Mark>s.write
                         if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent.rank,
-                                     ent.buffer)
+                            P.report(w, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent)
                     if s.reads is not None:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
                             if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, oid, acc, P.WAR, ent.lo, ent.hi, ent.rank,
-                                         ent.buffer)
+                                P.report(rr, READ, oid, acc, P.WAR, ent.lo, ent.hi, ent)
                         s.reads = None
                     s.write = rec
                     continue
@@ -1514,13 +1688,12 @@ cdef object _walk(_Pass P):
                     if s.write is not None:
                         w = <Mark>s.write
                         if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent.rank, ent.buffer)
+                            P.report(w, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent)
                     if s.reads:
                         for rro in (<dict>s.reads).values():
                             rr = <Mark>rro
                             if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, oid, acc, P.WAR, s.lo, s.hi, ent.rank,
-                                         ent.buffer)
+                                P.report(rr, READ, oid, acc, P.WAR, s.lo, s.hi, ent)
                     s.live = False
                 s = _seg(lo, hi, rec, None)
                 ent.seg = s
@@ -1528,11 +1701,8 @@ cdef object _walk(_Pass P):
                 starts[i:j2] = [lo]
 
     if only_count:
-        return len(P.found)
-    rows = sorted([(position[<long>key[1]], position[<long>key[0]], key[2], key[3], key[4],
-                    (<Found>h).lo, (<Found>h).hi, key[0], key[1], (<Found>h).fmode,
-                    (<Found>h).smode, (<Found>h).manifest)
-                   for key, h in P.found.items()])
+        return P.found.n
+    rows = P.found.rows(position, (P.RAW, P.WAR, P.WAW, P.UAF), P.store_keys)
     if P.rows_only:
         return rows
     agent_of = [P.agent_of[i] for i in range(n)]
