@@ -296,8 +296,8 @@ cdef class _FoundTable:
     second op, the kind (K_*), the storage (rank, buffer) as its number in the pass
     (``ViewState.store``: equal (rank, buffer) pairs, one number, as the reference's dict
     compares them), the range, and whether it struck; the modes, only where the rows are made,
-    in a list (two a row). A dict of 5-tuples and an object a row was 40% of the pass on the
-    200,000-line random program's 59,912 hazards."""
+    in a list (two a row). A dict of 5-tuples and an object a row took a fifth of a re-run's
+    count on the 200,000-line random program (59,912 hazards: 0.087 -> 0.070 s)."""
     cdef Py_ssize_t n, cap
     cdef long *first
     cdef long *second
