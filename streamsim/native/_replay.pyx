@@ -360,7 +360,8 @@ cdef class _Run:
     # begun); each injected op's (kind, name)
     cdef list inj_before, inj_post, inj_end, host_specs, inj_ret, inj_settles
     cdef int* injk  # the sync being run, of host_specs[h]
-    cdef dict fix_events
+    cdef int *fix_rec  # fix i's record: 2 ints, its op and its rank (op -1: not recorded yet)
+    cdef Py_ssize_t nfixes  # how many fix numbers ``fix_rec`` has room for
     cdef dict empty, of_stream  # the attrs ops share (own_attrs): none; a current stream's
     # the attrs of the host actions whose attrs are their line's site and t alone (host_attrs):
     # one dict that stands for them, each op's made of its line only when the op is made
@@ -407,7 +408,8 @@ cdef class _Run:
     cdef dict batch_inner  # host -> a fix's syncs between the members of its batch (batch_syncs)
     cdef int fix_sig  # the signal of fix i's record is fix_sig + i (past every line number)
     cdef object awaited, on_start
-    cdef set taken
+    cdef unsigned char *taken  # by signal (a line, fix_sig + i, work_sig + a line): set, or 0
+    cdef Py_ssize_t ntaken  # how many signals ``taken`` has room for
     # hand-offs (sim/handoff.py, Channels): per (rank, channel) its puts so far and its gets;
     # per (rank, channel, k) the host whose get waits for the k-th put
     cdef dict ch_puts, ch_gets, ch_waiting
@@ -442,7 +444,8 @@ cdef class _Run:
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
-        free(self.shared); free(self.gatej); free(self.key_at)
+        free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
+        free(self.fix_rec)
         self.drop_kept()
 
     cdef void drop_kept(self) noexcept:
@@ -508,7 +511,7 @@ cdef class _Run:
         self.kinds = self.acc_objs = self.host_lines = self.host_deps = self.host_after = None
         self.stream_at = self.events = self.freed = self.recorded = self.stream_of_name = None
         self.inj_before = self.inj_post = self.inj_end = self.host_specs = None
-        self.inj_ret = self.inj_settles = self.fix_events = self.groups = None
+        self.inj_ret = self.inj_settles = self.groups = None
         self.opgroup = self.opmatch = self.opdur = self.p2p_at = self.p2p_issued = None
         self.coll_at = self.coll_issued = self.works = None
         self.m_send = self.m_recv = self.m_started = self.m_started_waiter = None
@@ -520,7 +523,7 @@ cdef class _Run:
         free(self.key_at)
         self.key_at = NULL
         self.host_kind = self.host_gates = self.host_s2 = self.gates = self.sig_waiters = None
-        self.host_of = self.flushed = self.batch_inner = self.taken = None
+        self.host_of = self.flushed = self.batch_inner = None
         self.ch_puts = self.ch_gets = self.ch_waiting = None
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -999,7 +1002,7 @@ cdef class _Run:
                         self.gatej[h] = k
                         waiting.append(h)
                         return 0
-                    if p not in self.taken:  # (its Signal: one event, its waiters in order)
+                    if not self.is_taken(p):  # (its Signal: one event, its waiters in order)
                         waiting = self.sig_waiters.get(p)
                         if waiting is None:  # (_Replay.taking: the Signal made, then the flush)
                             waiting = self.sig_waiters[p] = []
@@ -1096,14 +1099,15 @@ cdef class _Run:
                 if kind == K_WAIT:  # a handle's blocking wait (Host.wait_work), or a fix's
                     deps = self.blocking_wait(h, op, lines, nlines)
                 elif self.injk[h] >= 0 and kind != K_GET:  # a fix's event.synchronize()
-                    name = self.host_specs[h][self.injk[h]][1]
+                    spec = self.host_specs[h][self.injk[h]]
+                    name = spec[1]
                     ln = _issued_first(self.batch_call(h))
                     if ln is None:
                         ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
                     a = self.own_attrs(op)
                     a["injected"] = True
                     a["event"] = name
-                    rec = self.fix_events.get((rank, name))
+                    rec = self.fix_record(rank, spec[4])
                     if rec is None:
                         self.note_unrecorded(op, f"{name}.synchronize()", _location(ln), name)
                         deps = None
@@ -1267,7 +1271,7 @@ cdef class _Run:
         cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
         self.cur[h] = op
         if self.awaited and self.injk[h] < 0 and line in self.awaited and \
-                line not in self.taken and _l(self.lines[line], L_OP) in self.on_start:
+                not self.is_taken(line) and _l(self.lines[line], L_OP) in self.on_start:
             self.take(line)  # (Origin.on_start: as its host action is made, before it waits)
         self.state[h] = H_CLOCKED
         if self.clock[h] > self.now:
@@ -1431,17 +1435,27 @@ cdef class _Run:
                 if self.work_sig + _l(ln, L_LINENO) in self.sig_waiters:  # (its Work made:
                     self.take(self.work_sig + _l(ln, L_LINENO))  # a fix's wait on it wakes)
             for ln in (batch or (self.host_lines[h][j],)):
-                if _l(ln, L_LINENO) in self.awaited and _l(ln, L_LINENO) not in self.taken:
+                if _l(ln, L_LINENO) in self.awaited and not self.is_taken(_l(ln, L_LINENO)):
                     self.take(_l(ln, L_LINENO))
         self.state[h] = H_LINE
         self.pos[h] = j + 1
+
+    cdef inline bint is_taken(self, object signal) except -1:
+        """Whether signal ``signal`` (an int: a line, ``fix_sig + i``, ``work_sig + line``) was
+        taken (:meth:`take`)."""
+        cdef Py_ssize_t k = signal
+        if not 0 <= k < self.ntaken:
+            raise _Fallback()  # (not a signal of this run's: the reference's KeyError)
+        return self.taken[k] != 0
 
     cdef void take(self, int lineno) except *:
         """replay._Replay.take: line ``lineno`` took effect; its Signal, if one was made (a
         thread waits on it, or runs a fix's syncs before it does), is set: one event, processed
         in its turn, when every waiter resumes in one step, in the order they began waiting, as
         simpy calls an event's callbacks."""
-        self.taken.add(lineno)
+        if not 0 <= lineno < self.ntaken:
+            raise _Fallback()  # (not a signal of this run's)
+        self.taken[lineno] = 1
         if lineno in self.sig_waiters:
             self.push(0.0, NORMAL, -1 - lineno)
 
@@ -1499,7 +1513,7 @@ cdef class _Run:
         for spec in specs:
             code = spec[0]
             if code == R_GET or code == R_WAIT and (
-                    spec[2] is None or spec[3] >= 0 and self.fix_sig + spec[3] not in self.taken):
+                    spec[2] is None or spec[3] >= 0 and not self.is_taken(self.fix_sig + spec[3])):
                 raise _Fallback()
             if code == R_WAIT_HANDLE:
                 target = self.fix_handle(h, spec)
@@ -1825,7 +1839,7 @@ cdef class _Run:
             return False
         if spec[0] == R_WAIT and spec[3] >= 0:
             key = self.fix_sig + spec[3]
-            if key in self.taken:
+            if self.is_taken(key):
                 return False
         elif spec[0] == R_WAIT_HANDLE and spec[3] is not None:
             lineno = self.handle_line(h, spec)
@@ -1978,12 +1992,12 @@ cdef class _Run:
             op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
             self.mark_special(op - 1, spec)  # (its issuing host action and the record itself,
             self.mark_special(op, spec)  # whose attrs name the event as it is made: record())
-            self.fix_events[(rank, name)] = op
-            if self.fix_sig + spec[3] not in self.taken:  # (recorded.succeed(): a wait on
+            self.fix_recorded(spec[3], rank, op)
+            if not self.is_taken(self.fix_sig + spec[3]):  # (recorded.succeed(): a wait on
                 self.take(self.fix_sig + spec[3])  # another thread goes on)
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
             self.stream(rank, stream)
-            rec = self.fix_events.get((rank, name))
+            rec = self.fix_record(rank, spec[4])
             op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
                               () if rec is None else (rec,), True, current)
             self.mark_special(op - 1, spec)
@@ -2036,6 +2050,25 @@ cdef class _Run:
             a["stream"] = stream
             self.recorded.setdefault((rank, name), []).append(stream)
         return False
+
+    cdef void fix_recorded(self, object i, int rank, int op) except *:
+        """Fix ``i``'s record is op ``op``, on ``rank`` (inject.py keeps its Event by (rank,
+        name), its name ``fix<i>``: one a fix)."""
+        cdef Py_ssize_t k = i
+        if not 0 <= k < self.nfixes:
+            raise _Fallback()
+        self.fix_rec[2 * k] = op
+        self.fix_rec[2 * k + 1] = rank
+
+    cdef object fix_record(self, int rank, object i):
+        """The op of fix ``i``'s record on ``rank`` (a wait looks its Event up by (rank, name));
+        None: not recorded (yet), or on another rank."""
+        cdef Py_ssize_t k = i
+        if not 0 <= k < self.nfixes:
+            raise _Fallback()
+        if self.fix_rec[2 * k] < 0 or self.fix_rec[2 * k + 1] != rank:
+            return None
+        return self.fix_rec[2 * k]
 
     cdef void mark_special(self, int op, tuple sp) except *:
         """Op ``op`` is a fix's sync, ``sp``: its spec (``fix_syncs``: the op's kind and name
@@ -2561,26 +2594,42 @@ cdef class _Run:
 cdef tuple _NO_JOINS = ()
 
 
-cdef list _by_lineno(lines):
+cdef list _by_lineno(lines, dict per_thread):
     """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
     number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
     a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
     past its lines; line 0 is the columns' None, _cols.pxd), are left to the reference
-    (``_Fallback``), which reads no line by its number."""
+    (``_Fallback``), which reads no line by its number. In the same pass, each line is added to
+    its thread's list in ``per_thread`` ((rank, host) -> lines, every thread there: a line of
+    another raises KeyError, as a lookup would, once every line is known to be numbered so).
+    One pass over the lines where there were four (numbers, their top, the greatest, threads):
+    each reads a field of 200,000 objects, a cache miss each."""
     cdef Py_ssize_t bound = 2 * len(lines) + 1024, top = 0, k
-    for ln in lines:  # (first the list's length: one list made, not grown a line at a time)
+    cdef list out = [None] * (bound + 1)  # (cut to the top number after)
+    cdef list mine = None
+    last_rank = last_host = missing = None
+    for ln in lines:
         x = _l(ln, L_LINENO) if type(ln) is Line else None
         if type(x) is not int or not 1 <= <object>x <= bound:
             raise _Fallback()
         k = <Py_ssize_t>x
-        if k > top:
-            top = k
-    cdef list out = [None] * (top + 1)
-    for ln in lines:
-        k = <Py_ssize_t>_l(ln, L_LINENO)
         if out[k] is not None:
             raise _Fallback()
         out[k] = ln
+        if k > top:
+            top = k
+        rank, host = _l(ln, L_RANK), _l(ln, L_HOST)
+        if rank is not last_rank or host is not last_host:  # (a thread's lines come in runs)
+            mine = per_thread.get((rank, host))
+            last_rank, last_host = rank, host
+            if mine is None:
+                missing = (rank, host)
+                continue
+        if mine is not None:
+            mine.append(ln)
+    if missing is not None:
+        raise KeyError(missing)
+    del out[top + 1:]
     return out
 
 
@@ -2716,8 +2765,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     cdef _Run r = _Run()
     cdef int h
     cdef Columns columns
+    per_thread = {t: [] for t in threads}
     try:
-        r.lines = _by_lineno(lines)
+        r.lines = _by_lineno(lines, per_thread)
     except _Fallback:
         return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
@@ -2728,7 +2778,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.inj_before, r.inj_post, r.inj_end, r.host_specs = [], [], [], []
     r.inj_ret, r.inj_settles = [], []
     r.stream_at, r.events, r.freed, r.recorded = {}, {}, {}, {}
-    r.special, r.fix_events = None, {}
+    r.special = None
     r.empty, r.of_stream, r.injected = {}, {}, {"injected": True}
     r.from_line, r.from_line_used = {}, False
     r.groups = groups or {}
@@ -2746,8 +2796,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.gates = gates or {}
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start
-    r.taken, r.sig_waiters, r.flushed, r.batch_inner = set(), {}, set(), {}
-    r.fix_sig = max([_l(ln, L_LINENO) for ln in lines], default=0) + 1
+    r.sig_waiters, r.flushed, r.batch_inner = {}, set(), {}
+    r.fix_sig = len(r.lines)  # (past the greatest line number: _by_lineno's list ends there)
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.injecting = bool(pre) or bool(post)
     r.notes, r.acc_objs, r.stream_of_name = [], [], {}
@@ -2760,6 +2810,13 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             sum([len(x) for v in post.values() for x in v.values()])
     r._ops(2 * len(lines) + 2 * n_fix + 1)
     r.work_sig = r.fix_sig + n_fix + 1
+    r.ntaken = r.work_sig + len(r.lines)  # (every signal: a line, a fix's record, a line's Work)
+    r.taken = <unsigned char *>calloc(r.ntaken, 1)
+    r.nfixes = n_fix  # (fix numbers count fixes, fewer than their syncs)
+    r.fix_rec = <int *>malloc((2 * n_fix + 2) * sizeof(int))
+    if r.taken == NULL or r.fix_rec == NULL:
+        raise MemoryError()
+    memset(r.fix_rec, 0xff, (2 * n_fix + 2) * sizeof(int))  # (-1: not recorded)
     r.host_of = {}
     r.handle_waits = False  # (a fix waits on a handle another thread issues)
     if r.injecting:
@@ -2772,12 +2829,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         if r.key_at == NULL:
             raise MemoryError()
         memset(r.key_at, 0xff, 2 * len(r.lines) * sizeof(int))  # (-1: no line's number)
-    per_thread = {t: [] for t in threads}
     try:
-        for ln in lines:
-            if type(ln) is not Line:  # (a subclass may put a property where a slot was)
-                raise _Fallback()
-            per_thread[(_l(ln, L_RANK), _l(ln, L_HOST))].append(ln)
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
             r.host_of[r.agent_obj[h]] = h
@@ -2816,8 +2868,9 @@ def fix_syncs(list fixes):
     injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
     with the engine, host thread -> the rest of an action's key -> the syncs to issue before
     (``pre``) and after (``post``) that action; None when a fix is not one this replay covers.
-    A fix's record and wait carry its number: a wait on another thread's record first waits for
-    it to be issued (inject._wait_event), with the number telling the record's signal; a wait
+    A fix's record and wait carry its number (a wait's last item: its record, ``_Run.fix_record``;
+    its fourth, when the record is another thread's): a wait on another thread's record first
+    waits for it to be issued (inject._wait_event), with the number telling the record's signal; a wait
     on a handle carries the thread that issues it, when another (inject._wait_handle waits for
     its issue). A hand-off's put and get
     name the fix's own channel, ``streamsim fix <number>``. Each distinct host thread
@@ -2825,14 +2878,19 @@ def fix_syncs(list fixes):
     work)."""
     cdef dict pre = {}, post = {}
     cdef dict pre_of = {}, post_of = {}  # id(an Agent object) -> its dict in pre / post
+    last_pre = last_post = last_pre_mine = last_post_mine = None  # (the last thread met, each)
     cdef Py_ssize_t i = 0
     for fix in fixes:
         kind = fix.kind
         place = fix.before
         ag = place[0]
-        mine = pre_of.get(id(ag))
-        if mine is None:
-            mine = pre_of[id(ag)] = pre.setdefault(ag, {})
+        if ag is last_pre:  # (consecutive fixes mostly wait on one thread: no id made)
+            mine = last_pre_mine
+        else:
+            mine = pre_of.get(id(ag))
+            if mine is None:
+                mine = pre_of[id(ag)] = pre.setdefault(ag, {})
+            last_pre, last_pre_mine = ag, mine
         before = (<dict>mine).setdefault(place[1:], [])
         wait_stream = fix.wait_stream
         if wait_stream is not None:
@@ -2842,13 +2900,17 @@ def fix_syncs(list fixes):
             other = after[0]
             across = other is not ag and other != ag
             name = f"fix{i}"
-            mine = post_of.get(id(other))
-            if mine is None:
-                mine = post_of[id(other)] = post.setdefault(other, {})
+            if other is last_post:
+                mine = last_post_mine
+            else:
+                mine = post_of.get(id(other))
+                if mine is None:
+                    mine = post_of[id(other)] = post.setdefault(other, {})
+                last_post, last_post_mine = other, mine
             (<list>(<dict>mine).setdefault(after[1:], [])).append(
                 (R_RECORD, name, fix.event_stream.name, i))
             (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None,
-                                   i if across else -1))
+                                   i if across else -1, i))
         elif kind == "record_stream":
             (<list>before).append((R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
         elif kind == "wait_handle":  # (the thread that issues the handle, when another)
@@ -2939,18 +3001,19 @@ cdef inline object _take(list slots, Py_ssize_t j):
 
 cdef object _batches(list mine):
     """streamsim.oplog.batches.batches: a batch's first line index -> its lines, each of its
-    other lines -> () (issued with the first); None when the thread has no batch."""
+    other lines -> () (issued with the first); None when the thread has no batch. (Its lines
+    are exactly ``Line``s, _by_lineno: the field read from its slot.)"""
     out = None
     cdef int i = 0, j, n = len(mine)
     while i < n:
-        b = mine[i].batch
+        b = _l(mine[i], L_BATCH)
         if b is None:
             i += 1
             continue
         if out is None:
             out = {}
         j = i + 1
-        while j < n and mine[j].batch == b:
+        while j < n and _l(mine[j], L_BATCH) == b:
             out[j] = ()
             j += 1
         out[i] = mine[i:j]
