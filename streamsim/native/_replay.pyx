@@ -468,35 +468,15 @@ cdef class _Run:
         costing then frees): what the ops read of their lines is kept, KEPT_FIELDS objects a line
         in one C array (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the
         columns' readers read stays (the ops' arrays and lists, the agents, the notes, the
-        attrs, handles, joins, steps and fix syncs of the ops)."""
-        cdef int i, lo, f
-        cdef Py_ssize_t n = len(self.lines)
-        self.drop_kept()
-        self.kept = <PyObject **>calloc(n * KEPT_FIELDS + 1, sizeof(PyObject *))
+        attrs, handles, joins, steps and fix syncs of the ops). :meth:`columns` keeps what the
+        ops read of their lines as it reads them (:meth:`keep_line`); else it is kept here."""
+        cdef int i, lo
         if self.kept == NULL:
-            raise MemoryError()
-        self.nkept = n
-        cdef PyObject **kept = self.kept
-        cdef PyObject **st = NULL
-        if self.from_line_used:  # (the site and t that host actions' attrs are made of)
-            st = self.kept_st = <PyObject **>calloc(2 * n + 1, sizeof(PyObject *))
-            if st == NULL:
-                raise MemoryError()
-        for i in range(self.nops):
-            lo = self.lineof[i]
-            if kept[lo * KEPT_FIELDS] == NULL:
-                ln = self.lines[lo]
-                for f in range(KEPT_FIELDS):
-                    x = _l(ln, _KEPT[f])
-                    Py_INCREF(x)
-                    kept[lo * KEPT_FIELDS + f] = <PyObject *>x
-                if st != NULL:
-                    x = _l(ln, L_SITE)
-                    Py_INCREF(x)
-                    st[2 * lo] = <PyObject *>x
-                    x = _l(ln, L_T)
-                    Py_INCREF(x)
-                    st[2 * lo + 1] = <PyObject *>x
+            self.new_kept()
+            for i in range(self.nops):
+                lo = self.lineof[i]
+                if self.kept[lo * KEPT_FIELDS] == NULL:
+                    self.keep_line(lo, self.lines[lo])
         self.lines = None
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
@@ -525,6 +505,37 @@ cdef class _Run:
         self.host_kind = self.host_gates = self.host_s2 = self.gates = self.sig_waiters = None
         self.host_of = self.flushed = self.batch_inner = None
         self.ch_puts = self.ch_gets = self.ch_waiting = None
+
+    cdef void new_kept(self) except *:
+        """The empty arrays of what the ops read of their lines (:meth:`keep_line`), a line
+        number's room in each."""
+        cdef Py_ssize_t n = len(self.lines)
+        self.drop_kept()
+        self.kept = <PyObject **>calloc(n * KEPT_FIELDS + 1, sizeof(PyObject *))
+        if self.kept == NULL:
+            raise MemoryError()
+        self.nkept = n
+        if self.from_line_used:  # (the site and t that host actions' attrs are made of)
+            self.kept_st = <PyObject **>calloc(2 * n + 1, sizeof(PyObject *))
+            if self.kept_st == NULL:
+                raise MemoryError()
+
+    cdef void keep_line(self, int lo, object ln) except *:
+        """Keep what the ops of line ``lo`` (``ln``) read of it: KEPT_FIELDS objects, and its
+        site and t where host actions' attrs are made of them (:meth:`release`)."""
+        cdef int f
+        cdef PyObject **kept = self.kept + lo * KEPT_FIELDS
+        for f in range(KEPT_FIELDS):
+            x = _l(ln, _KEPT[f])
+            Py_INCREF(x)
+            kept[f] = <PyObject *>x
+        if self.kept_st != NULL:
+            x = _l(ln, L_SITE)
+            Py_INCREF(x)
+            self.kept_st[2 * lo] = <PyObject *>x
+            x = _l(ln, L_T)
+            Py_INCREF(x)
+            self.kept_st[2 * lo + 1] = <PyObject *>x
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -2556,11 +2567,14 @@ cdef class _Run:
         cdef int last_lo = -1
         cdef PyObject *path
         cdef bint one_path = True  # (every line of the log's one path object: OpCols.path)
+        self.new_kept()  # (what release() keeps of the lines, kept as they are read here)
         for i in range(n):
             lo = self.lineof[i]
             if ln is None or lo != last_lo:  # (as records(): an action and its op, one line)
                 ln = lines[lo]
                 last_lo = lo
+                if self.kept[lo * KEPT_FIELDS] == NULL:
+                    self.keep_line(lo, ln)
                 path = slot(<PyObject *>ln, _line_offset[L_PATH])
                 if c.c.path == NULL:
                     c.c.path = path
@@ -2594,14 +2608,16 @@ cdef class _Run:
 cdef tuple _NO_JOINS = ()
 
 
-cdef list _by_lineno(lines, dict per_thread):
+cdef list _by_lineno(lines, dict per_thread, bint *batched):
     """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
     number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
     a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
     past its lines; line 0 is the columns' None, _cols.pxd), are left to the reference
     (``_Fallback``), which reads no line by its number. In the same pass, each line is added to
     its thread's list in ``per_thread`` ((rank, host) -> lines, every thread there: a line of
-    another raises KeyError, as a lookup would, once every line is known to be numbered so).
+    another raises KeyError, as a lookup would, once every line is known to be numbered so);
+    ``batched``: set when some line is a batch's (else no thread's lines are looked at again
+    for batches: :func:`_batches`).
     One pass over the lines where there were four (numbers, their top, the greatest, threads):
     each reads a field of 200,000 objects, a cache miss each."""
     cdef Py_ssize_t bound = 2 * len(lines) + 1024, top = 0, k
@@ -2618,6 +2634,8 @@ cdef list _by_lineno(lines, dict per_thread):
         out[k] = ln
         if k > top:
             top = k
+        if not batched[0] and _l(ln, L_BATCH) is not None:
+            batched[0] = True
         rank, host = _l(ln, L_RANK), _l(ln, L_HOST)
         if rank is not last_rank or host is not last_host:  # (a thread's lines come in runs)
             mine = per_thread.get((rank, host))
@@ -2766,8 +2784,9 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     cdef int h
     cdef Columns columns
     per_thread = {t: [] for t in threads}
+    cdef bint batched = False
     try:
-        r.lines = _by_lineno(lines, per_thread)
+        r.lines = _by_lineno(lines, per_thread, &batched)
     except _Fallback:
         return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
@@ -2834,7 +2853,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             h = r._new_agent(rank, host, True)
             r.host_of[r.agent_obj[h]] = h
             r.host_lines[h] = mine
-            r.host_batches[h] = _batches(mine)
+            r.host_batches[h] = _batches(mine) if batched else None
             if r.injecting:
                 r.injections(h, mine, pre, post)
             r.stream(rank, "compute")
