@@ -1909,17 +1909,13 @@ cdef class _Run:
         Agent per line was most of the work). Sets ``inj_before[h]`` (by line index, the syncs
         before its action, or None), ``inj_post[h]`` (by line index, the syncs after the action
         before it, or None, run first, or earlier when the thread waits for another:
-        Engine.flush_post_injections) and ``inj_end[h]`` (the syncs after the last action),
-        and each of its lines' place in ``key_at`` (:meth:`key_line`).
+        Engine.flush_post_injections) and ``inj_end[h]`` (the syncs after the last action);
+        each line's place is in ``key_at`` already (:func:`_by_lineno`, :meth:`key_line`).
 
         Each key's line is found from its location's line number, rather than each line's key
         made and looked up: there are fewer syncs than lines, and an op log's lines each have a
         location of their own."""
         cdef Py_ssize_t j, n, last = len(mine) - 1
-        for j in range(len(mine)):
-            n = <Py_ssize_t>_l(mine[j], L_LINENO)  # (an int in range: _by_lineno)
-            self.key_at[2 * n] = h
-            self.key_at[2 * n + 1] = <int>j
         mine_pre = pre.get(self.agent_obj[h]) or {}
         mine_post = post.get(self.agent_obj[h]) or {}
         # (lists by line index, not dicts: each line looks its syncs up as it is issued, and
@@ -2608,7 +2604,7 @@ cdef class _Run:
 cdef tuple _NO_JOINS = ()
 
 
-cdef list _by_lineno(lines, dict per_thread, bint *batched):
+cdef list _by_lineno(lines, dict per_thread, bint *batched, int *key_at):
     """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
     number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
     a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
@@ -2617,13 +2613,19 @@ cdef list _by_lineno(lines, dict per_thread, bint *batched):
     its thread's list in ``per_thread`` ((rank, host) -> lines, every thread there: a line of
     another raises KeyError, as a lookup would, once every line is known to be numbered so);
     ``batched``: set when some line is a batch's (else no thread's lines are looked at again
-    for batches: :func:`_batches`).
+    for batches: :func:`_batches`); ``key_at`` (NULL: not wanted): room for two ints a number
+    up to the bound, each line's thread (its place in ``per_thread``) and its index there, the
+    rest -1 (``_Run.key_at``, whose thread numbers :func:`replay` then makes agents').
     One pass over the lines where there were four (numbers, their top, the greatest, threads):
     each reads a field of 200,000 objects, a cache miss each."""
     cdef Py_ssize_t bound = 2 * len(lines) + 1024, top = 0, k
     cdef list out = [None] * (bound + 1)  # (cut to the top number after)
     cdef list mine = None
+    cdef int thread = -1
+    cdef dict place = {t: i for i, t in enumerate(per_thread)} if key_at != NULL else None
     last_rank = last_host = missing = None
+    if key_at != NULL:
+        memset(key_at, 0xff, 2 * (bound + 1) * sizeof(int))  # (-1: no line's number)
     for ln in lines:
         x = _l(ln, L_LINENO) if type(ln) is Line else None
         if type(x) is not int or not 1 <= <object>x <= bound:
@@ -2643,7 +2645,12 @@ cdef list _by_lineno(lines, dict per_thread, bint *batched):
             if mine is None:
                 missing = (rank, host)
                 continue
+            if key_at != NULL:
+                thread = place[(rank, host)]
         if mine is not None:
+            if key_at != NULL:
+                key_at[2 * k] = thread
+                key_at[2 * k + 1] = <int>len(mine)
             mine.append(ln)
     if missing is not None:
         raise KeyError(missing)
@@ -2782,11 +2789,17 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""
     cdef _Run r = _Run()
     cdef int h
+    cdef Py_ssize_t ix
     cdef Columns columns
     per_thread = {t: [] for t in threads}
     cdef bint batched = False
+    r.injecting = bool(pre) or bool(post)
+    if r.injecting:  # (each line's place: its thread and index, filled in _by_lineno's pass)
+        r.key_at = <int *>malloc(2 * (2 * len(lines) + 1025) * sizeof(int))
+        if r.key_at == NULL:
+            raise MemoryError()
     try:
-        r.lines = _by_lineno(lines, per_thread, &batched)
+        r.lines = _by_lineno(lines, per_thread, &batched, r.key_at)
     except _Fallback:
         return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
@@ -2818,7 +2831,6 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.sig_waiters, r.flushed, r.batch_inner = {}, set(), {}
     r.fix_sig = len(r.lines)  # (past the greatest line number: _by_lineno's list ends there)
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
-    r.injecting = bool(pre) or bool(post)
     r.notes, r.acc_objs, r.stream_of_name = [], [], {}
     addrmap_init(&r.read_at)
     addrmap_init(&r.write_at)
@@ -2844,20 +2856,22 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
                 for spec in specs:
                     if spec[0] == R_WAIT_HANDLE and spec[3] is not None:
                         r.handle_waits = True
-        r.key_at = <int *>malloc(2 * len(r.lines) * sizeof(int))
-        if r.key_at == NULL:
-            raise MemoryError()
-        memset(r.key_at, 0xff, 2 * len(r.lines) * sizeof(int))  # (-1: no line's number)
+    cdef list thread_host = []  # a thread's place in per_thread -> its agent
     try:
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
             h = r._new_agent(rank, host, True)
+            thread_host.append(h)
             r.host_of[r.agent_obj[h]] = h
             r.host_lines[h] = mine
             r.host_batches[h] = _batches(mine) if batched else None
-            if r.injecting:
-                r.injections(h, mine, pre, post)
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
+        if r.injecting:  # (each line's thread as its agent; then each thread's syncs)
+            for ix in range(len(r.lines)):
+                if r.key_at[2 * ix] >= 0:
+                    r.key_at[2 * ix] = <int>thread_host[r.key_at[2 * ix]]
+            for h in thread_host:
+                r.injections(h, r.host_lines[h], pre, post)
         per_rank = {}
         for rank, _ in per_thread:
             per_rank[rank] = per_rank.get(rank, 0) + 1
