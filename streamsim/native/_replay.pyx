@@ -500,8 +500,10 @@ cdef class _Run:
         self.host_handles = self.gloo_sends_waited = self.barrier_last = None
         self.line_barrier = self.batch_of = self.lanes_left = self.lane_parent = None
         self.workrecs = self.host_batches = self.wait_target = None
-        free(self.key_at)
+        free(self.key_at); free(self.taken); free(self.fix_rec)
         self.key_at = NULL
+        self.taken = NULL
+        self.fix_rec = NULL
         self.host_kind = self.host_gates = self.host_s2 = self.gates = self.sig_waiters = None
         self.host_of = self.flushed = self.batch_inner = None
         self.ch_puts = self.ch_gets = self.ch_waiting = None
@@ -1456,7 +1458,7 @@ cdef class _Run:
         taken (:meth:`take`)."""
         cdef Py_ssize_t k = signal
         if not 0 <= k < self.ntaken:
-            raise _Fallback()  # (not a signal of this run's: the reference's KeyError)
+            raise _Fallback()  # (no signal of this run's: not reached, the engine would run)
         return self.taken[k] != 0
 
     cdef void take(self, int lineno) except *:
