@@ -276,19 +276,6 @@ cdef struct FoundSlot:  # a row's key where the table looks it up (one cache lin
     unsigned char kind
 
 
-cdef struct FoundKey:  # a row's place in the sort: its (second, first) positions, its number
-    unsigned long long pos
-    Py_ssize_t i
-
-
-cdef int _by_found_key(const void *a, const void *b) noexcept nogil:
-    cdef const FoundKey *x = <const FoundKey *>a
-    cdef const FoundKey *y = <const FoundKey *>b
-    if x.pos != y.pos:
-        return -1 if x.pos < y.pos else 1
-    return -1 if x.i < y.i else (1 if x.i > y.i else 0)
-
-
 @cython.final
 cdef class _FoundTable:
     """The hazards being gathered (the reference's ``found``: (first, second, kind, rank,
@@ -396,26 +383,28 @@ cdef class _FoundTable:
         pair of ops tie), each run of ties then by Python's sort of those rows, so that the
         order is ``sorted(rows)``'s, comparisons and all."""
         cdef Py_ssize_t n = self.n, i, j, x
-        cdef FoundKey *order = <FoundKey *>PyMem_Malloc(max(n, 1) * sizeof(FoundKey))
+        # (each row as its (second, first) positions in one key, both ints below 2**31, and
+        # its number: the walk's own KeyId and _by_key)
+        cdef KeyId *order = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
         if order == NULL:
             raise MemoryError()
         cdef list out = []
         cdef list tie
         try:
             for i in range(n):
-                order[i].pos = (<unsigned long long>position[self.second[i]] << 32) | \
-                    <unsigned long long><unsigned int>position[self.first[i]]
-                order[i].i = i
-            qsort(order, n, sizeof(FoundKey), _by_found_key)
+                order[i].key = (<long>position[self.second[i]] << 32) | \
+                    <long><unsigned int>position[self.first[i]]
+                order[i].id = i
+            qsort(order, n, sizeof(KeyId), _by_key)
             i = 0
             while i < n:
                 j = i + 1
-                while j < n and order[j].pos == order[i].pos:
+                while j < n and order[j].key == order[i].key:
                     j += 1
                 if j - i == 1:
-                    out.append(self.row(order[i].i, position, kinds, stores))
+                    out.append(self.row(order[i].id, position, kinds, stores))
                 else:
-                    tie = [self.row(order[x].i, position, kinds, stores) for x in range(i, j)]
+                    tie = [self.row(order[x].id, position, kinds, stores) for x in range(i, j)]
                     tie.sort()
                     out.extend(tie)
                 i = j

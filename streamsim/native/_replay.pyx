@@ -2913,20 +2913,12 @@ def fix_syncs(list fixes):
     work)."""
     cdef dict pre = {}, post = {}
     cdef dict pre_of = {}, post_of = {}  # id(an Agent object) -> its dict in pre / post
-    last_pre = last_post = last_pre_mine = last_post_mine = None  # (the last thread met, each)
     cdef Py_ssize_t i = 0
     for fix in fixes:
         kind = fix.kind
         place = fix.before
         ag = place[0]
-        if ag is last_pre:  # (consecutive fixes mostly wait on one thread: no id made)
-            mine = last_pre_mine
-        else:
-            mine = pre_of.get(id(ag))
-            if mine is None:
-                mine = pre_of[id(ag)] = pre.setdefault(ag, {})
-            last_pre, last_pre_mine = ag, mine
-        before = (<dict>mine).setdefault(place[1:], [])
+        before = _thread_syncs(pre_of, pre, ag).setdefault(place[1:], [])
         wait_stream = fix.wait_stream
         if wait_stream is not None:
             wait_stream = wait_stream.name
@@ -2935,14 +2927,7 @@ def fix_syncs(list fixes):
             other = after[0]
             across = other is not ag and other != ag
             name = f"fix{i}"
-            if other is last_post:
-                mine = last_post_mine
-            else:
-                mine = post_of.get(id(other))
-                if mine is None:
-                    mine = post_of[id(other)] = post.setdefault(other, {})
-                last_post, last_post_mine = other, mine
-            (<list>(<dict>mine).setdefault(after[1:], [])).append(
+            (<list>_thread_syncs(post_of, post, other).setdefault(after[1:], [])).append(
                 (R_RECORD, name, fix.event_stream.name, i))
             (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None,
                                    i if across else -1, i))
@@ -2956,15 +2941,22 @@ def fix_syncs(list fixes):
             after = fix.record_after
             other = after[0]
             channel = f"streamsim fix {i}"
-            mine = post_of.get(id(other))
-            if mine is None:
-                mine = post_of[id(other)] = post.setdefault(other, {})
-            (<list>(<dict>mine).setdefault(after[1:], [])).append((R_PUT, channel, None))
+            (<list>_thread_syncs(post_of, post, other).setdefault(after[1:], [])).append(
+                (R_PUT, channel, None))
             (<list>before).append((R_GET, channel, None))
         else:
             return None
         i += 1
     return pre, post
+
+
+cdef dict _thread_syncs(dict by_id, dict syncs, object thread):
+    """``syncs[thread]`` (made empty if new), found by the thread object's ``id`` in ``by_id``:
+    hashing an Agent (a dataclass, in Python) once per distinct object, not once per fix."""
+    got = by_id.get(id(thread))
+    if got is None:
+        got = by_id[id(thread)] = syncs.setdefault(thread, {})
+    return <dict>got
 
 
 cdef dict _provenance(dict d, object ln):
