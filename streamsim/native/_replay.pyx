@@ -288,6 +288,7 @@ cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
 
 
 cdef class Columns
+cdef class FixSyncs
 
 
 @cython.final
@@ -1902,54 +1903,72 @@ cdef class _Run:
         self.inj_settles[h] = -1
         return False
 
-    cdef void injections(self, int h, list mine, dict pre, dict post) except *:
-        """Where host ``h``'s fix syncs run (Engine._before_issue), its lines ``mine``: before
-        the action of line index j, the syncs after the program's previous action, then those
-        before this one; after its last action, those after it (the driver's end). An action's
-        key: (its host thread, kind, location, n), the n-th action of that kind from that
-        location; ``pre`` and ``post`` hold the rest of the key by host thread (hashing the
-        Agent per line was most of the work). Sets ``inj_before[h]`` (by line index, the syncs
-        before its action, or None), ``inj_post[h]`` (by line index, the syncs after the action
-        before it, or None, run first, or earlier when the thread waits for another:
-        Engine.flush_post_injections) and ``inj_end[h]`` (the syncs after the last action);
-        each line's place is in ``key_at`` already (:func:`_by_lineno`, :meth:`key_line`).
+    cdef void place_syncs(self, FixSyncs syncs, list hosts) except *:
+        """Where each host thread's fix syncs run (Engine._before_issue): before the action of
+        its line index j, the syncs after the program's previous action, then those before this
+        one; after its last action, those after it (the driver's end). Sets ``inj_before[h]``
+        (by line index, the syncs before its action, or None), ``inj_post[h]`` (by line index,
+        the syncs after the action before it, or None, run first, or earlier when the thread
+        waits for another: Engine.flush_post_injections) and ``inj_end[h]`` (the syncs after the
+        last action), for each thread ``h`` of ``hosts``; each line's place is in ``key_at``
+        already (:func:`_by_lineno`, :meth:`key_line`).
 
-        Each key's line is found from its location's line number, rather than each line's key
-        made and looked up: there are fewer syncs than lines, and an op log's lines each have a
-        location of their own."""
-        cdef Py_ssize_t j, n, last = len(mine) - 1
-        mine_pre = pre.get(self.agent_obj[h]) or {}
-        mine_post = post.get(self.agent_obj[h]) or {}
-        # (lists by line index, not dicts: each line looks its syncs up as it is issued, and
-        # a dict's pop of an int key was 8% of a re-run with 60,000 fixes)
-        cdef list before = [None] * len(mine), after_prev = [None] * len(mine)
-        at_end = ()
-        for key, specs in (<dict>mine_post).items():
-            n = self.key_line(h, key)
+        Each sync's place is an injection key, (host thread, kind, location, n): the n-th action
+        of that kind from that location. Its line is found from the location's line number (an
+        op log's lines each have a location of their own), its thread by the Agent's equality,
+        hashed once per distinct object; a key that names no line of the run, or a thread that
+        is not one of the run's, places nothing (as ``inject_fixes``' keys that no action meets).
+        The syncs of one place keep the fixes' order (``fix_syncs``)."""
+        cdef Py_ssize_t x, n, j, last, count = len(syncs.specs)
+        cdef int h
+        cdef list lst
+        for h in hosts:
+            n = len(<list>self.host_lines[h])
+            self.inj_before[h], self.inj_post[h], self.inj_end[h] = [None] * n, [None] * n, ()
+        cdef dict host_by_id = {}  # id(an Agent object of the places) -> its thread, or -1
+        cdef list places = syncs.places, specs = syncs.specs
+        cdef const unsigned char *post = syncs.post
+        for x in range(count):
+            place = places[x]
+            ag = place[0]
+            got = host_by_id.get(id(ag))
+            if got is None:  # (hashing the Agent dataclass per sync was most of the work)
+                got = host_by_id[id(ag)] = self.host_of.get(ag, -1)
+            h = got
+            if h < 0 or len(<tuple>place) != 4:
+                continue
+            n = self.place_line(h, place[1], place[2], place[3])
             if n < 0:
                 continue
             j = self.key_at[2 * n + 1]
-            if j == last:
-                at_end = tuple(specs)
+            spec = specs[x]
+            if post[x]:  # (after the action at j: before line j + 1's own, or at the end)
+                last = len(<list>self.host_lines[h]) - 1
+                if j == last:
+                    self.inj_end[h] = <tuple>self.inj_end[h] + (spec,)
+                    continue
+                lst, j = <list>self.inj_post[h], j + 1
             else:
-                after_prev[j + 1] = tuple(specs)  # (one key a line: run before line j + 1's own)
-        for key, specs in (<dict>mine_pre).items():
-            n = self.key_line(h, key)
-            if n >= 0:
-                before[self.key_at[2 * n + 1]] = tuple(specs)
-        self.inj_before[h], self.inj_post[h], self.inj_end[h] = before, after_prev, at_end
+                lst = <list>self.inj_before[h]
+            have = lst[j]
+            lst[j] = (spec,) if have is None else <tuple>have + (spec,)
 
     cdef Py_ssize_t key_line(self, int h, object key) except -2:
         """The number of host ``h``'s line that injection key ``key`` (kind, location, n)
+        names (:meth:`place_line`); -1: none."""
+        if type(key) is not tuple or len(<tuple>key) != 3:
+            return -1
+        kind, loc, k = key
+        return self.place_line(h, kind, loc, k)
+
+    cdef Py_ssize_t place_line(self, int h, object kind, object loc, object k) except -2:
+        """The number of host ``h``'s line that the place (kind, location ``loc``, n ``k``)
         names: the n-th line of that kind at that location, as the reference's dict compares
         its key; -1: none. A line's location is its log's path and its number
         (``schema.Line.location``: ``f"{path}:{lineno}"``), so a location names one line at
         most, found by its number, then compared whole without being made."""
-        if self.key_at == NULL or type(key) is not tuple or len(<tuple>key) != 3:
+        if self.key_at == NULL or type(loc) is not str:
             return -1  # (key_at: a run with fixes)
-        kind, loc, k = key
-        if type(loc) is not str:
-            return -1
         cdef Py_ssize_t colon = (<str>loc).rfind(":")
         if colon < 0:
             return -1
@@ -2775,17 +2794,16 @@ cdef class Columns:
 
 
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
-           double max_time, rng, dict pre=None, dict post=None, dict groups=None,
-           dict gates=None, on_start=frozenset(), bint lean=False):
+           double max_time, rng, FixSyncs syncs=None, dict groups=None, dict gates=None,
+           on_start=frozenset(), bint lean=False):
     """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
     thread)s in spawn order) as the reference does; returns ``(ops, notes, agents)`` for
     ``finish.trace_of`` (with ``lean``: the run's :class:`Columns`, no ``Op`` made, for fix
     costing's compiled measures), or None when the reference must run instead. ``rng``: the seeded
-    ``random.Random`` the reference would make. ``pre``/``post``: a fix costing re-run's
-    syncs, host thread (Agent) -> the rest of an injection key (kind, location, n) -> the
-    ``(R_RECORD | R_WAIT | R_RECORD_STREAM | ..., name, stream)`` to issue before / after that program
-    action (as streamsim/sim/inject.py registers them; the caller leaves any other fix to the
-    reference); they are read, not changed. ``gates``: the line order between the threads of a rank of
+    ``random.Random`` the reference would make. ``syncs``: a fix costing re-run's syncs, each
+    with the program action it is issued before or after (:func:`fix_syncs`, as
+    streamsim/sim/inject.py registers them; the caller leaves any other fix to the reference);
+    read, not changed. ``gates``: the line order between the threads of a rank of
     several threads (streamsim.oplog.issueorder.issue_gates: line -> the earlier lines of other
     threads it waits for); ``on_start``: the kinds of line taken as they start when another
     thread waits for them (replay._TAKEN_AS_THEY_START), the others once their call returns."""
@@ -2795,7 +2813,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     cdef Columns columns
     per_thread = {t: [] for t in threads}
     cdef bint batched = False
-    r.injecting = bool(pre) or bool(post)
+    r.injecting = syncs is not None and len(syncs.specs) > 0
     if r.injecting:  # (each line's place: its thread and index, filled in _by_lineno's pass)
         r.key_at = <int *>malloc(2 * (2 * len(lines) + 1025) * sizeof(int))
         if r.key_at == NULL:
@@ -2837,10 +2855,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     addrmap_init(&r.read_at)
     addrmap_init(&r.write_at)
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
-    n_fix = 0
-    if r.injecting:
-        n_fix = sum([len(x) for v in pre.values() for x in v.values()]) + \
-            sum([len(x) for v in post.values() for x in v.values()])
+    n_fix = len(syncs.specs) if r.injecting else 0  # (its syncs: more than its fixes)
     r._ops(2 * len(lines) + 2 * n_fix + 1)
     r.work_sig = r.fix_sig + n_fix + 1
     r.ntaken = r.work_sig + len(r.lines)  # (every signal: a line, a fix's record, a line's Work)
@@ -2851,13 +2866,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         raise MemoryError()
     memset(r.fix_rec, 0xff, (2 * n_fix + 2) * sizeof(int))  # (-1: not recorded)
     r.host_of = {}
-    r.handle_waits = False  # (a fix waits on a handle another thread issues)
-    if r.injecting:
-        for keys in pre.values():
-            for specs in (<dict>keys).values():
-                for spec in specs:
-                    if spec[0] == R_WAIT_HANDLE and spec[3] is not None:
-                        r.handle_waits = True
+    r.handle_waits = r.injecting and syncs.handle_waits  # (a fix waits on a handle another
+    # thread issues)
     cdef list thread_host = []  # a thread's place in per_thread -> its agent
     try:
         for (rank, host), mine in per_thread.items():  # Simulation.spawn, in thread order
@@ -2872,8 +2882,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             for ix in range(len(r.lines)):
                 if r.key_at[2 * ix] >= 0:
                     r.key_at[2 * ix] = <int>thread_host[r.key_at[2 * ix]]
-            for h in thread_host:
-                r.injections(h, r.host_lines[h], pre, post)
+            r.place_syncs(syncs, thread_host)
         per_rank = {}
         for rank, _ in per_thread:
             per_rank[rank] = per_rank.get(rank, 0) + 1
@@ -2898,27 +2907,54 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     return ops, r.notes, set(r.agent_obj)
 
 
+cdef class FixSyncs:
+    """The syncs of a re-run's fixes (:func:`fix_syncs`), in the fixes' order, each with the
+    place it is issued at: ``places[x]`` the injection key (host thread, kind, location, n) of
+    the program action that sync ``x`` goes before (``post[x]`` 0) or after (1), ``specs[x]`` the
+    sync (``(R_RECORD | R_WAIT | R_RECORD_STREAM | ..., name, stream, ...)``, as
+    streamsim/sim/inject.py issues it). Flat lists, not a dict by thread and key: the run finds
+    each place's line once (:meth:`_Run.place_syncs`), and making a dict, a key and a list per
+    fix was most of the work of a re-run with every fix."""
+    cdef list places, specs
+    cdef bytearray posts
+    cdef const unsigned char *post
+    cdef bint handle_waits  # a wait on a handle another thread issues (inject._wait_handle)
+
+    def __len__(self):
+        return len(self.specs)
+
+
+cdef inline void _add_sync(FixSyncs out, object place, tuple spec, bint post) except *:
+    out.places.append(place)
+    out.specs.append(spec)
+    out.posts.append(post)
+
+
+NOT_KEYED = object()  # fix_syncs' answer when a fix names its places by op id, not keyed
+
+
 def fix_syncs(list fixes):
-    """``(pre, post)`` for :func:`replay`: the syncs of ``fixes`` (keyed: their places are
-    injection keys, streamsim/sim/inject.py) registered as ``inject.inject_fixes`` registers them
-    with the engine, host thread -> the rest of an action's key -> the syncs to issue before
-    (``pre``) and after (``post``) that action; None when a fix is not one this replay covers.
+    """The syncs of ``fixes`` for :func:`replay` (a :class:`FixSyncs`), registered as
+    ``inject.inject_fixes`` registers them with the engine: the syncs to issue before an
+    action (its fix's ``before``) and after one (an event's record, a hand-off's put: its
+    ``record_after``). None when a fix is not one this replay covers; :data:`NOT_KEYED` when a
+    fix's places are not keyed (``inject.is_keyed``: the caller keys them first).
     A fix's record and wait carry its number (a wait's last item: its record, ``_Run.fix_record``;
     its fourth, when the record is another thread's): a wait on another thread's record first
-    waits for it to be issued (inject._wait_event), with the number telling the record's signal; a wait
-    on a handle carries the thread that issues it, when another (inject._wait_handle waits for
-    its issue). A hand-off's put and get
-    name the fix's own channel, ``streamsim fix <number>``. Each distinct host thread
-    object is hashed once (a hash of the Agent dataclass, in Python, per fix was most of the
-    work)."""
-    cdef dict pre = {}, post = {}
-    cdef dict pre_of = {}, post_of = {}  # id(an Agent object) -> its dict in pre / post
+    waits for it to be issued (inject._wait_event), with the number telling the record's signal;
+    a wait on a handle carries the thread that issues it, when another (inject._wait_handle
+    waits for its issue). A hand-off's put and get name the fix's own channel,
+    ``streamsim fix <number>``."""
+    cdef FixSyncs out = FixSyncs.__new__(FixSyncs)
+    out.places, out.specs, out.posts, out.handle_waits = [], [], bytearray(), False
     cdef Py_ssize_t i = 0
+    for fix in fixes:
+        if not isinstance(fix.before, tuple):
+            return NOT_KEYED
     for fix in fixes:
         kind = fix.kind
         place = fix.before
         ag = place[0]
-        before = _thread_syncs(pre_of, pre, ag).setdefault(place[1:], [])
         wait_stream = fix.wait_stream
         if wait_stream is not None:
             wait_stream = wait_stream.name
@@ -2927,36 +2963,26 @@ def fix_syncs(list fixes):
             other = after[0]
             across = other is not ag and other != ag
             name = f"fix{i}"
-            (<list>_thread_syncs(post_of, post, other).setdefault(after[1:], [])).append(
-                (R_RECORD, name, fix.event_stream.name, i))
-            (<list>before).append((R_WAIT, name, wait_stream if kind == "event" else None,
-                                   i if across else -1, i))
+            _add_sync(out, after, (R_RECORD, name, fix.event_stream.name, i), True)
+            _add_sync(out, place, (R_WAIT, name, wait_stream if kind == "event" else None,
+                                   i if across else -1, i), False)
         elif kind == "record_stream":
-            (<list>before).append((R_RECORD_STREAM, fix.buffer, fix.event_stream.name))
+            _add_sync(out, place, (R_RECORD_STREAM, fix.buffer, fix.event_stream.name), False)
         elif kind == "wait_handle":  # (the thread that issues the handle, when another)
             handle = fix.handle_op
-            (<list>before).append((R_WAIT_HANDLE, handle[1:], wait_stream,
-                                   None if handle[0] is ag or handle[0] == ag else handle[0]))
+            issuer = None if handle[0] is ag or handle[0] == ag else handle[0]
+            _add_sync(out, place, (R_WAIT_HANDLE, handle[1:], wait_stream, issuer), False)
+            if issuer is not None:
+                out.handle_waits = True
         elif kind == "handoff":  # (a channel of the fix's own: one put, one get)
-            after = fix.record_after
-            other = after[0]
             channel = f"streamsim fix {i}"
-            (<list>_thread_syncs(post_of, post, other).setdefault(after[1:], [])).append(
-                (R_PUT, channel, None))
-            (<list>before).append((R_GET, channel, None))
+            _add_sync(out, fix.record_after, (R_PUT, channel, None), True)
+            _add_sync(out, place, (R_GET, channel, None), False)
         else:
             return None
         i += 1
-    return pre, post
-
-
-cdef dict _thread_syncs(dict by_id, dict syncs, object thread):
-    """``syncs[thread]`` (made empty if new), found by the thread object's ``id`` in ``by_id``:
-    hashing an Agent (a dataclass, in Python) once per distinct object, not once per fix."""
-    got = by_id.get(id(thread))
-    if got is None:
-        got = by_id[id(thread)] = syncs.setdefault(thread, {})
-    return <dict>got
+    out.post = out.posts  # (read by index as the run places them; the bytearray keeps it)
+    return out
 
 
 cdef dict _provenance(dict d, object ln):

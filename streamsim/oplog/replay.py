@@ -109,16 +109,15 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
     if groups is None:
         return None
     try:
-        pre = post = None
+        syncs = None
         if fixes:  # (first: a fix it cannot inject costs no line order)
-            got = _injections(fixes, base, compiled)
-            if got is None:
+            syncs = _injections(fixes, base, compiled)
+            if syncs is None:
                 return None
-            pre, post = got
         gates = _gates(oplog) if threaded else None
         got = compiled.replay(oplog.lines, oplog.threads, oplog.launch_overhead, seed, jitter,
                               max_ops, max_time, random.Random(0 if seed is None else seed),
-                              pre, post, groups, gates, _TAKEN_AS_THEY_START, lean=lean)
+                              syncs, groups, gates, _TAKEN_AS_THEY_START, lean=lean)
         if got is None:
             return None
         meta = {"oplog": oplog.path, "seed": seed, "jitter": jitter,
@@ -152,20 +151,23 @@ def _declare_groups(declare: Callable, oplog: OpLog) -> None:
                 bandwidth=g.bandwidth, eager_bytes=g.eager_bytes, blocking_wait=g.blocking_wait)
 
 
-def _injections(fixes: Sequence, base: Trace | None, compiled) -> tuple[dict, dict] | None:
-    """The syncs of ``fixes`` for the compiled replay, registered as ``sim.inject.inject_fixes``
-    registers them with the engine: injection key -> the syncs to issue before (``pre``) and
-    after (``post``) that action; None when a fix is of a kind it does not know or is not keyed
+def _injections(fixes: Sequence, base: Trace | None, compiled) -> Any:
+    """The syncs of ``fixes`` for the compiled replay (``_replay.fix_syncs``), registered as
+    ``sim.inject.inject_fixes`` registers them with the engine: each with the program action
+    it is issued before or after; None when a fix is of a kind it does not know or is not keyed
     and cannot be keyed here."""
-    from ..sim.inject import is_keyed, key_fixes  # (loaded only when fixes run)
-    if not all(map(is_keyed, fixes)):
-        if base is None:
-            return None  # (the engine's error)
-        try:
-            fixes = key_fixes(base, fixes)
-        except ModelError:
-            return None  # (the engine's, as its run raises it)
-    return compiled.fix_syncs(list(fixes))  # (the compiled replay's form: _replay.pyx)
+    syncs = compiled.fix_syncs(list(fixes))  # (the compiled replay's form: _replay.pyx)
+    if syncs is not compiled.NOT_KEYED:
+        return syncs
+    if base is None:
+        return None  # (the engine's error)
+    from ..sim.inject import key_fixes  # (loaded only when fixes run)
+    try:
+        keyed = key_fixes(base, fixes)
+    except ModelError:
+        return None  # (the engine's, as its run raises it)
+    syncs = compiled.fix_syncs(list(keyed))
+    return None if syncs is compiled.NOT_KEYED else syncs
 
 
 native.bind_replayer(Op=Op, Rec=Rec, Agent=Agent, Access=Access, View=View, Note=Note, Ref=Ref,

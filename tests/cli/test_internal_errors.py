@@ -77,10 +77,11 @@ def test_a_failed_compiled_fix_rerun_is_reported_as_not_costed_and_the_check_goe
 
     class BrokenWithFixes:
         fix_syncs = staticmethod(compiled.fix_syncs)  # (the syncs registered as they are)
+        NOT_KEYED = compiled.NOT_KEYED
 
         @staticmethod
         def replay(*args, **kwargs):
-            if args[8] or args[9]:  # (pre, post: a re-run's syncs; the first run has none)
+            if args[8] is not None:  # (syncs: a re-run's; the first run has none)
                 raise TypeError("compiled injection broke")
             return compiled.replay(*args, **kwargs)
     monkeypatch.setattr(native, "replayer", lambda: BrokenWithFixes)
