@@ -5,9 +5,10 @@ The same algorithm as the pure-Python pass, step for step and in the same order 
 hazards, ranges, modes and manifest flags, and the same issue positions): the reference and its
 comments are in streamsim/analysis/hb.py, which this file follows block by block. What differs is
 only how the state is held: per-op fields read once into C arrays (index, issuer, previous op of
-its agent, free or not), the walk's flags in C byte arrays, and FastTrack's segments, marks and
-view states as C structs of extension types, so that the hot loop reads C fields instead of Python
-attributes and tuple items. Clocks are dense where the trace has few agents (at most
+its agent, free or not), the walk's flags in C byte arrays, and FastTrack's segments and view
+states as extension types, a plain segment's last write and reads since it as C ints in the
+segment itself (``Seg``; Mark objects only in a mixed segment's lists and a freed storage's
+state), so that the hot loop reads C fields instead of Python attributes, tuple items and dicts. Clocks are dense where the trace has few agents (at most
 ``DENSE_MAX_AGENTS``): C vectors indexed by agent number, so that a copy is a memcpy and a join a
 loop of maxima over a C array (a model's trace has tens of agents and full clocks); with more
 agents they stay Python dicts ({agent: epoch}), sparse as in the reference. Both forms hold the
@@ -145,27 +146,100 @@ cdef Mark _mark(long op, long agent, long epoch):
     return m
 
 
+DEF NREAD = 6  # readers a segment keeps in its own fields (the rest: Seg.more)
+
+
 @cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
 cdef class Seg:
     """FastTrack's state of bytes [lo, hi) of a storage (the reference's _Segment); ``live``
-    False: split or replaced (the reference's ``lo = None``)."""
+    False: split or replaced (the reference's ``lo = None``).
+
+    The last write and the reads since it (the reference's marks: op, agent, epoch) are C
+    ints in the segment itself, not a Mark object an access and a dict of readers: a read
+    after a write made a dict, and every access a Mark, which the walk then reached through
+    a pointer each. The readers keep the reference's dict order (a reader that reads again
+    keeps its place): the first NREAD in ``rop``/``rag``/``rep``, the rest in ``more``
+    (agent -> (op, epoch)), which is used only once those are full."""
     cdef pos_t lo
     cdef pos_t hi
     cdef bint live
-    cdef object write  # Mark or None
-    cdef object reads  # dict {agent: Mark} or None
+    cdef int wop  # the last write's op (-1: none), agent and epoch
+    cdef int wag
+    cdef int wep
+    cdef int nr  # readers in place
+    cdef int rop[NREAD]
+    cdef int rag[NREAD]
+    cdef int rep[NREAD]
+    cdef object more  # dict {agent: (op, epoch)} of the readers past NREAD, or None
     cdef object mixed  # Mixed: a strided access touched it (its state is there), or None
 
 
-cdef Seg _seg(pos_t lo, pos_t hi, object write, object reads, object mixed=None):
+cdef Seg _seg_empty(pos_t lo, pos_t hi):
+    """A segment no access has touched."""
     cdef Seg s = Seg.__new__(Seg)
     s.lo = lo
     s.hi = hi
     s.live = True
-    s.write = write
-    s.reads = reads
-    s.mixed = mixed
+    s.wop = -1
     return s
+
+
+cdef Seg _seg_written(pos_t lo, pos_t hi, int op, int agent, int epoch):
+    """A segment whose last access is op's write (no read since)."""
+    cdef Seg s = _seg_empty(lo, hi)
+    s.wop, s.wag, s.wep = op, agent, epoch
+    return s
+
+
+cdef Seg _seg_mixed(pos_t lo, pos_t hi, Mixed m):
+    """A mixed segment: its state is ``m``."""
+    cdef Seg s = _seg_empty(lo, hi)
+    s.mixed = m
+    return s
+
+
+cdef Seg _seg_copy(pos_t lo, pos_t hi, Seg o):
+    """Bytes [lo, hi) of ``o``, with a state of their own equal to its (a split)."""
+    cdef Seg s = _seg_empty(lo, hi)
+    s.wop, s.wag, s.wep = o.wop, o.wag, o.wep
+    s.nr = o.nr
+    memcpy(s.rop, o.rop, sizeof(o.rop))
+    memcpy(s.rag, o.rag, sizeof(o.rag))
+    memcpy(s.rep, o.rep, sizeof(o.rep))
+    if o.more is not None:
+        s.more = dict(<dict>o.more)
+    s.mixed = _mixed_copy(o.mixed)
+    return s
+
+
+cdef inline void _read_by(Seg s, int op, int agent, int epoch) except *:
+    """The reference's ``reads[agent] = mark``: in place where the agent read since the last
+    write (its place kept, as a dict keeps a key's) or where there is room, else in ``more``."""
+    cdef int k
+    for k in range(s.nr):
+        if s.rag[k] == agent:
+            s.rop[k] = op
+            s.rep[k] = epoch
+            return
+    if s.nr < NREAD:  # (``more`` is None until these are full)
+        s.rop[s.nr] = op
+        s.rag[s.nr] = agent
+        s.rep[s.nr] = epoch
+        s.nr += 1
+        return
+    if s.more is None:
+        s.more = {}
+    (<dict>s.more)[agent] = (op, epoch)
+
+
+cdef list _reader_marks(Seg s):
+    """The readers since the last write as Marks, in the reference's dict order."""
+    cdef int k
+    cdef list out = [_mark(s.rop[k], s.rag[k], s.rep[k]) for k in range(s.nr)]
+    if s.more is not None:
+        for ag, pair in (<dict>s.more).items():
+            out.append(_mark((<tuple>pair)[0], ag, (<tuple>pair)[1]))
+    return out
 
 
 @cython.no_gc  # (its fields never lead back to it: no reference cycle to collect)
@@ -427,6 +501,7 @@ cdef void *_grown(void *p, size_t size) except NULL:
 
 
 cdef Seg _DEAD = Seg.__new__(Seg)  # live False
+_DEAD.wop = -1
 cdef Py_ssize_t MEMO_MAX = 65536  # answers a pass remembers of each kind (then it starts anew)
 
 
@@ -772,12 +847,13 @@ cdef class _Pass:
         (<list>self.hist_c[a]).append((self.gen[a], dict(C)))
         self.hist_g[a] = self.gen[a]
 
-    cdef report(self, Mark first, object fmode, long sid, object acc, object kind, pos_t lo,
+    cdef report(self, long first, object fmode, long sid, object acc, object kind, pos_t lo,
                 pos_t hi, ViewState ent):
-        """Record the race of op sid's access acc (second) with first's mark on [lo, hi) of
-        ``ent``'s storage (the reference's ``found`` keyed by (first, second, kind, rank,
-        buffer): here a :class:`_FoundTable` row, the rank and buffer as ``ent.store``)."""
-        cdef long fid = first.op
+        """Record the race of op sid's access acc (second) with op ``first``'s (its mark's op)
+        on [lo, hi) of ``ent``'s storage (the reference's ``found`` keyed by (first, second,
+        kind, rank, buffer): here a :class:`_FoundTable` row, the rank and buffer as
+        ``ent.store``)."""
+        cdef long fid = first
         cdef long f0 = fid, s0 = sid  # (as found: before the swap into issue order)
         cdef _FoundTable T = self.found
         cdef Py_ssize_t x
@@ -879,6 +955,19 @@ cdef class _Pass:
         self.views.append(ent)
         return ent
 
+    cdef void war(self, Seg s, long op, object acc, dict C, const epoch_t *D, pos_t lo,
+                  pos_t hi, ViewState ent) except *:
+        """Op ``op``'s write ``acc`` against the reads of segment ``s`` since its last write, in
+        the reference's dict order (the reads' WAR races, on [lo, hi))."""
+        cdef int k
+        for k in range(s.nr):
+            if _cget(C, D, s.rag[k]) < s.rep[k]:
+                self.report(s.rop[k], READ, op, acc, self.WAR, lo, hi, ent)
+        if s.more is not None:
+            for ag, pair in (<dict>s.more).items():
+                if _cget(C, D, <long>ag) < <long>(<tuple>pair)[1]:
+                    self.report(<long>(<tuple>pair)[0], READ, op, acc, self.WAR, lo, hi, ent)
+
     cdef bint hits(self, ViewState ent, object pat, pos_t lo, pos_t hi) except -1:
         """``block_hits(pat, offset, nbytes, lo, hi)`` of strided view state ``ent`` (``pat``
         its pattern), remembered (``hit_memo``)."""
@@ -932,10 +1021,10 @@ cdef class _Pass:
         if pat is not None and not self.hits(ent, pat, lo, hi):
             return  # the view has no byte here
         if s.mixed is None:  # a plain segment becomes mixed: a new one (views remember the old)
-            m = _mixed([(s.write, None)] if s.write is not None else [],
-                       [(ro, None) for ro in (<dict>s.reads).values()] if s.reads else [])
+            m = _mixed([(_mark(s.wop, s.wag, s.wep), None)] if s.wop >= 0 else [],
+                       [(ro, None) for ro in _reader_marks(s)])
             s.live = False
-            s = _seg(lo, hi, None, None, m)
+            s = _seg_mixed(lo, hi, m)
             segs[k] = s
         else:
             m = <Mixed>s.mixed
@@ -945,13 +1034,13 @@ cdef class _Pass:
             w = <Mark>(<tuple>e)[0]
             wv = (<tuple>e)[1]
             if _cget(C, D, w.agent) < w.epoch and (wv is None or self.overlaps(wv, v, ent)):
-                self.report(w, WRITE, op, acc, self.WAW if write else self.RAW, lo, hi, ent)
+                self.report(w.op, WRITE, op, acc, self.WAW if write else self.RAW, lo, hi, ent)
         if write:
             for e in m.reads:
                 r = <Mark>(<tuple>e)[0]
                 rv = (<tuple>e)[1]
                 if _cget(C, D, r.agent) < r.epoch and (rv is None or self.overlaps(rv, v, ent)):
-                    self.report(r, READ, op, acc, self.WAR, lo, hi, ent)
+                    self.report(r.op, READ, op, acc, self.WAR, lo, hi, ent)
             if pat is None:  # (a plain access covers the segment: every entry goes)
                 m.writes = [(rec, own)]
                 m.reads = []
@@ -979,7 +1068,7 @@ cdef class _Pass:
                     flo = max(lo, <pos_t>v.offset)
                     fhi = min(hi, <pos_t>(v.offset + v.nbytes))
                     if flo < fhi:
-                        self.report(r, racc.mode, op, acc, self.UAF, flo, fhi, ent)
+                        self.report(r.op, racc.mode, op, acc, self.UAF, flo, fhi, ent)
             touched.clear()
         touched[a] = (rec, acc)
 
@@ -1053,10 +1142,7 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
     if i >= 0 and (<Seg>segs[i]).hi > lo:
         s = <Seg>segs[i]
         if s.lo < lo:
-            segs[i:i + 1] = [_seg(s.lo, lo, s.write, dict(s.reads) if s.reads else None,
-                                  _mixed_copy(s.mixed)),
-                             _seg(lo, s.hi, s.write, dict(s.reads) if s.reads else None,
-                                  _mixed_copy(s.mixed))]
+            segs[i:i + 1] = [_seg_copy(s.lo, lo, s), _seg_copy(lo, s.hi, s)]
             starts.insert(i + 1, lo)
             s.live = False
             i += 1
@@ -1068,17 +1154,14 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
         if j < len(segs) and (<Seg>segs[j]).lo == pos:
             s = <Seg>segs[j]
             if s.hi > hi:
-                segs[j:j + 1] = [_seg(s.lo, hi, s.write, dict(s.reads) if s.reads else None,
-                                      _mixed_copy(s.mixed)),
-                                 _seg(hi, s.hi, s.write, dict(s.reads) if s.reads else None,
-                                      _mixed_copy(s.mixed))]
+                segs[j:j + 1] = [_seg_copy(s.lo, hi, s), _seg_copy(hi, s.hi, s)]
                 starts.insert(j + 1, hi)
                 s.live = False
                 s = <Seg>segs[j]
             pos = s.hi
         else:
             end = (<Seg>segs[j]).lo if j < len(segs) and (<Seg>segs[j]).lo < hi else hi
-            segs.insert(j, _seg(pos, end, None, None))
+            segs.insert(j, _seg_empty(pos, end))
             starts.insert(j, pos)
             pos = end
         j += 1
@@ -1373,7 +1456,7 @@ cdef object _walk(_Pass P):
     cdef epoch_t *D = NULL  # the walking agent's dense clock (the dense form; else NULL)
     cdef epoch_t *Sp
     cdef long tag
-    cdef Mark rec, w, rr
+    cdef object rec
     cdef Seg s
     cdef ViewState ent
     cdef list segs, starts
@@ -1598,33 +1681,32 @@ cdef object _walk(_Pass P):
 
             if not nacc:
                 continue
-            rec = _mark(oid, a, e)
+            rec = None  # (this op's Mark: made only for a mixed segment or a freed storage)
             for acc in <tuple>P.accs[oid]:
                 view = <object>slot(<PyObject *>acc, A_VIEW)
                 x = addrmap_get(&P.by_view, <uintptr_t><PyObject *>view)
                 ent = P.entry(view) if x < 0 else <ViewState>views[x]
                 if ent.touched is not None:
-                    P.touch(<dict>ent.touched, oid, a, rec, acc, C, D, ent)
+                    if rec is None:
+                        rec = _mark(oid, a, e)
+                    P.touch(<dict>ent.touched, oid, a, <Mark>rec, acc, C, D, ent)
                 if ent.strided:  # a strided view: every segment of its hull, mixed
                     if ent.hi > ent.lo:
+                        if rec is None:
+                            rec = _mark(oid, a, e)
                         segs = ent.segs
                         ij = _cover(ent.starts, segs, ent.lo, ent.hi)
                         i, j2 = ij
                         for k in range(i, j2):
-                            P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
+                            P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                     continue
                 s = ent.seg
                 mode = <object>slot(<PyObject *>acc, A_MODE)
                 if mode is READ or mode == READ:
                     if s.live:
-                        if s.write is not None:
-                            w = <Mark>s.write
-                            if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent)
-                        if s.reads is None:
-                            s.reads = {a: rec}
-                        else:
-                            (<dict>s.reads)[a] = rec
+                        if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
+                            P.report(s.wop, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent)
+                        _read_by(s, oid, a, e)
                         continue
                     lo, hi = ent.lo, ent.hi
                     if hi <= lo:
@@ -1637,30 +1719,23 @@ cdef object _walk(_Pass P):
                     for k in range(i, j2):
                         s = <Seg>segs[k]
                         if s.mixed is not None:
-                            P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
+                            if rec is None:
+                                rec = _mark(oid, a, e)
+                            P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                             continue
-                        if s.write is not None:
-                            w = <Mark>s.write
-                            if _cget(C, D, w.agent) < w.epoch:
-                                P.report(w, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent)
-                        if s.reads is None:
-                            s.reads = {a: rec}
-                        else:
-                            (<dict>s.reads)[a] = rec
+                        if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
+                            P.report(s.wop, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent)
+                        _read_by(s, oid, a, e)
                     continue
                 # a write: against the last write and every read since it
                 if s.live:
-                    if s.write is not None:
-                        w = <Mark>s.write
-                        if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent)
-                    if s.reads is not None:
-                        for rro in (<dict>s.reads).values():
-                            rr = <Mark>rro
-                            if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, oid, acc, P.WAR, ent.lo, ent.hi, ent)
-                        s.reads = None
-                    s.write = rec
+                    if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
+                        P.report(s.wop, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent)
+                    if s.nr:
+                        P.war(s, oid, acc, C, D, ent.lo, ent.hi, ent)
+                        s.nr = 0
+                        s.more = None
+                    s.wop, s.wag, s.wep = oid, a, e
                     continue
                 lo, hi = ent.lo, ent.hi
                 if hi <= lo:
@@ -1671,20 +1746,17 @@ cdef object _walk(_Pass P):
                 for k in range(i, j2):
                     s = <Seg>segs[k]
                     if s.mixed is not None:  # checked as mixed, then replaced as the others
-                        P.mixed(segs, k, oid, acc, a, rec, C, D, ent)
+                        if rec is None:
+                            rec = _mark(oid, a, e)
+                        P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                         (<Seg>segs[k]).live = False
                         continue
-                    if s.write is not None:
-                        w = <Mark>s.write
-                        if _cget(C, D, w.agent) < w.epoch:
-                            P.report(w, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent)
-                    if s.reads:
-                        for rro in (<dict>s.reads).values():
-                            rr = <Mark>rro
-                            if _cget(C, D, rr.agent) < rr.epoch:
-                                P.report(rr, READ, oid, acc, P.WAR, s.lo, s.hi, ent)
+                    if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
+                        P.report(s.wop, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent)
+                    if s.nr:
+                        P.war(s, oid, acc, C, D, s.lo, s.hi, ent)
                     s.live = False
-                s = _seg(lo, hi, rec, None)
+                s = _seg_written(lo, hi, oid, a, e)
                 ent.seg = s
                 segs[i:j2] = [s]
                 starts[i:j2] = [lo]
