@@ -22,6 +22,9 @@ same run would (streamsim/trace.py), ops by id (id == position):
   (``_Run.kept_line``; NULL before); ``handles``: op id -> the handle its line names (a dict,
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
   name are made of its spec, which these columns do not hold).
+- ``readable``: every op's accesses are a tuple of ``Access`` objects (exactly that class,
+  their mode set), each of a ``View`` (exactly): the replay made them so and says it, so
+  that a pass need not check each one (False: unknown, checked as an ``Op``'s are).
 - ``from_line``: the one dict that stands, in ``attrs``, for a host action's attrs made of its
   line's ``site`` and ``t`` alone (``_Run.host_attrs``: a recorded log's every host action; a
   dict of its own an op was ~200 bytes a line); NULL: no op has it. ``kept_st``: then each line
@@ -66,6 +69,7 @@ cdef struct OpCols:
     bint special
     PyObject *from_line
     PyObject **kept_st
+    bint readable
 
 
 cdef extern from *:

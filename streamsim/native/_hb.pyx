@@ -1400,7 +1400,9 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
     """The first scan, of a run held as columns (``_cols.pxd``): what :func:`_scan_ops` reads
     of each ``Op``, read from its column instead, and the issue keys computed from them. The
     columns are the compiled replay's: op ids are positions and every agent is in ``agents``,
-    so only the kinds and the accesses are checked. False: the reference must run."""
+    so only the kinds and the accesses are checked (the accesses not where the replay says they
+    are what it made: ``OpCols.readable``, a reading of every Access and View the walk then
+    reads again). False: the reference must run."""
     cdef long n = P.n, na = P.na, a, oid
     cdef list last_on = [-1] * na
     cdef bytearray host_agent = bytearray([ag.kind == HOST for ag in agents])
@@ -1430,8 +1432,9 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
             all_issued = False
             P.line[oid] = c.line[oid]
         if not (_is_tuple(c.after[oid]) and _is_tuple(c.joins[oid]) and
-                _readable_accesses(c.accesses[oid])):
-            return False  # (P.after, P.joins, P.accs: the columns' own)
+                (c.readable or _readable_accesses(c.accesses[oid]))):
+            return False  # (P.after, P.joins, P.accs: the columns' own; their accesses are
+            # checked unless the replay that made them says they can be read: OpCols.readable)
         if _ntuple(P.joins[oid]):
             P.njoin += 1
         if <object>kind == "free":

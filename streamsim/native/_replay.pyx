@@ -344,6 +344,7 @@ cdef class _Run:
     # (Host._accesses; the lines keep the refs alive): no int made for id(ref) per ref
     cdef AddrMap read_at, write_at
     cdef list acc_objs
+    cdef bint odd_view  # an access's view is not exactly a View (a hand-built log's Ref)
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
     cdef list lines  # line number -> Line (None: no line has the number; _by_lineno), None
     # once released (kept)
@@ -854,7 +855,10 @@ cdef class _Run:
         cdef Py_ssize_t k = addrmap_get(at, <uintptr_t><PyObject *>t)
         if k >= 0:
             return self.acc_objs[k]
-        acc = _access_of(t.view, mode, t.window)
+        view = t.view
+        if type(view) is not View:
+            self.odd_view = True  # (the columns then say their accesses need a check)
+        acc = _access_of(view, mode, t.window)
         addrmap_put(at, <uintptr_t><PyObject *>t, len(self.acc_objs))
         self.acc_objs.append(acc)
         return acc
@@ -2578,6 +2582,7 @@ cdef class _Run:
         c.c.accesses = PySequence_Fast_ITEMS(self.accesses)
         c.c.after = PySequence_Fast_ITEMS(self.after)
         c.c.joins = c.objects(n)
+        c.c.readable = not self.odd_view  # (every access made here: access(), an alloc's)
         cdef double end_time = 0.0
         lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
         ln = None
@@ -2705,6 +2710,12 @@ cdef class Columns:
 
     def __len__(self):
         return self.c.n
+
+    @property
+    def accesses_readable(self) -> bool:
+        """Whether the replay vouches for every op's accesses (``OpCols.readable``: each an
+        ``Access`` of a ``View``, exactly), which a pass then reads without checking each."""
+        return self.c.readable
 
     def capsule(self):
         """The columns for a compiled measure: a capsule of this object's ``OpCols`` (valid
