@@ -8,7 +8,8 @@ only how the state is held: per-op fields read once into C arrays (index, issuer
 its agent, free or not), the walk's flags in C byte arrays, and FastTrack's segments and view
 states as extension types, a plain segment's last write and reads since it as C ints in the
 segment itself (``Seg``; Mark objects only in a mixed segment's lists and a freed storage's
-state), so that the hot loop reads C fields instead of Python attributes, tuple items and dicts. Clocks are dense where the trace has few agents (at most
+state), so that the hot loop reads C fields instead of Python attributes, tuple items and dicts.
+Clocks are dense where the trace has few agents (at most
 ``DENSE_MAX_AGENTS``): C vectors indexed by agent number, so that a copy is a memcpy and a join a
 loop of maxima over a C array (a model's trace has tens of agents and full clocks); with more
 agents they stay Python dicts ({agent: epoch}), sparse as in the reference. Both forms hold the
@@ -144,6 +145,12 @@ cdef Mark _mark(long op, long agent, long epoch):
     m.agent = agent
     m.epoch = epoch
     return m
+
+
+cdef inline Mark _mark_once(object rec, long op, long agent, long epoch):
+    """``rec``, an op's Mark made already, else a new one: made only where a mixed segment or a
+    freed storage keeps it (a plain segment keeps its marks as ints: ``Seg``)."""
+    return _mark(op, agent, epoch) if rec is None else <Mark>rec
 
 
 DEF NREAD = 6  # readers a segment keeps in its own fields (the rest: Seg.more)
@@ -955,6 +962,13 @@ cdef class _Pass:
         self.views.append(ent)
         return ent
 
+    cdef inline void against_write(self, Seg s, long op, object acc, object kind, pos_t lo,
+                                   pos_t hi, ViewState ent, dict C, const epoch_t *D) except *:
+        """Op ``op``'s access ``acc`` against segment ``s``'s last write (a RAW or WAW race on
+        [lo, hi) where nothing orders them)."""
+        if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
+            self.report(s.wop, WRITE, op, acc, kind, lo, hi, ent)
+
     cdef void war(self, Seg s, long op, object acc, dict C, const epoch_t *D, pos_t lo,
                   pos_t hi, ViewState ent) except *:
         """Op ``op``'s write ``acc`` against the reads of segment ``s`` since its last write, in
@@ -1690,13 +1704,11 @@ cdef object _walk(_Pass P):
                 x = addrmap_get(&P.by_view, <uintptr_t><PyObject *>view)
                 ent = P.entry(view) if x < 0 else <ViewState>views[x]
                 if ent.touched is not None:
-                    if rec is None:
-                        rec = _mark(oid, a, e)
+                    rec = _mark_once(rec, oid, a, e)
                     P.touch(<dict>ent.touched, oid, a, <Mark>rec, acc, C, D, ent)
                 if ent.strided:  # a strided view: every segment of its hull, mixed
                     if ent.hi > ent.lo:
-                        if rec is None:
-                            rec = _mark(oid, a, e)
+                        rec = _mark_once(rec, oid, a, e)
                         segs = ent.segs
                         ij = _cover(ent.starts, segs, ent.lo, ent.hi)
                         i, j2 = ij
@@ -1707,8 +1719,7 @@ cdef object _walk(_Pass P):
                 mode = <object>slot(<PyObject *>acc, A_MODE)
                 if mode is READ or mode == READ:
                     if s.live:
-                        if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
-                            P.report(s.wop, WRITE, oid, acc, P.RAW, ent.lo, ent.hi, ent)
+                        P.against_write(s, oid, acc, P.RAW, ent.lo, ent.hi, ent, C, D)
                         _read_by(s, oid, a, e)
                         continue
                     lo, hi = ent.lo, ent.hi
@@ -1722,18 +1733,15 @@ cdef object _walk(_Pass P):
                     for k in range(i, j2):
                         s = <Seg>segs[k]
                         if s.mixed is not None:
-                            if rec is None:
-                                rec = _mark(oid, a, e)
+                            rec = _mark_once(rec, oid, a, e)
                             P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                             continue
-                        if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
-                            P.report(s.wop, WRITE, oid, acc, P.RAW, s.lo, s.hi, ent)
+                        P.against_write(s, oid, acc, P.RAW, s.lo, s.hi, ent, C, D)
                         _read_by(s, oid, a, e)
                     continue
                 # a write: against the last write and every read since it
                 if s.live:
-                    if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
-                        P.report(s.wop, WRITE, oid, acc, P.WAW, ent.lo, ent.hi, ent)
+                    P.against_write(s, oid, acc, P.WAW, ent.lo, ent.hi, ent, C, D)
                     if s.nr:
                         P.war(s, oid, acc, C, D, ent.lo, ent.hi, ent)
                         s.nr = 0
@@ -1749,13 +1757,11 @@ cdef object _walk(_Pass P):
                 for k in range(i, j2):
                     s = <Seg>segs[k]
                     if s.mixed is not None:  # checked as mixed, then replaced as the others
-                        if rec is None:
-                            rec = _mark(oid, a, e)
+                        rec = _mark_once(rec, oid, a, e)
                         P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                         (<Seg>segs[k]).live = False
                         continue
-                    if s.wop >= 0 and _cget(C, D, s.wag) < s.wep:
-                        P.report(s.wop, WRITE, oid, acc, P.WAW, s.lo, s.hi, ent)
+                    P.against_write(s, oid, acc, P.WAW, s.lo, s.hi, ent, C, D)
                     if s.nr:
                         P.war(s, oid, acc, C, D, s.lo, s.hi, ent)
                     s.live = False

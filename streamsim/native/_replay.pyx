@@ -1931,7 +1931,7 @@ cdef class _Run:
             self.inj_before[h], self.inj_post[h], self.inj_end[h] = [None] * n, [None] * n, ()
         cdef dict host_by_id = {}  # id(an Agent object of the places) -> its thread, or -1
         cdef list places = syncs.places, specs = syncs.specs
-        cdef const unsigned char *post = syncs.post
+        cdef const unsigned char *post = syncs.posts
         for x in range(count):
             place = places[x]
             ag = place[0]
@@ -2921,14 +2921,13 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
 cdef class FixSyncs:
     """The syncs of a re-run's fixes (:func:`fix_syncs`), in the fixes' order, each with the
     place it is issued at: ``places[x]`` the injection key (host thread, kind, location, n) of
-    the program action that sync ``x`` goes before (``post[x]`` 0) or after (1), ``specs[x]`` the
+    the program action that sync ``x`` goes before (``posts[x]`` 0) or after (1), ``specs[x]`` the
     sync (``(R_RECORD | R_WAIT | R_RECORD_STREAM | ..., name, stream, ...)``, as
     streamsim/sim/inject.py issues it). Flat lists, not a dict by thread and key: the run finds
     each place's line once (:meth:`_Run.place_syncs`), and making a dict, a key and a list per
     fix was most of the work of a re-run with every fix."""
     cdef list places, specs
-    cdef bytearray posts
-    cdef const unsigned char *post
+    cdef bytearray posts  # sync x: 1 after its place's action, 0 before it
     cdef bint handle_waits  # a wait on a handle another thread issues (inject._wait_handle)
 
     def __len__(self):
@@ -2992,7 +2991,6 @@ def fix_syncs(list fixes):
         else:
             return None
         i += 1
-    out.post = out.posts  # (read by index as the run places them; the bytearray keeps it)
     return out
 
 
