@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -94,11 +95,7 @@ class Failed:
         return e
 
 
-_TASK: dict[str, object] = {"run": None, "claimed": None, "parent": None}  # set before the
-# fork, inherited by the workers
-
-
-def _worker_start() -> None:
+def _worker_start(parent: int) -> None:
     """In each worker, first: die with the parent (no orphan keeps computing if the parent is
     killed), leave Ctrl-C to the parent, which stops every worker itself, and write through
     stream objects of its own (:func:`_fresh_streams`)."""
@@ -113,7 +110,7 @@ def _worker_start() -> None:
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
-    if os.getppid() != _TASK["parent"]:  # the parent died before the line above: no one to serve
+    if os.getppid() != parent:  # the parent died before the line above: no one to serve
         os._exit(1)
 
 
@@ -132,23 +129,6 @@ def _fresh_streams() -> None:
             continue
         setattr(sys, name, open(fd, "w", encoding=stream.encoding, errors=stream.errors,
                                 buffering=1))  # (line-buffered, as a terminal's stderr)
-
-
-def _in_worker(index: int) -> tuple[bool, object]:
-    """Run task ``index`` (the function the parent set before forking) unless the parent took it;
-    ``(True, result)`` (``_TAKEN`` if the parent took it), or ``(False, Failed)`` for an input
-    error."""
-    run = _TASK["run"]
-    assert callable(run), "no task set before the workers were forked"
-    if not _claim(_TASK["claimed"], index):
-        return True, _TAKEN  # (the parent runs it)
-    try:
-        return True, run(index)
-    except InputError as e:
-        return False, Failed.of(e)
-
-
-_TAKEN = "taken by another process"
 
 
 def _claim(claimed, index: int) -> bool:
@@ -170,60 +150,102 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
 
     This process takes the first task (fix costing's largest re-run: every fix at once; here it
     runs on the run's pages as they are, where a forked worker would first pay the faults of
-    copying those it writes, while the workers start), then the others from the last on; the
-    workers take them from the second on; each task once (a flag per task in shared memory, set
-    under its lock by whoever takes it first). Once none is left, this process collects the
-    results in index order, awaiting every task's future, its own tasks' too (a worker answers
-    those "taken"): so a worker that dies before every task is answered is an error, whichever
-    process did the work. So ``jobs`` processes compute, and only ``jobs - 1`` copies of the run
-    are forked. (Not ``Future.cancel``: on a broken pool, Python 3.11's executor then fails on
-    the cancelled futures in its own thread.)
+    copying those it writes, while the workers start), then the others from the last on; each
+    worker takes them from the second on, as soon as it is forked; each task once (a flag per
+    task in shared memory, set under its lock by whoever takes it first). A worker sends each
+    result back on a pipe of its own as it has it, and ends once no task is left; this process
+    then reads every pipe to its end and puts the results in index order.
+
+    Workers are plain forked processes (``multiprocessing.Process``), not a
+    ``ProcessPoolExecutor``: an executor hands each task to its workers from threads of this
+    process (its manager thread and its queue's feeder), which wait for the GIL while this
+    process runs its own task in compiled code, so the workers started their first task up to
+    0.15 s late (a third of a re-run of the 200,000-line random program), and the last re-run
+    to end was theirs.
 
     An :class:`InputError` of a task is raised here (the first in index order, once every earlier
-    task has its result, as one job would raise it); a worker that dies raises
-    :class:`InternalError` whose message says it was ``what`` (``"costing the fixes"``).
-    ``task`` must return something small and picklable."""
+    task has its result, as one job would raise it), and so is any other exception of a task (as
+    the task raised it, or, where it does not pickle, as a RuntimeError with its traceback); a
+    worker that dies (killed, a segfault) raises :class:`InternalError` whose message says it
+    was ``what`` (``"costing the fixes"``). ``task`` must return something small and
+    picklable."""
     jobs = min(jobs, n)
     if jobs <= 1 or not can_fork():
         return [task(i) for i in range(n)]
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-    previous = dict(_TASK)
-    claimed = mp_context().Array("b", n)  # (zeros: no task taken yet)
-    _TASK.update(run=task, claimed=claimed, parent=os.getpid())
-    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=mp_context(),
-                               initializer=_worker_start)
+    ctx = mp_context()
+    claimed = ctx.Array("b", n)  # (zeros: no task taken yet)
+    parent = os.getpid()
+    procs: list = []  # (the worker, the read end of its pipe)
     done = False
     try:
         held = _ctrl_c_held()
         try:
-            futures = [pool.submit(_in_worker, i) for i in range(n)]  # (forks every worker now)
+            for _ in range(jobs - 1):
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_worker, args=(task, n, claimed, send, parent),
+                                   daemon=True)
+                proc.start()  # (forks now: the worker takes its first task at once)
+                send.close()  # (so that the pipe ends when the worker has closed its end)
+                procs.append((proc, receive))
         finally:
             _ctrl_c_released(held)
-        mine: dict[int, tuple[bool, object]] = {}
+        got: dict[int, tuple[str, object]] = {}
         for i in (0, *reversed(range(1, n))):  # this process's share: tasks no worker took
             if _claim(claimed, i):
-                mine[i] = _here(task, i)
-                if not mine[i][0]:
+                got[i] = _outcome(task, i)
+                if got[i][0] != "ok":
                     break  # (an error: it is raised below once the earlier tasks are in)
+        for proc, receive in procs:
+            while True:
+                try:
+                    i, outcome = receive.recv()
+                except EOFError:
+                    break
+                got[i] = outcome
+            proc.join()
+            if proc.exitcode != 0:
+                from concurrent.futures.process import BrokenProcessPool
+                cause = BrokenProcessPool(f"worker {proc.pid} ended with exit code "
+                                          f"{proc.exitcode}")
+                raise InternalError(f"{what} in {jobs} processes, when a worker process died",
+                                    cause) from cause
         out: list[T] = []
-        for i, fut in enumerate(futures):  # index order: never in the order they end
-            answer = fut.result()  # (a worker's result, or "taken": a dead worker raises here)
-            ok, got = mine[i] if i in mine else answer
-            assert i in mine or got != _TAKEN
-            if not ok:
-                assert isinstance(got, Failed)
-                raise got.exception()
-            out.append(got)  # type: ignore[arg-type]
+        for i in range(n):  # index order: never in the order they end
+            how, value = got[i]  # (every task was taken: this process stops only at an error,
+            if how == "failed":  # and a worker only when none is left)
+                assert isinstance(value, Failed)
+                raise value.exception()
+            if how == "raised":
+                raise value  # type: ignore[misc]
+            out.append(value)  # type: ignore[arg-type]
         done = True
         return out
-    except BrokenProcessPool as e:
-        raise InternalError(f"{what} in {jobs} processes, when a worker process died", e) from e
     finally:
-        _TASK.update(previous)
-        if not done:
-            _kill(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
+        for proc, receive in procs:
+            if not done:
+                _kill(proc)
+            receive.close()
+
+
+def _worker(task: Callable[[int], T], n: int, claimed, send, parent: int) -> None:
+    """A worker's life (:func:`run_indexed`): take the tasks no process has taken, from the
+    second on, and send back each one's index and outcome (:func:`_outcome`); end when none is
+    left. An outcome that does not pickle (an exception of the task's own) is sent as a
+    RuntimeError with its traceback."""
+    _worker_start(parent)
+    try:
+        for i in range(1, n):
+            if _claim(claimed, i):
+                outcome = _outcome(task, i)
+                if outcome[0] == "raised":  # (its traceback does not travel with it)
+                    where = "".join(traceback.format_exception(outcome[1]))
+                    outcome[1].add_note(f"raised in a worker process:\n{where}")
+                try:
+                    send.send((i, outcome))
+                except Exception:  # (the task's exception does not pickle)
+                    send.send((i, ("raised", RuntimeError(where))))
+    finally:
+        send.close()
 
 
 def _ctrl_c_held() -> object:
@@ -243,26 +265,25 @@ def _ctrl_c_released(held: object) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-def _here(task: Callable[[int], T], index: int) -> tuple[bool, object]:
-    """Task ``index`` run in this process, its outcome as a worker sends it back."""
+def _outcome(task: Callable[[int], T], index: int) -> tuple[str, object]:
+    """Task ``index`` run in this process: ``("ok", result)``, ``("failed", Failed)`` for an
+    input error, ``("raised", exception)`` for any other exception."""
     try:
-        return True, task(index)
+        return "ok", task(index)
     except InputError as e:
-        return False, Failed.of(e)
+        return "failed", Failed.of(e)
+    except Exception as e:  # (raised again where the results are collected, in index order)
+        return "raised", e
 
 
-def _kill(pool) -> None:
-    """Kill ``pool``'s workers and reap them (an error or Ctrl-C left tasks running whose results
-    nobody will read). ``_processes`` is the executor's own table (Python 3.11 has no public way
-    to stop its workers; ``terminate_workers`` came in 3.14)."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    for proc in procs:
-        try:
-            proc.kill()
-        except (OSError, ValueError, AttributeError):
-            pass
-    for proc in procs:
-        try:
-            proc.join()
-        except (OSError, ValueError, AttributeError, AssertionError):
-            pass
+def _kill(proc) -> None:
+    """Kill a worker and reap it (an error or Ctrl-C left tasks running whose results nobody
+    will read)."""
+    try:
+        proc.kill()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        proc.join()
+    except (OSError, ValueError, AttributeError, AssertionError):
+        pass

@@ -191,6 +191,37 @@ def test_results_are_collected_in_task_order_not_completion_order():
             os.remove(flag)
 
 
+def test_a_worker_takes_its_task_while_this_process_holds_the_gil():
+    """A worker starts its task without any help from this process: fix costing's own first
+    re-run holds the GIL for its whole length in compiled code, and a pool whose workers get their
+    tasks from threads here (``ProcessPoolExecutor``'s manager and feeder) left them idle that
+    long. Here task 0 spins in Python without releasing the GIL (no thread switch in 60 s),
+    waiting for the flag that task 1, in the worker, sets; bounded to 10 s, it fails if the flag
+    never came."""
+    import multiprocessing
+    import sys
+    import time
+    flag = workers.mp_context().RawValue("b", 0)  # (plain shared memory: no lock, no syscall)
+
+    def task(i: int) -> bool:
+        if i == 1:
+            flag.value = 1
+            return True
+        if i == 0:
+            end = time.monotonic() + 10
+            while not flag.value and time.monotonic() < end:
+                pass
+            return bool(flag.value)
+        return True
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60)
+    try:
+        assert workers.run_indexed(task, 2, 2) == [True, True]
+    finally:
+        sys.setswitchinterval(interval)
+    assert multiprocessing.active_children() == []  # (reaped)
+
+
 def test_a_bad_jobs_value_is_an_input_error_naming_it(tmp_path, capsys):
     log = tmp_path / "kinds.jsonl"
     log.write_text(EVERY_KIND)
@@ -216,3 +247,26 @@ def test_the_first_input_error_in_task_order_is_raised_as_with_one_job(jobs):
     with pytest.raises(OpsBoundExceeded, match="^task 1 passed max_ops$") as e:
         workers.run_indexed(task, 4, jobs)
     assert e.value.arguments == ("max_ops",) and e.value.bound == "max_ops"
+
+
+def test_a_bug_in_a_workers_task_is_raised_here_with_the_workers_traceback():
+    """Any other exception of a task in a worker (a bug: the command's exit 3) is raised here as
+    the task raised it, in task order, its traceback in the worker kept as a note. (Task 0, here,
+    waits until the worker has begun task 1, so that this process does not take it.)"""
+    import time
+    begun = workers.mp_context().RawValue("b", 0)
+
+    def task(i: int) -> int:
+        if i == 1:
+            begun.value = 1
+            raise ValueError("broken in the worker")
+        end = time.monotonic() + 10
+        while not begun.value and time.monotonic() < end:
+            time.sleep(0.001)
+        return i
+    with pytest.raises(ValueError) as e:
+        workers.run_indexed(task, 2, 2)
+    assert str(e.value) == "broken in the worker"
+    notes = getattr(e.value, "__notes__", [])
+    assert len(notes) == 1 and notes[0].startswith("raised in a worker process:\n") and \
+        'raise ValueError("broken in the worker")' in notes[0]
