@@ -17,7 +17,7 @@ same run would (streamsim/trace.py), ops by id (id == position):
 - ``path``: the log's path, one object for all its lines (borrowed; NULL when its lines name
   several): an op's ``location`` is ``f"{path}:{line}"`` (``schema.Line.location``), made only
   where a measure needs it (a fix's sync sits at that line), not kept an op;
-- ``kept``: once the run has let its ``Line`` objects go (``_Run.release``), what its ops read of
+- ``kept``: once the run has let its ``Line`` objects go (``_Run.release_lines``), what its ops read of
   their line, ``KEPT_FIELDS`` objects a line number in the order of the ``KEPT_`` names below
   (``_Run.kept_line``; NULL before); ``handles``: op id -> the handle its line names (a dict,
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and

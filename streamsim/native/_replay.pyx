@@ -463,15 +463,11 @@ cdef class _Run:
             free(self.kept_st)
             self.kept_st = NULL
 
-    cdef void release(self) except *:
-        """Let go of what only the schedule needed, once the run is over and kept as columns:
-        the heap, the waiters, the queues, the comm, hand-off, batch, line-order and fix state,
-        and the log's lines (``Line`` objects, ~250 bytes each, which a check without fix
-        costing then frees): what the ops read of their lines is kept, KEPT_FIELDS objects a line
-        in one C array (:meth:`kept_line`). What :meth:`records`, :meth:`columns` and the
-        columns' readers read stays (the ops' arrays and lists, the agents, the notes, the
-        attrs, handles, joins, steps and fix syncs of the ops). :meth:`columns` keeps what the
-        ops read of their lines as it reads them (:meth:`keep_line`); else it is kept here."""
+    cdef void release_lines(self) except *:
+        """Let go of the log's lines (``Line`` objects, ~250 bytes each, which a check without
+        fix costing then frees), once the run is kept as columns: what the ops read of their
+        lines is kept, KEPT_FIELDS objects a line in one C array (:meth:`kept_line`).
+        :meth:`columns` keeps it as it reads them (:meth:`keep_line`); else it is kept here."""
         cdef int i, lo
         if self.kept == NULL:
             self.new_kept()
@@ -480,6 +476,16 @@ cdef class _Run:
                 if self.kept[lo * KEPT_FIELDS] == NULL:
                     self.keep_line(lo, self.lines[lo])
         self.lines = None
+
+    cdef void release_schedule(self) except *:
+        """Let go of what only the schedule needed, once the run is over: the heap, the
+        waiters, the queues, the ops' kind codes, the comm, hand-off, batch, line-order and fix
+        state. Done before :meth:`columns` makes its arrays, so that they take the memory this
+        frees (a run's peak is at that moment: the lines, the ops and the columns together).
+        What :meth:`records`, :meth:`columns` and the columns' readers read stays (the ops'
+        arrays and lists, the agents, the notes, the attrs, handles, joins, steps and fix
+        syncs of the ops, the lines)."""
+        cdef int i
         addrmap_free(&self.read_at)
         addrmap_free(&self.write_at)
         if self.queue != NULL:
@@ -2589,7 +2595,7 @@ cdef class _Run:
         cdef int last_lo = -1
         cdef PyObject *path
         cdef bint one_path = True  # (every line of the log's one path object: OpCols.path)
-        self.new_kept()  # (what release() keeps of the lines, kept as they are read here)
+        self.new_kept()  # (what release_lines() keeps of the lines, kept as they are read here)
         for i in range(n):
             lo = self.lineof[i]
             if ln is None or lo != last_lo:  # (as records(): an action and its op, one line)
@@ -2903,9 +2909,10 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         r.run()
         r.trim_ops()
         r.unmatched_notes()
-        if lean:
+        if lean:  # (the columns keep the run: not its schedule's state)
+            r.release_schedule()
             columns = r.columns()
-            r.release()  # (the columns keep the run: not its schedule's state)
+            r.release_lines()
             columns.c.kept, columns.c.nkept = r.kept, r.nkept  # (what its ops read of their
             columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL  # lines: op_field)
             columns.c.special = r.special is not None
