@@ -21,7 +21,7 @@ from streamsim.kinds import (BY_AGENT, CATEGORIES, DRAWN_EDGE_KINDS, EDGE_KINDS,
                              OP_KINDS, READS, STATES, WRITES)
 from streamsim.oplog.fixed import fixed_oplog_text
 from streamsim.oplog.issueorder import _KEYS, NAMED_BY_FIELD, key_maker, touches
-from streamsim.oplog.read import Line
+from streamsim.oplog.schema import LINE_FIELDS
 from streamsim.oplog.replay import LIFE, parse_call
 from streamsim.sim.api import Group, Host, Work
 from streamsim.report.draw_hb import EDGE_STYLE
@@ -103,8 +103,8 @@ def test_the_replay_call_of_every_op_kind_is_a_public_api_call(kind):
         f"{kind}: {cls.__name__}.{method} is not a public method"
     inspect.signature(getattr(cls, method)).bind(None, *pos, **{p: None for p, _ in kw})
     fields = {*pos, *(f for _, f in kw)} - {LIFE}
-    assert fields <= set(Line.__dataclass_fields__), f"{kind}: not line fields: " \
-        f"{sorted(fields - set(Line.__dataclass_fields__))}"
+    assert fields <= set(LINE_FIELDS), f"{kind}: not line fields: " \
+        f"{sorted(fields - set(LINE_FIELDS))}"
 
 
 def test_issue_order_knows_every_state_a_kind_touches():
@@ -116,7 +116,7 @@ def test_issue_order_knows_every_state_a_kind_touches():
         for state, mode in k.touches:
             base, _, field = state.partition(":")
             assert (state in STATES or base in NAMED_BY_FIELD and field in
-                    Line.__dataclass_fields__) and mode in (READS, WRITES), (name, state, mode)
+                    LINE_FIELDS) and mode in (READS, WRITES), (name, state, mode)
             key_maker(state)
 
 

@@ -38,9 +38,8 @@ Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fas
 from msgspec import UNSET, DecodeError, ValidationError
 
 from streamsim.native._slots cimport (L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_STREAM,
-    L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE,
-    L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL,
-    L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_offsets, put_slot, new_record,
+    L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_HANDLE, L_NBYTES,
+    L_BUFFER, L_TARGET, L_SITE, L_T, L_RESULT, L_RARE, N_LINE, line_offsets, put_slot, new_record,
     check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS)
 
 from streamsim.trace import View
@@ -252,7 +251,7 @@ cdef class _State:
     through to the parser by ``_scan`` the once it becomes True). An attribute of the parser
     object cost a dict lookup each, ten a line."""
     cdef object parser
-    cdef dict lives, implicit, interned, strings, threads, handles, groups, last_t
+    cdef dict lives, implicit, interned, strings, threads, handles, groups, last_t, rares
     cdef object path, lineno, batches, ref
     cdef bint ops_seen
     # For the lines the lexer took (whose strings are its one object per distinct string, alive
@@ -297,6 +296,7 @@ cdef _State _state(parser):
     st.parser = parser
     st.lives, st.implicit, st.interned = parser.lives, parser.implicit, parser.interned
     st.strings, st.threads, st.handles = parser.strings, parser.threads, parser.handles
+    st.rares = parser.rares
     st.groups, st.last_t = parser.groups, parser.last_t
     st.path, st.lineno, st.batches, st.ref = parser.path, parser.lineno, parser.batches, parser.ref
     st.ops_seen = parser.ops_seen
@@ -326,21 +326,19 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     _lput(line, L_EVENT, event if event is None else strings.setdefault(event, event))
     _lput(line, L_PEER, peer)
     _lput(line, L_GROUP, group if group is None else strings.setdefault(group, group))
-    _lput(line, L_RANKS, None)
     _lput(line, L_HANDLE, handle if handle is None else strings.setdefault(handle, handle))
     _lput(line, L_NBYTES, nbytes)
-    _lput(line, L_BLOCKING, blocking)
     _lput(line, L_BUFFER, buffer if buffer is None else strings.setdefault(buffer, buffer))
     _lput(line, L_TARGET, target)
-    _lput(line, L_BATCH, batch)
     _lput(line, L_SITE, site)
     _lput(line, L_T, t)
     _lput(line, L_RESULT, result)
-    _lput(line, L_LABEL, label)
-    _lput(line, L_CHANNEL, None)
-    _lput(line, L_ROOT, root)
-    _lput(line, L_ANY_SOURCE, any_source)
-    _lput(line, L_INFERRED, inferred)
+    if not blocking and batch is None and label is None and root is None and \
+            not any_source and inferred is None:  # (as Line() keeps it: RARE_FIELDS all equal to
+        _lput(line, L_RARE, None)  # their defaults; ranks and channel are never this reader's)
+    else:
+        rare = (None, blocking, batch, label, None, root, any_source, inferred)
+        _lput(line, L_RARE, parser.rares.setdefault(rare, rare))
     return line
 
 
@@ -1217,7 +1215,10 @@ cdef object _build(parser, object lineno, dict spec):
                     spec["name"], spec["dur"], spec["step"], spec.get("reads", ()),
                     spec.get("writes", ()), spec.get("event"), site=spec.get("site"),
                     t=spec.get("t"))
-    return Line(lineno=lineno, path=parser.path, **spec)
+    line = Line(lineno=lineno, path=parser.path, **spec)
+    if line.rare is not None:  # (equal ones: one tuple, as the reference's build)
+        line.rare = parser.rares.setdefault(line.rare, line.rare)
+    return line
 
 
 cdef tuple _resolve(parser, list refs):

@@ -53,8 +53,9 @@ from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_
     F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
     L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
-    L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER, L_TARGET, L_BATCH, L_SITE,
-    L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE, L_INFERRED, N_LINE, line_number_at)
+    L_PEER, L_GROUP, L_HANDLE, L_NBYTES, L_BUFFER, L_TARGET, L_SITE, L_T, L_RESULT, L_RARE,
+    N_LINE, R_BLOCKING, R_BATCH, R_LABEL, R_CHANNEL, R_ROOT, R_ANY_SOURCE, R_INFERRED, N_RARE,
+    line_number_at)
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.sequence cimport PySequence_Fast_ITEMS
@@ -129,6 +130,18 @@ cdef inline object _l(object ln, int field):
     if v == NULL:
         raise _Fallback()
     return <object>v
+
+
+cdef inline object _lr(object ln, int item):
+    """Item ``item`` (R_X) of a line's rarely set fields (``Line.rare``, a tuple of
+    ``schema.RARE_FIELDS``): its default where the line has none (False for ``blocking`` and
+    ``any_source``, else None). A ``rare`` that is not such a tuple: the reference runs."""
+    cdef object r = _l(ln, L_RARE)
+    if r is None:
+        return False if item == R_BLOCKING or item == R_ANY_SOURCE else None
+    if type(r) is not tuple or len(<tuple>r) != N_RARE:
+        raise _Fallback()
+    return (<tuple>r)[item]
 
 
 cdef inline str _location(object ln):
@@ -784,8 +797,8 @@ cdef class _Run:
         ``from_line`` where they are the line's site and t alone (a recorded log's every host
         action: each op's made of its line as the op is made, :meth:`line_attrs`; a dict of its
         own an op was ~200 bytes a line), both copied to change (:meth:`own_attrs`)."""
-        if _l(ln, L_RESULT) is None and _l(ln, L_INFERRED) is None and \
-                not _l(ln, L_ANY_SOURCE):
+        if _l(ln, L_RESULT) is None and _lr(ln, R_INFERRED) is None and \
+                not _lr(ln, R_ANY_SOURCE):
             if _l(ln, L_SITE) is None and _l(ln, L_T) is None:
                 return self.empty
             self.from_line_used = True
@@ -797,7 +810,7 @@ cdef class _Run:
 
     cdef dict op_attrs(self, object ln, str current):
         """An enqueued op's attrs; the run's one dict of ``current`` where it has no other."""
-        if _l(ln, L_SITE) is None and _l(ln, L_INFERRED) is None and not _l(ln, L_ANY_SOURCE):
+        if _l(ln, L_SITE) is None and _lr(ln, R_INFERRED) is None and not _lr(ln, R_ANY_SOURCE):
             return self.stream_attrs(current)
         cdef dict d = {"current_stream": current}
         if _l(ln, L_SITE) is not None:
@@ -1173,7 +1186,7 @@ cdef class _Run:
                         a["injected"] = True
                         channel = self.host_specs[h][self.injk[h]][1]
                     else:
-                        channel = _l(lines[self.pos[h]], L_CHANNEL)
+                        channel = _lr(lines[self.pos[h]], R_CHANNEL)
                     a["channel"] = channel
                     key = (rank, channel)
                     k = self.ch_gets.get(key, 0)
@@ -1256,7 +1269,7 @@ cdef class _Run:
             target = self.works.get(_l(ln, L_TARGET))
             if target is None:
                 raise _Fallback()  # (another thread's handle not issued: the engine waits)
-            return _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
+            return _lr(ln, R_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
                 _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
         return kind == K_SYNC_EVENT or kind == K_SYNC_STREAM or kind == K_SYNC_DEVICE or \
             kind == K_QUERY or kind == K_SEND_OBJECT or kind == K_RECV_OBJECT or kind == K_GET
@@ -1339,8 +1352,8 @@ cdef class _Run:
             a["buffer"] = _l(ln, L_BUFFER)
             a["nbytes"] = _l(ln, L_NBYTES)
             a["stream"] = _l(ln, L_STREAM)
-            if _l(ln, L_LABEL) is not None:
-                a["label"] = _l(ln, L_LABEL)
+            if _lr(ln, R_LABEL) is not None:
+                a["label"] = _lr(ln, R_LABEL)
             self.freed.pop((rank, _l(ln, L_BUFFER)), None)
         elif kind == K_FREE:
             if _l(ln, L_NBYTES) is None:
@@ -1379,7 +1392,7 @@ cdef class _Run:
             a["buffer"] = _l(ln, L_BUFFER)
             a["stream"] = _l(ln, L_STREAM)
             self.recorded.setdefault((rank, _l(ln, L_BUFFER)), []).append(_l(ln, L_STREAM))
-        elif (kind == K_ISEND or kind == K_IRECV) and _l(ln, L_BATCH) is not None:
+        elif (kind == K_ISEND or kind == K_IRECV) and _lr(ln, R_BATCH) is not None:
             if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
                 return False  # (after Host.batch_p2p's settle: then the batch again)
             self.batch(h, ln, self.host_batches[h][self.pos[h]])
@@ -1407,7 +1420,7 @@ cdef class _Run:
             target = self.works.get(_l(ln, L_TARGET))
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
-            if _l(ln, L_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
+            if _lr(ln, R_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
                     _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier":
                 self.wait_target[h] = target
                 self.barrier_last[h] = self.line_barrier[h]
@@ -1418,7 +1431,7 @@ cdef class _Run:
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         elif kind == K_PUT:
-            self.put(h, self.host_op(h, kind, 0.0, line, ln, ()), _l(ln, L_CHANNEL))
+            self.put(h, self.host_op(h, kind, 0.0, line, ln, ()), _lr(ln, R_CHANNEL))
         else:  # a host sync, or a get
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         self.line_done(h)
@@ -1725,7 +1738,7 @@ cdef class _Run:
         cdef int rank = self.agent_rank[h]
         cdef int op, c
         cfg = self.group_of(rank, ln)
-        root = _l(ln, L_ROOT)
+        root = _lr(ln, R_ROOT)
         if root is not None and root not in cfg.ranks:
             raise _Fallback()
         inputs, outputs = _l(ln, L_READS), _l(ln, L_WRITES)
@@ -2668,7 +2681,7 @@ cdef list _by_lineno(lines, dict per_thread, bint *batched, int *key_at):
         out[k] = ln
         if k > top:
             top = k
-        if not batched[0] and _l(ln, L_BATCH) is not None:
+        if not batched[0] and _lr(ln, R_BATCH) is not None:
             batched[0] = True
         rank, host = _l(ln, L_RANK), _l(ln, L_HOST)
         if rank is not last_rank or host is not last_host:  # (a thread's lines come in runs)
@@ -3004,9 +3017,9 @@ def fix_syncs(list fixes):
 cdef dict _provenance(dict d, object ln):
     """The last attrs a line's label gives both its ops (replay._Replay.origin): a wait's
     ``inferred``, else an irecv's ``any_source``."""
-    if _l(ln, L_INFERRED) is not None:
-        d["inferred"] = _l(ln, L_INFERRED)
-    elif _l(ln, L_ANY_SOURCE):
+    if _lr(ln, R_INFERRED) is not None:
+        d["inferred"] = _lr(ln, R_INFERRED)
+    elif _lr(ln, R_ANY_SOURCE):
         d["any_source"] = True
     return d
 
@@ -3075,14 +3088,14 @@ cdef object _batches(list mine):
     out = None
     cdef int i = 0, j, n = len(mine)
     while i < n:
-        b = _l(mine[i], L_BATCH)
+        b = _lr(mine[i], R_BATCH)
         if b is None:
             i += 1
             continue
         if out is None:
             out = {}
         j = i + 1
-        while j < n and _l(mine[j], L_BATCH) == b:
+        while j < n and _lr(mine[j], R_BATCH) == b:
             out[j] = ()
             j += 1
         out[i] = mine[i:j]

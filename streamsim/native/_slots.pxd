@@ -103,18 +103,22 @@ cdef inline int op_offsets(type op_class, Py_ssize_t *out) except -1:
 # line_offsets fills (the compiled reader makes Lines by them, the compiled replay reads them)
 cdef enum:
     L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS,
-    L_WRITES, L_EVENT, L_PEER, L_GROUP, L_RANKS, L_HANDLE, L_NBYTES, L_BLOCKING, L_BUFFER,
-    L_TARGET, L_BATCH, L_SITE, L_T, L_RESULT, L_LABEL, L_CHANNEL, L_ROOT, L_ANY_SOURCE,
-    L_INFERRED, N_LINE
+    L_WRITES, L_EVENT, L_PEER, L_GROUP, L_HANDLE, L_NBYTES, L_BUFFER, L_TARGET, L_SITE, L_T,
+    L_RESULT, L_RARE, N_LINE
+
+
+# the items of a Line's ``rare`` tuple (schema.RARE_FIELDS, in its order), each read by
+# rare_field with its default (schema.RARE_DEFAULTS) where the line has no such tuple
+cdef enum:
+    R_RANKS, R_BLOCKING, R_BATCH, R_LABEL, R_CHANNEL, R_ROOT, R_ANY_SOURCE, R_INFERRED, N_RARE
 
 
 cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
     """``out[L_X]``: the offset of each of ``line_class``'s slots (``schema.Line``)."""
     return class_offsets(line_class, (
         "lineno", "op", "path", "rank", "host", "stream", "name", "dur", "step", "reads",
-        "writes", "event", "peer", "group", "ranks", "handle", "nbytes", "blocking", "buffer",
-        "target", "batch", "site", "t", "result", "label", "channel", "root", "any_source",
-        "inferred"), out)
+        "writes", "event", "peer", "group", "handle", "nbytes", "buffer", "target", "site", "t",
+        "result", "rare"), out)
 
 
 cdef inline Py_ssize_t line_number_at(str location, Py_ssize_t start,

@@ -125,6 +125,7 @@ class _Parser:
         self.threads: dict[tuple[int, str], None] = {}
         self.interned: dict[tuple, Ref] = {}  # equal refs resolve to one Ref object
         self.strings: dict[str, str] = {}
+        self.rares: dict[tuple, tuple] = {}  # equal Line.rare tuples: one object
         self.batches = BatchRule()
         self.launch_overhead: float | None = None  # a `config` declaration's
         self.ops_seen = False
@@ -664,6 +665,9 @@ class _Parser:
                 spec[k] = self.resolve(spec[k])
         if spec["op"] in BUFFER_OPS and spec["nbytes"] is None:
             spec["nbytes"] = max(self.implicit.get((spec["rank"], spec["buffer"]), 0), DEFAULT_SIZE)
-        return Line(lineno=lineno, path=self.path, **spec)
+        line = Line(lineno=lineno, path=self.path, **spec)
+        if line.rare is not None:  # (equal ones: one tuple)
+            line.rare = self.rares.setdefault(line.rare, line.rare)
+        return line
 
 

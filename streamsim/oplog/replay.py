@@ -41,6 +41,7 @@ from .batches import batches as group_batches
 from .issueorder import issue_gates
 from .leanrun import LeanRun
 from .read import Line, OpLog, load_oplog
+from .schema import LINE_FIELDS
 from ..trace import Access, Agent, Note, Op, Trace, View
 
 if TYPE_CHECKING:  # (the engine, imported where its replay runs: the compiled one needs none of it)
@@ -241,7 +242,7 @@ def _argument(field: str, k: OpKind) -> str:
     if field == LIFE:
         stream = ", ln.stream" if k.line_stream == "allocation" else ""
         return f"Buffer(host.rank, ln.buffer, ln.nbytes{stream})"
-    if field not in Line.__dataclass_fields__:
+    if field not in LINE_FIELDS:
         raise AssertionError(f"op {k.name!r}: its replay call names {field!r}, not a field of a "
                              "line")
     return f"ln.{field}"

@@ -22,7 +22,7 @@ thread ends the batch, and its id may not be used again by that thread.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from ..kinds import COMMON_FIELDS, GLOO_KINDS, HANDLE_KINDS, NCCL_KINDS, OP_KINDS
@@ -81,6 +81,12 @@ def shown_window(w: Any) -> str:
                            json.dumps(x) for x in w) + "]"
 
 
+# The fields few lines set, kept together in one tuple a line (``Line.rare``), in this order, with
+# these defaults: each was a slot of every line, 8 bytes a line for each, most of them None
+RARE_FIELDS = ("ranks", "blocking", "batch", "label", "channel", "root", "any_source", "inferred")
+RARE_DEFAULTS = (None, False, None, None, None, None, False, None)
+
+
 @dataclass(slots=True)
 class Line:
     """One op of the log, validated and resolved (buffer refs are concrete :class:`Ref` views);
@@ -93,6 +99,14 @@ class Line:
     largest extent any ref names), and a ``free``'s ``stream`` is the allocation stream.
     ``path`` is the log's (one string for all its lines): a line's :attr:`location` is made from
     it when read, not kept (a string a line, ~75 bytes, made and freed for every line read).
+
+    The fields of :data:`RARE_FIELDS` (a collective's ``ranks``, a wait's ``blocking`` and
+    ``inferred``, a send's or receive's ``batch`` and ``any_source``, an alloc's ``label``, a
+    hand-off's ``channel``, a rooted collective's ``root``) are given and read as the others
+    are, but kept in one tuple, ``rare`` (None where all of them are their defaults,
+    :data:`RARE_DEFAULTS`; equal tuples one object where the reader makes them): 8 slots fewer,
+    a line of 208 bytes where it was 272. They are ``InitVar`` fields, read by properties, so
+    that ``Line(...)`` and ``dataclasses.replace`` take them as before.
     """
 
     lineno: int
@@ -109,26 +123,50 @@ class Line:
     event: str | None = None
     peer: int | None = None
     group: str | None = None
-    ranks: tuple[int, ...] | None = None
+    ranks: InitVar[tuple[int, ...] | None] = None
     handle: str | None = None
     nbytes: int | None = None
-    blocking: bool = False
+    blocking: InitVar[bool] = False
     buffer: str | None = None
     target: int | None = None
-    batch: int | None = None  # isend/irecv of one batch_isend_irecv: the batch's id
+    batch: InitVar[int | None] = None  # isend/irecv of one batch_isend_irecv: the batch's id
     site: str | None = None  # the user code the line comes from (a recorder's "file:line function")
     t: float | None = None  # when the program issued it (µs from the run's start): not earlier
     result: bool | None = None  # a query's observed is_completed(); None: simulated
-    label: str | None = None  # an alloc's: the name the program gave the tensor (see rootcause)
-    channel: str | None = None  # a put's or get's channel (a hand-off between host threads)
-    root: int | None = None  # a rooted collective's root rank (reduce, gather, scatter)
-    any_source: bool = False  # an irecv from any source: ``peer`` is the source observed
-    inferred: str | None = None  # a wait's provenance: "completion" (inferred, not seen)
+    label: InitVar[str | None] = None  # an alloc's: the name the program gave the tensor (rootcause)
+    channel: InitVar[str | None] = None  # a put's or get's channel (a hand-off between threads)
+    root: InitVar[int | None] = None  # a rooted collective's root rank (reduce, gather, scatter)
+    any_source: InitVar[bool] = False  # an irecv from any source: ``peer`` is the source observed
+    inferred: InitVar[str | None] = None  # a wait's provenance: "completion" (inferred, not seen)
+    rare: tuple | None = field(default=None, init=False)  # RARE_FIELDS' values; None: defaults
+
+    def __post_init__(self, ranks, blocking, batch, label, channel, root, any_source, inferred
+                      ) -> None:
+        rare = (ranks, blocking, batch, label, channel, root, any_source, inferred)
+        self.rare = None if rare == RARE_DEFAULTS else rare
 
     @property
     def location(self) -> str:
         """``FILE:LINE``, where the line is: what its ops' ``location`` and messages name."""
         return f"{self.path}:{self.lineno}"
+
+
+def _rare_field(i: int, default: Any) -> property:
+    """The property that reads item ``i`` of a line's ``rare`` tuple (``default`` without one)."""
+    def get(self: Line) -> Any:
+        rare = self.rare
+        return default if rare is None else rare[i]
+    get.__name__ = RARE_FIELDS[i]
+    return property(get, doc=f"A line's {RARE_FIELDS[i]!r} (kept in ``rare``).")
+
+
+for _i, (_name, _default) in enumerate(zip(RARE_FIELDS, RARE_DEFAULTS)):
+    setattr(Line, _name, _rare_field(_i, _default))  # (in place of the InitVars' defaults)
+
+
+# every field a line is made of, in order, RARE_FIELDS among them (what a kind's replay call
+# may name): its slots but ``rare``, and its InitVars
+LINE_FIELDS = tuple(f for f in Line.__dataclass_fields__ if f != "rare")
 
 
 @dataclass(frozen=True, slots=True)

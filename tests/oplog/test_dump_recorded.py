@@ -7,11 +7,10 @@ the recorded host time, and a query that the program saw True was re-simulated),
 replaced a freed buffer's ``alloc`` line by one of its own, sized by what its ops touched."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from streamsim import oplog_text, parse_oplog, simulate_oplog
-from streamsim.oplog.schema import Line
+from streamsim.oplog.schema import LINE_FIELDS
 
 # What a recorder writes (streamsim.record): a group declaration, every line with its site and
 # t, allocations with theirs, a comm line's nbytes, queries with what the program saw.
@@ -49,7 +48,7 @@ def lines(text: str) -> list[tuple]:
     log = parse_oplog(text, "r.jsonl")
     at = {ln.lineno: i for i, ln in enumerate(log.lines)}
     skip = {"lineno", "location", "target"}
-    return [tuple(getattr(ln, f.name) for f in dataclasses.fields(Line) if f.name not in skip)
+    return [tuple(getattr(ln, f) for f in LINE_FIELDS if f not in skip)
             + (at.get(ln.target),) for ln in log.lines]
 
 
