@@ -61,6 +61,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
+from libc.limits cimport INT_MAX
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_EVENT, KEPT_FIELDS,
@@ -318,8 +319,8 @@ cdef class _Run:
     cdef double* enq
     cdef double* start
     cdef double* end  # an op's scaled duration until it ends (the reference's Rec.end slot)
-    cdef long long* sseq
-    cdef long long* eseq
+    cdef int* sseq  # (positions in the run's sequence: at most 2 an op, so an int each until a
+    cdef int* eseq  # run past INT_MAX of them, which replay() leaves to the engine)
     cdef int* agent
     cdef int* index
     cdef int* issuer
@@ -566,8 +567,8 @@ cdef class _Run:
         self.enq = <double*>malloc(cap * sizeof(double))
         self.start = <double*>malloc(cap * sizeof(double))
         self.end = <double*>malloc(cap * sizeof(double))
-        self.sseq = <long long*>malloc(cap * sizeof(long long))
-        self.eseq = <long long*>malloc(cap * sizeof(long long))
+        self.sseq = <int*>malloc(cap * sizeof(int))
+        self.eseq = <int*>malloc(cap * sizeof(int))
         self.agent = <int*>malloc(cap * sizeof(int))
         self.index = <int*>malloc(cap * sizeof(int))
         self.issuer = <int*>malloc(cap * sizeof(int))
@@ -2920,6 +2921,8 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             if r.is_host[h] and per_rank[r.agent_rank[h]] > 1:
                 r.shared[h] = 1
         r.run()
+        if r.seq > INT_MAX:  # (a position past an int: sseq and eseq cut it, and decisions
+            raise _Fallback()  # read them; below it, every one stored was exact)
         r.trim_ops()
         r.unmatched_notes()
         if lean:  # (the columns keep the run: not its schedule's state)
