@@ -237,13 +237,16 @@ def _worker(task: Callable[[int], T], n: int, claimed, send, parent: int) -> Non
         for i in range(1, n):
             if _claim(claimed, i):
                 outcome = _outcome(task, i)
+                where = ""
                 if outcome[0] == "raised":  # (its traceback does not travel with it)
                     where = "".join(traceback.format_exception(outcome[1]))
                     outcome[1].add_note(f"raised in a worker process:\n{where}")
                 try:
                     send.send((i, outcome))
-                except Exception:  # (the task's exception does not pickle)
-                    send.send((i, ("raised", RuntimeError(where))))
+                except Exception as e:  # (what the task returned or raised does not pickle)
+                    send.send((i, ("raised", RuntimeError(
+                        f"task {i}'s {outcome[0]} outcome could not be sent back from its "
+                        f"worker process ({type(e).__name__}: {e})\n{where}"))))
     finally:
         send.close()
 

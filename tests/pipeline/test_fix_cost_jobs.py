@@ -270,3 +270,21 @@ def test_a_bug_in_a_workers_task_is_raised_here_with_the_workers_traceback():
     notes = getattr(e.value, "__notes__", [])
     assert len(notes) == 1 and notes[0].startswith("raised in a worker process:\n") and \
         'raise ValueError("broken in the worker")' in notes[0]
+
+
+def test_a_result_that_does_not_pickle_is_an_error_naming_the_task_not_a_dead_worker():
+    """A worker's result that cannot be sent back is raised here as a RuntimeError naming the
+    task (its worker does not die with a traceback on the command's stderr)."""
+    import time
+    begun = workers.mp_context().RawValue("b", 0)
+
+    def task(i: int):
+        if i == 1:
+            begun.value = 1
+            return lambda: None  # (a lambda does not pickle)
+        end = time.monotonic() + 10
+        while not begun.value and time.monotonic() < end:
+            time.sleep(0.001)
+        return i
+    with pytest.raises(RuntimeError, match="task 1's ok outcome could not be sent back"):
+        workers.run_indexed(task, 2, 2)
