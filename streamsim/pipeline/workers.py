@@ -153,8 +153,9 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
     copying those it writes, while the workers start), then the others from the last on; each
     worker takes them from the second on, as soon as it is forked; each task once (a flag per
     task in shared memory, set under its lock by whoever takes it first). A worker sends each
-    result back on a pipe of its own as it has it, and ends once no task is left; this process
-    then reads every pipe to its end and puts the results in index order.
+    result back on a pipe of its own as it has it, and ends once no task is left. This process
+    then takes the results in index order, waiting on the pipes for those it has not yet; at the
+    first error in index order it stops there, and the workers still running are killed.
 
     Workers are plain forked processes (``multiprocessing.Process``), not a
     ``ProcessPoolExecutor``: an executor hands each task to its workers from threads of this
@@ -195,25 +196,14 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
                 got[i] = _outcome(task, i)
                 if got[i][0] != "ok":
                     break  # (an error: it is raised below once the earlier tasks are in)
-        for proc, receive in procs:
-            while True:
-                try:
-                    i, outcome = receive.recv()
-                except EOFError:
-                    break
-                got[i] = outcome
-            proc.join()
-            if proc.exitcode != 0:
-                from concurrent.futures.process import BrokenProcessPool
-                cause = BrokenProcessPool(f"worker {proc.pid} ended with exit code "
-                                          f"{proc.exitcode}")
-                raise InternalError(f"{what} in {jobs} processes, when a worker process died",
-                                    cause) from cause
         out: list[T] = []
+        live = dict(procs)  # worker -> the read end of its pipe, until the pipe ends
         for i in range(n):  # index order: never in the order they end
-            how, value = got[i]  # (every task was taken: this process stops only at an error,
-            if how == "failed":  # and a worker only when none is left)
-                assert isinstance(value, Failed)
+            while i not in got:  # (a worker's task: wait for its result, taking any that come)
+                _receive_some(live, got, what, jobs)
+            how, value = got[i]
+            if how == "failed":  # (the first error in index order, the earlier tasks all in:
+                assert isinstance(value, Failed)  # the workers still running are killed)
                 raise value.exception()
             if how == "raised":
                 raise value  # type: ignore[misc]
@@ -222,9 +212,39 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
         return out
     finally:
         for proc, receive in procs:
-            if not done:
+            if done:
+                proc.join()  # (its tasks all answered: it ends once it finds none left)
+            else:
                 _kill(proc)
             receive.close()
+
+
+def _receive_some(live: dict, got: dict, what: str, jobs: int) -> None:
+    """Wait until a worker of ``live`` sends a result (put in ``got``) or its pipe ends (the
+    worker is then reaped and left out of ``live``); InternalError when that worker died, or
+    when none is left to send the result awaited (every task is taken by a live process: this
+    process stops taking them only at an error, a worker only when none is left)."""
+    from multiprocessing.connection import wait
+    if not live:
+        raise InternalError(f"{what} in {jobs} processes, when no process was left to run a "
+                            "task", AssertionError("a task taken by no process"))
+    ready = wait(list(live.values()))
+    for proc, receive in list(live.items()):
+        if receive not in ready:
+            continue
+        try:
+            i, outcome = receive.recv()
+        except EOFError:
+            del live[proc]
+            proc.join()
+            if proc.exitcode != 0:
+                from concurrent.futures.process import BrokenProcessPool
+                cause = BrokenProcessPool(f"worker {proc.pid} ended with exit code "
+                                          f"{proc.exitcode}")
+                raise InternalError(f"{what} in {jobs} processes, when a worker process died",
+                                    cause) from cause
+            continue
+        got[i] = outcome
 
 
 def _worker(task: Callable[[int], T], n: int, claimed, send, parent: int) -> None:

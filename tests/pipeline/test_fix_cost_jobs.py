@@ -288,3 +288,30 @@ def test_a_result_that_does_not_pickle_is_an_error_naming_the_task_not_a_dead_wo
         return i
     with pytest.raises(RuntimeError, match="task 1's ok outcome could not be sent back"):
         workers.run_indexed(task, 2, 2)
+
+
+def test_the_first_error_in_task_order_is_raised_without_waiting_for_later_tasks():
+    """Task 1 fails in the worker, which then takes task 2 and runs it for 30 s: the error is
+    raised as soon as tasks 0 and 1 are in, and the worker still running task 2 is killed (no
+    wait for a result nobody will read)."""
+    import multiprocessing
+    import time
+    from streamsim.sim.errors import OpsBoundExceeded
+    begun = workers.mp_context().RawValue("b", 0)
+
+    def task(i: int) -> int:
+        if i == 1:
+            raise OpsBoundExceeded("task 1 passed max_ops", arguments=("max_ops",))
+        if i == 2:
+            begun.value = 1
+            time.sleep(30)
+        if i == 0:
+            end = time.monotonic() + 10
+            while not begun.value and time.monotonic() < end:
+                time.sleep(0.001)
+        return i
+    t0 = time.monotonic()
+    with pytest.raises(OpsBoundExceeded, match="^task 1 passed max_ops$"):
+        workers.run_indexed(task, 4, 2)
+    assert time.monotonic() - t0 < 15
+    assert multiprocessing.active_children() == []  # (killed and reaped)
