@@ -250,8 +250,8 @@ def _receive_some(live: dict, got: dict, what: str, jobs: int) -> None:
 def _worker(task: Callable[[int], T], n: int, claimed, send, parent: int) -> None:
     """A worker's life (:func:`run_indexed`): take the tasks no process has taken, from the
     second on, and send back each one's index and outcome (:func:`_outcome`); end when none is
-    left. An outcome that does not pickle (an exception of the task's own) is sent as a
-    RuntimeError with its traceback."""
+    left. An outcome that does not pickle (what the task returned, or an exception of its own)
+    is sent as a RuntimeError naming the task, with the task's traceback if it raised."""
     _worker_start(parent)
     try:
         for i in range(1, n):
