@@ -1954,12 +1954,14 @@ cdef class _Run:
         cdef const unsigned char *post = syncs.posts
         for x in range(count):
             place = places[x]
+            if len(<tuple>place) != 4:
+                continue
             ag = place[0]
             got = host_by_id.get(id(ag))
             if got is None:  # (hashing the Agent dataclass per sync was most of the work)
                 got = host_by_id[id(ag)] = self.host_of.get(ag, -1)
             h = got
-            if h < 0 or len(<tuple>place) != 4:
+            if h < 0:
                 continue
             n = self.place_line(h, place[1], place[2], place[3])
             if n < 0:
@@ -2952,9 +2954,6 @@ cdef class FixSyncs:
     cdef list places, specs
     cdef bytearray posts  # sync x: 1 after its place's action, 0 before it
     cdef bint handle_waits  # a wait on a handle another thread issues (inject._wait_handle)
-
-    def __len__(self):
-        return len(self.specs)
 
 
 cdef inline void _add_sync(FixSyncs out, object place, tuple spec, bint post) except *:

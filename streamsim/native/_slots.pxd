@@ -114,7 +114,17 @@ cdef enum:
 
 
 cdef inline int line_offsets(type line_class, Py_ssize_t *out) except -1:
-    """``out[L_X]``: the offset of each of ``line_class``'s slots (``schema.Line``)."""
+    """``out[L_X]``: the offset of each of ``line_class``'s slots (``schema.Line``).
+    AssertionError, as for its slots, when the items of its ``rare`` tuple or their defaults
+    are not the R_X enum's (``schema.RARE_FIELDS``, ``RARE_DEFAULTS``, which the compiled
+    reader writes and the compiled replay reads by position)."""
+    import sys
+    schema = sys.modules[line_class.__module__]
+    if schema.RARE_FIELDS != ("ranks", "blocking", "batch", "label", "channel", "root",
+                              "any_source", "inferred") or \
+            schema.RARE_DEFAULTS != (None, False, None, None, None, None, False, None):
+        raise AssertionError(f"{line_class.__name__}'s rare fields changed: "
+                             f"{schema.RARE_FIELDS} = {schema.RARE_DEFAULTS}")
     return class_offsets(line_class, (
         "lineno", "op", "path", "rank", "host", "stream", "name", "dur", "step", "reads",
         "writes", "event", "peer", "group", "handle", "nbytes", "buffer", "target", "site", "t",
