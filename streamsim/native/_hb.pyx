@@ -31,7 +31,7 @@ from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
@@ -76,6 +76,12 @@ cdef extern from "Python.h":
 cdef inline Py_ssize_t _ntuple(PyObject *t) noexcept:
     """The length of tuple ``t`` (checked a tuple by _readable), without a reference taken."""
     return _tuple_size(t)
+
+
+cdef inline Py_ssize_t _njoins(PyObject **joins, long oid) noexcept:
+    """How many ops op ``oid`` joins: ``joins`` its tuple of them an op, or NULL where no op
+    joins any (a run's columns without joins: ``OpCols.joins``)."""
+    return 0 if joins == NULL else _tuple_size(joins[oid])
 
 
 cdef bint _readable(PyObject *p) noexcept:
@@ -1100,7 +1106,7 @@ cdef class _Pass:
             x = xo
             if not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
-        return ~best if _ntuple(self.joins[best]) else best
+        return ~best if _njoins(self.joins, best) else best
 
     cdef int push(self, long node) except -2:
         """Push node; 1: a cycle (the reference raises; the caller gives up)."""
@@ -1395,7 +1401,7 @@ cdef bint _scan_ops(_Pass P, list ops, list agents, list keys, covered) except -
         P.after[oid] = slot(po, OFF[F_AFTER])
         P.joins[oid] = slot(po, OFF[F_JOINS])
         P.accs[oid] = slot(po, OFF[F_ACCESSES])
-        if _ntuple(P.joins[oid]):
+        if _njoins(P.joins, oid):
             P.njoin += 1
         if kind == "free":
             P.is_free[oid] = 1
@@ -1426,7 +1432,7 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
     cdef PyObject *known = NULL  # the last kind found covered (kinds are the lines' objects)
     P.njoin = 0
     for oid in range(n):
-        kind = c.kind[oid]
+        kind = col_kind(c, oid)
         if kind != known:
             if <object>kind not in covered:
                 return False
@@ -1445,11 +1451,11 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
         elif c.issuer[oid] < 0:
             all_issued = False
             P.line[oid] = c.line[oid]
-        if not (_is_tuple(c.after[oid]) and _is_tuple(c.joins[oid]) and
+        if not (_is_tuple(c.after[oid]) and (c.joins == NULL or _is_tuple(c.joins[oid])) and
                 (c.readable or _readable_accesses(c.accesses[oid]))):
             return False  # (P.after, P.joins, P.accs: the columns' own; their accesses are
             # checked unless the replay that made them says they can be read: OpCols.readable)
-        if _ntuple(P.joins[oid]):
+        if _njoins(P.joins, oid):
             P.njoin += 1
         if <object>kind == "free":
             P.is_free[oid] = 1
@@ -1510,7 +1516,7 @@ cdef object _walk(_Pass P):
         PyMem_Free(by_key)
     k = n
     for i in range(n):
-        if _ntuple(P.joins[i]):
+        if _njoins(P.joins, i):
             walk[k] = ~i
             k += 1
 
@@ -1618,7 +1624,7 @@ cdef object _walk(_Pass P):
             P.started[oid] = 1
             nacc = _ntuple(P.accs[oid])
             if r < 0 and P.may_skip[a] and not nacc and not _ntuple(P.after[oid]) and \
-                    not _ntuple(P.joins[oid]):
+                    not _njoins(P.joins, oid):
                 P.ended[oid] = 1
                 continue
 
@@ -1693,7 +1699,7 @@ cdef object _walk(_Pass P):
                     P.dnew_copy(a, D, e)
                 else:
                     P.new_copy(a, C, e)
-            if not _ntuple(P.joins[oid]):
+            if not _njoins(P.joins, oid):
                 P.ended[oid] = 1
 
             if not nacc:

@@ -36,7 +36,7 @@ from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_step
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython cimport array
 import array
@@ -373,7 +373,7 @@ def timing_columns(columns):
         start, end = c.start[i], c.end[i]
         if start != start or end != end:
             return None  # (a NaN: as timing)
-        if _busy(f, slot, start, end, c.step[i], c.attrs[i], ivs, moving, spans, step_at) < 0:
+        if _busy(f, slot, start, end, col_step(c, i), c.attrs[i], ivs, moving, spans, step_at) < 0:
             return None
     return _timing_of(makespan, ivs, moving, spans, slot_agents, nslots, agents)
 
@@ -642,7 +642,7 @@ def memory_columns(columns):
     cdef double best, x
     cdef PyObject *pk
     for i in range(c.n):
-        pk = c.kind[i]
+        pk = col_kind(c, i)
         if pk != ALLOC and pk != FREE:  # (as memory(): the kinds are interned names)
             if <object>pk != "alloc" and <object>pk != "free":
                 continue
@@ -925,10 +925,10 @@ def critical_rank_columns(columns):
             if kernels:
                 if e != e:
                     return None  # (a NaN: as critical_rank, which the reference then runs)
-                if c.kind[i] != launch:
-                    if <object>c.kind[i] != "launch":
+                if col_kind(c, i) != launch:
+                    if <object>col_kind(c, i) != "launch":
                         continue
-                    launch = c.kind[i]
+                    launch = col_kind(c, i)
             if best < 0 or e > best_end or (e == best_end and agents[c.agent[i]].rank <
                                             agents[c.agent[best]].rank):
                 best = i
@@ -1124,7 +1124,7 @@ cdef class _ColumnsReader(_Reader):
         if self.freed_by is None:
             self.freed_by = {}
             for i in range(self.n):
-                if <object>self.c.kind[i] == "free" and self.c.issuer[i] >= 0:
+                if <object>col_kind(self.c, i) == "free" and self.c.issuer[i] >= 0:
                     self.freed_by[self.c.issuer[i]] = i
         got = self.freed_by.get(before) if PyLong_CheckExact(before) else None
         if got is None:
@@ -1171,7 +1171,7 @@ cdef class _ColumnsReader(_Reader):
                     loc = f"{self.prefix}{c.line[i]}"
                     held.append(loc)
                     at[c.line[i]] = <PyObject *>loc
-                kinds.add(<object>c.kind[i])
+                kinds.add(<object>col_kind(c, i))
         return self.counted(at, last, kinds, agent_no, numbers, named)
 
     cdef Py_ssize_t last_line(self) noexcept:
@@ -1210,7 +1210,7 @@ cdef class _ColumnsReader(_Reader):
             line = c.line[i]
             if not host[a] or line <= 0 or at[line] == NULL:
                 continue  # (line 0: a fix's sync, no line's action; else no key's line)
-            okind = c.kind[i]
+            okind = col_kind(c, i)
             if not <object>okind in kinds:
                 continue
             if type(<object>c.attrs[i]) is not dict:

@@ -63,7 +63,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from libc.limits cimport INT_MAX
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport (OpCols, OPCOLS, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
+from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs)
 from cpython.pycapsule cimport PyCapsule_New
@@ -2593,9 +2593,12 @@ cdef class _Run:
         for i in range(n):
             c.c.agent[i] = place[self.agent[i]]
         free(place)
-        c.c.kind = c.objects(n)
+        c.c.kcode = <unsigned char*>malloc(n + 1)
+        if c.c.kcode == NULL:
+            raise MemoryError()
         c.c.path = NULL
-        c.c.step = c.objects(n)
+        c.c.step = NULL  # (made once two ops' steps differ: col_step)
+        c.c.step_one = NULL
         # an op's attrs, accesses and after: the items of the run's lists themselves, which
         # nothing appends to once it is over (arrays of their own were 24 bytes an op)
         if not len(self.attrs) == len(self.accesses) == len(self.after) == n:
@@ -2603,13 +2606,20 @@ cdef class _Run:
         c.c.attrs = PySequence_Fast_ITEMS(self.attrs)
         c.c.accesses = PySequence_Fast_ITEMS(self.accesses)
         c.c.after = PySequence_Fast_ITEMS(self.after)
-        c.c.joins = c.objects(n)
+        c.c.joins = c.objects(n) if self.opjoins else NULL  # (none: col_joins)
+        c.c.no_joins = <PyObject *>_NO_JOINS
         c.c.readable = not self.odd_view  # (every access made here: access(), an alloc's)
         cdef double end_time = 0.0
         lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
         ln = None
         cdef int last_lo = -1
         cdef PyObject *path
+        cdef PyObject *kind
+        cdef PyObject *step
+        cdef PyObject *last_kind = NULL
+        cdef int code = 0
+        kinds = []  # (each distinct kind once, by value: the objects c.kcode names)
+        codes = {}
         cdef bint one_path = True  # (every line of the log's one path object: OpCols.path)
         self.new_kept()  # (what release_lines() keeps of the lines, kept as they are read here)
         for i in range(n):
@@ -2626,24 +2636,45 @@ cdef class _Run:
                     one_path = False
             sp = special[i] if special is not None else None
             if sp is None:
-                c.c.kind[i] = slot(<PyObject *>ln, _line_offset[L_OP])
+                kind = slot(<PyObject *>ln, _line_offset[L_OP])
                 c.c.line[i] = lo
             else:
                 x = _special_kind(sp)  # (a constant of this module, or sp's own: it lives)
-                c.c.kind[i] = <PyObject *>x
+                kind = <PyObject *>x
                 c.c.line[i] = 0
             if opstep and i in opstep:
                 x = opstep[i]  # (each borrowed from what holds it: the run's dicts and lists)
-                c.c.step[i] = <PyObject *>x
+                step = <PyObject *>x
             else:
-                c.c.step[i] = slot(<PyObject *>ln, _line_offset[L_STEP])
-            x = opjoins[i] if opjoins and i in opjoins else _NO_JOINS
-            c.c.joins[i] = <PyObject *>x
-            if c.c.kind[i] == NULL or path == NULL or c.c.step[i] == NULL:
+                step = slot(<PyObject *>ln, _line_offset[L_STEP])
+            if kind == NULL or path == NULL or step == NULL:
                 raise _Fallback()  # (a Line slot never set: records() would raise there)
+            if kind != last_kind:  # (the kind objects of a log are few: one lookup a change)
+                got = codes.get(<object>kind)
+                if got is None:
+                    got = codes[<object>kind] = len(kinds)
+                    if <int>got > 255:
+                        raise _Fallback()  # (not reached: a log has a few dozen kinds)
+                    kinds.append(<object>kind)
+                code, last_kind = got, kind
+            c.c.kcode[i] = code
+            if i == 0:
+                c.c.step_one = step
+            elif c.c.step != NULL:
+                c.c.step[i] = step
+            elif step != c.c.step_one:  # (the first step that differs: every op's from now)
+                c.c.step = c.objects(n)
+                for k in range(i):
+                    c.c.step[k] = c.c.step_one
+                c.c.step[i] = step
+            if c.c.joins != NULL:
+                x = opjoins[i] if i in opjoins else _NO_JOINS
+                c.c.joins[i] = <PyObject *>x
             if i == 0 or self.end[i] > end_time:  # (max(): the first of equal values)
                 end_time = self.end[i]
         c.end_time = end_time
+        c.kinds_held = kinds  # (c.c.kinds: its items, which nothing appends to now)
+        c.c.kinds = PySequence_Fast_ITEMS(kinds)
         if not one_path:
             c.c.path = NULL
         return c
@@ -2717,10 +2748,12 @@ cdef class Columns:
     cdef readonly tuple agents  # the trace's agents, sorted (``OpCols.agent`` indexes them)
     cdef readonly double end_time  # the trace's end_time: the latest end (0.0: no op)
     cdef list floats  # the float cache of the ops made alone (op), made at the first
+    cdef list kinds_held  # the kinds OpCols.kinds points into
 
     def __dealloc__(self):
         free(self.c.agent)
         free(self.c.line)
+        free(self.c.kcode)
 
     cdef PyObject **objects(self, int n) except NULL:
         """An array of n borrowed object pointers, freed with this object."""
@@ -2747,7 +2780,7 @@ cdef class Columns:
 
     cdef int alive(self) except -1:
         """RuntimeError once :meth:`trace_parts` let the columns go (a reader would find NULL)."""
-        if self.held is None and self.c.n:
+        if self.c.kcode == NULL and self.c.n:
             raise RuntimeError("the columns were let go: the run's ops were made")
         return 0
 
@@ -2760,8 +2793,12 @@ cdef class Columns:
         self.held = None
         free(self.c.agent)
         free(self.c.line)
+        free(self.c.kcode)
         self.c.agent = self.c.line = NULL
-        self.c.kind = self.c.step = self.c.attrs = NULL
+        self.c.kcode = NULL
+        self.c.kinds = self.c.step = self.c.attrs = NULL
+        self.c.step_one = self.c.no_joins = NULL
+        self.kinds_held = None
         self.c.path = NULL
         self.c.accesses = self.c.after = self.c.joins = self.c.kept = NULL
         self.c.handles = self.c.from_line = NULL
@@ -2796,7 +2833,7 @@ cdef class Columns:
         cdef Py_ssize_t i
         cdef list out = []
         for i in range(self.c.n):
-            if <object>self.c.kind[i] is kind or <object>self.c.kind[i] == kind:
+            if <object>col_kind(&self.c, i) is kind or <object>col_kind(&self.c, i) == kind:
                 out.append(i)
         return out
 
@@ -2817,7 +2854,7 @@ cdef class Columns:
         cdef Py_ssize_t i
         waited = set()
         for i in range(self.c.n):
-            kind = <object>self.c.kind[i]
+            kind = <object>col_kind(&self.c, i)
             if kind == "wait" or kind == "query":
                 waited.update(<object>self.c.after[i])
                 pending = (<object>self.c.attrs[i]).get("waiting_for")
