@@ -2580,19 +2580,36 @@ cdef class _Run:
             with_ops = with_ops or self.count[a] > 0
             place[a] = k
         cdef tuple agents = tuple(distinct)
+        special = self.special
         cdef Columns c = Columns.__new__(Columns)
         c.run = self
         c.agents = agents
         c.c.n = n
         c.c.index, c.c.issuer, c.c.start, c.c.end = self.index, self.issuer, self.start, self.end
-        c.c.agent = <int*>malloc((n + 1) * sizeof(int))
-        c.c.line = <int*>malloc((n + 1) * sizeof(int))
-        if c.c.agent == NULL or c.c.line == NULL:
+        # An op's agent: its place in ``agents``, written over the run's own numbering (the
+        # ops made after, records(), read the agents and their roles by place too); its line:
+        # the run's own where no op is a fix's sync (whose line is 0 here: OpCols.line).
+        # Arrays of their own were 8 bytes an op.
+        cdef char *hosts = <char*>malloc(len(distinct) + 1)
+        if hosts == NULL:
             free(place)
             raise MemoryError()
+        for a in range(self.nag):
+            hosts[place[a]] = self.is_host[a]
         for i in range(n):
-            c.c.agent[i] = place[self.agent[i]]
+            self.agent[i] = place[self.agent[i]]
         free(place)
+        free(self.is_host)
+        self.is_host = hosts
+        self.agent_obj = distinct
+        c.c.agent = self.agent
+        if special is None:
+            c.c.line = self.lineof
+        else:
+            c.own_line = True
+            c.c.line = <int*>malloc((n + 1) * sizeof(int))
+            if c.c.line == NULL:
+                raise MemoryError()
         c.c.kcode = <unsigned char*>malloc(n + 1)
         if c.c.kcode == NULL:
             raise MemoryError()
@@ -2610,7 +2627,7 @@ cdef class _Run:
         c.c.no_joins = <PyObject *>_NO_JOINS
         c.c.readable = not self.odd_view  # (every access made here: access(), an alloc's)
         cdef double end_time = 0.0
-        lines, special, opjoins, opstep = self.lines, self.special, self.opjoins, self.opstep
+        lines, opjoins, opstep = self.lines, self.opjoins, self.opstep
         ln = None
         cdef int last_lo = -1
         cdef PyObject *path
@@ -2637,7 +2654,8 @@ cdef class _Run:
             sp = special[i] if special is not None else None
             if sp is None:
                 kind = slot(<PyObject *>ln, _line_offset[L_OP])
-                c.c.line[i] = lo
+                if c.own_line:
+                    c.c.line[i] = lo
             else:
                 x = _special_kind(sp)  # (a constant of this module, or sp's own: it lives)
                 kind = <PyObject *>x
@@ -2749,10 +2767,11 @@ cdef class Columns:
     cdef readonly double end_time  # the trace's end_time: the latest end (0.0: no op)
     cdef list floats  # the float cache of the ops made alone (op), made at the first
     cdef list kinds_held  # the kinds OpCols.kinds points into
+    cdef bint own_line  # c.line is this object's (else the run's lineof, as c.agent is its agent)
 
     def __dealloc__(self):
-        free(self.c.agent)
-        free(self.c.line)
+        if self.own_line:
+            free(self.c.line)
         free(self.c.kcode)
 
     cdef PyObject **objects(self, int n) except NULL:
@@ -2791,9 +2810,10 @@ cdef class Columns:
         arrays are 128 MB): :meth:`op`, :meth:`unwaited_handles` and the capsule read none
         after it."""
         self.held = None
-        free(self.c.agent)
-        free(self.c.line)
+        if self.own_line:
+            free(self.c.line)
         free(self.c.kcode)
+        self.own_line = False
         self.c.agent = self.c.line = NULL
         self.c.kcode = NULL
         self.c.kinds = self.c.step = self.c.attrs = NULL
