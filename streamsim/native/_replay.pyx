@@ -325,7 +325,8 @@ cdef class _Run:
     cdef int* index
     cdef int* issuer
     cdef int* lineof
-    cdef list kinds, attrs, accesses, after
+    cdef unsigned char* kinds  # an op's K_ code
+    cdef list attrs, accesses, after
     # waiters: per op a FIFO list of processes (nodes in a pool)
     cdef int* whead
     cdef int* wtail
@@ -461,7 +462,7 @@ cdef class _Run:
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
-        free(self.fix_rec)
+        free(self.fix_rec); free(self.kinds)
         self.drop_kept()
 
     cdef void drop_kept(self) noexcept:
@@ -510,7 +511,9 @@ cdef class _Run:
         self.heap = NULL
         self.whead = self.wtail = self.wproc = self.wnext = NULL
         self.queue = NULL
-        self.kinds = self.acc_objs = self.host_lines = self.host_deps = self.host_after = None
+        free(self.kinds)
+        self.kinds = NULL
+        self.acc_objs = self.host_lines = self.host_deps = self.host_after = None
         self.stream_at = self.events = self.freed = self.recorded = self.stream_of_name = None
         self.inj_before = self.inj_post = self.inj_end = self.host_specs = None
         self.inj_ret = self.inj_settles = self.groups = None
@@ -583,8 +586,10 @@ cdef class _Run:
         # (made at their full size and cut to the ops made once the run ends, trim_ops: grown an
         # append at a time, each list moved as it grew, and the holes those moves left in the
         # heap made a 1,000,000-line check's peak 805 MB where it is now 766)
-        self.kinds, self.attrs, self.accesses, self.after = \
-            [None] * cap, [None] * cap, [None] * cap, [None] * cap
+        self.kinds = <unsigned char*>malloc(cap)
+        if self.kinds == NULL:
+            raise MemoryError()
+        self.attrs, self.accesses, self.after = [None] * cap, [None] * cap, [None] * cap
         self.nops = 0
 
     cdef int _new_agent(self, int rank, str name, bint host) except -1:
@@ -741,7 +746,7 @@ cdef class _Run:
         self.lineof[n] = line
         self.whead[n] = -1
         self.wtail[n] = -1
-        self.kinds[n] = kind
+        self.kinds[n] = <unsigned char>kind  # (a K_ code: 0-19)
         self.attrs[n] = attrs
         self.accesses[n] = accesses
         self.after[n] = ()
@@ -750,7 +755,7 @@ cdef class _Run:
     cdef void trim_ops(self) except *:
         """Cut the ops' lists (:meth:`_ops`) to the ops made: the run has ended."""
         cdef int n = self.nops
-        del self.kinds[n:], self.attrs[n:], self.accesses[n:], self.after[n:]
+        del self.attrs[n:], self.accesses[n:], self.after[n:]
 
     cdef double scaled(self, double dur) except? -1.0:
         cdef double x, f
