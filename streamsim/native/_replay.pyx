@@ -2791,6 +2791,18 @@ cdef class Columns:
         return self.c.n
 
     @property
+    def own_bytes(self) -> int:
+        """The bytes of the arrays these columns hold of their own, beside the run's (whose
+        arrays and lists they point into): a byte an op for its kind, and 8 bytes an op for
+        each of the line, step and joins arrays made (a fix's sync among the ops; steps that
+        differ; some op that joins). 0 once :meth:`trace_parts` let them go."""
+        if self.c.kcode == NULL:
+            return 0
+        cdef Py_ssize_t n = self.c.n
+        return n + sizeof(int) * n * self.own_line + sizeof(PyObject *) * n * (
+            (self.c.step != NULL) + (self.c.joins != NULL))
+
+    @property
     def accesses_readable(self) -> bool:
         """Whether the replay vouches for every op's accesses (``OpCols.readable``: each an
         ``Access`` of a ``View``, exactly), which a pass then reads without checking each."""

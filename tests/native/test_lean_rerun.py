@@ -117,3 +117,28 @@ def test_a_measure_that_declines_leaves_the_run_to_its_trace(monkeypatch):
     monkeypatch.setenv("STREAMSIM_NATIVE", "0")
     assert isinstance(rerun(keyed), Trace)  # (the pure-Python path keeps no columns)
     assert repr(fixcost.cost_of(trace, keying._hazards, rerun, before, keying)) == repr(lean)
+
+
+def _columns_of(text: str):
+    run = simulate_oplog(load_oplog_text(text), lean=True)
+    assert isinstance(run, LeanRun)
+    return run.columns
+
+
+KERNELS = "\n".join(f'{{"op": "launch", "stream": "s{i % 2}", "name": "k", "dur": 1.0, '
+                    f'"writes": ["b{i % 3}"]}}' for i in range(6))
+
+
+def test_columns_hold_a_byte_an_op_where_ops_share_their_step_and_join_nothing():
+    """A run's columns hold an array of their own only where the run's serves nowhere: an op's
+    kind is one byte; its step, joins and line are no array of the columns' own while every
+    op has one step, none joins anything and none is a fix's sync (8 bytes an op each, held
+    by a default check through all its re-runs)."""
+    cols = _columns_of(KERNELS)
+    n = len(cols)
+    assert n == 12  # (each kernel line: its launch and the kernel)
+    assert cols.own_bytes == n
+    stepped = KERNELS.replace('"dur": 1.0,', '"dur": 1.0, "step": 1,', 1)
+    assert _columns_of(stepped).own_bytes == n + 8 * n  # (the first op's step differs)
+    cols.trace_parts()
+    assert cols.own_bytes == 0
