@@ -2823,9 +2823,8 @@ cdef class Columns:
     def trace_parts(self):
         """``(ops, notes, agents)`` as :func:`replay` returns them without ``lean``: the run's
         ``Op`` objects, made now. The columns' own arrays are let go first (the ops are made
-        from the run, and a run whose ops are made is read from them: at 1,000,000 lines the
-        arrays are 128 MB): :meth:`op`, :meth:`unwaited_handles` and the capsule read none
-        after it."""
+        from the run, and a run whose ops are made is read from them: :attr:`own_bytes`):
+        :meth:`op`, :meth:`unwaited_handles` and the capsule read none after it."""
         self.held = None
         if self.own_line:
             free(self.c.line)
