@@ -358,6 +358,7 @@ cdef class _Run:
     # an interned Ref's address -> its Access's place in ``acc_objs``, one map a mode
     # (Host._accesses; the lines keep the refs alive): no int made for id(ref) per ref
     cdef AddrMap read_at, write_at
+    cdef tuple last_reads, last_writes, last_accesses  # (access_list's last)
     cdef list acc_objs
     cdef bint odd_view  # an access's view is not exactly a View (a hand-built log's Ref)
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
@@ -858,10 +859,15 @@ cdef class _Run:
         return site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
 
     cdef tuple access_list(self, tuple reads, tuple writes):
-        """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes."""
+        """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes.
+        The last op's tuple again where its reads and writes were these very tuples (the
+        readers intern a lone buffer's, so a run of a recorded log's ops on one tensor shares
+        one tuple: the refs are the same, so are the accesses)."""
         cdef Py_ssize_t nr = len(reads), nw = len(writes), i
         if not nr and not nw:
             return ()
+        if reads is self.last_reads and writes is self.last_writes:
+            return self.last_accesses
         cdef tuple out = PyTuple_New(nr + nw)
         for i in range(nr):
             acc = self.access(reads[i], "read", &self.read_at)
@@ -871,6 +877,7 @@ cdef class _Run:
             acc = self.access(writes[i], "write", &self.write_at)
             Py_INCREF(acc)
             PyTuple_SET_ITEM(out, nr + i, acc)
+        self.last_reads, self.last_writes, self.last_accesses = reads, writes, out
         return out
 
     cdef object access(self, object t, str mode, AddrMap *at):

@@ -783,3 +783,21 @@ def test_the_comparison_catches_a_difference(monkeypatch):
     moved = dataclasses.replace(compiled, ops=compiled.ops[:-1] + (
         dataclasses.replace(compiled.ops[-1], end_seq=compiled.ops[-1].end_seq + 1),))
     assert "end_seq" in difference(reference, moved)
+
+
+def test_ops_on_the_same_refs_one_after_another_share_their_accesses():
+    """A run of ops on the same refs (a recorded log's in-place ops on one tensor) shares one
+    tuple of accesses: 17 bytes a line of a recorded-like log at
+    1,000,000 lines. An op after one on other refs has its own tuple, equal where its refs are."""
+    text = "\n".join([
+        '{"op": "alloc", "buffer": "a", "nbytes": 64}',
+        '{"op": "alloc", "buffer": "b", "nbytes": 64}',
+        '{"op": "host", "name": "fill_", "reads": ["a"], "writes": ["a"], "dur": 1.0}',
+        '{"op": "host", "name": "add_", "reads": ["a"], "writes": ["a"], "dur": 1.0}',
+        '{"op": "host", "name": "zero_", "writes": ["b"], "dur": 1.0}',
+        '{"op": "host", "name": "mul_", "reads": ["a"], "writes": ["a"], "dur": 1.0}',
+    ])
+    by_name = {op.name: op for op in simulate_oplog(load_oplog_text(text)).ops}
+    assert by_name["fill_"].accesses is by_name["add_"].accesses
+    assert by_name["mul_"].accesses is not by_name["add_"].accesses
+    assert by_name["mul_"].accesses == by_name["add_"].accesses
