@@ -2614,6 +2614,8 @@ cdef class _Run:
         free(self.is_host)
         self.is_host = hosts
         self.agent_obj = distinct
+        self.nag = len(distinct)  # (the per-agent state kept past the run, numbered so too;
+        # the schedule's was let go: release_schedule)
         c.c.agent = self.agent
         if special is None:
             c.c.line = self.lineof
