@@ -919,16 +919,18 @@ def critical_rank_columns(columns):
     cdef double e, best_end = 0.0
     cdef bint kernels
     cdef PyObject *launch = NULL  # the kind object last found to be "launch"
+    cdef PyObject *kind
     for kernels in (True, False):
         for i in range(c.n):
             e = c.end[i]
             if kernels:
                 if e != e:
                     return None  # (a NaN: as critical_rank, which the reference then runs)
-                if col_kind(c, i) != launch:
-                    if <object>col_kind(c, i) != "launch":
+                kind = col_kind(c, i)
+                if kind != launch:
+                    if <object>kind != "launch":
                         continue
-                    launch = col_kind(c, i)
+                    launch = kind
             if best < 0 or e > best_end or (e == best_end and agents[c.agent[i]].rank <
                                             agents[c.agent[best]].rank):
                 best = i
