@@ -229,21 +229,30 @@ class _Supervisor:
         return None
 
     def _stop(self, signum: int) -> None:
-        """Send ``signum`` to the child and every process it started, and reap the child (killed
-        if it is still there after :data:`STOP_WAIT` seconds)."""
-        for pid in _tree(self.pid):
+        """Send ``signum`` to the child and every process it started, reap the child (killed if
+        it is still there after :data:`STOP_WAIT` seconds), and wait until every process it
+        started is gone too (:func:`_outlive`): the child, once reaped, no longer holds them,
+        and a process signalled is not gone at once (a killed one frees its memory first), so
+        the command could end while a worker still ran."""
+        tree = _tree(self.pid)
+        started = {pid: _start_time(pid) for pid in tree[1:]}
+        for pid in tree:
             _signal(pid, signum)
             if signum != signal.SIGKILL:
                 _signal(pid, signal.SIGCONT)  # (frozen by _tree: let it take the signal)
+        reaped = False
         if signum != signal.SIGKILL:
             end = time.monotonic() + STOP_WAIT
-            while time.monotonic() < end:
-                if os.waitpid(self.pid, os.WNOHANG)[0]:
-                    return
-                time.sleep(0.05)
-            for pid in _tree(self.pid):
-                _signal(pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
+            while time.monotonic() < end and not reaped:
+                reaped = os.waitpid(self.pid, os.WNOHANG)[0] != 0
+                if not reaped:
+                    time.sleep(0.05)
+            if not reaped:
+                for pid in _tree(self.pid):
+                    _signal(pid, signal.SIGKILL)
+        if not reaped:
+            os.waitpid(self.pid, 0)
+        _outlive(started)
 
     def _exit_code(self, status: int) -> int:
         code = os.waitstatus_to_exitcode(status)
@@ -289,6 +298,35 @@ def _parents() -> dict[int, int]:
         if len(fields) > 1:
             out[int(name)] = int(fields[1])
     return out
+
+
+def _outlive(started: dict[int, bytes | None]) -> None:
+    """Wait until each process of ``started`` (pid -> its start time, :func:`_start_time`) is
+    gone, at most :data:`STOP_WAIT` seconds; kill those still there and wait as long again. A
+    pid alive with another start time is another process now: gone, never signalled."""
+    for last in (False, True):
+        end = time.monotonic() + STOP_WAIT
+        while True:
+            left = [pid for pid, at in started.items() if _alive(pid) and _start_time(pid) == at]
+            if not left or time.monotonic() >= end:
+                break
+            time.sleep(0.01)
+        if not left or last:
+            return
+        for pid in left:
+            _signal(pid, signal.SIGKILL)
+
+
+def _start_time(pid: int) -> bytes | None:
+    """When process ``pid`` started (``/proc/PID/stat``'s 22nd field), which tells it from a
+    later process given its pid; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # (fields 3 on: the name may hold spaces)
+    return fields[19] if len(fields) > 19 else None
 
 
 def _alive(pid: int) -> bool:

@@ -3,6 +3,9 @@ process ends without freeing a large report object by object; anywhere else noth
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import time
 import weakref
 
 import pytest
@@ -70,3 +73,40 @@ def test_the_program_ends_at_once_only_where_a_child_did_the_work(tmp_path, supe
     assert got.returncode == same.returncode == 1, (got.stderr, same.stderr)
     assert got.stdout == same.stdout and len(got.stdout) > 65536
     assert ("atexit ran" in got.stderr) == (supervised == "0"), got.stderr
+
+
+@pytest.mark.skipif(not supervise.enabled() or not os.path.exists("/proc/self/stat"),
+                    reason="no fork or no /proc here")
+def test_stopping_the_work_waits_until_every_process_it_started_is_gone():
+    """A stop (SIGTERM, or a bound passed) returns only once the child's own processes are gone
+    too, not as soon as the child is reaped: a worker that takes a while to die (here 0.5 s in
+    its SIGTERM handler; a killed one freeing its memory) would else outlive the command."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: start a grandchild slow to die, report its pid, wait
+        try:
+            os.close(r)
+            grand = os.fork()
+            if grand == 0:
+                signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.5), os._exit(0)))
+                os.write(w, f"{os.getpid()}\n".encode())
+                while True:
+                    time.sleep(1)
+            while True:
+                time.sleep(1)
+        finally:
+            os._exit(1)
+    os.close(w)
+    with os.fdopen(r) as f:
+        grand = int(f.readline())
+    reports = os.open(os.devnull, os.O_RDONLY)
+    try:
+        supervise._Supervisor(pid, reports)._stop(signal.SIGTERM)
+        assert not supervise._alive(grand)
+    finally:
+        os.close(reports)
+        for p in (pid, grand):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
