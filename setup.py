@@ -17,11 +17,13 @@ import sysconfig
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-# the compiled modules: the HB pass, the op-log reader's per-line hot path, the run metrics,
+# the compiled modules: the HB pass, the op-log reader's per-line hot path, an op log's lines
+# as C rows (which the reader makes and the replay reads: _decode and _replay cimport it), the run metrics,
 # the replay of an op log, the hazards' proposed fixes and root causes' grouping, the JSON
 # report's two large tables, and the command's heap policy (memory freed kept for reuse)
 SOURCES = {"streamsim.native._hb": "streamsim/native/_hb.pyx",
            "streamsim.native._decode": "streamsim/native/_decode.pyx",
+           "streamsim.native._lines": "streamsim/native/_lines.pyx",
            "streamsim.native._metrics": "streamsim/native/_metrics.pyx",
            "streamsim.native._replay": "streamsim/native/_replay.pyx",
            "streamsim.native._fixes": "streamsim/native/_fixes.pyx",

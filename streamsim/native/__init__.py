@@ -97,7 +97,7 @@ def modules() -> list[str]:
     """The compiled modules that were built and import (each is optional on its own)."""
     return [name for name, m in (("_hb", _compiled), ("_decode", _load_decoder()),
                                  ("_metrics", _compiled_metrics), ("_replay", _replayer),
-                                 *((name, _built(name)) for name in ("_fixes", "_jsonv4",
+                                 *((name, _built(name)) for name in ("_lines", "_fixes", "_jsonv4",
                                                                      "_rootcause", "_heap")))
             if m is not None]
 

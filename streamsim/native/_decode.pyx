@@ -8,16 +8,20 @@ its Line made) and streamsim/oplog/fastpath.py (``fast_spec``: a common line dec
 type-checked by msgspec, then turned into the checker's spec, with the checker's effects on the
 parser's state). This file follows them statement for statement, with C types on the locals, and
 takes the same decisions: a line the reference's fast path hands to the checker (None) is handed
-over here too, so every error message stays the checker's. What differs is when a Line is made:
+over here too, so every error message stays the checker's. What differs is when a line is made,
+and what it is made as: a row (``_lines.pxd``), not a ``Line``; the log's lines are returned as
+``_lines.Rows``, which make a ``Line`` only when Python reads one:
 
 - The reference keeps a spec (a dict) of every line until pass 2, because a buffer alive from the
-  start has the size of the largest extent the whole log names. Here a common line's Line is made
-  in pass 1, by setting its slots (:func:`_line`). Its refs are resolved at once: where its size is
-  known (an allocation's, or an explicit ``nbytes``), to the interned Ref; where it runs to the end
-  of an implicit life, to a pending Ref, one per (rank, buffer, offset, window). At the end of pass
-  1, :func:`_settle` keeps each pending Ref that has the size the reference resolves and interns
-  it; any other is replaced in pass 2 by the interned Ref of the right size. So every Line has the
-  reference's field values, and equal refs stay one object.
+  start has the size of the largest extent the whole log names. Here a common line's row is
+  filled in pass 1, with the values its Line would hold (:func:`_line`); a line left for pass 2
+  has a row reserved, so that the rows are in line order. Its refs are resolved at once: where
+  its size is known (an allocation's, or an explicit ``nbytes``), to the interned Ref; where it
+  runs to the end of an implicit life, to a pending Ref, one per (rank, buffer, offset, window).
+  At the end of pass 1, :func:`_settle` keeps each pending Ref that has the size the reference
+  resolves and interns it; any other is replaced in pass 2 by the interned Ref of the right size
+  (``Rows.replace_refs``: in each ref tuple that holds it). So every row has the reference's
+  field values, and equal refs stay one object.
 - A line whose spec pass 2 must still read stays a spec, built as the reference builds it: a
   batch's send or receive (the batch rule reads the spec), a buffer op of an implicit life (its
   ``nbytes`` is that life's size). A buffer ref by name is kept in it as a plain tuple
@@ -43,6 +47,9 @@ from streamsim.native._slots cimport (L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_
     check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS)
 
 from streamsim.trace import View
+from streamsim.native._lines cimport Rows
+from streamsim.native._row cimport LRow, RO_RANK, RO_HOST
+from streamsim.native import _lines
 
 include "_lex.pxi"
 
@@ -88,8 +95,8 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
     _ROOTED_OPS, _ANY_SOURCE_NAME = rooted_ops, any_source_name
     lex_limits(limits, max_dur, max_dims)
     _NAME_FIELDS = name_fields
-    line_offsets(Line, _line_offset)
     check_generic_alloc(Line)
+    _lines.bind(Line)
     view_offsets(View, _view_offset)
     class_offsets(Ref, ("view", "window"), _ref_offset)
     check_generic_alloc(View)
@@ -101,7 +108,6 @@ cdef tuple _FULL = (0.0, 1.0)
 cdef frozenset _FAST_KEYS = frozenset({"op", "rank", "host", "stream", "name", "dur", "step",
                                        "event", "reads", "writes", "site", "t"})
 
-cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
 cdef dict _TAG_OF = {}  # a fast-path Struct class -> its op (the tag msgspec decoded it by)
 
 
@@ -118,11 +124,6 @@ cdef object _ref_of(object rank, object buffer, object offset, object nbytes, ob
     put_slot(r, _ref_offset[0], v)
     put_slot(r, _ref_offset[1], window)
     return r
-
-
-cdef inline void _lput(object line, int field, object value) noexcept:
-    """Set slot ``field`` (L_X) of a Line just made (_slots.pxd's put_slot)."""
-    put_slot(line, _line_offset[field], value)
 
 
 cdef struct RefMemo:
@@ -266,6 +267,10 @@ cdef class _State:
     cdef PyObject *last_host
     cdef PyObject *t_host
     cdef object t_key, t_val, t_line
+    # pass 1's rows (:func:`_line` fills one a line it makes; a line left for pass 2, a row
+    # reserved for it, its place in ``spec_rows`` its spec's in ``raw``)
+    cdef Rows rows
+    cdef list spec_rows
 
     def __dealloc__(self):
         memo_free(&self.memo)
@@ -306,40 +311,27 @@ cdef _State _state(parser):
 cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
                   peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
                   inferred, result, root, bint any_source=False):
-    """The Line the reference's ``build`` makes of this line's spec (its names interned), made
-    by setting its slots: every one, the fields no spec of :func:`_scan` holds to their
-    defaults."""
+    """The row of the Line the reference's ``build`` makes of this line's spec (its names
+    interned), filled with the values that Line would hold (no Line made): returns its place
+    in ``parser.rows``."""
     cdef dict strings = parser.strings
-    lineno = parser.lineno
-    line = new_record(<type>Line)
-    _lput(line, L_LINENO, lineno)
-    _lput(line, L_OP, op)
-    _lput(line, L_PATH, parser.path)
-    _lput(line, L_RANK, r)
-    _lput(line, L_HOST, strings.setdefault(host, host))
-    _lput(line, L_STREAM, strings.setdefault(stream, stream))
-    _lput(line, L_NAME, strings.setdefault(name, name))
-    _lput(line, L_DUR, dur)
-    _lput(line, L_STEP, step)
-    _lput(line, L_READS, reads)
-    _lput(line, L_WRITES, writes)
-    _lput(line, L_EVENT, event if event is None else strings.setdefault(event, event))
-    _lput(line, L_PEER, peer)
-    _lput(line, L_GROUP, group if group is None else strings.setdefault(group, group))
-    _lput(line, L_HANDLE, handle if handle is None else strings.setdefault(handle, handle))
-    _lput(line, L_NBYTES, nbytes)
-    _lput(line, L_BUFFER, buffer if buffer is None else strings.setdefault(buffer, buffer))
-    _lput(line, L_TARGET, target)
-    _lput(line, L_SITE, site)
-    _lput(line, L_T, t)
-    _lput(line, L_RESULT, result)
+    cdef Rows rows = parser.rows
+    cdef Py_ssize_t k = rows.reserve()
     if not blocking and batch is None and label is None and root is None and \
             not any_source and inferred is None:  # (as Line() keeps it: RARE_FIELDS all equal to
-        _lput(line, L_RARE, None)  # their defaults; ranks and channel are never this reader's)
+        rare = None  # their defaults; ranks and channel are never this reader's)
     else:
         rare = (None, blocking, batch, label, None, root, any_source, inferred)
-        _lput(line, L_RARE, parser.rares.setdefault(rare, rare))
-    return line
+        rare = parser.rares.setdefault(rare, rare)
+    rows.put_values(k, parser.lineno, op, parser.path, r, strings.setdefault(host, host),
+                    strings.setdefault(stream, stream), strings.setdefault(name, name), dur,
+                    step, reads, writes,
+                    event if event is None else strings.setdefault(event, event), peer,
+                    group if group is None else strings.setdefault(group, group),
+                    handle if handle is None else strings.setdefault(handle, handle), nbytes,
+                    buffer if buffer is None else strings.setdefault(buffer, buffer), target,
+                    site, t, result, rare)
+    return k
 
 
 cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint lexed):
@@ -463,9 +455,9 @@ cdef dict _settle(parser, dict pending):
 def first_pass(parser, object lines, list raw):
     """The reader's pass 1 (streamsim.oplog.read._Parser.parse, its loop over
     ``parser.take``): each line a common one, lexed from its bytes (``_lex.pxi``) or else
-    decoded (:func:`_scan`), and taken here (:func:`_take`): its Line
-    made at once where nothing in it waits for the end of the log, else its spec for pass 2
-    (:func:`second_pass`); blank lines skipped; any other line (not UTF-8, a BOM, a comment, a
+    decoded (:func:`_scan`), and taken here (:func:`_take`): its row (``parser.rows``,
+    ``_lines.Rows``) filled at once where nothing in it waits for the end of the log, else its
+    spec for pass 2 (:func:`second_pass`) and a row reserved for it; blank lines skipped; any other line (not UTF-8, a BOM, a comment, a
     line :func:`_scan` hands over) taken by ``parser.take``, the reference, which also words
     every error. Then the Refs of implicit lives are settled (:func:`_settle`).
 
@@ -482,6 +474,8 @@ def first_pass(parser, object lines, list raw):
         raise TypeError("first_pass: lines must be a list of lines or the log's bytes")
     if type(lines) is bytes and memchr(PyBytes_AS_STRING(lines), 13, PyBytes_GET_SIZE(lines)):
         raise ValueError("first_pass: the log's bytes hold a \\r: split them first")
+    st.rows = Rows()
+    st.spec_rows = []
     lex_init(&lx)
     try:
         n = _first_pass(st, lines, raw, pending, &lx, f)
@@ -491,7 +485,7 @@ def first_pass(parser, object lines, list raw):
     if n:
         st.lineno = n
     st.flush()
-    parser.settled = (pending, _settle(parser, pending))
+    parser.settled = (pending, _settle(parser, pending), st.rows, st.spec_rows)
 
 
 cdef Py_ssize_t _lexed_lines = 0  # of the last first_pass: the lines the lexer took
@@ -550,6 +544,7 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
                 if chunk is None:
                     chunk = PyBytes_FromStringAndSize(base + start, length)
                 take(i + 1, chunk, raw, False)  # (msgspec would decode it as the lexer did)
+                _reserve_specs(st, raw)
                 continue
         else:
             if chunk is None:
@@ -561,6 +556,7 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
                     st.forget()
                     st.flush()
                     take(i + 1, chunk, raw)
+                    _reserve_specs(st, raw)
                     continue
             else:
                 text = chunk
@@ -571,24 +567,42 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
             if s[0] == "#" or (i == 0 and text.startswith("\ufeff")):
                 st.flush()
                 take(i + 1, chunk, raw)
+                _reserve_specs(st, raw)
                 continue
             st.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
             spec = _scan(st, s, pending)
         if spec is None:
             st.flush()
             take(i + 1, chunk, raw, False)  # (its fast path would refuse it again)
+            _reserve_specs(st, raw)
             continue
-        made = type(spec) is not dict  # (a Line: it has no batch)
+        made = type(spec) is not dict  # (a row: its line has no batch)
         if not made and spec.get("batch") is not None:  # (batches.check: _scan made sure it
             batches.check(spec, i + 1, AssertionError)  # passes)
         elif open_:  # (batches.check of a line with no batch: it ends its thread's open batch)
-            thread = (spec.rank, spec.host) if made else (spec["rank"], spec["host"])
+            thread = _row_thread(st.rows, <Py_ssize_t>spec) if made else \
+                (spec["rank"], spec["host"])
             batch = open_.get(thread)
             if batch is not None:
                 batches.closed.add((*thread, batch[0]))
                 open_[thread] = None
-        raw.append(spec if made else (i + 1, spec))
+        if not made:
+            raw.append((i + 1, spec))
+            st.spec_rows.append(st.rows.reserve())
     return n
+
+
+cdef inline void _reserve_specs(_State st, list raw) except *:
+    """A row reserved for each spec the reference's ``take`` appended to ``raw`` (pass 2 fills
+    it), so that the rows stay in line order."""
+    while len(st.spec_rows) < len(raw):
+        st.spec_rows.append(st.rows.reserve())
+
+
+cdef tuple _row_thread(Rows rows, Py_ssize_t k):
+    """(rank, host) of row ``k``, not frozen yet."""
+    cdef LRow *row = rows.rows + k
+    return (rows.vals[row.o[RO_RANK]], rows.vals[row.o[RO_HOST]])
 
 
 def fast_spec(parser, str s):
@@ -753,7 +767,7 @@ def msgspec_fields(str line):
 
 
 cdef object _scan(_State parser, str s, dict pending):
-    """:func:`fast_spec`, or with ``pending`` (pass 1 of :func:`first_pass`) the line's Line
+    """:func:`fast_spec`, or with ``pending`` (pass 1 of :func:`first_pass`) the line's row
     itself (:func:`_take`), of the line ``s`` decoded by msgspec; None: the checker reads it."""
     if "\\" in s:
         return None
@@ -770,8 +784,9 @@ cdef object _scan(_State parser, str s, dict pending):
 
 
 cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
-    """The spec (or Line) of a line of op ``op`` whose fields are ``obj``: with ``pending``
-    (pass 1 of :func:`first_pass`) the line's Line itself, made here (:func:`_line`) where its
+    """The spec (or row) of a line of op ``op`` whose fields are ``obj``: with ``pending``
+    (pass 1 of :func:`first_pass`) the line's row itself, filled here (:func:`_line`; its place,
+    an int) where its
     spec would hold nothing pass 2 must wait for (a batch, a buffer op's implicit size): its refs
     resolved now, one of an implicit life to a Ref ``pending`` keeps until :func:`_settle` knows
     that life's size. ``s``: the line, to count its quotes (a key given twice: msgspec keeps the
@@ -1163,35 +1178,27 @@ cdef list _refs(_State parser, names, r, long rank):
 
 
 def second_pass(parser, list raw):
-    """The reader's pass 2 (streamsim.oplog.read._Parser.parse, its loop over ``build``), in
-    place: each of pass 1's specs, ``(lineno, spec)``, becomes its Line (:func:`_build`), and each
-    Line :func:`first_pass` made keeps its refs, but for a Ref that :func:`_settle` replaced.
-    Returns ``raw``, now the log's Lines."""
+    """The reader's pass 2 (streamsim.oplog.read._Parser.parse, its loop over ``build``): each
+    of pass 1's specs in ``raw``, ``(lineno, spec)``, becomes its Line (:func:`_build`), its
+    row the one :func:`first_pass` reserved for it; the rows pass 1 filled keep their refs, but
+    for a Ref that :func:`_settle` replaced. Returns the log's lines as rows
+    (``_lines.Rows``, frozen; ``raw`` emptied): a row is 96 bytes, where a Line and its own
+    objects were ~270, and no Line is kept."""
     cdef Py_ssize_t k, n = len(raw)
-    cdef dict replace = parser.settled[1]
+    _, replace, rows_, spec_rows = parser.settled
+    cdef Rows rows = <Rows>rows_
+    rows.replace_refs(replace)
     for k in range(n):
-        x = raw[k]
-        if type(x) is tuple:
-            lineno, spec = <tuple>x
-            raw[k] = None  # (the spec goes before its Line is made: the memory peak)
-            parser.lineno = lineno
-            raw[k] = _build(parser, lineno, spec)
-        elif replace:
-            _replace_refs(x, replace)
-    if n:
-        parser.lineno = raw[n - 1].lineno
+        lineno, spec = <tuple>raw[k]
+        raw[k] = None  # (the spec goes before its Line is made: the memory peak)
+        parser.lineno = lineno
+        rows.put(<Py_ssize_t>spec_rows[k], _build(parser, lineno, spec))
+    if rows.n:
+        parser.lineno = rows.rows[rows.n - 1].lineno
     parser.settled = None
-    return raw
-
-
-cdef void _replace_refs(line, dict replace) except *:
-    """Put the settled Ref where a Line made in pass 1 holds one :func:`_settle` replaced."""
-    for field in ("reads", "writes"):
-        refs = getattr(line, field)
-        for ref in refs:
-            if id(ref) in replace:
-                setattr(line, field, tuple([replace.get(id(x), x) for x in refs]))
-                break
+    del raw[:]
+    rows.freeze()
+    return rows
 
 
 cdef object _build(parser, object lineno, dict spec):

@@ -31,8 +31,10 @@ makes the ops the engine's records become (``Op``, the slots of its ``Rec``, han
 its records before it freezes them) and leaves the trace to ``finish.trace_of``, with which the
 engine's own ``build_trace`` ends: the two traces are built by one function.
 
-What it keeps in C: each op's times, sequence positions, agent, index and issuer; each stream's
-queue; the heap; the waiters of each op. What stays Python: each op's attrs, accesses and edges
+What it keeps in C: the log's lines, as rows (``_lines.pxd``: the compiled reader's, or made
+here of the ``Line`` s it is given) that each thread reads by their places; each op's times,
+sequence positions, agent, index and issuer; each stream's queue; the heap; the waiters of each
+op. What stays Python: each op's attrs, accesses and edges
 (tuples it hands to the records), the notes, the seeded ``random.Random`` whose draws scale the
 durations (drawn in the reference's order: each op as it is made).
 
@@ -50,7 +52,7 @@ from libc.string cimport memcpy, memset
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
-    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, line_offsets, L_LINENO,
+    F_LINE, F_HANDLE, F_ATTRS, N_FIELDS, op_offsets, put_slot, slot, L_LINENO,
     new_record, check_generic_alloc, class_offsets, view_offsets, view_record, N_VIEW_FIELDS,
     L_OP, L_PATH, L_RANK, L_HOST, L_STREAM, L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT,
     L_PEER, L_GROUP, L_HANDLE, L_NBYTES, L_BUFFER, L_TARGET, L_SITE, L_T, L_RESULT, L_RARE,
@@ -67,6 +69,9 @@ from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, KEPT_OP, KEPT_NAM
                                      KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs)
 from cpython.pycapsule cimport PyCapsule_New
+from streamsim.native._row cimport LRow, LRef, _l, NO_T, RO_PATH, RO_OP, RO_STEP
+from streamsim.native._lines cimport Rows
+from streamsim.native import _lines
 
 KINDS = frozenset({"launch", "host", "record", "wait_event", "sync_event", "sync_stream",
                    "sync_device", "alloc", "free", "record_stream", "isend", "irecv", "wait",
@@ -85,7 +90,6 @@ cdef object is_comm = None
 
 cdef Py_ssize_t _offset[<int>N_FIELDS]  # an op's slots (F_X) by their offsets in the object
 cdef Py_ssize_t _rec_offset[<int>N_FIELDS]
-cdef Py_ssize_t _line_offset[<int>N_LINE]  # a Line's slots (L_X) by their offsets
 
 
 def bind(**objects):
@@ -95,7 +99,7 @@ def bind(**objects):
     Access, View, Note, Ref = objects["Access"], objects["View"], objects["Note"], objects["Ref"]
     is_comm = objects["is_comm"]
     Line = objects["Line"]
-    line_offsets(Line, _line_offset)
+    _lines.bind(Line)
     check_generic_alloc(Op)
     class_offsets(Access, ("view", "mode", "window"), _access_offset)
     view_offsets(View, _view_offset)
@@ -123,17 +127,7 @@ cdef object _access_of(object view, str mode, object window):
     return acc
 
 
-cdef inline object _l(object ln, int field):
-    """Field ``field`` (L_X) of a line (exactly a ``Line``: :func:`replay` checks), read from its
-    slot: what ``getattr`` ends in, without the type's attribute lookup and the descriptor call
-    on the way (a tenth of a fix re-run's replay). A slot never set: the reference runs."""
-    cdef PyObject *v = slot(<PyObject *>ln, _line_offset[field])
-    if v == NULL:
-        raise _Fallback()
-    return <object>v
-
-
-cdef inline object _lr(object ln, int item):
+cdef inline object _lr(LRef ln, int item):
     """Item ``item`` (R_X) of a line's rarely set fields (``Line.rare``, a tuple of
     ``schema.RARE_FIELDS``): its default where the line has none (False for ``blocking`` and
     ``any_source``, else None). A ``rare`` that is not such a tuple: the reference runs."""
@@ -145,9 +139,9 @@ cdef inline object _lr(object ln, int item):
     return (<tuple>r)[item]
 
 
-cdef inline str _location(object ln):
-    """A line's ``location`` (``schema.Line.location``: ``FILE:LINE``), made of its slots."""
-    return f"{_l(ln, L_PATH)}:{_l(ln, L_LINENO)}"
+cdef inline str _location(LRef ln):
+    """A line's ``location`` (``schema.Line.location``: ``FILE:LINE``), made of its row."""
+    return f"{_l(ln, L_PATH)}:{ln.row.lineno}"
 
 
 cdef inline void _put(object obj, int field, object value) noexcept:
@@ -348,7 +342,7 @@ cdef class _Run:
     cdef int** queue
     cdef int* qlen
     cdef int* qcap
-    cdef list agent_obj, agent_rank, agent_name, host_lines, host_deps, host_after
+    cdef list agent_obj, agent_rank, agent_name, host_deps, host_after
     cdef dict stream_at, events, freed, recorded
     cdef list notes
     cdef long long seq
@@ -362,8 +356,10 @@ cdef class _Run:
     cdef list acc_objs
     cdef bint odd_view  # an access's view is not exactly a View (a hand-built log's Ref)
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
-    cdef list lines  # line number -> Line (None: no line has the number; _by_lineno), None
-    # once released (kept)
+    cdef Rows rows  # the log's lines (_lines.pxd), None once released (kept)
+    cdef int *row_of  # line number -> its row, -1: no line has the number (_by_lineno)
+    cdef Py_ssize_t nlineno  # the numbers row_of has room for: past the greatest
+    cdef list host_lines  # per host: its thread's rows (a _RowList), in line order
     cdef PyObject **kept  # once released, KEPT_FIELDS owned objects a line number, what its ops
     # read of it (kept_line; NULL: no op of the line), instead of a tuple a line: 48 bytes less
     cdef Py_ssize_t nkept
@@ -444,6 +440,7 @@ cdef class _Run:
         self.injk = NULL
         self.shared = NULL
         self.gatej = self.key_at = NULL
+        self.row_of = NULL
         self.queue = NULL
         self.qlen = self.qcap = NULL
         self.nag = 0
@@ -463,7 +460,7 @@ cdef class _Run:
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
-        free(self.fix_rec); free(self.kinds)
+        free(self.fix_rec); free(self.kinds); free(self.row_of)
         self.drop_kept()
 
     cdef void drop_kept(self) noexcept:
@@ -480,9 +477,9 @@ cdef class _Run:
             self.kept_st = NULL
 
     cdef void release_lines(self) except *:
-        """Let go of the log's lines (``Line`` objects, ~250 bytes each, which a check without
-        fix costing then frees), once the run is kept as columns: what the ops read of their
-        lines is kept, KEPT_FIELDS objects a line in one C array (:meth:`kept_line`).
+        """Let go of the log's lines (rows, 96 bytes each, which a check without fix costing
+        then frees), once the run is kept as columns: what the ops read of their lines is kept,
+        KEPT_FIELDS objects a line number in one C array (:meth:`kept_line`).
         :meth:`columns` keeps it as it reads them (:meth:`keep_line`); else it is kept here."""
         cdef int i, lo
         if self.kept == NULL:
@@ -490,8 +487,14 @@ cdef class _Run:
             for i in range(self.nops):
                 lo = self.lineof[i]
                 if self.kept[lo * KEPT_FIELDS] == NULL:
-                    self.keep_line(lo, self.lines[lo])
-        self.lines = None
+                    self.keep_line(lo, self.ln_at(lo))
+        self.rows = None
+        free(self.row_of)
+        self.row_of = NULL
+
+    cdef inline LRef ln_at(self, int lo) noexcept:
+        """The row of line number ``lo`` (a line's: the run's ops' lineof, a target)."""
+        return self.rows.ref(self.row_of[lo])
 
     cdef void release_schedule(self) except *:
         """Let go of what only the schedule needed, once the run is over: the heap, the
@@ -537,7 +540,7 @@ cdef class _Run:
     cdef void new_kept(self) except *:
         """The empty arrays of what the ops read of their lines (:meth:`keep_line`), a line
         number's room in each."""
-        cdef Py_ssize_t n = len(self.lines)
+        cdef Py_ssize_t n = self.nlineno
         self.drop_kept()
         self.kept = <PyObject **>calloc(n * KEPT_FIELDS + 1, sizeof(PyObject *))
         if self.kept == NULL:
@@ -548,7 +551,7 @@ cdef class _Run:
             if self.kept_st == NULL:
                 raise MemoryError()
 
-    cdef void keep_line(self, int lo, object ln) except *:
+    cdef void keep_line(self, int lo, LRef ln) except *:
         """Keep what the ops of line ``lo`` (``ln``) read of it: KEPT_FIELDS objects, and its
         site and t where host actions' attrs are made of them (:meth:`release`)."""
         cdef int f
@@ -799,7 +802,7 @@ cdef class _Run:
         self.whead[op] = -1
 
     # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
-    cdef dict host_attrs(self, object ln):
+    cdef dict host_attrs(self, LRef ln):
         """A host action's attrs; the run's one empty dict where it has none, its one
         ``from_line`` where they are the line's site and t alone (a recorded log's every host
         action: each op's made of its line as the op is made, :meth:`line_attrs`; a dict of its
@@ -815,7 +818,7 @@ cdef class _Run:
             d["observed"] = True  # (the query's result is the program's)
         return _provenance(d, ln)
 
-    cdef dict op_attrs(self, object ln, str current):
+    cdef dict op_attrs(self, LRef ln, str current):
         """An enqueued op's attrs; the run's one dict of ``current`` where it has no other."""
         if _l(ln, L_SITE) is None and _lr(ln, R_INFERRED) is None and not _lr(ln, R_ANY_SOURCE):
             return self.stream_attrs(current)
@@ -855,7 +858,7 @@ cdef class _Run:
         lines are let go, from what is kept of them (:meth:`release`)."""
         if self.kept_st != NULL:
             return site_t_attrs(<object>self.kept_st[2 * lo], <object>self.kept_st[2 * lo + 1])
-        ln = self.lines[lo]
+        ln = self.ln_at(lo)
         return site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
 
     cdef tuple access_list(self, tuple reads, tuple writes):
@@ -895,7 +898,7 @@ cdef class _Run:
         self.acc_objs.append(acc)
         return acc
 
-    cdef void note_freed_use(self, int op, object ln) except *:
+    cdef void note_freed_use(self, int op, LRef ln) except *:
         """Engine.note_freed_use: each buffer ``op`` touches after a free (no alloc since), its
         line ``ln``'s name and location in the note (the location made only for a note: most
         accesses of a log that frees touch no freed buffer)."""
@@ -906,16 +909,16 @@ cdef class _Run:
             f = self.freed.get(key)
             if f is not None and key not in named:
                 named[key] = None
-                fl = self.lines[self.lineof[<int>f]]
+                fl = self.ln_at(self.lineof[<int>f])
                 self.notes.append(Note("use-after-free", f"{_l(ln, L_NAME)} at "
                                        f"{_location(ln)} uses "
-                                       f"{view.buffer!r} on rank{key[0]} after {fl.name} at "
-                                       f"{fl.location} freed it (no alloc since)", op))
+                                       f"{view.buffer!r} on rank{key[0]} after {_l(fl, L_NAME)} at "
+                                       f"{_location(fl)} freed it (no alloc since)", op))
         if named:
             self.own_attrs(op)["after_free"] = tuple([k[1] for k in named])
 
     # -- the host thread (Engine.host_op, enqueue; Host's calls) --------------------------------
-    cdef int host_op(self, int h, int kind, double dur, int line, object ln, object accesses,
+    cdef int host_op(self, int h, int kind, double dur, int line, LRef ln, object accesses,
                      bint injected=False) except -1:
         """Engine.host_op: a host action of ``dur``, made ended (``injected``: a fix's, which
         takes no label of the line's and is marked, as Engine._note_issue marks it)."""
@@ -933,7 +936,7 @@ cdef class _Run:
         self.seq += 2
         return op
 
-    cdef int enqueue(self, int h, str stream, int kind, double dur, int line, object ln,
+    cdef int enqueue(self, int h, str stream, int kind, double dur, int line, LRef ln,
                      object accesses, tuple after, bint injected=False,
                      str current="compute") except -1:
         """Engine.enqueue: the issuing host action, then the stream op (``current``: the host's
@@ -986,8 +989,9 @@ cdef class _Run:
     cdef int host_go(self, int h) except -1:
         """Run host ``h``'s program until it blocks (an entry for it is then on the heap, or it
         waits for an op's end) or ends (returns 1)."""
-        cdef list lines = self.host_lines[h]
-        cdef int nlines = len(lines)
+        cdef _RowList lines = self.host_lines[h]
+        cdef int nlines = lines.n, lead
+        cdef LRef ln
         cdef int op, kind, j, s, k, rank = self.agent_rank[h]
         cdef double t
         cdef tuple deps
@@ -1005,7 +1009,7 @@ cdef class _Run:
                         self.state[h] = H_INJECT
                         continue
                     return 1
-                ln = lines[j]
+                ln = self.rows.ref(lines.a[j])
                 if _l(ln, L_T) is not None:
                     t = _l(ln, L_T)
                     if t > self.clock[h]:
@@ -1033,9 +1037,10 @@ cdef class _Run:
                     else None
                 if batch:
                     self.host_gates[h] = tuple([p for x in batch
-                                                for p in self.gates.get(x.lineno, ())])
+                                                for p in self.gates.get(
+                                                    self.rows.ref(<int>x).row.lineno, ())])
                 else:
-                    self.host_gates[h] = self.gates.get(_l(lines[j], L_LINENO), ())
+                    self.host_gates[h] = self.gates.get(_l(self.rows.ref(lines.a[j]), L_LINENO), ())
                 self.gatej[h] = -1
                 self.state[h] = H_GATED
             elif st == H_GATED:  # in_line_order: each gate not yet taken, waited for in turn
@@ -1070,7 +1075,7 @@ cdef class _Run:
                 self.state[h] = H_PREP
             elif st == H_PREP:  # the line's call begins (its line order kept)
                 j = self.pos[h]
-                ln = lines[j]
+                ln = self.rows.ref(lines.a[j])
                 kind = self.host_kind[h]
                 if K_ISEND <= kind <= K_WAIT:  # (its call runs under `with host.use_stream`,
                     s = self.stream(rank, _l(ln, L_STREAM))  # which makes the stream before any fix's sync)
@@ -1078,7 +1083,7 @@ cdef class _Run:
                         target = self.works.get(_l(ln, L_TARGET))
                         self.line_barrier[h] = -1
                         if target is not None and \
-                                _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and \
+                                _l(self.ln_at(self.lineof[<int>target]), L_OP) == "barrier" and \
                                 self.opgroup[<int>target].backend != "gloo":
                             self.line_barrier[h] = self.last[s]
                 if self.injecting and self.host_batches[h] is not None and \
@@ -1115,12 +1120,12 @@ cdef class _Run:
                         self.state[h] = H_ACTION if self.pos[h] < nlines else H_LINE
                     continue
                 if self.pos[h] < nlines:
-                    ln = lines[self.pos[h]]  # (a line under `with host.use_stream`: its stream;
+                    ln = self.rows.ref(lines.a[self.pos[h]])  # (a line under `with host.use_stream`: its stream;
                     # not yet for syncs run before its call waits for another thread's line)
                     current = _l(ln, L_STREAM) if K_ISEND <= self.host_kind[h] <= K_WAIT and \
                         self.inj_ret[h] < 0 else "compute"
                 else:  # (the driver's end, outside any line)
-                    ln = lines[nlines - 1]
+                    ln = self.rows.ref(lines.a[nlines - 1])
                     current = "compute"
                 if self.shared[h] and self.waits_for_issue(h, specs[k]):
                     return 0  # (its record or handle another thread's, not issued yet)
@@ -1130,14 +1135,14 @@ cdef class _Run:
                         self.inj_settles[h] = -1  # (its wait for another thread's record ran)
                 elif self.shared[h] and self.sync_settles(h, specs[k], current):
                     return 0  # (a shared thread's sync settles first: Engine.host_op)
-                lead = _issued_first(members)
-                if self.inject(h, specs[k], ln, current) if lead is None else \
-                        self.inject_as(h, specs[k], lead, current, _l(ln, L_STEP)):
+                lead = self.issued_first(members)
+                if self.inject(h, specs[k], ln, current) if lead < 0 else \
+                        self.inject_as(h, specs[k], self.rows.ref(lead), current, _l(ln, L_STEP)):
                     return 0  # (a sync that blocks: it goes on in H_CLOCKED)
                 if self.state[h] == H_INJECT:
                     self.injk[h] = k + 1
             elif st == H_ACTION:
-                ln = lines[self.pos[h]]
+                ln = self.rows.ref(lines.a[self.pos[h]])
                 if self.action(h, ln):
                     return 0
             elif st == H_CLOCKED:  # Engine.mark_start; the sync's own call
@@ -1151,9 +1156,9 @@ cdef class _Run:
                 elif self.injk[h] >= 0 and kind != K_GET:  # a fix's event.synchronize()
                     spec = self.host_specs[h][self.injk[h]]
                     name = spec[1]
-                    ln = _issued_first(self.batch_call(h))
-                    if ln is None:
-                        ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+                    lead = self.issued_first(self.batch_call(h))
+                    ln = self.rows.ref(lead if lead >= 0 else
+                                       lines.a[self.pos[h] if self.pos[h] < nlines else nlines - 1])
                     a = self.own_attrs(op)
                     a["injected"] = True
                     a["event"] = name
@@ -1164,7 +1169,7 @@ cdef class _Run:
                     else:
                         deps = (rec,)
                 elif kind == K_SYNC_EVENT:
-                    ln = lines[self.pos[h]]
+                    ln = self.rows.ref(lines.a[self.pos[h]])
                     self.own_attrs(op)["event"] = _l(ln, L_EVENT)
                     rec = self.events.get((rank, _l(ln, L_EVENT)))
                     if rec is None:
@@ -1173,7 +1178,7 @@ cdef class _Run:
                     else:
                         deps = (rec,)
                 elif kind == K_QUERY:  # Host.query_work
-                    ln = lines[self.pos[h]]
+                    ln = self.rows.ref(lines.a[self.pos[h]])
                     target = <int>self.works[_l(ln, L_TARGET)]
                     recs = self.workrecs.get(target, (target,))
                     finished = all([self.eseq[<int>x] >= 0 for x in recs])
@@ -1190,7 +1195,7 @@ cdef class _Run:
                     elif done:
                         self.after[op] = recs
                 elif kind == K_SEND_OBJECT or kind == K_RECV_OBJECT:
-                    if self.object_go(h, op, kind, lines[self.pos[h]]):
+                    if self.object_go(h, op, kind, self.rows.ref(lines.a[self.pos[h]])):
                         return 0
                     continue
                 elif kind == K_GET:  # sim/handoff.get: Channels.get, then wait_recs on the put
@@ -1199,7 +1204,7 @@ cdef class _Run:
                         a["injected"] = True
                         channel = self.host_specs[h][self.injk[h]][1]
                     else:
-                        channel = _lr(lines[self.pos[h]], R_CHANNEL)
+                        channel = _lr(self.rows.ref(lines.a[self.pos[h]]), R_CHANNEL)
                     a["channel"] = channel
                     key = (rank, channel)
                     k = self.ch_gets.get(key, 0)
@@ -1215,7 +1220,7 @@ cdef class _Run:
                         return 0
                     deps = (puts[k],)
                 elif kind == K_SYNC_STREAM:
-                    ln = lines[self.pos[h]]
+                    ln = self.rows.ref(lines.a[self.pos[h]])
                     self.own_attrs(op)["stream"] = _l(ln, L_STREAM)
                     s = self.stream(rank, _l(ln, L_STREAM))
                     deps = (self.last[s],) if self.last[s] >= 0 else ()
@@ -1253,7 +1258,7 @@ cdef class _Run:
                 else:
                     self.line_done(h)
             elif st == H_OBJ_WAIT or st == H_OBJ_SENT:
-                if self.object_go(h, self.cur[h], st, lines[self.pos[h]]):
+                if self.object_go(h, self.cur[h], st, self.rows.ref(lines.a[self.pos[h]])):
                     return 0
             elif st == H_HANDOFF:  # a get's put was issued: its start moves past the put's end
                 op = self.cur[h]
@@ -1275,7 +1280,7 @@ cdef class _Run:
                 self.depj[h] += 1
                 self.state[h] = H_DEPS
 
-    cdef bint blocking_call(self, int h, int kind, object ln) except -1:
+    cdef bint blocking_call(self, int h, int kind, LRef ln) except -1:
         """The line's call is a blocking op (Engine.blocking_op: no settle, its sync_clock
         after the op is made), not a host action or an enqueue (whose first step settles)."""
         if kind == K_WAIT:  # (Host.wait_work: the host blocks for gloo, blocking, a barrier)
@@ -1283,16 +1288,16 @@ cdef class _Run:
             if target is None:
                 raise _Fallback()  # (another thread's handle not issued: the engine waits)
             return _lr(ln, R_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
-                _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
+                _l(self.ln_at(self.lineof[<int>target]), L_OP) == "barrier"
         return kind == K_SYNC_EVENT or kind == K_SYNC_STREAM or kind == K_SYNC_DEVICE or \
             kind == K_QUERY or kind == K_SEND_OBJECT or kind == K_RECV_OBJECT or kind == K_GET
 
-    cdef tuple blocking_wait(self, int h, int op, list lines, int nlines):
+    cdef tuple blocking_wait(self, int h, int op, _RowList lines, int nlines):
         """Host.wait_work's blocking part, after its blocking op started: its attrs, the note of
         a gloo send waited twice, and what it waits for (the Work's ops; an NCCL barrier's, then
         its current stream's last op, taken as the wait was called)."""
         cdef int target = self.wait_target[h]
-        ln = lines[self.pos[h] if self.pos[h] < nlines else nlines - 1]
+        ln = self.rows.ref(lines.a[self.pos[h] if self.pos[h] < nlines else nlines - 1])
         a = self.own_attrs(op)
         if self.injk[h] >= 0:  # (a fix's: Engine._note_issue marks it first)
             a["injected"] = True
@@ -1303,10 +1308,10 @@ cdef class _Run:
         a["blocking"] = True
         if self.opgroup[target].backend == "gloo" and self.kinds[target] == K_ISEND:
             if target in self.gloo_sends_waited:
-                tl = self.lines[self.lineof[target]]
+                tl = self.ln_at(self.lineof[target])
                 self.notes.append(Note(
                     "gloo-send-waited-twice", f"{name} at {_location(ln)} waits the handle of "
-                    f"{tl.name} (issued at {tl.location}) a second time: under gloo a second "
+                    f"{_l(tl, L_NAME)} (issued at {_location(tl)}) a second time: under gloo a second "
                     "wait() on an isend's handle hangs (seen with torch 2.13: it waits for a "
                     "send never made); the simulation takes it as satisfied", op))
             self.gloo_sends_waited.add(target)
@@ -1321,7 +1326,7 @@ cdef class _Run:
         cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
         self.cur[h] = op
         if self.awaited and self.injk[h] < 0 and line in self.awaited and \
-                not self.is_taken(line) and _l(self.lines[line], L_OP) in self.on_start:
+                not self.is_taken(line) and _l(self.ln_at(line), L_OP) in self.on_start:
             self.take(line)  # (Origin.on_start: as its host action is made, before it waits)
         self.state[h] = H_CLOCKED
         if self.clock[h] > self.now:
@@ -1331,7 +1336,7 @@ cdef class _Run:
             return True
         return False
 
-    cdef bint action(self, int h, object ln) except -1:
+    cdef bint action(self, int h, LRef ln) except -1:
         """The line's own call (its kind's ``OpKind.replay``); True when it blocks."""
         cdef int op, kind = self.host_kind[h], rank = self.agent_rank[h]
         cdef int line = _l(ln, L_LINENO)
@@ -1391,10 +1396,10 @@ cdef class _Run:
             a["buffer"] = _l(ln, L_BUFFER)
             if earlier is not None:
                 a["after_free"] = (_l(ln, L_BUFFER),)
-                el = self.lines[self.lineof[<int>earlier]]
+                el = self.ln_at(self.lineof[<int>earlier])
                 self.notes.append(Note(
                     "double-free", f"{_l(ln, L_NAME)} at {_location(ln)} frees {_l(ln, L_BUFFER)!r} on "
-                    f"rank{rank} again: {el.name} at {el.location} already freed it (no "
+                    f"rank{rank} again: {_l(el, L_NAME)} at {_location(el)} already freed it (no "
                     "alloc since)", op))
             self.freed[key] = op
         elif kind == K_RECORD_STREAM:
@@ -1434,7 +1439,7 @@ cdef class _Run:
             if target is None:
                 raise _Fallback()  # (another thread's handle: the reference waits for its issue)
             if _lr(ln, R_BLOCKING) or self.opgroup[<int>target].backend == "gloo" or \
-                    _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier":
+                    _l(self.ln_at(self.lineof[<int>target]), L_OP) == "barrier":
                 self.wait_target[h] = target
                 self.barrier_last[h] = self.line_barrier[h]
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
@@ -1478,15 +1483,18 @@ cdef class _Run:
     cdef void line_done(self, int h) except *:
         """The line's call returned (replay._Replay.program): the lines of other threads that
         wait for it (or for a line of its batch) may go on (:meth:`take`); the next line."""
-        cdef int j = self.pos[h]
+        cdef int j = self.pos[h], lineno
         if self.awaited or self.handle_waits:
             batch = self.host_batches[h].get(j) if self.host_batches[h] is not None else None
-            for ln in (batch or (self.host_lines[h][j],)):
-                if self.work_sig + _l(ln, L_LINENO) in self.sig_waiters:  # (its Work made:
-                    self.take(self.work_sig + _l(ln, L_LINENO))  # a fix's wait on it wakes)
-            for ln in (batch or (self.host_lines[h][j],)):
-                if _l(ln, L_LINENO) in self.awaited and not self.is_taken(_l(ln, L_LINENO)):
-                    self.take(_l(ln, L_LINENO))
+            lines = batch or ((<_RowList>self.host_lines[h]).a[j],)
+            for x in lines:
+                lineno = self.rows.ref(<int>x).row.lineno
+                if self.work_sig + lineno in self.sig_waiters:  # (its Work made:
+                    self.take(self.work_sig + lineno)  # a fix's wait on it wakes)
+            for x in lines:
+                lineno = self.rows.ref(<int>x).row.lineno
+                if lineno in self.awaited and not self.is_taken(lineno):
+                    self.take(lineno)
         self.state[h] = H_LINE
         self.pos[h] = j + 1
 
@@ -1509,37 +1517,38 @@ cdef class _Run:
         if lineno in self.sig_waiters:
             self.push(0.0, NORMAL, -1 - lineno)
 
-    cdef object group_of(self, int rank, object ln):
+    cdef object group_of(self, int rank, LRef ln):
         """Host.group: the line's group, which holds the rank."""
         cfg = self.groups.get(_l(ln, L_GROUP))
         if cfg is None or rank not in cfg.ranks:
             raise _Fallback()
         return cfg
 
-    cdef str handle(self, int h, object ln):
+    cdef str handle(self, int h, LRef ln):
         """Host._new_handle: every comm op counts, named or not."""
         self.host_handles[h] += 1
         return _l(ln, L_HANDLE) or f"{_l(ln, L_OP)}#{self.host_handles[h]}"
 
-    cdef void p2p(self, int h, int kind, int line, object ln) except *:
+    cdef void p2p(self, int h, int kind, int line, LRef ln) except *:
         """Host.p2p: an unbatched isend or irecv."""
         cfg = self.group_of(self.agent_rank[h], ln)
         self.p2p_rec(h, kind, ln, cfg, cfg.p2p_stream(self.agent_rank[h], _l(ln, L_PEER), _l(ln, L_OP)),
                      _l(ln, L_STREAM), -2, 0)
 
-    cdef void batch(self, int h, object first, list members) except *:
+    cdef void batch(self, int h, LRef first, tuple members) except *:
         """replay._Replay.batch, Host.batch_p2p: the lines of one batch_isend_irecv issued by its
         first line's call, sends first, on the group's own stream, each its own line's labels
         (the first line's step); each line's handle completes with the whole batch."""
         cdef int i, op, batch_id = -1
+        cdef LRef ln
         cfg = self.group_of(self.agent_rank[h], first)
         if cfg.backend != "nccl":
             raise _Fallback()  # (the reference's ModelError)
-        order = _issue_order(members)
+        order = _issue_order(self.rows, members)
         inner = self.batch_inner.pop(h, None) if self.injecting else None
         ops = []
         for i in order:
-            ln = members[i]
+            ln = self.rows.ref(<int>members[i])
             if inner is not None and ops:  # (Engine._before_issue before each member)
                 self.inner_syncs(h, inner[len(ops) - 1], ln, first)
             op = self.p2p_rec(h, _KIND_CODE[_l(ln, L_OP)], ln, cfg, f"nccl:{cfg.name}", _l(first, L_STREAM),
@@ -1554,7 +1563,7 @@ cdef class _Run:
         for op in ops:
             self.workrecs[op] = recs
 
-    cdef void inner_syncs(self, int h, tuple specs, object ln, object first) except *:
+    cdef void inner_syncs(self, int h, tuple specs, LRef ln, LRef first) except *:
         """A fix's syncs between two members of a batch (:meth:`batch_syncs`), issued as
         member ``ln`` (its location; the batch's step, its current stream). One that blocks the
         host mid-call is the engine's (_Fallback): a host sync, a get, a wait for another
@@ -1573,7 +1582,7 @@ cdef class _Run:
             if self.inject_as(h, spec, ln, _l(first, L_STREAM), _l(first, L_STEP)):
                 raise _Fallback()  # (not reached: blocking syncs were left out)
 
-    cdef bint inject_as(self, int h, tuple spec, object ln, str current, object step) except -1:
+    cdef bint inject_as(self, int h, tuple spec, LRef ln, str current, object step) except -1:
         """:meth:`inject`, the sync issued as batch member ``ln`` with the step ``step`` of the
         batch's first line (host.step, which the replay set for that line); True when it
         blocks."""
@@ -1585,7 +1594,7 @@ cdef class _Run:
                 op += 1
         return blocked
 
-    cdef int p2p_rec(self, int h, int kind, object ln, object cfg, str stream, str current,
+    cdef int p2p_rec(self, int h, int kind, LRef ln, object cfg, str stream, str current,
                      int batch_id, int batch_size) except -1:
         """Host._p2p_rec: enqueue one isend/irecv on ``stream`` and enter it in the p2p
         matching; ``batch_id``: -2 unbatched, -1 a batch's first op, else the batch's id."""
@@ -1615,7 +1624,7 @@ cdef class _Run:
         a["dur"] = self.end[op]
         return op
 
-    cdef dict comm_issued(self, int h, int op, int match, object cfg, object ln):
+    cdef dict comm_issued(self, int h, int op, int match, object cfg, LRef ln):
         """What every comm op's issue records (Host._p2p_rec, collective, isend_object): its
         match, its group, its handle (Host._new_handle), the line's Work; its attrs, which start
         with its group's name (the caller adds the rest, in the reference's order)."""
@@ -1667,7 +1676,7 @@ cdef class _Run:
             waiter[m] = -1
             self.push(0.0, NORMAL, w)
 
-    cdef void isend_object(self, int h, int line, object ln) except *:
+    cdef void isend_object(self, int h, int line, LRef ln) except *:
         """Host.isend_object: a gloo object send on the group's channel (no tensor, no edge
         from the current stream)."""
         cdef int rank = self.agent_rank[h]
@@ -1683,7 +1692,7 @@ cdef class _Run:
         a["nbytes"] = nbytes
         a["dur"] = self.end[op]
 
-    cdef bint object_go(self, int h, int op, int at, object ln) except -1:
+    cdef bint object_go(self, int h, int op, int at, LRef ln) except -1:
         """Host.send_object / recv_object after their blocking op started, from ``at`` (the
         op's kind, or the state the host was resumed in); True when the host blocks."""
         cdef int rank = self.agent_rank[h]
@@ -1745,7 +1754,7 @@ cdef class _Run:
         self.seq += 1
         self.ended(op)
 
-    cdef void collective(self, int h, int line, object ln) except *:
+    cdef void collective(self, int h, int line, LRef ln) except *:
         """Host.collective: a collective on the group's stream (or channel), entered in the
         group's k-th collective."""
         cdef int rank = self.agent_rank[h]
@@ -1812,9 +1821,18 @@ cdef class _Run:
         thread's line are outside the call: Host.wait_signal.)"""
         cdef int j = self.pos[h]
         if self.host_batches[h] is None or self.inj_ret[h] >= 0 or \
-                j >= len(self.host_lines[h]):
+                j >= (<_RowList>self.host_lines[h]).n:
             return None
         return self.host_batches[h].get(j) or None
+
+    cdef int issued_first(self, object members) except -2:
+        """The row a fix's sync before a batch (``members``, its rows, or None: no batch) is
+        issued as, when it is not the batch's first line: its first issued member
+        (Host.batch_p2p sets each member's origin before its _before_issue); -1 otherwise."""
+        if members is None:
+            return -1
+        cdef int first = _issue_order(self.rows, members)[0]
+        return <int>members[first] if first != 0 else -1
 
     cdef void batch_syncs(self, int h, int j) except *:
         """Host.batch_p2p issues a batch's members in one call, sends first
@@ -1827,8 +1845,8 @@ cdef class _Run:
         member after the first, its syncs; one that blocks the host is the engine's:
         :meth:`inner_syncs`)."""
         members = self.host_batches[h][j]
-        cdef int k, x, n = len(members), last = len(self.host_lines[h]) - 1
-        order = _issue_order(members)
+        cdef int k, x, n = len(members), last = (<_RowList>self.host_lines[h]).n - 1
+        order = _issue_order(self.rows, members)
         pre = <list>self.inj_before[h]
         post = <list>self.inj_post[h]
         pre_of, post_of = {}, {}  # member index -> its syncs before it / after it
@@ -1959,7 +1977,7 @@ cdef class _Run:
         cdef int h
         cdef list lst
         for h in hosts:
-            n = len(<list>self.host_lines[h])
+            n = (<_RowList>self.host_lines[h]).n
             self.inj_before[h], self.inj_post[h], self.inj_end[h] = [None] * n, [None] * n, ()
         cdef dict host_by_id = {}  # id(an Agent object of the places) -> its thread, or -1
         cdef list places = syncs.places, specs = syncs.specs
@@ -1981,7 +1999,7 @@ cdef class _Run:
             j = self.key_at[2 * n + 1]
             spec = specs[x]
             if post[x]:  # (after the action at j: before line j + 1's own, or at the end)
-                last = len(<list>self.host_lines[h]) - 1
+                last = (<_RowList>self.host_lines[h]).n - 1
                 if j == last:
                     self.inj_end[h] = <tuple>self.inj_end[h] + (spec,)
                     continue
@@ -2010,12 +2028,12 @@ cdef class _Run:
         cdef Py_ssize_t colon = (<str>loc).rfind(":")
         if colon < 0:
             return -1
-        cdef Py_ssize_t n = line_number_at(<str>loc, colon + 1, len(self.lines))
+        cdef Py_ssize_t n = line_number_at(<str>loc, colon + 1, self.nlineno)
         if n < 0:
             return -1
         if self.key_at[2 * n] != h:  # (no line of that number, or another thread's)
             return -1
-        ln = self.lines[n]
+        ln = self.ln_at(n)
         path = _l(ln, L_PATH)
         if type(path) is not str:
             path = f"{path}"
@@ -2045,9 +2063,9 @@ cdef class _Run:
         waits (an enqueued wait)."""
         cfg = self.opgroup[<int>target]
         return stream is None or cfg.backend == "gloo" or cfg.blocking_wait or \
-            _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier"
+            _l(self.ln_at(self.lineof[<int>target]), L_OP) == "barrier"
 
-    cdef bint inject(self, int h, tuple spec, object ln, str current) except -1:
+    cdef bint inject(self, int h, tuple spec, LRef ln, str current) except -1:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
         location, step and clock; no label of its own); True when it blocks."""
         cdef int op, code = spec[0], rank = self.agent_rank[h]
@@ -2082,7 +2100,7 @@ cdef class _Run:
                 return False  # (that action was not issued yet: nothing to wait)
             waited_on = current if stream is None else stream
             self.barrier_last[h] = -1
-            if _l(self.lines[self.lineof[<int>target]], L_OP) == "barrier" and \
+            if _l(self.ln_at(self.lineof[<int>target]), L_OP) == "barrier" and \
                     self.opgroup[<int>target].backend != "gloo":
                 self.barrier_last[h] = self.last[self.stream(rank, waited_on)]
             if self.fix_handle_blocks(target, stream):
@@ -2275,8 +2293,8 @@ cdef class _Run:
             c = self.opmatch[op]
             members = self.c_members[c]
             if members:  # (the k-th collective of the group: the same op, the same root)
-                first = self.lines[self.lineof[<int>members[0]]].op
-                mine = _l(self.lines[self.lineof[op]], L_OP)
+                first = _l(self.ln_at(self.lineof[<int>members[0]]), L_OP)
+                mine = _l(self.ln_at(self.lineof[op]), L_OP)
                 if (first in _MATCHED or mine in _MATCHED) and (first, self.attrs[
                         <int>members[0]].get("root")) != (mine, self.attrs[op].get("root")):
                     raise _Fallback()  # (the reference's ModelError says which)
@@ -2305,7 +2323,7 @@ cdef class _Run:
             at = S_REDUCING
         # S_REDUCING: the collective ends (streamsim.sim.comm.joined_members)
         c = self.opmatch[op]
-        kind_name = _l(self.lines[self.lineof[op]], L_OP)
+        kind_name = _l(self.ln_at(self.lineof[op]), L_OP)
         if kind_name in _TO_ROOT or kind_name == "scatter":
             root = self.attrs[op]["root"]
             if self.agent_rank[self.agent[op]] == root:
@@ -2423,7 +2441,7 @@ cdef class _Run:
             if x >= 0 and self.m_recv[m] < 0:
                 group, src, dst, k = key
                 self.notes.append(Note("unmatched-send", f"send #{k} from rank{src} to rank{dst} "
-                                       f"on group {group!r} ({self.lines[self.lineof[x]].name}) "
+                                       f"on group {group!r} ({_l(self.ln_at(self.lineof[x]), L_NAME)}) "
                                        "has no matching receive", x))
 
     cdef void finish(self, int s, int op) except *:
@@ -2483,7 +2501,7 @@ cdef class _Run:
 
     cdef tuple kept_line(self, int lo):
         """What the ops of line ``lo`` read of it: ``(op, name, location, step, lineno, event)``, from
-        what is kept once the lines are let go (:meth:`release`), else from its ``Line``."""
+        what is kept once the lines are let go (:meth:`release`), else from its row."""
         cdef int f
         cdef PyObject **at
         if self.kept != NULL:
@@ -2493,7 +2511,7 @@ cdef class _Run:
             return (<object>at[KEPT_OP], <object>at[KEPT_NAME],
                     f"{<object>at[KEPT_PATH]}:{lo}", <object>at[KEPT_STEP], lo,
                     <object>at[KEPT_EVENT])
-        ln = self.lines[lo]
+        ln = self.ln_at(lo)
         return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
                 _l(ln, L_LINENO), _l(ln, L_EVENT))
 
@@ -2641,8 +2659,9 @@ cdef class _Run:
         c.c.no_joins = <PyObject *>_NO_JOINS
         c.c.readable = not self.odd_view  # (every access made here: access(), an alloc's)
         cdef double end_time = 0.0
-        lines, opjoins, opstep = self.lines, self.opjoins, self.opstep
-        ln = None
+        opjoins, opstep = self.opjoins, self.opstep
+        cdef LRef ln
+        ln.row = NULL
         cdef int last_lo = -1
         cdef PyObject *path
         cdef PyObject *kind
@@ -2655,19 +2674,19 @@ cdef class _Run:
         self.new_kept()  # (what release_lines() keeps of the lines, kept as they are read here)
         for i in range(n):
             lo = self.lineof[i]
-            if ln is None or lo != last_lo:  # (as records(): an action and its op, one line)
-                ln = lines[lo]
+            if ln.row == NULL or lo != last_lo:  # (as records(): an action and its op, one line)
+                ln = self.ln_at(lo)
                 last_lo = lo
                 if self.kept[lo * KEPT_FIELDS] == NULL:
                     self.keep_line(lo, ln)
-                path = slot(<PyObject *>ln, _line_offset[L_PATH])
+                path = ln.vals[ln.row.o[RO_PATH]]
                 if c.c.path == NULL:
                     c.c.path = path
                 elif path != c.c.path:
                     one_path = False
             sp = special[i] if special is not None else None
             if sp is None:
-                kind = slot(<PyObject *>ln, _line_offset[L_OP])
+                kind = ln.vals[ln.row.o[RO_OP]]
                 if c.own_line:
                     c.c.line[i] = lo
             else:
@@ -2678,9 +2697,9 @@ cdef class _Run:
                 x = opstep[i]  # (each borrowed from what holds it: the run's dicts and lists)
                 step = <PyObject *>x
             else:
-                step = slot(<PyObject *>ln, _line_offset[L_STEP])
-            if kind == NULL or path == NULL or step == NULL:
-                raise _Fallback()  # (a Line slot never set: records() would raise there)
+                step = ln.vals[ln.row.o[RO_STEP]]
+            if kind == NULL:
+                raise _Fallback()  # (not reached: a row's fields are all set, _lines.pxd)
             if kind != last_kind:  # (the kind objects of a log are few: one lookup a change)
                 got = codes.get(<object>kind)
                 if got is None:
@@ -2715,58 +2734,88 @@ cdef class _Run:
 cdef tuple _NO_JOINS = ()
 
 
-cdef list _by_lineno(lines, dict per_thread, bint *batched, int *key_at):
-    """Each line by its number, in a list indexed by it (None where no line has it): 8 bytes a
-    number, where a dict of 200,000 lines took ~50 bytes a line. Lines numbered otherwise than
-    a file numbers them, from 1 (a hand-built log: a number twice, not an int, below one or far
-    past its lines; line 0 is the columns' None, _cols.pxd), are left to the reference
-    (``_Fallback``), which reads no line by its number. In the same pass, each line is added to
-    its thread's list in ``per_thread`` ((rank, host) -> lines, every thread there: a line of
-    another raises KeyError, as a lookup would, once every line is known to be numbered so);
-    ``batched``: set when some line is a batch's (else no thread's lines are looked at again
-    for batches: :func:`_batches`); ``key_at`` (NULL: not wanted): room for two ints a number
-    up to the bound, each line's thread (its place in ``per_thread``) and its index there, the
-    rest -1 (``_Run.key_at``, whose thread numbers :func:`replay` then makes agents').
-    One pass over the lines where there were four (numbers, their top, the greatest, threads):
-    each reads a field of 200,000 objects, a cache miss each."""
-    cdef Py_ssize_t bound = 2 * len(lines) + 1024, top = 0, k
-    cdef list out = [None] * (bound + 1)  # (cut to the top number after)
-    cdef list mine = None
-    cdef int thread = -1
-    cdef dict place = {t: i for i, t in enumerate(per_thread)} if key_at != NULL else None
-    last_rank = last_host = missing = None
-    if key_at != NULL:
-        memset(key_at, 0xff, 2 * (bound + 1) * sizeof(int))  # (-1: no line's number)
-    for ln in lines:
-        x = _l(ln, L_LINENO) if type(ln) is Line else None
-        if type(x) is not int or not 1 <= <object>x <= bound:
-            raise _Fallback()
-        k = <Py_ssize_t>x
-        if out[k] is not None:
-            raise _Fallback()
-        out[k] = ln
-        if k > top:
-            top = k
-        if not batched[0] and _lr(ln, R_BATCH) is not None:
-            batched[0] = True
-        rank, host = _l(ln, L_RANK), _l(ln, L_HOST)
-        if rank is not last_rank or host is not last_host:  # (a thread's lines come in runs)
-            mine = per_thread.get((rank, host))
-            last_rank, last_host = rank, host
-            if mine is None:
-                missing = (rank, host)
-                continue
+@cython.final
+cdef class _RowList:
+    """A host thread's lines, in line order: their rows' places in the run's ``Rows``."""
+    cdef int *a
+    cdef int n
+
+    def __dealloc__(self):
+        free(self.a)
+
+
+cdef int _by_lineno(_Run r, dict per_thread, bint *batched, int *key_at) except -1:
+    """Each of the run's rows by its line number (``r.row_of``, ``r.nlineno``: 4 bytes a
+    number up to the greatest), and each host thread's rows (``per_thread``: (rank, host) ->
+    its :class:`_RowList`, every thread there: a line of another raises KeyError, as a lookup
+    would, once every line is known to be numbered so). Lines numbered otherwise than a file
+    numbers them, from 1 (a hand-built log: a number twice, below one or far past its lines;
+    line 0 is the columns' None, _cols.pxd), are left to the reference (``_Fallback``), which
+    reads no line by its number. ``batched``: set when some line is a batch's (else no
+    thread's lines are looked at again for batches: :func:`_batches`); ``key_at`` (NULL: not
+    wanted): room for two ints a number up to the bound, each line's thread (its place in
+    ``per_thread``) and its index there, the rest -1 (``_Run.key_at``, whose thread numbers
+    :func:`replay` then makes agents'). Two passes over the rows, in C: each line's thread
+    and the count of each, then each thread's rows."""
+    cdef Rows rows = r.rows
+    cdef Py_ssize_t n = rows.n, bound = 2 * n + 1024, top = 0, k, i
+    cdef int thread = -1, nthreads = len(per_thread)
+    cdef int *thread_of = NULL
+    cdef int *count = NULL
+    cdef LRef ln
+    cdef _RowList mine
+    cdef dict place = {t: i for i, t in enumerate(per_thread)}
+    cdef list lists = list(per_thread)
+    last_rank = last_host = None
+    r.row_of = <int *>malloc((bound + 1) * sizeof(int))
+    thread_of = <int *>malloc((n + 1) * sizeof(int))
+    count = <int *>calloc(nthreads + 1, sizeof(int))
+    try:
+        if r.row_of == NULL or thread_of == NULL or count == NULL:
+            raise MemoryError()
+        memset(r.row_of, 0xff, (bound + 1) * sizeof(int))  # (-1: no line's number)
+        if key_at != NULL:
+            memset(key_at, 0xff, 2 * (bound + 1) * sizeof(int))
+        for i in range(n):
+            ln = rows.ref(i)
+            k = ln.row.lineno
+            if k > bound or r.row_of[k] >= 0:
+                raise _Fallback()
+            r.row_of[k] = <int>i
+            if k > top:
+                top = k
+            if not batched[0] and _lr(ln, R_BATCH) is not None:
+                batched[0] = True
+            rank, host = _l(ln, L_RANK), _l(ln, L_HOST)
+            if rank is not last_rank or host is not last_host:  # (a thread's lines in runs)
+                got = place.get((rank, host))
+                if got is None:
+                    raise KeyError((rank, host))
+                thread = got
+                last_rank, last_host = rank, host
+            thread_of[i] = thread
+            count[thread] += 1
+        for thread in range(nthreads):
+            mine = _RowList.__new__(_RowList)
+            mine.a = <int *>malloc((count[thread] + 1) * sizeof(int))
+            if mine.a == NULL:
+                raise MemoryError()
+            mine.n = 0
+            per_thread[lists[thread]] = mine
+            lists[thread] = mine
+        for i in range(n):
+            mine = <_RowList>lists[thread_of[i]]
             if key_at != NULL:
-                thread = place[(rank, host)]
-        if mine is not None:
-            if key_at != NULL:
-                key_at[2 * k] = thread
-                key_at[2 * k + 1] = <int>len(mine)
-            mine.append(ln)
-    if missing is not None:
-        raise KeyError(missing)
-    del out[top + 1:]
-    return out
+                k = rows.rows[i].lineno
+                key_at[2 * k] = thread_of[i]
+                key_at[2 * k + 1] = mine.n
+            mine.a[mine.n] = <int>i
+            mine.n += 1
+    finally:
+        free(thread_of)
+        free(count)
+    r.nlineno = top + 1
+    return 0
 
 
 cdef class Columns:
@@ -2911,8 +2960,9 @@ cdef class Columns:
 def replay(lines, threads, double launch_overhead, seed, double jitter, int max_ops,
            double max_time, rng, FixSyncs syncs=None, dict groups=None, dict gates=None,
            on_start=frozenset(), bint lean=False):
-    """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`; ``threads`` its (rank, host
-    thread)s in spawn order) as the reference does; returns ``(ops, notes, agents)`` for
+    """Replay ``lines`` (an OpLog's, every kind in :data:`KINDS`: the compiled reader's rows, or
+    ``Line`` s, made rows here; ``threads`` its (rank, host thread)s in spawn order) as the
+    reference does; returns ``(ops, notes, agents)`` for
     ``finish.trace_of`` (with ``lean``: the run's :class:`Columns`, no ``Op`` made, for fix
     costing's compiled measures), or None when the reference must run instead. ``rng``: the seeded
     ``random.Random`` the reference would make. ``syncs``: a fix costing re-run's syncs, each
@@ -2926,15 +2976,22 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     cdef int h
     cdef Py_ssize_t ix
     cdef Columns columns
-    per_thread = {t: [] for t in threads}
+    if type(lines) is Rows:  # (the compiled reader's; else Lines, made rows here)
+        r.rows = <Rows>lines
+    else:
+        try:
+            r.rows = _lines.rows_of(lines)
+        except TypeError:  # (a Line a row does not hold as it is: _lines.pyx)
+            return None
+    per_thread = {t: None for t in threads}
     cdef bint batched = False
     r.injecting = syncs is not None and len(syncs.specs) > 0
     if r.injecting:  # (each line's place: its thread and index, filled in _by_lineno's pass)
-        r.key_at = <int *>malloc(2 * (2 * len(lines) + 1025) * sizeof(int))
+        r.key_at = <int *>malloc(2 * (2 * r.rows.n + 1025) * sizeof(int))
         if r.key_at == NULL:
             raise MemoryError()
     try:
-        r.lines = _by_lineno(lines, per_thread, &batched, r.key_at)
+        _by_lineno(r, per_thread, &batched, r.key_at)
     except _Fallback:
         return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
@@ -2964,16 +3021,16 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     r.awaited = frozenset([p for deps in r.gates.values() for p in deps])
     r.on_start = on_start
     r.sig_waiters, r.flushed, r.batch_inner = {}, set(), {}
-    r.fix_sig = len(r.lines)  # (past the greatest line number: _by_lineno's list ends there)
+    r.fix_sig = r.nlineno  # (past the greatest line number: row_of ends there)
     r.ch_puts, r.ch_gets, r.ch_waiting = {}, {}, {}
     r.notes, r.acc_objs, r.stream_of_name = [], [], {}
     addrmap_init(&r.read_at)
     addrmap_init(&r.write_at)
     r.seq, r.seq_holes, r.eid, r.now = 0, False, 0, 0.0
     n_fix = len(syncs.specs) if r.injecting else 0  # (its syncs: more than its fixes)
-    r._ops(2 * len(lines) + 2 * n_fix + 1)
+    r._ops(2 * r.rows.n + 2 * n_fix + 1)
     r.work_sig = r.fix_sig + n_fix + 1
-    r.ntaken = r.work_sig + len(r.lines)  # (every signal: a line, a fix's record, a line's Work)
+    r.ntaken = r.work_sig + r.nlineno  # (every signal: a line, a fix's record, a line's Work)
     r.taken = <unsigned char *>calloc(r.ntaken, 1)
     r.nfixes = n_fix  # (fix numbers count fixes, fewer than their syncs)
     r.fix_rec = <int *>malloc((2 * n_fix + 2) * sizeof(int))
@@ -2990,11 +3047,11 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             thread_host.append(h)
             r.host_of[r.agent_obj[h]] = h
             r.host_lines[h] = mine
-            r.host_batches[h] = _batches(mine) if batched else None
+            r.host_batches[h] = _batches(r.rows, mine) if batched else None
             r.stream(rank, "compute")
             r.push(0.0, URGENT, h)  # env.process(_host_driver): its Initialize
         if r.injecting:  # (each line's thread as its agent; then each thread's syncs)
-            for ix in range(len(r.lines)):
+            for ix in range(r.nlineno):
                 if r.key_at[2 * ix] >= 0:
                     r.key_at[2 * ix] = <int>thread_host[r.key_at[2 * ix]]
             r.place_syncs(syncs, thread_host)
@@ -3098,7 +3155,7 @@ def fix_syncs(list fixes):
     return out
 
 
-cdef dict _provenance(dict d, object ln):
+cdef dict _provenance(dict d, LRef ln):
     """The last attrs a line's label gives both its ops (replay._Replay.origin): a wait's
     ``inferred``, else an irecv's ``any_source``."""
     if _lr(ln, R_INFERRED) is not None:
@@ -3165,42 +3222,32 @@ cdef inline object _take(list slots, Py_ssize_t j):
     return got
 
 
-cdef object _batches(list mine):
-    """streamsim.oplog.batches.batches: a batch's first line index -> its lines, each of its
-    other lines -> () (issued with the first); None when the thread has no batch. (Its lines
-    are exactly ``Line``s, _by_lineno: the field read from its slot.)"""
+cdef object _batches(Rows rows, _RowList mine):
+    """streamsim.oplog.batches.batches: a batch's first line index -> its lines' rows, each of
+    its other lines -> () (issued with the first); None when the thread has no batch."""
     out = None
-    cdef int i = 0, j, n = len(mine)
+    cdef int i = 0, j, n = mine.n
     while i < n:
-        b = _lr(mine[i], R_BATCH)
+        b = _lr(rows.ref(mine.a[i]), R_BATCH)
         if b is None:
             i += 1
             continue
         if out is None:
             out = {}
         j = i + 1
-        while j < n and _lr(mine[j], R_BATCH) == b:
+        while j < n and _lr(rows.ref(mine.a[j]), R_BATCH) == b:
             out[j] = ()
             j += 1
-        out[i] = mine[i:j]
+        out[i] = tuple([mine.a[k] for k in range(i, j)])
         i = j
     return out
 
 
-cdef list _issue_order(list members):
+cdef list _issue_order(Rows rows, tuple members):
     """comm.batch_issue_order: the order in which Host.batch_p2p issues a batch's lines (indices
-    into ``members``): sends first, each kind in line order."""
-    return sorted(range(len(members)), key=lambda i: members[i].op != "isend")
-
-
-cdef object _issued_first(object members):
-    """The line a fix's sync before a batch (``members``, or None: no batch) is issued as, when
-    it is not the batch's first line: its first issued member (Host.batch_p2p sets each member's
-    origin before its _before_issue); None otherwise."""
-    if members is None:
-        return None
-    cdef int first = _issue_order(members)[0]
-    return members[first] if first != 0 else None
+    into ``members``, their rows): sends first, each kind in line order."""
+    keys = [_l(rows.ref(<int>m), L_OP) != "isend" for m in members]
+    return sorted(range(len(members)), key=keys.__getitem__)
 
 
 cdef object _nbytes_of(tuple tensors):

@@ -195,7 +195,9 @@ class _Parser:
             except ModelError as e:
                 self.lineno = g["line"]
                 raise self.fail(str(e)) from None
-        return OpLog(self.path, tuple(lines), tuple(self.threads), groups,
+        if type(lines) is list:  # (the compiled pass 2's: rows already, made Lines when read)
+            lines = tuple(lines)
+        return OpLog(self.path, lines, tuple(self.threads), groups,
                      self.launch_overhead or 0.0)
 
     # -- pass 1 ------------------------------------------------------------------------------------

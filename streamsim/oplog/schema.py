@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import InitVar, dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from ..kinds import COMMON_FIELDS, GLOO_KINDS, HANDLE_KINDS, NCCL_KINDS, OP_KINDS
@@ -190,10 +191,14 @@ class GroupSpec:
 @dataclass(frozen=True)
 class OpLog:
     """A parsed op log: its lines in file order, host threads in order of appearance, groups,
-    and the launch overhead a ``config`` declaration gives (µs a stream op costs its host)."""
+    and the launch overhead a ``config`` declaration gives (µs a stream op costs its host).
+
+    ``lines`` is a read-only sequence of :class:`Line`: a tuple, or where the compiled reader
+    read the log, its rows (``streamsim.native._lines.Rows``: 96 bytes a line, a ``Line`` made
+    each time one is read, equal to the one the pure-Python reader makes, not the same object)."""
 
     path: str
-    lines: tuple[Line, ...]
+    lines: Sequence[Line]  # a tuple; the compiled reader's rows (streamsim/native/_lines.pyx)
     threads: tuple[tuple[int, str], ...]
     groups: dict[str, GroupSpec] = field(default_factory=dict)
     launch_overhead: float = 0.0
