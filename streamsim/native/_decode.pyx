@@ -314,7 +314,6 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     """The row of the Line the reference's ``build`` makes of this line's spec (its names
     interned), filled with the values that Line would hold (no Line made): returns its place
     in ``parser.rows``."""
-    cdef dict strings = parser.strings
     cdef Rows rows = parser.rows
     cdef Py_ssize_t k = rows.reserve()
     if not blocking and batch is None and label is None and root is None and \
@@ -323,14 +322,10 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
     else:
         rare = (None, blocking, batch, label, None, root, any_source, inferred)
         rare = parser.rares.setdefault(rare, rare)
-    rows.put_values(k, parser.lineno, op, parser.path, r, strings.setdefault(host, host),
-                    strings.setdefault(stream, stream), strings.setdefault(name, name), dur,
-                    step, reads, writes,
-                    event if event is None else strings.setdefault(event, event), peer,
-                    group if group is None else strings.setdefault(group, group),
-                    handle if handle is None else strings.setdefault(handle, handle), nbytes,
-                    buffer if buffer is None else strings.setdefault(buffer, buffer), target,
-                    site, t, result, rare)
+    # (its names as they are: the rows keep one object of equal strings, as ``strings`` would)
+    rows.put_values(k, parser.lineno, op, parser.path, r, host, stream, name, dur, step, reads,
+                    writes, event, peer, group, handle, nbytes, buffer, target, site, t, result,
+                    rare)
     return k
 
 

@@ -66,6 +66,8 @@ cdef class Rows:
         else an equal ``str``'s or ``int``'s, else ``v`` added."""
         cdef PyObject *p = <PyObject *>v
         cdef Py_ssize_t k
+        if v is None:  # (vals[0]: most of a line's fields)
+            return 0
         if p == self.last[field]:
             return self.last_at[field]
         k = addrmap_get(&self.at, <size_t>p)
