@@ -469,21 +469,28 @@ class _Writer:
 
     @staticmethod
     def name_events(entries: list) -> None:
-        """A wait on an Event the model never recorded must stay a no-op in the replay, where events
-        are named per rank (and a wait sees the newest record in simulated time, whatever the line
-        order): if an Event of that name is recorded anywhere on the rank, use a fresh name."""
-        recorded: set[tuple[int, str]] = set()
+        """A wait on an Event the run never recorded must stay a no-op in the replay, where events
+        are named per rank: it takes a fresh name if a record of its name on its rank is at an
+        earlier line (which the replay's wait would see) or was issued before it in the run
+        (which the line order between threads would otherwise hold back behind it: a model's
+        other Event of that name). Else it keeps its name, and with it that line order
+        (oplog/issueorder.py, keyed by the event's name): a record of another thread that the
+        run held until the wait was done (an op log's line order) is held so again, where a
+        fresh name would have let it run before the wait."""
+        records: dict[tuple[int, str], list[tuple[int, int]]] = {}  # -> (entry, issue) each
         names: dict[int, set[str]] = {}
-        for _, h, d in entries:
+        for i, (_, h, d) in enumerate(entries):
             if isinstance(d, dict) and "event" in d:
                 names.setdefault(h.agent.rank, set()).add(d["event"])
                 if d["op"] == "record":
-                    recorded.add((h.agent.rank, d["event"]))
-        for _, h, d in entries:
+                    records.setdefault((h.agent.rank, d["event"]), []).append(
+                        (i, _issued(h)))
+        for i, (_, h, d) in enumerate(entries):
             if not isinstance(d, dict) or "event" not in d:
                 continue
             key = (h.agent.rank, d["event"])
-            if d.pop("_unrecorded", False) and key in recorded:
+            if d.pop("_unrecorded", False) and any(
+                    j < i or seq < _issued(h) for j, seq in records.get(key, ())):
                 taken, k = names[h.agent.rank], 1
                 while f"{d['event']}~unrecorded{k}" in taken:
                     k += 1
@@ -598,3 +605,9 @@ def strided_fields(pat: Strided) -> dict[str, Any]:
     if g == pat.run:
         return {"sizes": sizes, "strides": strides, "itemsize": g}
     return {"sizes": sizes + [pat.run // g], "strides": strides + [1], "itemsize": g}
+
+
+def _issued(h: Op) -> float:
+    """Where host action ``h`` started in the run's sequence; infinity where it never did (a
+    stalled run's)."""
+    return float("inf") if h.start_seq is None else h.start_seq

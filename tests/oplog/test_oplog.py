@@ -902,6 +902,22 @@ def test_fuzz_malformed_logs_end_in_one_error_or_a_trace(lines):
     assert (findings.deadlock is not None) == (trace.stall is not None)
 
 
+def test_a_sync_before_another_threads_record_keeps_its_event_and_its_line_order():
+    """The fuzz below found it: a sync on an event no earlier line records, then a record of it
+    on another thread, which the line order between threads holds until the sync is done (at
+    1.0). The dump renamed the sync's event (``e0~unrecorded1``, as for a model's Event never
+    recorded), so the re-read log had no order between the two and the record ran at 0.0. A
+    wait keeps its event's name unless a record of it is at an earlier line."""
+    lines = [{"op": "host"}, {"op": "sync_event", "event": "e0"},
+             {"op": "record", "event": "e0", "host": "t2"}]
+    trace = simulate_oplog(parse_oplog(as_text(lines), PATH))
+    assert [op.start for op in trace.ops if op.kind == "record"] == [1.0, 1.0]
+    text, again = round_trip(trace)
+    assert "unrecorded" not in text
+    assert shape(again) == shape(trace)
+    assert findings(again) == findings(trace)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(VALID, max_size=12))
 def test_fuzz_valid_logs_round_trip(lines):
