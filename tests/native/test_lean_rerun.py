@@ -129,11 +129,13 @@ KERNELS = "\n".join(f'{{"op": "launch", "stream": "s{i % 2}", "name": "k", "dur"
                     f'"writes": ["b{i % 3}"]}}' for i in range(6))
 
 
-def test_columns_hold_a_byte_an_op_where_ops_share_their_step_and_join_nothing():
+def test_columns_hold_a_byte_an_op_where_ops_share_their_step_and_join_nothing(monkeypatch):
     """A run's columns hold an array of their own only where the run's serves nowhere: an op's
     kind is one byte; its step, joins and line are no array of the columns' own while every
     op has one step, none joins anything and none is a fix's sync (8 bytes an op each, held
     by a default check through all its re-runs)."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (the compiled replay's columns, whatever
+    # the suite runs under)
     cols = _columns_of(KERNELS)
     n = len(cols)
     assert n == 12  # (each kernel line: its launch and the kernel)

@@ -785,10 +785,12 @@ def test_the_comparison_catches_a_difference(monkeypatch):
     assert "end_seq" in difference(reference, moved)
 
 
-def test_ops_on_the_same_refs_one_after_another_share_their_accesses():
+def test_ops_on_the_same_refs_one_after_another_share_their_accesses(monkeypatch):
     """A run of ops on the same refs (a recorded log's in-place ops on one tensor) shares one
     tuple of accesses: 17 bytes a line of a recorded-like log at
     1,000,000 lines. An op after one on other refs has its own tuple, equal where its refs are."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (the compiled replay's, whatever the suite
+    # runs under)
     text = "\n".join([
         '{"op": "alloc", "buffer": "a", "nbytes": 64}',
         '{"op": "alloc", "buffer": "b", "nbytes": 64}',
