@@ -631,8 +631,10 @@ cdef list _dur_objs = [None] * DUR_CACHE  # (it owns the floats)
 
 cdef object _shared_dur(double x):
     """A float of ``x``'s bits: the one made for an earlier line's equal ``dur``, else a new one,
-    remembered (durations repeat: a program's kernels and a generator's rounded values; 24 bytes
-    a line where they do). Compared by bits: -0.0 and 0.0 stay two."""
+    remembered (durations repeat: a program's kernels and a generator's rounded values). A row
+    keeps a duration as a C double, so this no longer saves memory; it saves making and freeing
+    a float for most lexed lines, and a spec's equal durations share one. Compared by bits:
+    -0.0 and 0.0 stay two."""
     cdef uint64_t bits = (<uint64_t *>&x)[0]
     cdef Py_ssize_t i = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 48) & (DUR_CACHE - 1))
     got = _dur_objs[i]
