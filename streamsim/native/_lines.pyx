@@ -32,6 +32,17 @@ cdef object Line = None  # streamsim.oplog.schema.Line (bind)
 cdef Py_ssize_t _off[<int>N_LINE]  # its slots' offsets (L_X)
 
 
+cdef inline double _float_field(object x, unsigned char none, LRow *row, str name) except? -1.0:
+    """A row's ``dur`` or ``t`` (``name``): a float's value, or for None the flag ``none`` set
+    in the row and 0.0; TypeError for anything else (a row holds no other type exactly)."""
+    if x is None:
+        row.flags |= none
+        return 0.0
+    if type(x) is not float:
+        raise TypeError(f"a {name} a row does not hold")
+    return <double>x
+
+
 def bind(line_class) -> None:
     """Take the reader's ``Line`` class (``streamsim.oplog.schema.Line``): what rows are made of
     and made back into. Its slots must be ``_slots.pxd``'s (AssertionError otherwise)."""
@@ -152,20 +163,8 @@ cdef class Rows:
         else:
             row.target = <int>target
         row.flags = 0
-        if dur is None:
-            row.flags |= NO_DUR
-            row.dur = 0.0
-        elif type(dur) is not float:
-            raise TypeError("a dur a row does not hold")
-        else:
-            row.dur = <double>dur
-        if t is None:
-            row.flags |= NO_T
-            row.t = 0.0
-        elif type(t) is not float:
-            raise TypeError("a t a row does not hold")
-        else:
-            row.t = <double>t
+        row.dur = _float_field(dur, NO_DUR, row, "dur")
+        row.t = _float_field(t, NO_T, row, "t")
         if result is None:
             row.result = -1
         elif result is True or result is False:

@@ -69,7 +69,7 @@ from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, KEPT_OP, KEPT_NAM
                                      KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs)
 from cpython.pycapsule cimport PyCapsule_New
-from streamsim.native._row cimport LRow, LRef, _l, NO_T, RO_PATH, RO_OP, RO_STEP
+from streamsim.native._row cimport LRow, LRef, _l, NO_T, NO_DUR, RO_PATH, RO_OP, RO_STEP
 from streamsim.native._lines cimport Rows
 from streamsim.native import _lines
 
@@ -137,6 +137,14 @@ cdef inline object _lr(LRef ln, int item):
     if type(r) is not tuple or len(<tuple>r) != N_RARE:
         raise _Fallback()
     return (<tuple>r)[item]
+
+
+cdef inline double _dur(LRef ln) except? -1.0:
+    """A kernel's or host work's ``dur``, as the double its row holds (no float made); None
+    (which neither reader gives these kinds) is the reference's to word."""
+    if ln.row.flags & NO_DUR:
+        raise _Fallback()
+    return ln.row.dur
 
 
 cdef inline str _location(LRef ln):
@@ -809,7 +817,7 @@ cdef class _Run:
         own an op was ~200 bytes a line), both copied to change (:meth:`own_attrs`)."""
         if _l(ln, L_RESULT) is None and _lr(ln, R_INFERRED) is None and \
                 not _lr(ln, R_ANY_SOURCE):
-            if _l(ln, L_SITE) is None and _l(ln, L_T) is None:
+            if _l(ln, L_SITE) is None and ln.row.flags & NO_T:
                 return self.empty
             self.from_line_used = True
             return self.from_line
@@ -1010,8 +1018,8 @@ cdef class _Run:
                         continue
                     return 1
                 ln = self.rows.ref(lines.a[j])
-                if _l(ln, L_T) is not None:
-                    t = _l(ln, L_T)
+                if not ln.row.flags & NO_T:  # (its t, read as a double: no float made)
+                    t = ln.row.t
                     if t > self.clock[h]:
                         self.clock[h] = t
                 code = _KIND_CODE.get(_l(ln, L_OP))
@@ -1040,7 +1048,7 @@ cdef class _Run:
                                                 for p in self.gates.get(
                                                     self.rows.ref(<int>x).row.lineno, ())])
                 else:
-                    self.host_gates[h] = self.gates.get(_l(self.rows.ref(lines.a[j]), L_LINENO), ())
+                    self.host_gates[h] = self.gates.get(self.rows.ref(lines.a[j]).row.lineno, ())
                 self.gatej[h] = -1
                 self.state[h] = H_GATED
             elif st == H_GATED:  # in_line_order: each gate not yet taken, waited for in turn
@@ -1339,12 +1347,12 @@ cdef class _Run:
     cdef bint action(self, int h, LRef ln) except -1:
         """The line's own call (its kind's ``OpKind.replay``); True when it blocks."""
         cdef int op, kind = self.host_kind[h], rank = self.agent_rank[h]
-        cdef int line = _l(ln, L_LINENO)
+        cdef int line = ln.row.lineno
         if kind == K_LAUNCH:
-            self.enqueue(h, _l(ln, L_STREAM), kind, _l(ln, L_DUR), line, ln,
+            self.enqueue(h, _l(ln, L_STREAM), kind, _dur(ln), line, ln,
                          self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)), ())
         elif kind == K_HOST:
-            self.host_op(h, kind, _l(ln, L_DUR), line, ln, self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)))
+            self.host_op(h, kind, _dur(ln), line, ln, self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)))
         elif kind == K_RECORD:
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (), ())  # (its attrs
             self.events[(rank, _l(ln, L_EVENT))] = op  # name the event as it is made: record())
@@ -1605,9 +1613,9 @@ cdef class _Run:
             raise _Fallback()
         tensors = _l(ln, L_READS) if is_send else _l(ln, L_WRITES)
         size = _nbytes_of(tensors) if _l(ln, L_NBYTES) is None else _l(ln, L_NBYTES)
-        dur = (cfg.transfer_time(size) if _l(ln, L_DUR) is None else _l(ln, L_DUR)) if is_send else 0.0
+        dur = (cfg.transfer_time(size) if ln.row.flags & NO_DUR else ln.row.dur) if is_send else 0.0
         acc = self.access_list(tensors, ()) if is_send else self.access_list((), tensors)
-        op = self.enqueue(h, stream, kind, dur, _l(ln, L_LINENO), ln, acc, (), False, current)
+        op = self.enqueue(h, stream, kind, dur, ln.row.lineno, ln, acc, (), False, current)
         if batch_id != -2:
             a = self.own_attrs(op)
             a["batch"] = op if batch_id == -1 else batch_id
@@ -1631,7 +1639,7 @@ cdef class _Run:
         self.opmatch[op] = match
         self.opgroup[op] = cfg
         self.ophandle[op] = self.handle(h, ln)
-        self.works[_l(ln, L_LINENO)] = op
+        self.works[ln.row.lineno] = op
         a = self.own_attrs(op)
         a["group"] = cfg.name
         return a
@@ -1683,7 +1691,7 @@ cdef class _Run:
         cdef int op, m
         cfg = self.group_of(rank, ln)
         nbytes = _l(ln, L_NBYTES) or 0
-        dur = cfg.transfer_time(nbytes) if _l(ln, L_DUR) is None else _l(ln, L_DUR)
+        dur = cfg.transfer_time(nbytes) if ln.row.flags & NO_DUR else ln.row.dur
         op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, (), ())
         m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), True)
         self.m_send[m] = op
@@ -1701,7 +1709,7 @@ cdef class _Run:
         if at == K_SEND_OBJECT:
             cfg = self.group_of(rank, ln)
             nbytes = _l(ln, L_NBYTES) or 0
-            dur = self.scaled(cfg.transfer_time(nbytes) if _l(ln, L_DUR) is None else _l(ln, L_DUR))
+            dur = self.scaled(cfg.transfer_time(nbytes) if ln.row.flags & NO_DUR else ln.row.dur)
             a = self.own_attrs(op)
             a["group"] = cfg.name
             a["peer"] = _l(ln, L_PEER)
@@ -1774,7 +1782,7 @@ cdef class _Run:
             size = len(cfg.ranks) * _nbytes_of(outputs)
         else:
             size = _nbytes_of(inputs if _l(ln, L_OP) in _SIZED_BY_INPUTS else outputs or inputs)
-        dur = cfg.transfer_time(size) if _l(ln, L_DUR) is None else _l(ln, L_DUR)
+        dur = cfg.transfer_time(size) if ln.row.flags & NO_DUR else ln.row.dur
         op = self.enqueue(h, f"{cfg.backend}:{cfg.name}", K_COLLECTIVE, dur, line, ln,
                           self.access_list(inputs, outputs), (), False, _l(ln, L_STREAM))
         side = (cfg.name, rank)
@@ -2069,7 +2077,7 @@ cdef class _Run:
         """One of a fix's syncs (streamsim/sim/inject.py), issued as the line ``ln`` is (its
         location, step and clock; no label of its own); True when it blocks."""
         cdef int op, code = spec[0], rank = self.agent_rank[h]
-        cdef int line = _l(ln, L_LINENO)
+        cdef int line = ln.row.lineno
         name, stream = spec[1], spec[2]
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
@@ -2513,7 +2521,7 @@ cdef class _Run:
                     <object>at[KEPT_EVENT])
         ln = self.ln_at(lo)
         return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
-                _l(ln, L_LINENO), _l(ln, L_EVENT))
+                ln.row.lineno, _l(ln, L_EVENT))
 
     cdef list records(self):
         """The ops of the run: the engine's records (``Rec``) as the reference leaves them, made
