@@ -34,6 +34,9 @@ class Fix:
     ``record_after``: ops of the run the fix was found in), or, once keyed for a re-run
     (:func:`streamsim.sim.inject.key_fixes`), by injection key, the same program action in any run
     of the same program; a keyed ``record_stream`` fix also names the ``buffer`` its free frees.
+
+    ``text`` is always a ``str`` when read. The compiled proposer leaves it unmade (its words,
+    streamsim/native/_fixes.pyx) until it is read: see :class:`_FixText`.
     """
 
     kind: str
@@ -51,6 +54,36 @@ class Fix:
         hazards, or several ops issued by one action, often share one sync)."""
         return (self.kind, self.before, self.handle_op, self.record_after, self.event_stream,
                 self.wait_stream, self.buffer)
+
+
+class _FixText:
+    """``Fix.text``, read through its slot: the ``str`` there, or where the compiled proposer left
+    the fix's words unmade (a ``Words``: streamsim/native/_fixes.pyx), the text made from them.
+
+    Most hazards' fix texts are never read (the text report words root causes, not hazards),
+    and one made at once was most of a hazard's memory. Equality, hashing, ``repr``, pickling
+    and ``dataclasses.replace`` read the field by name, so they see the text."""
+
+    __slots__ = ("slot", "unmade")
+
+    def __init__(self, slot: Any) -> None:
+        self.slot = slot  # the dataclass's member descriptor, which the compiled stages read
+        self.unmade: type | None = None  # Words, once the compiled proposer is bound
+
+    def __get__(self, fix: Any, owner: type | None = None) -> Any:
+        if fix is None:
+            return self
+        value = self.slot.__get__(fix, owner)
+        return str(value) if type(value) is self.unmade else value
+
+    def __set__(self, fix: Any, value: Any) -> None:
+        self.slot.__set__(fix, value)
+
+    def __delete__(self, fix: Any) -> None:
+        self.slot.__delete__(fix)
+
+
+Fix.text = _FixText(Fix.__dict__["text"])  # type: ignore[assignment, misc]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,13 @@ values come from and how its records are made:
   program those were 371,171 ops, 0.58 s and 192 MB.
 
 The kinds of fix most hazards get (``event``, ``event_sync``, ``wait_handle``,
-``record_stream``) and "no fix" for a use after its free are made here; a hand-off between host
+``record_stream``) and "no fix" for a use after its free are made here, each fix's text left
+unmade until it is read (:class:`Words`); a hand-off between host
 threads (host work first) and an ``event``/``wait_handle`` fix of a comm op's current stream ask
 the reference (``propose_fix``, ``_current_stream``), as does any hazard or op of another type than
 the classes bound (a subclass may override what is read). On the 200,000-line random program
-(59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s. Tests: tests/native/test_fixes.py (every fix kind, against the reference).
+(59,912 hazards) the fixes take 0.10-0.13 s CPU here against the reference's 0.34 s, and
+0.022 s with their texts unmade (0.060 s made, best of 7 in one process). Tests: tests/native/test_fixes.py (every fix kind, against the reference).
 """
 from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
@@ -52,6 +54,7 @@ def bind(op, agent, fix, hazard, propose_fix, current_stream):
     fix_offsets(Fix, _fix)
     check_generic_alloc(Hazard)
     check_generic_alloc(Fix)
+    Fix.__dict__["text"].unmade = Words  # (Fix.text makes the words this module leaves unmade)
 
 
 cdef class _Agent:
@@ -59,6 +62,13 @@ cdef class _Agent:
     ``is_gloo`` and ``is_comm`` (properties that look its name's role up)."""
     cdef object agent, text, name, rank
     cdef bint host, gloo, comm
+
+
+cdef enum:  # what a fix's Words say (the kinds of fix the compiled proposer words)
+    W_RECORD_STREAM, W_WAIT_HANDLE, W_EVENT_SYNC, W_EVENT
+
+
+cdef class Words  # (below: a fix's text, made when read)
 
 
 cdef class _Proposer:
@@ -140,9 +150,9 @@ cdef class _Proposer:
         before = self.field(y, F_ID) if ya.host or yissuer is None else yissuer  # (issue_point)
         handle = self.field(x, F_HANDLE)
         if kind == USE_AFTER_FREE and self.field(y, F_KIND) == "free" and handle is None:
-            text = (f"call {slot_set(h, _hazard[H_BUFFER])}.record_stream({xa.name}) before "
-                    f"{self.describe(y, ya)} ({self.describe(x, xa)} may still use it)")
-            return _fix_of("record_stream", text, before, None, None, xa.agent, None)
+            return _fix_of("record_stream", self.words(W_RECORD_STREAM, x, y,
+                                                       slot_set(h, _hazard[H_BUFFER])),
+                           before, None, None, xa.agent, None)
         if handle is not None:
             if ya.host or xa.gloo:
                 wait_stream = None
@@ -150,25 +160,73 @@ cdef class _Proposer:
                 wait_stream = ya.agent
             else:
                 wait_stream = self.current_stream(y)
-            how = "" if wait_stream is not None or xa.gloo else " (blocking)"
-            text = (f"wait handle {handle}{how} (from {self.describe(x, xa)}) before "
-                    f"{self.describe(y, ya)}")
-            return _fix_of("wait_handle", text, before, self.field(x, F_ID), None, None,
-                           wait_stream)
+            return _fix_of("wait_handle", self.words(W_WAIT_HANDLE, x, y, wait_stream), before,
+                           self.field(x, F_ID), None, None, wait_stream)
         if ya.host:
-            text = (f"record an event on {xa.text} after {self.describe(x, xa)} and synchronize "
+            return _fix_of("event_sync", self.words(W_EVENT_SYNC, x, y, None), before, None,
+                           self.field(x, F_ISSUER), xa.agent, None)
+        wait_stream = ya.agent if not ya.comm else self.current_stream(y)
+        return _fix_of("event", self.words(W_EVENT, x, y, wait_stream), before, None,
+                       self.field(x, F_ISSUER), xa.agent, wait_stream)
+
+    cdef Words words(self, int kind, object x, object y, object extra):
+        """The words of a fix of ``kind`` between ops ``x`` and ``y``, to be made when read."""
+        cdef Words w = Words.__new__(Words)
+        w.p, w.kind, w.x, w.y, w.extra = self, kind, x, y, extra
+        return w
+
+    cdef str say(self, Words w):
+        """The text of ``w``, as the reference's ``propose_fix`` words it."""
+        x, y = w.x, w.y
+        if self.src.c != NULL and self.src.c.kcode == NULL and self.src.c.n:
+            # (the columns were let go since: the trace's ops are made, and read instead)
+            trace = self.trace
+            self.held = op_source(&self.src, None, lambda: trace.ops, len(trace))
+        if self.src.c == NULL and type(x) is int:  # (ops proposed from columns: by id)
+            x, y = self.op(x), self.op(y)
+            if x is None or y is None:  # (the made ops are Ops of their ids: never here)
+                raise RuntimeError(f"op {w.x} or {w.y} is not an Op of its id in the trace")
+        cdef _Agent xa = self.agent(self.field(x, F_AGENT))
+        cdef _Agent ya = self.agent(self.field(y, F_AGENT))
+        if w.kind == W_RECORD_STREAM:  # (extra: the hazard's buffer)
+            return (f"call {w.extra}.record_stream({xa.name}) before {self.describe(y, ya)} "
+                    f"({self.describe(x, xa)} may still use it)")
+        if w.kind == W_WAIT_HANDLE:  # (extra: the stream the wait goes on, or None)
+            how = "" if w.extra is not None or xa.gloo else " (blocking)"
+            return (f"wait handle {self.field(x, F_HANDLE)}{how} (from {self.describe(x, xa)}) "
+                    f"before {self.describe(y, ya)}")
+        if w.kind == W_EVENT_SYNC:
+            return (f"record an event on {xa.text} after {self.describe(x, xa)} and synchronize "
                     f"it before {self.describe(y, ya)}")
-            return _fix_of("event_sync", text, before, None, self.field(x, F_ISSUER),
-                           xa.agent, None)
-        if not ya.comm:
-            wait_stream, wait_text = ya.agent, ya.text  # (its text made once, not a str() a fix)
-        else:
-            wait_stream = self.current_stream(y)
-            wait_text = f"{wait_stream}"
-        text = (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
+        # (an event: extra, the stream it is waited on; y's own stream's text made once)
+        wait_text = ya.text if not ya.comm else f"{w.extra}"
+        return (f"record an event on {xa.text} after {self.describe(x, xa)} and wait it on "
                 f"{wait_text} before {self.describe(y, ya)}")
-        return _fix_of("event", text, before, None, self.field(x, F_ISSUER), xa.agent,
-                       wait_stream)
+
+
+cdef class Words:
+    """A proposed fix's text, not made yet: ``Fix.text`` (streamsim/analysis/findings.py) and
+    ``str()`` make it each time they are read, from the two ops the proposer read, by the
+    reference's f-strings. Most hazards' fixes are never read as text: the text report names
+    root causes, which word their own fix; the JSON report writes each fix's text once. Made at
+    once, a text was the largest object a hazard kept and most of the time its fix took: on the
+    200,000-line random program 191 of the 478 bytes a hazard kept (this object: 72).
+
+    It keeps its proposer (the trace it read, and its agents' texts) alive, and made
+    again reads the same ops, so it is the same text each time. Pickled, it is the text (a
+    ``str``)."""
+    cdef _Proposer p
+    cdef object x, y, extra  # its two ops (as the proposer read them), and what its kind needs
+    cdef int kind
+
+    def __str__(self) -> str:
+        return self.p.say(self)
+
+    def __repr__(self) -> str:
+        return repr(self.p.say(self))
+
+    def __reduce__(self):
+        return (str, (self.p.say(self),))
 
 
 cdef object _fix_of(kind, text, before, handle_op, record_after, event_stream, wait_stream):

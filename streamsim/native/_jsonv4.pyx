@@ -170,6 +170,18 @@ _FIX_KEYS[:] = [b'{"kind":', b',"text":', b',"before":', b',"handle_op":', b',"r
 _FIX_FIELD[:] = [X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER, -1, -1]
 
 
+cdef object _words = None  # the type of a fix's words made when read (findings._FixText)
+
+
+cdef inline object _unmade():
+    """The type of the words ``Fix.text`` makes when read (``_fixes.Words``, once the compiled
+    fixes are bound; None before)."""
+    global _words
+    if _words is None:
+        _words = Fix.__dict__["text"].unmade
+    return _words
+
+
 def bind(op, agent, hazard, fix):
     """The trace's ``Op`` and ``Agent``, the findings' ``Hazard`` and ``Fix``."""
     global Op, Agent, Hazard, Fix
@@ -420,7 +432,10 @@ cdef class _Out:
         cdef int j
         for j in range(n):
             self.lit(keys[j])
-            if field[j] >= 0:
+            if field[j] == X_TEXT and keys == _FIX_KEYS:  # (its text: maybe made when read)
+                v = slot_set(rec, offsets[X_TEXT])
+                self.value(v if type(v) is str or type(v) is not _unmade() else str(v))
+            elif field[j] >= 0:
                 self.value(slot_set(rec, offsets[field[j]]))
             elif keys == _FIX_KEYS:  # (event_stream, wait_stream: an agent's text, or null)
                 v = slot_set(rec, offsets[X_EVENT_STREAM if j == 5 else X_WAIT_STREAM])

@@ -24,8 +24,12 @@ cdef extern from "Python.h":
 
 
 cdef inline Py_ssize_t slot_offset(type cls, str name) except -1:
-    """The offset of ``cls``'s slot ``name`` (TypeError when ``name`` is no slot of it)."""
+    """The offset of ``cls``'s slot ``name`` (TypeError when ``name`` is no slot of it). A field
+    read through a descriptor of its own holds its slot's as ``slot`` (``Fix.text``:
+    findings._FixText)."""
     descr = cls.__dict__.get(name)
+    if descr is not None and type(descr).__name__ != "member_descriptor":
+        descr = getattr(descr, "slot", None)
     if descr is None or type(descr).__name__ != "member_descriptor":
         raise TypeError(f"{cls.__name__}.{name} is not a slot")
     return (<PyMemberDescrObject *>descr).d_member.offset

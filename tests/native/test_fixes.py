@@ -188,3 +188,39 @@ def test_the_comparison_catches_a_wrong_word(monkeypatch):
     monkeypatch.setattr(native, "with_fixes", off)
     with pytest.raises(AssertionError, match="generated log"):
         assert_same(monkeypatch, trace, "generated log")
+
+
+def test_a_compiled_fix_makes_its_text_when_read(monkeypatch, tmp_path):
+    """The compiled proposer leaves each fix's text unmade (``_fixes.Words``) until it is read:
+    proposing a fix makes no text. Read, ``Fix.text`` is a ``str``, the reference's, each time;
+    a fix compares, hashes, prints, pickles, copies and ``dataclasses.replace``s as the
+    reference's does, and what it pickles and copies to holds the text itself. On a run kept as
+    columns too (its ops read from them, none made), and read again once its ops are made (the
+    columns let go: the words read the ops)."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from streamsim.analysis.findings import Fix
+    slot = Fix.__dict__["text"].slot
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    unmade = 0
+    for i, trace, lean in lean_runs(tmp_path, 60):
+        hazards = hb_pass(trace).hazards
+        reference = [F.with_fix(trace, h) for h in hazards]
+        for run in (trace, lean):
+            compiled = native.with_fixes(run, hazards)
+            for a, b in zip(compiled, reference):
+                if a.fix is None:
+                    continue
+                if a.fix.kind != "handoff":  # (a hand-off: the reference's, worded at once)
+                    assert type(slot.__get__(a.fix)) is not str, f"log {i}: text made"
+                    unmade += 1
+                assert type(a.fix.text) is str and a.fix.text == b.fix.text == a.fix.text
+                assert hash(a.fix) == hash(b.fix) and repr(a.fix) == repr(b.fix)
+                for other in (pickle.loads(pickle.dumps(a.fix)), copy.copy(a.fix),
+                              dataclasses.replace(a.fix, before=b.fix.before)):
+                    assert other == b.fix and type(slot.__get__(other)) is str, f"log {i}"
+        assert lean.columns is not None and lean.ops and lean.columns is None  # (let go)
+        assert compiled == reference, f"log {i}: read after the ops were made"
+    assert unmade >= 200, unmade
