@@ -46,6 +46,7 @@ from typing import Any, TextIO
 from ..kinds import COMM_KINDS, ENQUEUED_KINDS, OP_KINDS, TIMED_KINDS
 from ..strided import Strided
 from ..trace import HOST, READ, Access, Agent, Alloc, Op, Trace, View, issue_keys, waited_on
+from .schema import DEFAULT_SIZE
 
 _SUB_ALLOC_BEFORE, _SUB_LINE, _SUB_ALLOC_AFTER = -1, 0, 1
 _LINE_STREAM = {k.name: k.line_stream for k in OP_KINDS.values()}  # what a line's stream names
@@ -124,6 +125,7 @@ class _Writer:
         out += self.declarations()
         lives = self.ref_lives(entries)
         count = 0
+        alloced: set[tuple[int, str]] = set()  # buffers an alloc line was written for
         for _, h, d in entries:
             if isinstance(d, str):
                 out.append(f"# {h.agent}: {d}")
@@ -132,7 +134,32 @@ class _Writer:
                 continue
             out.append(json.dumps(self.finish(d, lives), separators=(",", ":"), ensure_ascii=False))
             count += 1
+            if d["op"] in ("alloc", "free"):
+                k = (h.agent.rank, d["buffer"])
+                if d["op"] == "alloc":
+                    alloced.add(k)
+                elif k not in alloced:
+                    lost = self.unstated_free(h, k, lives)
+                    if lost:
+                        out.append(f"# {h.agent}: {lost}")
         return "\n".join(out) + "\n", count
+
+    def unstated_free(self, h: Op, k: tuple[int, str], lives: dict[tuple[int, str], int]) -> str:
+        """Why the free issued by ``h`` of buffer ``k``, alive from the start, frees other bytes
+        when the log is read again (else ""). A free line says no size: the reader frees the
+        largest extent the log's refs name. A run that stalled before some of its lines were
+        issued (or whose ops never ran) named extents the dump cannot write: the trace has no
+        op of those lines. The dump says so in a comment, as for what else it cannot write."""
+        op = self.enqueued.get(h.id)
+        if op is None or not op.accesses:
+            return ""
+        freed = op.accesses[0].view.end
+        read = max(lives.get(k, 0), DEFAULT_SIZE)
+        if freed == read:
+            return ""
+        return (f"this free of {k[1]!r} freed {freed} bytes in the run, which no line written "
+                f"here states (named by a line the run did not get to): read again, it frees "
+                f"{read}")
 
     def declarations(self) -> list[str]:
         """The cost model the run used (the trace's ``cost_model``), as op log v2 declarations:
