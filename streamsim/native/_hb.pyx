@@ -31,7 +31,7 @@ from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS, col_kind
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
@@ -71,6 +71,7 @@ cdef inline bint _is_tuple(PyObject *o) noexcept:
 
 cdef extern from "Python.h":
     Py_ssize_t _tuple_size "PyTuple_GET_SIZE" (PyObject *t) noexcept
+    PyObject *_tuple_item "PyTuple_GET_ITEM" (PyObject *t, Py_ssize_t i) noexcept
 
 
 cdef inline Py_ssize_t _ntuple(PyObject *t) noexcept:
@@ -97,18 +98,29 @@ cdef bint _readable(PyObject *p) noexcept:
 cdef bint _readable_accesses(PyObject *accs) noexcept:
     """Whether an op's accesses can be read from their slots: a tuple of ``Access`` objects,
     each of a ``View``."""
-    cdef PyObject *acc
-    cdef PyObject *view
     if not _is_tuple(accs):
         return False
     for a in <tuple>accs:
-        acc = <PyObject *>a
-        if Py_TYPE(acc) != ACCESS_T or slot(acc, A_MODE) == NULL:
-            return False
-        view = slot(acc, A_VIEW)
-        if view == NULL or Py_TYPE(view) != VIEW_T:
+        if not _readable_access(<PyObject *>a):
             return False
     return True
+
+
+cdef bint _readable_col(OpCols *c, long oid) noexcept:
+    """:func:`_readable_accesses` of op ``oid`` of a run's columns (its ints)."""
+    cdef int k
+    for k in range(col_nacc(c, oid)):
+        if not _readable_access(col_acc(c, oid, k)):
+            return False
+    return True
+
+
+cdef inline bint _readable_access(PyObject *acc) noexcept:
+    """Whether ``acc`` is an ``Access`` (exactly) whose mode is set, of a ``View`` (exactly)."""
+    if Py_TYPE(acc) != ACCESS_T or slot(acc, A_MODE) == NULL:
+        return False
+    cdef PyObject *view = slot(acc, A_VIEW)
+    return view != NULL and Py_TYPE(view) == VIEW_T
 
 # A byte position: offsets and sizes are at most 2**63 - 1 (docs/oplog.md), so a view's end fits;
 # a position outside [0, 2**64) raises OverflowError, and the caller runs the reference instead.
@@ -545,9 +557,9 @@ cdef class _Pass:
     # touching the op object again (a cache miss per op at 400,000 ops: a fifth of the walk)
     cdef PyObject **after
     cdef PyObject **joins
-    cdef PyObject **accs
-    # index, issuer, agent_of, after, joins and accs are the arrays of the run's columns
-    # (hb_columns: the same values, by op id), not the pass's own: 36 bytes an op not copied
+    cdef PyObject **accs  # (NULL for a run's columns: their ints, read with _nacc and _acc)
+    # index, issuer, agent_of, after and joins are the arrays of the run's columns (hb_columns:
+    # the same values, by op id), not the pass's own: 28 bytes an op not copied
     cdef bint borrowed
     cdef long *key  # per op: its issue key (trace.issue_keys)
     cdef int *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
@@ -649,7 +661,7 @@ cdef class _Pass:
         if cols != NULL:
             self.borrowed = True
             self.index, self.issuer, self.agent_of = cols.index, cols.issuer, cols.agent
-            self.after, self.joins, self.accs = cols.after, cols.joins, cols.accesses
+            self.after, self.joins, self.accs = cols.after, cols.joins, NULL
         else:
             self.index = <int *>PyMem_Calloc(m, sizeof(int))
             self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
@@ -903,7 +915,7 @@ cdef class _Pass:
             return
         cdef double fs, fe, ss, se  # the first's and second's start and end (as found)
         if self.cols != NULL:
-            faccs = <object>self.cols.accesses[f0]
+            faccs = col_accesses(self.cols, f0)
             fs, fe = self.cols.start[f0], self.cols.end[f0]
             ss, se = self.cols.start[s0], self.cols.end[s0]
         else:
@@ -1452,18 +1464,30 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
             all_issued = False
             P.line[oid] = c.line[oid]
         if not (_is_tuple(c.after[oid]) and (c.joins == NULL or _is_tuple(c.joins[oid])) and
-                (c.readable or _readable_accesses(c.accesses[oid]))):
+                (c.readable or _readable_col(c, oid))):
             return False  # (P.after, P.joins, P.accs: the columns' own; their accesses are
             # checked unless the replay that made them says they can be read: OpCols.readable)
         if _njoins(P.joins, oid):
             P.njoin += 1
         if <object>kind == "free":
             P.is_free[oid] = 1
-            for acc in <tuple>c.accesses[oid]:
-                view = <object>slot(<PyObject *>acc, A_VIEW)
+            for ai in range(col_nacc(c, oid)):
+                view = <object>slot(col_acc(c, oid, ai), A_VIEW)
                 P.freed.add((_v(view, V_RANK), _v(view, V_BUFFER)))
     _issue_keys(P, agents, sorted(used), any_line, all_issued)
     return True
+
+
+cdef inline Py_ssize_t _nacc(_Pass P, long oid) noexcept:
+    """How many accesses op ``oid`` has: its ``Op``'s tuple's length, or a run's columns' count
+    (``P.accs`` NULL: ``_cols.col_nacc``)."""
+    return col_nacc(P.cols, oid) if P.accs == NULL else _ntuple(P.accs[oid])
+
+
+cdef inline PyObject *_acc(_Pass P, long oid, Py_ssize_t k) noexcept:
+    """Op ``oid``'s ``k``-th access (borrowed), of its ``Op``'s tuple or the columns' ints."""
+    return col_acc(P.cols, oid, <int>k) if P.accs == NULL else \
+        _tuple_item(P.accs[oid], k)
 
 
 cdef object _walk(_Pass P):
@@ -1622,7 +1646,7 @@ cdef object _walk(_Pass P):
             position[oid] = count
             count += 1
             P.started[oid] = 1
-            nacc = _ntuple(P.accs[oid])
+            nacc = _nacc(P, oid)
             if r < 0 and P.may_skip[a] and not nacc and not _ntuple(P.after[oid]) and \
                     not _njoins(P.joins, oid):
                 P.ended[oid] = 1
@@ -1705,7 +1729,8 @@ cdef object _walk(_Pass P):
             if not nacc:
                 continue
             rec = None  # (this op's Mark: made only for a mixed segment or a freed storage)
-            for acc in <tuple>P.accs[oid]:
+            for ai in range(nacc):
+                acc = <object>_acc(P, oid, ai)
                 view = <object>slot(<PyObject *>acc, A_VIEW)
                 x = addrmap_get(&P.by_view, <uintptr_t><PyObject *>view)
                 ent = P.entry(view) if x < 0 else <ViewState>views[x]

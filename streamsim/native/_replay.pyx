@@ -33,9 +33,9 @@ engine's own ``build_trace`` ends: the two traces are built by one function.
 
 What it keeps in C: the log's lines, as rows (``_lines.pxd``: the compiled reader's, or made
 here of the ``Line`` s it is given) that each thread reads by their places; each op's times,
-sequence positions, agent, index and issuer; each stream's queue; the heap; the waiters of each
-op. What stays Python: each op's attrs, accesses and edges
-(tuples it hands to the records), the notes, the seeded ``random.Random`` whose draws scale the
+sequence positions, agent, index and issuer; its accesses, as places in one list of the run's
+``Access`` objects (each distinct one once); each stream's queue; the heap; the waiters of each
+op. What stays Python: each op's attrs and edges (tuples it hands to the records), the notes, the seeded ``random.Random`` whose draws scale the
 durations (drawn in the reference's order: each op as it is made).
 
 :func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
@@ -328,7 +328,13 @@ cdef class _Run:
     cdef int* issuer
     cdef int* lineof
     cdef unsigned char* kinds  # an op's K_ code
-    cdef list attrs, accesses, after
+    cdef list attrs, after
+    # an op's accesses as ints (_cols.pxd: acc_at, acc_pool): acc_pool[acc_at[op]] how many, then
+    # their places in ``acc_objs``; a tuple of Access objects an op before (48 MB at 1,000,000
+    # lines of the random program)
+    cdef int *acc_at
+    cdef int *acc_pool
+    cdef Py_ssize_t npool, cappool
     # waiters: per op a FIFO list of processes (nodes in a pool)
     cdef int* whead
     cdef int* wtail
@@ -360,8 +366,11 @@ cdef class _Run:
     # an interned Ref's address -> its Access's place in ``acc_objs``, one map a mode
     # (Host._accesses; the lines keep the refs alive): no int made for id(ref) per ref
     cdef AddrMap read_at, write_at
-    cdef tuple last_reads, last_writes, last_accesses  # (access_list's last)
-    cdef list acc_objs
+    cdef tuple last_reads, last_writes  # (access_list's last, and its place in acc_pool)
+    cdef int last_acc
+    cdef int tuple_at  # (accesses_of's last: its place, and the tuple made of it)
+    cdef tuple acc_tuple
+    cdef list acc_objs  # each distinct Access once (the ops' ints are places in it)
     cdef bint odd_view  # an access's view is not exactly a View (a hand-built log's Ref)
     cdef dict stream_of_name  # a stream's name -> {rank: its agent}: stream_at without a tuple
     cdef Rows rows  # the log's lines (_lines.pxd), None once released (kept)
@@ -449,6 +458,8 @@ cdef class _Run:
         self.shared = NULL
         self.gatej = self.key_at = NULL
         self.row_of = NULL
+        self.acc_at = self.acc_pool = NULL
+        self.tuple_at = -1
         self.queue = NULL
         self.qlen = self.qcap = NULL
         self.nag = 0
@@ -468,6 +479,7 @@ cdef class _Run:
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
+        free(self.acc_at); free(self.acc_pool)
         free(self.fix_rec); free(self.kinds); free(self.row_of)
         self.drop_kept()
 
@@ -525,7 +537,7 @@ cdef class _Run:
         self.queue = NULL
         free(self.kinds)
         self.kinds = NULL
-        self.acc_objs = self.host_lines = self.host_deps = self.host_after = None
+        self.host_lines = self.host_deps = self.host_after = None  # (acc_objs: the ops')
         self.stream_at = self.events = self.freed = self.recorded = self.stream_of_name = None
         self.inj_before = self.inj_post = self.inj_end = self.host_specs = None
         self.inj_ret = self.inj_settles = self.groups = None
@@ -601,7 +613,15 @@ cdef class _Run:
         self.kinds = <unsigned char*>malloc(cap)
         if self.kinds == NULL:
             raise MemoryError()
-        self.attrs, self.accesses, self.after = [None] * cap, [None] * cap, [None] * cap
+        self.attrs, self.after = [None] * cap, [None] * cap
+        self.acc_at = <int*>malloc(cap * sizeof(int))
+        self.cappool = 1024
+        self.acc_pool = <int*>malloc(self.cappool * sizeof(int))
+        if self.acc_at == NULL or self.acc_pool == NULL:
+            raise MemoryError()
+        self.acc_pool[0] = 0  # (place 0: no access)
+        self.npool = 1
+        self.last_acc = 0
         self.nops = 0
 
     cdef int _new_agent(self, int rank, str name, bint host) except -1:
@@ -741,7 +761,7 @@ cdef class _Run:
 
     # -- ops (Engine.new_rec, scaled, mark_end) -------------------------------------------------
     cdef int new_op(self, int a, int kind, double dur, double enqueued, int line, dict attrs,
-                    object accesses) except -1:
+                    int acc) except -1:
         cdef int n = self.nops
         if n >= self.max_ops or n >= self.capops:
             raise _Fallback()
@@ -760,14 +780,14 @@ cdef class _Run:
         self.wtail[n] = -1
         self.kinds[n] = <unsigned char>kind  # (a K_ code: 0-19)
         self.attrs[n] = attrs
-        self.accesses[n] = accesses
+        self.acc_at[n] = acc
         self.after[n] = ()
         return n
 
     cdef void trim_ops(self) except *:
         """Cut the ops' lists (:meth:`_ops`) to the ops made: the run has ended."""
         cdef int n = self.nops
-        del self.attrs[n:], self.accesses[n:], self.after[n:]
+        del self.attrs[n:], self.after[n:]
 
     cdef double scaled(self, double dur) except? -1.0:
         cdef double x, f
@@ -869,49 +889,94 @@ cdef class _Run:
         ln = self.ln_at(lo)
         return site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
 
-    cdef tuple access_list(self, tuple reads, tuple writes):
-        """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes.
-        The last op's tuple again where its reads and writes were these very tuples (the
+    cdef int access_list(self, tuple reads, tuple writes) except -1:
+        """Host._accesses for an op log's refs (interned ``Ref`` objects): reads, then writes,
+        as their place in ``acc_pool`` (how many, then each one's place in ``acc_objs``; 0: none).
+        The last op's place again where its reads and writes were these very tuples (the
         readers intern a lone buffer's, so a run of a recorded log's ops on one tensor shares
-        one tuple: the refs are the same, so are the accesses)."""
+        its ints: the refs are the same, so are the accesses)."""
         cdef Py_ssize_t nr = len(reads), nw = len(writes), i
         if not nr and not nw:
-            return ()
+            return 0
         if reads is self.last_reads and writes is self.last_writes:
-            return self.last_accesses
-        cdef tuple out = PyTuple_New(nr + nw)
+            return self.last_acc
+        cdef int at = self.pool_room(1 + nr + nw)
+        self.acc_pool[at] = <int>(nr + nw)
         for i in range(nr):
-            acc = self.access(reads[i], "read", &self.read_at)
-            Py_INCREF(acc)
-            PyTuple_SET_ITEM(out, i, acc)
+            self.acc_pool[at + 1 + i] = self.access(reads[i], "read", &self.read_at)
         for i in range(nw):
-            acc = self.access(writes[i], "write", &self.write_at)
-            Py_INCREF(acc)
-            PyTuple_SET_ITEM(out, nr + i, acc)
-        self.last_reads, self.last_writes, self.last_accesses = reads, writes, out
-        return out
+            self.acc_pool[at + 1 + nr + i] = self.access(writes[i], "write", &self.write_at)
+        self.last_reads, self.last_writes, self.last_acc = reads, writes, at
+        return at
 
-    cdef object access(self, object t, str mode, AddrMap *at):
-        """The Access of ref ``t`` in ``mode``, one a ref (the lines keep the refs alive)."""
+    cdef int one_access(self, object acc) except -1:
+        """The place in ``acc_pool`` of an op's one access ``acc`` (an Access made for it: a
+        free's write of its whole buffer)."""
+        cdef int at = self.pool_room(2)
+        self.acc_pool[at] = 1
+        self.acc_pool[at + 1] = self.acc_obj(acc)
+        return at
+
+    cdef int pool_room(self, Py_ssize_t k) except -1:
+        """The place of ``k`` ints added to ``acc_pool`` (grown as a list grows)."""
+        cdef Py_ssize_t at = self.npool, cap
+        cdef int *grown
+        if at + k > self.cappool:
+            cap = max(2 * self.cappool, at + k)
+            if cap >= INT_MAX:
+                raise _Fallback()  # (places are C ints: the engine runs such a log)
+            grown = <int*>realloc(self.acc_pool, cap * sizeof(int))
+            if grown == NULL:
+                raise MemoryError()
+            self.acc_pool, self.cappool = grown, cap
+        self.npool = at + k
+        return <int>at
+
+    cdef int acc_obj(self, object acc) except -1:
+        """The place in ``acc_objs`` of ``acc``, added to it."""
+        cdef Py_ssize_t k = len(self.acc_objs)
+        if k >= INT_MAX:
+            raise _Fallback()
+        self.acc_objs.append(acc)
+        return <int>k
+
+    cdef int access(self, object t, str mode, AddrMap *at) except -1:
+        """The place in ``acc_objs`` of the Access of ref ``t`` in ``mode``, one a ref (the
+        lines keep the refs alive)."""
         if type(t) is not Ref:
             raise _Fallback()
         cdef Py_ssize_t k = addrmap_get(at, <uintptr_t><PyObject *>t)
         if k >= 0:
-            return self.acc_objs[k]
+            return <int>k
         view = t.view
         if type(view) is not View:
             self.odd_view = True  # (the columns then say their accesses need a check)
-        acc = _access_of(view, mode, t.window)
-        addrmap_put(at, <uintptr_t><PyObject *>t, len(self.acc_objs))
-        self.acc_objs.append(acc)
-        return acc
+        k = self.acc_obj(_access_of(view, mode, t.window))
+        addrmap_put(at, <uintptr_t><PyObject *>t, k)
+        return <int>k
+
+    cdef tuple accesses_of(self, int op):
+        """Op ``op``'s accesses as its ``Op`` holds them: a tuple of Access objects, made now
+        (the last one made again where the op shares its ints: a run of ops on one tensor)."""
+        cdef int at = self.acc_at[op], n = self.acc_pool[at], k
+        if not n:
+            return ()
+        if at == self.tuple_at:
+            return self.acc_tuple
+        cdef tuple out = PyTuple_New(n)
+        for k in range(n):
+            acc = self.acc_objs[self.acc_pool[at + 1 + k]]
+            Py_INCREF(acc)
+            PyTuple_SET_ITEM(out, k, acc)
+        self.tuple_at, self.acc_tuple = at, out
+        return out
 
     cdef void note_freed_use(self, int op, LRef ln) except *:
         """Engine.note_freed_use: each buffer ``op`` touches after a free (no alloc since), its
         line ``ln``'s name and location in the note (the location made only for a note: most
         accesses of a log that frees touch no freed buffer)."""
         named = {}
-        for acc in self.accesses[op]:
+        for acc in self.accesses_of(op):
             view = acc.view
             key = (view.rank, view.buffer)
             f = self.freed.get(key)
@@ -926,12 +991,12 @@ cdef class _Run:
             self.own_attrs(op)["after_free"] = tuple([k[1] for k in named])
 
     # -- the host thread (Engine.host_op, enqueue; Host's calls) --------------------------------
-    cdef int host_op(self, int h, int kind, double dur, int line, LRef ln, object accesses,
+    cdef int host_op(self, int h, int kind, double dur, int line, LRef ln, int acc,
                      bint injected=False) except -1:
         """Engine.host_op: a host action of ``dur``, made ended (``injected``: a fix's, which
         takes no label of the line's and is marked, as Engine._note_issue marks it)."""
         cdef int op = self.new_op(h, kind, dur, self.clock[h], line,
-                                  self.injected if injected else self.host_attrs(ln), accesses)
+                                  self.injected if injected else self.host_attrs(ln), acc)
         self.start[op] = self.enq[op]
         self.sseq[op] = self.seq
         self.clock[h] += self.end[op]
@@ -939,17 +1004,17 @@ cdef class _Run:
             raise _Fallback()
         self.end[op] = self.clock[h]
         self.eseq[op] = self.seq + 1
-        if accesses and self.freed:
+        if self.acc_pool[acc] and self.freed:
             self.note_freed_use(op, ln)
         self.seq += 2
         return op
 
     cdef int enqueue(self, int h, str stream, int kind, double dur, int line, LRef ln,
-                     object accesses, tuple after, bint injected=False,
+                     int acc, tuple after, bint injected=False,
                      str current="compute") except -1:
         """Engine.enqueue: the issuing host action, then the stream op (``current``: the host's
         current stream, which a line's ``with host.use_stream`` set)."""
-        cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, (), injected)
+        cdef int issue = self.host_op(h, kind, self.launch_overhead, line, ln, 0, injected)
         cdef int rank = self.agent_rank[h]
         cdef int c
         if kind == K_FREE:  # (its recorded streams: read after the issue, made if new)
@@ -961,11 +1026,11 @@ cdef class _Run:
                                  kind == K_COLLECTIVE or kind == K_ISEND_OBJECT)
         cdef int op = self.new_op(s, kind, dur, self.clock[h], line,
                                   self.stream_attrs(current) if injected else
-                                  self.op_attrs(ln, current), accesses)
+                                  self.op_attrs(ln, current), acc)
         self.issuer[op] = issue
         if after:
             self.after[op] = after
-        if accesses and self.freed:
+        if self.acc_pool[acc] and self.freed:
             self.note_freed_use(op, ln)
         self.last[s] = op
         self.enqueue_op(s, op)
@@ -1331,7 +1396,7 @@ cdef class _Run:
     cdef bint block_sync(self, int h, int kind, int line, dict attrs) except -1:
         """Engine.blocking_op up to its sync_clock: the sync's host op is made; True when the
         host then waits for simulated time to reach its clock (it goes on in H_CLOCKED)."""
-        cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, ())
+        cdef int op = self.new_op(h, kind, 0.0, self.clock[h], line, attrs, 0)
         self.cur[h] = op
         if self.awaited and self.injk[h] < 0 and line in self.awaited and \
                 not self.is_taken(line) and _l(self.ln_at(line), L_OP) in self.on_start:
@@ -1354,7 +1419,7 @@ cdef class _Run:
         elif kind == K_HOST:
             self.host_op(h, kind, _dur(ln), line, ln, self.access_list(_l(ln, L_READS), _l(ln, L_WRITES)))
         elif kind == K_RECORD:
-            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (), ())  # (its attrs
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, 0, ())  # (its attrs
             self.events[(rank, _l(ln, L_EVENT))] = op  # name the event as it is made: record())
         elif kind == K_WAIT_EVENT:
             got = self.host_s2[h]
@@ -1368,12 +1433,12 @@ cdef class _Run:
             if self.injecting and self.shared[h] and self.inject_before(h, self.pos[h]):
                 self.host_s2[h] = (rec,)  # (its fixes' syncs first: then this again)
                 return False
-            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, 0,
                               () if rec is None else (rec,))  # (its attrs' event: record())
             if rec is None:
                 self.note_unrecorded(op, _l(ln, L_NAME), _location(ln), _l(ln, L_EVENT))
         elif kind == K_ALLOC:
-            op = self.host_op(h, kind, 0.0, line, ln, ())
+            op = self.host_op(h, kind, 0.0, line, ln, 0)
             a = self.own_attrs(op)
             a["buffer"] = _l(ln, L_BUFFER)
             a["nbytes"] = _l(ln, L_NBYTES)
@@ -1399,7 +1464,7 @@ cdef class _Run:
             view = view_record(View, _view_offset, rank, _l(ln, L_BUFFER), 0,
                                int(_l(ln, L_NBYTES)), None)
             op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln,
-                              (_access_of(view, "write", _WHOLE),), ())
+                              self.one_access(_access_of(view, "write", _WHOLE)), ())
             a = self.own_attrs(op)
             a["buffer"] = _l(ln, L_BUFFER)
             if earlier is not None:
@@ -1413,7 +1478,7 @@ cdef class _Run:
         elif kind == K_RECORD_STREAM:
             if _l(ln, L_NBYTES) is None or is_comm(_l(ln, L_STREAM)):
                 raise _Fallback()
-            op = self.host_op(h, kind, 0.0, line, ln, ())
+            op = self.host_op(h, kind, 0.0, line, ln, 0)
             a = self.own_attrs(op)
             a["buffer"] = _l(ln, L_BUFFER)
             a["stream"] = _l(ln, L_STREAM)
@@ -1451,13 +1516,13 @@ cdef class _Run:
                 self.wait_target[h] = target
                 self.barrier_last[h] = self.line_barrier[h]
                 return self.block_sync(h, kind, line, self.host_attrs(ln))
-            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, (),
+            op = self.enqueue(h, _l(ln, L_STREAM), kind, 0.0, line, ln, 0,
                               self.workrecs.get(target, (target,)), False, _l(ln, L_STREAM))
             a = self.own_attrs(op)
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         elif kind == K_PUT:
-            self.put(h, self.host_op(h, kind, 0.0, line, ln, ()), _lr(ln, R_CHANNEL))
+            self.put(h, self.host_op(h, kind, 0.0, line, ln, 0), _lr(ln, R_CHANNEL))
         else:  # a host sync, or a get
             return self.block_sync(h, kind, line, self.host_attrs(ln))
         self.line_done(h)
@@ -1692,7 +1757,7 @@ cdef class _Run:
         cfg = self.group_of(rank, ln)
         nbytes = _l(ln, L_NBYTES) or 0
         dur = cfg.transfer_time(nbytes) if ln.row.flags & NO_DUR else ln.row.dur
-        op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, (), ())
+        op = self.enqueue(h, f"gloo:{cfg.name}", K_ISEND_OBJECT, dur, line, ln, 0, ())
         m = self.p2p_entry(cfg.name, rank, _l(ln, L_PEER), True)
         self.m_send[m] = op
         a = self.comm_issued(h, op, m, cfg, ln)
@@ -2081,7 +2146,7 @@ cdef class _Run:
         name, stream = spec[1], spec[2]
         if code == R_RECORD:  # ev.record(host.stream(stream))
             self.stream(rank, stream)
-            op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, (), (), True, current)
+            op = self.enqueue(h, stream, K_RECORD, 0.0, line, ln, 0, (), True, current)
             self.mark_special(op - 1, spec)  # (its issuing host action and the record itself,
             self.mark_special(op, spec)  # whose attrs name the event as it is made: record())
             self.fix_recorded(spec[3], rank, op)
@@ -2090,7 +2155,7 @@ cdef class _Run:
         elif code == R_WAIT and stream is not None:  # host.stream(stream).wait_event(ev)
             self.stream(rank, stream)
             rec = self.fix_record(rank, spec[4])
-            op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, (),
+            op = self.enqueue(h, stream, K_WAIT_EVENT, 0.0, line, ln, 0,
                               () if rec is None else (rec,), True, current)
             self.mark_special(op - 1, spec)
             self.mark_special(op, spec)  # (its attrs' "event" too: record())
@@ -2116,7 +2181,7 @@ cdef class _Run:
                 blocked = self.block_sync(h, K_WAIT, line, {})
                 self.mark_special(self.cur[h], ("wait", f"{self.ophandle[<int>target]}.wait()"))
                 return blocked
-            op = self.enqueue(h, waited_on, K_WAIT, 0.0, line, ln, (),
+            op = self.enqueue(h, waited_on, K_WAIT, 0.0, line, ln, 0,
                               self.workrecs.get(target, (target,)), True, waited_on)
             sp = ("wait", f"{self.ophandle[<int>target]}.wait()")
             self.mark_special(op - 1, sp)
@@ -2125,7 +2190,7 @@ cdef class _Run:
             a["handle"] = self.ophandle[<int>target]
             a["blocking"] = False
         elif code == R_PUT:  # _handoff's host.put(channel, name=f"put({channel})")
-            op = self.host_op(h, K_PUT, 0.0, line, ln, (), True)
+            op = self.host_op(h, K_PUT, 0.0, line, ln, 0, True)
             self.mark_special(op, spec)
             self.put(h, op, name)
         elif code == R_GET:  # host.get(channel): blocks until its put (H_CLOCKED)
@@ -2135,7 +2200,7 @@ cdef class _Run:
         else:  # R_RECORD_STREAM: host.record_stream(Buffer(rank, buffer, 0), stream)
             if is_comm(stream):
                 raise _Fallback()
-            op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, (), True)
+            op = self.host_op(h, K_RECORD_STREAM, 0.0, line, ln, 0, True)
             self.mark_special(op, spec)
             a = self.own_attrs(op)
             a["buffer"] = name
@@ -2568,7 +2633,7 @@ cdef class _Run:
         _put(r, F_END, _shared_float(floats, self.end[i]))
         _put(r, F_START_SEQ, _id(ids, nids, self.sseq[i]))
         _put(r, F_END_SEQ, _id(ids, nids, self.eseq[i]))
-        _put(r, F_ACCESSES, self.accesses[i])
+        _put(r, F_ACCESSES, self.accesses_of(i))
         iss = self.issuer[i]
         _put(r, F_ISSUER, _id(ids, nids, iss) if iss >= 0 else None)
         _put(r, F_AFTER, _ids(ids, self.after[i]))
@@ -2656,12 +2721,14 @@ cdef class _Run:
         c.c.path = NULL
         c.c.step = NULL  # (made once two ops' steps differ: col_step)
         c.c.step_one = NULL
-        # an op's attrs, accesses and after: the items of the run's lists themselves, which
-        # nothing appends to once it is over (arrays of their own were 24 bytes an op)
-        if not len(self.attrs) == len(self.accesses) == len(self.after) == n:
+        # an op's attrs and after: the items of the run's lists themselves, which nothing
+        # appends to once it is over (arrays of their own were 24 bytes an op); its accesses:
+        # the run's ints, and the items of its list of Access objects
+        if not len(self.attrs) == len(self.after) == n:
             raise _Fallback()  # (not reached: one item an op)
         c.c.attrs = PySequence_Fast_ITEMS(self.attrs)
-        c.c.accesses = PySequence_Fast_ITEMS(self.accesses)
+        c.c.acc_at, c.c.acc_pool = self.acc_at, self.acc_pool
+        c.c.acc_objs = PySequence_Fast_ITEMS(self.acc_objs)
         c.c.after = PySequence_Fast_ITEMS(self.after)
         c.c.joins = c.objects(n) if self.opjoins else NULL  # (none: col_joins)
         c.c.no_joins = <PyObject *>_NO_JOINS
@@ -2869,6 +2936,13 @@ cdef class Columns:
             (self.c.step != NULL) + (self.c.joins != NULL))
 
     @property
+    def access_bytes(self) -> int:
+        """The bytes the run holds of its ops' accesses, beside the ``Access`` objects: an int
+        an op (its place in the pool), and an int a place's count and each access of it (ops on
+        the same refs one after another share a place)."""
+        return sizeof(int) * (self.c.n + self.run.npool)
+
+    @property
     def accesses_readable(self) -> bool:
         """Whether the replay vouches for every op's accesses (``OpCols.readable``: each an
         ``Access`` of a ``View``, exactly), which a pass then reads without checking each."""
@@ -2902,7 +2976,9 @@ cdef class Columns:
         self.c.step_one = self.c.no_joins = NULL
         self.kinds_held = None
         self.c.path = NULL
-        self.c.accesses = self.c.after = self.c.joins = self.c.kept = NULL
+        self.c.after = self.c.joins = self.c.kept = NULL
+        self.c.acc_at = self.c.acc_pool = NULL
+        self.c.acc_objs = NULL
         self.c.handles = self.c.from_line = NULL
         self.c.kept_st = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)

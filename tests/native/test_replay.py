@@ -786,9 +786,12 @@ def test_the_comparison_catches_a_difference(monkeypatch):
 
 
 def test_ops_on_the_same_refs_one_after_another_share_their_accesses(monkeypatch):
-    """A run of ops on the same refs (a recorded log's in-place ops on one tensor) shares one
-    tuple of accesses: 17 bytes a line of a recorded-like log at
-    1,000,000 lines. An op after one on other refs has its own tuple, equal where its refs are."""
+    """A run holds its ops' accesses as ints (an int an op: its place in one pool of ints, where
+    a place holds how many and each one's number; a tuple of ``Access`` objects an op before:
+    48 MB at 1,000,000 lines of the random program), and a run of ops on the same refs (a
+    recorded log's in-place ops on one tensor) shares one place; made as ``Op`` s, they share
+    one tuple. An op after one on other refs has a place and a tuple of its own, equal where
+    its refs are."""
     monkeypatch.setenv("STREAMSIM_NATIVE", "1")  # (the compiled replay's, whatever the suite
     # runs under)
     text = "\n".join([
@@ -799,6 +802,10 @@ def test_ops_on_the_same_refs_one_after_another_share_their_accesses(monkeypatch
         '{"op": "host", "name": "zero_", "writes": ["b"], "dur": 1.0}',
         '{"op": "host", "name": "mul_", "reads": ["a"], "writes": ["a"], "dur": 1.0}',
     ])
+    run = simulate_oplog(load_oplog_text(text), lean=True)
+    n = len(run.columns)
+    # places: none (0), then fill_ and add_ (1 + 2 ints), zero_ (1 + 1), mul_ (1 + 2)
+    assert run.columns.access_bytes == 4 * n + 4 * (1 + 3 + 2 + 3)
     by_name = {op.name: op for op in simulate_oplog(load_oplog_text(text)).ops}
     assert by_name["fill_"].accesses is by_name["add_"].accesses
     assert by_name["mul_"].accesses is not by_name["add_"].accesses
