@@ -72,13 +72,14 @@ def _used_after_its_free(hazard: Hazard, first_issued: Op) -> bool:
     return hazard.kind == USE_AFTER_FREE and first_issued.kind == "free"
 
 
-def with_fixes(trace: Trace, hazards: Sequence[Hazard]) -> list[Hazard]:
+def with_fixes(trace: Trace, hazards: Sequence[Hazard], fresh: bool = False) -> list[Hazard]:
     """Each of ``hazards`` with its proposed fix attached (:func:`with_fix`): compiled where it
     runs (streamsim/native/_fixes.pyx, the same records). No hazard reads no op (a trace
-    whose ops are not made yet stays so)."""
+    whose ops are not made yet stays so). ``fresh``: the caller just made ``hazards`` (each
+    fix None) and holds them alone, so the compiled path may set each one's fix in place."""
     if not hazards:
         return []
-    got = native.with_fixes(trace, hazards)
+    got = native.with_fixes(trace, hazards, fresh)
     return got if got is not None else [with_fix(trace, h) for h in hazards]
 
 

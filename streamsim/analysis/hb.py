@@ -121,15 +121,15 @@ class Analysis:
 
 def analyse_hazards(trace: Trace, fixes: bool = True) -> list[Hazard]:
     """Every data hazard of ``trace`` in issue order of (second op, first op); with their fixes."""
-    # the compiled pass's rows alone (no list of every op's position made), else the reference
-    rows = native.hb_rows(trace, None, HAZARD_KINDS, rows_only=True)
-    hazards = (_hazards(rows) if rows is not None
-               else _analyse(trace, False, list(trace.agents)).hazards)
-    del rows  # (not held while the fixes are proposed: a trace not made makes its ops then)
+    # the compiled pass's hazards (no row, no list of every op's position made), else the
+    # reference's
+    hazards = native.hb_hazards(trace, HAZARD_KINDS, Hazard)
+    if hazards is None:
+        hazards = _analyse(trace, False, list(trace.agents)).hazards
     if not fixes:
         return hazards
     from .fixes import with_fixes  # late: fixes consumes hazards; hb does not depend on it
-    return with_fixes(trace, hazards)
+    return with_fixes(trace, hazards, fresh=True)  # (made here, held by no one else)
 
 
 def hazard_count(trace: Trace) -> int:

@@ -34,7 +34,9 @@ from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrm
 from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
-    F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE)
+    F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE, hazard_offsets,
+    check_generic_alloc, new_record, put_slot, N_HAZARD_FIELDS, H_KIND, H_RANK, H_BUFFER,
+    H_RANGE, H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE, H_MANIFEST, H_FIX)
 from streamsim.strided import block_hits, covers
 from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 
@@ -376,6 +378,30 @@ cdef struct FoundSlot:  # a row's key where the table looks it up (one cache lin
 
 
 @cython.final
+cdef object _hazard_record(type cls, Py_ssize_t *off, kind, rank, buffer, tuple rng, first,
+                           second, first_mode, second_mode, bint manifest):
+    """A ``Hazard`` (``cls``, its slots at ``off``) of these fields, its fix None, made by its
+    slots."""
+    made = new_record(cls)
+    put_slot(made, off[H_KIND], kind)
+    put_slot(made, off[H_RANK], rank)
+    put_slot(made, off[H_BUFFER], buffer)
+    put_slot(made, off[H_RANGE], rng)
+    put_slot(made, off[H_FIRST], first)
+    put_slot(made, off[H_SECOND], second)
+    put_slot(made, off[H_FIRST_MODE], first_mode)
+    put_slot(made, off[H_SECOND_MODE], second_mode)
+    put_slot(made, off[H_MANIFEST], manifest)
+    put_slot(made, off[H_FIX], None)
+    return made
+
+
+cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off):
+    """The hazard of a row (``_FoundTable.rows``')."""
+    return _hazard_record(cls, off, r[2], r[3], r[4], (r[5], r[6]), r[7], r[8], r[9], r[10],
+                          r[11])
+
+
 cdef class _FoundTable:
     """The hazards being gathered (the reference's ``found``: (first, second, kind, rank,
     buffer) -> its _Found), as rows of C arrays in an open-addressing table: the first and
@@ -474,14 +500,20 @@ cdef class _FoundTable:
         self.cap = cap
         return 0
 
-    cdef list rows(self, const int *position, tuple kinds, list stores):
+    cdef list rows(self, const int *position, tuple kinds, list stores, object hazard=None):
         """The rows as the reference makes and sorts them: (position of second, position of
         first, kind, rank, buffer, lo, hi, first, second, first's mode, second's mode,
         manifest), ``kinds`` the four names by K_*, ``stores`` each storage's (rank, buffer).
         Sorted in C by the two positions (an op's position is its own: only the rows of one
         pair of ops tie), each run of ties then by Python's sort of those rows, so that the
-        order is ``sorted(rows)``'s, comparisons and all."""
+        order is ``sorted(rows)``'s, comparisons and all. With ``hazard`` (the findings'
+        ``Hazard`` class), in that order the hazard of each row instead, no fix, made by its
+        slots (as ``_fixes.hazards`` makes them of the rows): no row made but those that tie."""
         cdef Py_ssize_t n = self.n, i, j, x
+        cdef Py_ssize_t off[<int>N_HAZARD_FIELDS]
+        if hazard is not None:
+            hazard_offsets(<type>hazard, off)
+            check_generic_alloc(<type>hazard)
         # (each row as its (second, first) positions in one key, both ints below 2**31, and
         # its number: the walk's own KeyId and _by_key)
         cdef KeyId *order = <KeyId *>PyMem_Malloc(max(n, 1) * sizeof(KeyId))
@@ -500,16 +532,28 @@ cdef class _FoundTable:
                 j = i + 1
                 while j < n and order[j].key == order[i].key:
                     j += 1
-                if j - i == 1:
+                if j - i == 1 and hazard is not None:
+                    out.append(self.hazard(order[i].id, kinds, stores, <type>hazard, off))
+                elif j - i == 1:
                     out.append(self.row(order[i].id, position, kinds, stores))
                 else:
                     tie = [self.row(order[x].id, position, kinds, stores) for x in range(i, j)]
                     tie.sort()
+                    if hazard is not None:
+                        tie = [_hazard_of(<tuple>r, <type>hazard, off) for r in tie]
                     out.extend(tie)
                 i = j
         finally:
             PyMem_Free(order)
         return out
+
+    cdef object hazard(self, Py_ssize_t x, tuple kinds, list stores, type cls,
+                       Py_ssize_t *off):
+        """Row ``x``'s hazard (``cls``, its slots at ``off``), no fix."""
+        cdef tuple st = <tuple>stores[self.store[x]]
+        return _hazard_record(cls, off, kinds[self.kind[x]], st[0], st[1],
+                              (self.lo[x], self.hi[x]), self.first[x], self.second[x],
+                              self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
 
     cdef tuple row(self, Py_ssize_t x, const int *position, tuple kinds, list stores):
         cdef tuple st = <tuple>stores[self.store[x]]
@@ -590,6 +634,7 @@ cdef class _Pass:
     cdef object RAW, WAR, WAW, UAF, READ, WRITE
     cdef bint only_count  # hb_rows(only_count=True): the rows are counted, never made
     cdef bint rows_only  # hb_rows(rows_only=True): the rows alone, no position or agent_of
+    cdef object hazard  # hb_rows(hazard=Hazard): rows_only's hazards made, not its rows
     cdef OpCols *cols  # a run held as columns (hb_columns): its ops' accesses and times
     cdef long njoin  # ops whose end joins something (their ends end the walk)
     # The dense form (dense True; else these stay NULL): agent a's clock at dclk + a * na, the
@@ -650,6 +695,48 @@ cdef class _Pass:
         PyMem_Free(self.dseen)
         PyMem_Free(self.dend)
         PyMem_Free(self.zero)
+
+    cdef void release_walk(self) noexcept:
+        """Free what only the walk reads, once it is over and before the hazards are made of
+        the found table and the positions (``posn``), which it keeps: the per-op and per-agent
+        arrays, the clocks and the views' state (of 2,000,000 ops, about 100 MB)."""
+        cdef long k
+        if not self.borrowed:
+            PyMem_Free(self.index); PyMem_Free(self.issuer); PyMem_Free(self.agent_of)
+            PyMem_Free(self.after); PyMem_Free(self.joins); PyMem_Free(self.accs)
+        self.index = self.issuer = self.agent_of = NULL
+        self.after = self.joins = self.accs = NULL
+        self.borrowed = False
+        PyMem_Free(self.prev_on); PyMem_Free(self.partner_of); PyMem_Free(self.is_free)
+        PyMem_Free(self.is_host); PyMem_Free(self.has_line); PyMem_Free(self.line)
+        PyMem_Free(self.in_order); PyMem_Free(self.ended); PyMem_Free(self.started)
+        PyMem_Free(self.pending); PyMem_Free(self.key); PyMem_Free(self.walk)
+        PyMem_Free(self.stk)
+        self.prev_on = self.partner_of = self.line = self.in_order = NULL
+        self.is_free = self.is_host = self.has_line = NULL
+        self.ended = self.started = self.pending = NULL
+        self.key = NULL
+        self.walk = self.stk = NULL
+        if self.dh:
+            for k in range(self.na):
+                PyMem_Free(self.dh[k].e)
+                PyMem_Free(self.dh[k].tag)
+                PyMem_Free(self.dh[k].c)
+        PyMem_Free(self.dh)
+        self.dh = NULL
+        for k in range(self.nblocks):
+            PyMem_Free(self.blocks[k])
+        PyMem_Free(self.blocks)
+        self.blocks, self.nblocks, self.capblocks = NULL, 0, 0
+        PyMem_Free(self.dclk); PyMem_Free(self.dseen); PyMem_Free(self.dend)
+        PyMem_Free(self.zero)
+        self.dclk = self.zero = NULL
+        self.dseen = NULL
+        self.dend = NULL
+        self.clocks = self.seen = self.hist_e = self.hist_c = self.end_of = None
+        self.views = None
+        self.stores = self.plain = self.pats = self.hit_memo = self.overlap_memo = None
+        self.freed = None
 
     cdef int alloc(self, long n, long na, OpCols *cols) except -1:
         """The per-op and per-agent arrays; with ``cols``, those the columns have are theirs
@@ -1287,12 +1374,14 @@ cdef bint _counting_sort(const long *key, long n, int *out) except -1:
     return True
 
 
-def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint rows_only=False):
+def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint rows_only=False,
+            hazard=None):
     """The pass over ``trace``: (sorted hazard rows, position, agent_of), or None (see above).
     ``keys``: the trace's issue keys, or None to compute them here (as ``issue_keys`` does).
     ``only_count``: only how many rows there are (an int), none of them made or sorted;
     ``rows_only``: the sorted rows alone (what the hazards are made of: no list of n positions
-    and agents made).
+    and agents made); ``hazard`` (the findings' ``Hazard`` class, with ``rows_only``): each
+    row's ``Hazard`` instead (its fix None), made once the walk's state is freed, no row made.
     A row: (position of second, position of first, kind, rank, buffer, lo, hi, first, second,
     first's mode, second's mode, manifest), as the reference sorts them."""
     if len(set(names)) != 4:  # (the four kinds are told apart by their place: _FoundTable)
@@ -1302,16 +1391,19 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint 
     cdef _Pass P = _start(agents, len(ops), names, only_count)
     P.ops = ops
     P.rows_only = rows_only
+    P.hazard = hazard if rows_only else None
     if not _scan_ops(P, ops, agents, keys, covered):
         return None
     return _walk(P)
 
 
-def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_only=False):
+def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_only=False,
+               hazard=None):
     """:func:`hb_rows` (``keys`` None: computed here) of the run ``columns`` holds
     (``_replay.Columns``: a check's first run, or a fix costing re-run, as columns,
     ``_cols.pxd``), its ops read from the columns: none is made. ``only_count``: their count,
-    as :func:`hb_rows`'s, and ``rows_only`` its rows alone. None as :func:`hb_rows` (the
+    as :func:`hb_rows`'s, ``rows_only`` its rows alone, and ``hazard`` their hazards, as
+    :func:`hb_rows`'s. None as :func:`hb_rows` (the
     caller then makes the trace)."""
     if len(set(names)) != 4:  # (the four kinds are told apart by their place: _FoundTable)
         return None
@@ -1321,6 +1413,7 @@ def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_o
     cdef _Pass P = _start(agents, c.n, names, only_count, c)
     P.cols = c
     P.rows_only = rows_only
+    P.hazard = hazard if rows_only else None
     if not _scan_columns(P, c, agents, covered):
         return None
     return _walk(P)
@@ -1803,6 +1896,9 @@ cdef object _walk(_Pass P):
 
     if only_count:
         return P.found.n
+    if P.hazard is not None:  # (the walk's state let go first: the hazards take its memory)
+        P.release_walk()
+        return P.found.rows(position, (P.RAW, P.WAR, P.WAW, P.UAF), P.store_keys, P.hazard)
     rows = P.found.rows(position, (P.RAW, P.WAR, P.WAW, P.UAF), P.store_keys)
     if P.rows_only:
         return rows

@@ -224,3 +224,26 @@ def test_a_compiled_fix_makes_its_text_when_read(monkeypatch, tmp_path):
         assert lean.columns is not None and lean.ops and lean.columns is None  # (let go)
         assert compiled == reference, f"log {i}: read after the ops were made"
     assert unmade >= 200, unmade
+
+
+def test_the_pass_makes_its_hazards_and_a_check_fixes_them_in_place(monkeypatch, tmp_path):
+    """A check's hazards are made by the compiled pass itself from its table, in its rows'
+    order, with no row made (``native.hb_hazards``): equal to the reference pass's, each a
+    ``Hazard`` with no fix, on a trace and on its run kept as columns. Then, held by no one
+    else, each gets its fix in its own slot (``with_fixes(fresh=True)``): the same objects,
+    equal to the reference's hazards with fixes."""
+    from streamsim.analysis import hb
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    compared = 0
+    for i, trace, lean in lean_runs(tmp_path, LOGS):
+        reference = hb._analyse(trace, False, list(trace.agents)).hazards
+        fixed = [F.with_fix(trace, h) for h in reference]
+        for run in (trace, lean):
+            made = native.hb_hazards(run, hb.HAZARD_KINDS, Hazard)
+            assert made == reference, f"log {i}"
+            assert all(type(h) is Hazard and h.fix is None for h in made), f"log {i}"
+            ids = [id(h) for h in made]
+            got = F.with_fixes(run, made, fresh=True)
+            assert [id(h) for h in got] == ids and got == fixed, f"log {i}"
+        compared += len(reference)
+    assert compared >= 500, compared
