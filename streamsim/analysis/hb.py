@@ -614,7 +614,7 @@ def _analyse(trace: Trace, keep_clocks: bool, agents: list[Agent] | None = None)
 def _hazards(rows: list[tuple]) -> list[Hazard]:
     """The hazards of the pass's sorted rows (position of second, position of first, kind, rank,
     buffer, lo, hi, first, second, modes, manifest): the one form both paths return."""
-    made = native.hazards(rows)  # (these records made by their slots: tests/native/test_fixes)
+    made = native.hazards(rows, Hazard)  # (made by their slots: tests/native/test_fixes)
     if made is not None:
         return made
     return [Hazard(kind, rank, buf, (lo, hi), fid, sid, fmode, smode, manifest)

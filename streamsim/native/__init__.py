@@ -429,12 +429,13 @@ def shift(starts: dict, fixed: Any, keyed: Sequence) -> tuple[int, list] | None:
     return _compiled_metrics.shift(starts, fixed, keyed)
 
 
-def hazards(rows: list) -> list | None:
-    """Compiled ``streamsim.analysis.hb._hazards``: a ``Hazard`` of each row of the HB pass,
-    made by its slots (``_fixes.hazards``); None when the reference must make them
-    (``STREAMSIM_NATIVE=0``, ``_fixes`` not built or not bound yet)."""
-    m = _used("_fixes") if _on() else None
-    return None if m is None else m.hazards(rows)
+def hazards(rows: list, hazard: type) -> list | None:
+    """Compiled ``streamsim.analysis.hb._hazards``: a ``hazard`` (the findings' ``Hazard``) of
+    each row of the HB pass, made by its slots (``_hb.hazards``); None when the reference must
+    make them (``STREAMSIM_NATIVE=0``, or the pass not built)."""
+    if not available():
+        return None
+    return _compiled.hazards(rows, hazard)
 
 
 def hazard_op_ids(hazards: Sequence, nops: int) -> list[int] | None:

@@ -30,11 +30,8 @@ from streamsim.native._cols cimport OpSource, op_source, source_op, source_field
 from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_generic_alloc,
                                       fix_record, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
-                                      F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_RANK, H_BUFFER,
-                                      H_RANGE, H_FIRST, H_FIRST_MODE, H_SECOND_MODE,
-                                      H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS,
-                                      X_KIND, X_TEXT, X_BEFORE, X_HANDLE_OP, X_RECORD_AFTER,
-                                      X_EVENT_STREAM, X_WAIT_STREAM, X_BUFFER)
+                                      F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_BUFFER, H_FIRST,
+                                      H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS)
 
 cdef object Op = None, Agent = None, Fix = None, Hazard = None
 cdef object _propose_fix = None, _current_stream = None
@@ -277,31 +274,5 @@ cdef list _with_fixes(trace, hazards, columns, bint fresh):
         for i in range(H_MANIFEST + 1):  # (every field but the fix, the last)
             put_slot(made, _hazard[i], slot_set(h, _hazard[i]))
         put_slot(made, _hazard[H_FIX], fix)
-        out.append(made)
-    return out
-
-
-def hazards(list rows):
-    """``hb._hazards(rows)``: a Hazard (no fix yet) of each of the HB pass's sorted rows
-    (position of second, position of first, kind, rank, buffer, lo, hi, first, second, first's
-    mode, second's mode, manifest), made by its slots, where the reference's ``__init__`` calls
-    ``object.__setattr__`` once per field (most of making 60,000 of them)."""
-    cdef list out = []
-    cdef tuple r
-    for row in rows:
-        r = <tuple?>row
-        if len(r) != 12:
-            raise ValueError(f"a hazard row of {len(r)} fields")
-        made = new_record(<type>Hazard)
-        put_slot(made, _hazard[H_KIND], r[2])
-        put_slot(made, _hazard[H_RANK], r[3])
-        put_slot(made, _hazard[H_BUFFER], r[4])
-        put_slot(made, _hazard[H_RANGE], (r[5], r[6]))
-        put_slot(made, _hazard[H_FIRST], r[7])
-        put_slot(made, _hazard[H_SECOND], r[8])
-        put_slot(made, _hazard[H_FIRST_MODE], r[9])
-        put_slot(made, _hazard[H_SECOND_MODE], r[10])
-        put_slot(made, _hazard[H_MANIFEST], r[11])
-        put_slot(made, _hazard[H_FIX], None)
         out.append(made)
     return out

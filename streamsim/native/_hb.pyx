@@ -508,7 +508,7 @@ cdef class _FoundTable:
         pair of ops tie), each run of ties then by Python's sort of those rows, so that the
         order is ``sorted(rows)``'s, comparisons and all. With ``hazard`` (the findings'
         ``Hazard`` class), in that order the hazard of each row instead, no fix, made by its
-        slots (as ``_fixes.hazards`` makes them of the rows): no row made but those that tie."""
+        slots (as :func:`hazards` makes them of the rows): no row made but those that tie."""
         cdef Py_ssize_t n = self.n, i, j, x
         cdef Py_ssize_t off[<int>N_HAZARD_FIELDS]
         if hazard is not None:
@@ -1395,6 +1395,21 @@ def hb_rows(trace, list keys, tuple names, covered, bint only_count=False, bint 
     if not _scan_ops(P, ops, agents, keys, covered):
         return None
     return _walk(P)
+
+
+def hazards(list rows, hazard):
+    """``hb._hazards(rows)``: a ``hazard`` (the findings' ``Hazard`` class; no fix yet) of each
+    of the HB pass's sorted rows (:func:`hb_rows`'), made by its slots, where the reference's
+    ``__init__`` calls ``object.__setattr__`` once per field (most of making 60,000 of them)."""
+    cdef Py_ssize_t off[<int>N_HAZARD_FIELDS]
+    hazard_offsets(<type?>hazard, off)
+    check_generic_alloc(<type>hazard)
+    cdef list out = []
+    for row in rows:
+        if len(<tuple?>row) != 12:
+            raise ValueError(f"a hazard row of {len(row)} fields")
+        out.append(_hazard_of(<tuple>row, <type>hazard, off))
+    return out
 
 
 def hb_columns(columns, tuple names, covered, bint only_count=False, bint rows_only=False,

@@ -45,7 +45,7 @@ def assert_same(monkeypatch, trace: Trace, what: str) -> None:
     # and the hazards the HB pass hands over, made by their slots (hb._hazards, compiled)
     from streamsim.analysis.findings import RAW, USE_AFTER_FREE, WAR, WAW
     rows = native.hb_rows(trace, None, (RAW, WAR, WAW, USE_AFTER_FREE))[0]
-    made = native.hazards(rows)
+    made = native.hazards(rows, Hazard)
     assert made is not None, f"{what}: the compiled hazards did not run"
     reference = [Hazard(r[2], r[3], r[4], (r[5], r[6]), *r[7:]) for r in rows]
     assert [type(h) for h in made] == [Hazard] * len(rows), what
