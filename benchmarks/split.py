@@ -140,6 +140,15 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
                                set()).add("python" if got is None else "native")
         return got
     native.hb_rows = traced_rows
+    if hasattr(native, "hb_hazards"):  # (a check's hazards made by the pass: a checkout from
+        hb_hazards = native.hb_hazards  # before has none)
+
+        def traced_hazards(*a, **k):
+            got = hb_hazards(*a, **k)
+            clock.paths.setdefault("fix cost: HB pass of re-runs" if costing[0] else "HB pass",
+                                   set()).add("python" if got is None else "native")
+            return got
+        native.hb_hazards = traced_hazards
     if hasattr(native, "hazard_count"):  # (counted, not made: a checkout from before has none)
         count_of = native.hazard_count
 
