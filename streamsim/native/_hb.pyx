@@ -1573,8 +1573,9 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
             P.line[oid] = c.line[oid]
         if not (_is_tuple(c.after[oid]) and (c.joins == NULL or _is_tuple(c.joins[oid])) and
                 (c.readable or _readable_col(c, oid))):
-            return False  # (P.after, P.joins, P.accs: the columns' own; their accesses are
-            # checked unless the replay that made them says they can be read: OpCols.readable)
+            return False  # (P.after, P.joins: the columns' own, and the accesses their ints;
+            # these are checked unless the replay that made them says they can be read:
+            # OpCols.readable)
         if _njoins(P.joins, oid):
             P.njoin += 1
         if <object>kind == "free":
