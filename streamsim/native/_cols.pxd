@@ -29,9 +29,11 @@ same run would (streamsim/trace.py), ops by id (id == position):
 - ``path``: the log's path, one object for all its lines (borrowed; NULL when its lines name
   several): an op's ``location`` is ``f"{path}:{line}"`` (``schema.Line.location``), made only
   where a measure needs it (a fix's sync sits at that line), not kept an op;
-- ``kept``: once the run has let its ``Line`` objects go (``_Run.release_lines``), what its ops read of
-  their line, ``KEPT_FIELDS`` objects a line number in the order of the ``KEPT_`` names below
-  (``_Run.kept_line``; NULL before); ``handles``: op id -> the handle its line names (a dict,
+- ``kept``: once the run has let its lines go (``_Run.release_lines``), what its ops read of
+  their line, ``KEPT_FIELDS`` ints a line number in the order of the ``KEPT_`` names below, each
+  the value's number in ``kept_vals`` (the items of the rows' table, ``Rows.vals``, borrowed)
+  (``_Run.kept_line``; NULL before; KEPT_FIELDS objects a line until the twenty-ninth session:
+  20 bytes a line more); ``handles``: op id -> the handle its line names (a dict,
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
   name are made of its spec, which these columns do not hold).
 - ``readable``: every op's accesses are ``Access`` objects (exactly that class, their mode
@@ -39,9 +41,11 @@ same run would (streamsim/trace.py), ops by id (id == position):
   that a pass need not check each one (False: unknown, checked as an ``Op``'s are).
 - ``from_line``: the one dict that stands, in ``attrs``, for a host action's attrs made of its
   line's ``site`` and ``t`` alone (``_Run.host_attrs``: a recorded log's every host action; a
-  dict of its own an op was ~200 bytes a line); NULL: no op has it. ``kept_st``: then each line
-  number's site and t, two objects a line (owned by the run); :func:`op_field` makes such an
-  op's attrs of them, as the op's ``Op`` holds them (:func:`site_t_attrs`).
+  dict of its own an op was ~200 bytes a line); NULL: no op has it. ``kept_site``, ``kept_t``,
+  ``kept_tnone``: then each line number's site (its number in ``kept_vals``) and t (a C double;
+  None where ``kept_tnone``), owned by the run (two objects a line, a float each, before);
+  :func:`op_field` makes such an op's attrs of them, as the op's ``Op`` holds them
+  (:func:`kept_site_t`).
 
 :func:`op_field` reads an op's ``Op`` slot from them, and an :class:`OpSource` reads a trace's
 ops by id either from them or as ``Op`` objects (:func:`op_source`, :func:`source_op`,
@@ -80,12 +84,15 @@ cdef struct OpCols:
     PyObject **after
     PyObject **joins
     PyObject *no_joins
-    PyObject **kept
+    int *kept
     Py_ssize_t nkept
+    PyObject **kept_vals
     PyObject *handles
     bint special
     PyObject *from_line
-    PyObject **kept_st
+    int *kept_site
+    double *kept_t
+    unsigned char *kept_tnone
     bint readable
 
 
@@ -130,6 +137,18 @@ cdef inline PyObject *col_joins(OpCols *c, Py_ssize_t i) noexcept:
     return c.no_joins if c.joins == NULL else c.joins[i]
 
 
+cdef inline PyObject *kept_of(OpCols *c, Py_ssize_t i, int k) noexcept:
+    """What op ``i`` reads of its line: the ``k``-th (KEPT_X) kept of it (borrowed)."""
+    return c.kept_vals[c.kept[c.line[i] * KEPT_FIELDS + k]]
+
+
+cdef inline dict kept_site_t(const int *site, const double *t, const unsigned char *tnone,
+                             PyObject **vals, Py_ssize_t lo):
+    """:func:`site_t_attrs` of what is kept of line number ``lo``: its site (its number in
+    ``vals``) and its t (None where ``tnone``)."""
+    return site_t_attrs(<object>vals[site[lo]], None if tnone[lo] else t[lo])
+
+
 cdef inline dict site_t_attrs(object site, object t):
     """A host action's attrs as its line's ``site`` and ``t`` make them: the site, then the t,
     each where the line gives it (``_replay._Run.host_attrs``, which adds the rest)."""
@@ -144,7 +163,7 @@ cdef inline dict site_t_attrs(object site, object t):
 cdef inline bint op_fields_kept(OpCols *c) noexcept:
     """Whether :func:`op_field` reads every op of ``c``: its lines' fields are kept (their site and
     t too, where an op's attrs are made of them) and no op is a fix's sync."""
-    return c.kept != NULL and not c.special and (c.from_line == NULL or c.kept_st != NULL)
+    return c.kept != NULL and not c.special and (c.from_line == NULL or c.kept_site != NULL)
 
 
 cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
@@ -154,7 +173,6 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     floats and the location made now. The attrs are the run's: an event's record or wait names
     its event only in its ``Op`` (``_replay._Run.record``)."""
     cdef Py_ssize_t i = op_id
-    cdef PyObject **at = c.kept + c.line[i] * KEPT_FIELDS
     if field == F_ID:
         return op_id
     if field == F_AGENT:
@@ -162,7 +180,7 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_KIND:
         return <object>col_kind(c, i)
     if field == F_NAME:
-        return <object>at[KEPT_NAME]
+        return <object>kept_of(c, i, KEPT_NAME)
     if field == F_START:
         return c.start[i]
     if field == F_END:
@@ -172,15 +190,14 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_HANDLE:
         return None if c.handles == NULL else (<dict>c.handles).get(op_id)
     if field == F_LOCATION:
-        return f"{<object>at[KEPT_PATH]}:{c.line[i]}"
+        return f"{<object>kept_of(c, i, KEPT_PATH)}:{c.line[i]}"
     if field == F_STEP:
         return <object>col_step(c, i)
     if field == F_LINE:
         return c.line[i]
     if field == F_ATTRS:
         if c.attrs[i] == c.from_line and c.from_line != NULL:
-            return site_t_attrs(<object>c.kept_st[2 * c.line[i]],
-                                <object>c.kept_st[2 * c.line[i] + 1])
+            return kept_site_t(c.kept_site, c.kept_t, c.kept_tnone, c.kept_vals, c.line[i])
         return <object>c.attrs[i]
     raise ValueError(f"op_field: field {field} is not read from columns")
 

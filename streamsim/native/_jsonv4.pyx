@@ -28,7 +28,7 @@ from cpython.unicode cimport (PyUnicode_GET_LENGTH, PyUnicode_READ, PyUnicode_KI
                               PyUnicode_1BYTE_KIND)
 from libc.math cimport isfinite
 
-from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, KEPT_FIELDS,
+from streamsim.native._cols cimport (OpSource, op_source, source_op, source_field, kept_of,
                                      KEPT_PATH)
 from streamsim.native._slots cimport (slot_set, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_START, F_END, F_LOCATION,
@@ -475,7 +475,6 @@ def op_rows(ops, list ids, columns=None):
     cdef Py_ssize_t k
     cdef int field
     cdef OpSource src
-    cdef PyObject **at
     held = op_source(&src, columns, None if ops is None else lambda: ops,
                      PY_SSIZE_T_MAX)  # (``ops`` by id, however many: any id it has)
     if held is None:
@@ -496,8 +495,7 @@ def op_rows(ops, list ids, columns=None):
             out.agent_row(source_field(&src, o, F_AGENT, _op))
             out.item(source_field(&src, o, F_STEP, _op))
             if src.c != NULL:  # (from columns: the location and times written, not made)
-                at = src.c.kept + src.c.line[<Py_ssize_t>i] * KEPT_FIELDS
-                out.location(<object>at[KEPT_PATH], src.c.line[<Py_ssize_t>i])
+                out.location(<object>kept_of(src.c, i, KEPT_PATH), src.c.line[<Py_ssize_t>i])
                 out.lit(b",")
                 out.number(src.c.start[<Py_ssize_t>i])
                 out.lit(b",")

@@ -67,9 +67,10 @@ from libc.limits cimport INT_MAX
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
 from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_EVENT, KEPT_FIELDS,
-                                     site_t_attrs)
+                                     site_t_attrs, kept_site_t)
 from cpython.pycapsule cimport PyCapsule_New
-from streamsim.native._row cimport LRow, LRef, _l, NO_T, NO_DUR, RO_PATH, RO_OP, RO_STEP
+from streamsim.native._row cimport (LRow, LRef, _l, _o_of, NO_T, NO_DUR, RO_PATH, RO_OP,
+                                    RO_STEP, RO_SITE)
 from streamsim.native._lines cimport Rows
 from streamsim.native import _lines
 
@@ -377,12 +378,19 @@ cdef class _Run:
     cdef int *row_of  # line number -> its row, -1: no line has the number (_by_lineno)
     cdef Py_ssize_t nlineno  # the numbers row_of has room for: past the greatest
     cdef list host_lines  # per host: its thread's rows (a _RowList), in line order
-    cdef PyObject **kept  # once released, KEPT_FIELDS owned objects a line number, what its ops
-    # read of it (kept_line; NULL: no op of the line), instead of a tuple a line: 48 bytes less
+    cdef int *kept  # once released, KEPT_FIELDS ints a line number: what its ops read of it
+    # (kept_line), each its number in ``kept_vals`` (0, None: no op of the line; an op's kind is
+    # never None), where KEPT_FIELDS objects were (20 bytes a line less)
     cdef Py_ssize_t nkept
+    cdef list kept_vals  # the values kept (None first), each once: those of the rows' table
+    # (Rows.vals) the kept lines name, not the whole table (its refs' tuples, one a line)
+    cdef int *kept_at  # while lines are kept: a value's number in the rows' table -> in kept_vals
     # once released, where some host action's attrs are ``from_line``: each line number's site
-    # and t (owned), what those attrs are made of (line_attrs)
-    cdef PyObject **kept_st
+    # (its number in ``kept_vals``) and t (NaN-free C double; ``kept_tnone``: 1 where None),
+    # what those attrs are made of (line_attrs): a float object a line before
+    cdef int *kept_site
+    cdef double *kept_t
+    cdef unsigned char *kept_tnone
     # fix injection (a fix costing re-run): per host, line index -> its syncs before it, line
     # index -> the syncs after the line before it (run as that line is issued, or before a
     # thread of a rank of several waits for another's line: Engine.flush_post_injections), and
@@ -484,17 +492,15 @@ cdef class _Run:
         self.drop_kept()
 
     cdef void drop_kept(self) noexcept:
-        cdef Py_ssize_t i
-        if self.kept != NULL:
-            for i in range(self.nkept * KEPT_FIELDS):
-                Py_XDECREF(self.kept[i])
-            free(self.kept)
-            self.kept = NULL
-        if self.kept_st != NULL:
-            for i in range(2 * self.nkept):
-                Py_XDECREF(self.kept_st[i])
-            free(self.kept_st)
-            self.kept_st = NULL
+        free(self.kept_at)
+        self.kept_at = NULL
+        free(self.kept)
+        free(self.kept_site)
+        free(self.kept_t)
+        free(self.kept_tnone)
+        self.kept = self.kept_site = NULL
+        self.kept_t = NULL
+        self.kept_tnone = NULL
 
     cdef void release_lines(self) except *:
         """Let go of the log's lines (rows, 96 bytes each, which a check without fix costing
@@ -506,9 +512,11 @@ cdef class _Run:
             self.new_kept()
             for i in range(self.nops):
                 lo = self.lineof[i]
-                if self.kept[lo * KEPT_FIELDS] == NULL:
+                if self.kept[lo * KEPT_FIELDS] == 0:
                     self.keep_line(lo, self.ln_at(lo))
         self.rows = None
+        free(self.kept_at)  # (no line is kept after this)
+        self.kept_at = NULL
         free(self.row_of)
         self.row_of = NULL
 
@@ -562,31 +570,41 @@ cdef class _Run:
         number's room in each."""
         cdef Py_ssize_t n = self.nlineno
         self.drop_kept()
-        self.kept = <PyObject **>calloc(n * KEPT_FIELDS + 1, sizeof(PyObject *))
+        self.kept = <int *>calloc(n * KEPT_FIELDS + 1, sizeof(int))
         if self.kept == NULL:
             raise MemoryError()
         self.nkept = n
+        self.kept_vals = [None]
+        self.kept_at = <int *>calloc(len(self.rows.vals) + 1, sizeof(int))  # (0: not yet)
+        if self.kept_at == NULL:
+            raise MemoryError()
         if self.from_line_used:  # (the site and t that host actions' attrs are made of)
-            self.kept_st = <PyObject **>calloc(2 * n + 1, sizeof(PyObject *))
-            if self.kept_st == NULL:
+            self.kept_site = <int *>calloc(n + 1, sizeof(int))
+            self.kept_t = <double *>calloc(n + 1, sizeof(double))
+            self.kept_tnone = <unsigned char *>calloc(n + 1, 1)
+            if self.kept_site == NULL or self.kept_t == NULL or self.kept_tnone == NULL:
                 raise MemoryError()
 
     cdef void keep_line(self, int lo, LRef ln) except *:
         """Keep what the ops of line ``lo`` (``ln``) read of it: KEPT_FIELDS objects, and its
         site and t where host actions' attrs are made of them (:meth:`release`)."""
         cdef int f
-        cdef PyObject **kept = self.kept + lo * KEPT_FIELDS
+        cdef int *kept = self.kept + lo * KEPT_FIELDS
         for f in range(KEPT_FIELDS):
-            x = _l(ln, _KEPT[f])
-            Py_INCREF(x)
-            kept[f] = <PyObject *>x
-        if self.kept_st != NULL:
-            x = _l(ln, L_SITE)
-            Py_INCREF(x)
-            self.kept_st[2 * lo] = <PyObject *>x
-            x = _l(ln, L_T)
-            Py_INCREF(x)
-            self.kept_st[2 * lo + 1] = <PyObject *>x
+            kept[f] = self.kept_value(ln, ln.row.o[_o_of(_KEPT[f])])
+        if self.kept_site != NULL:
+            self.kept_site[lo] = self.kept_value(ln, ln.row.o[RO_SITE])
+            self.kept_t[lo] = ln.row.t
+            self.kept_tnone[lo] = (ln.row.flags & NO_T) != 0
+
+    cdef int kept_value(self, LRef ln, int v) except -1:
+        """The number in ``kept_vals`` of value ``v`` of the rows' table, added on first use."""
+        cdef int k = self.kept_at[v]
+        if k == 0 and v != 0:
+            k = <int>len(self.kept_vals)
+            self.kept_vals.append(<object>ln.vals[v])
+            self.kept_at[v] = k
+        return k
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
@@ -884,8 +902,9 @@ cdef class _Run:
         """The attrs of a host action of line ``lo`` that holds ``from_line`` (:meth:`host_attrs`):
         its line's site, then its t, where the line gives each; from the line, or once the
         lines are let go, from what is kept of them (:meth:`release`)."""
-        if self.kept_st != NULL:
-            return site_t_attrs(<object>self.kept_st[2 * lo], <object>self.kept_st[2 * lo + 1])
+        if self.kept_site != NULL:
+            return kept_site_t(self.kept_site, self.kept_t, self.kept_tnone,
+                               PySequence_Fast_ITEMS(self.kept_vals), lo)
         ln = self.ln_at(lo)
         return site_t_attrs(_l(ln, L_SITE), _l(ln, L_T))
 
@@ -2575,15 +2594,16 @@ cdef class _Run:
     cdef tuple kept_line(self, int lo):
         """What the ops of line ``lo`` read of it: ``(op, name, location, step, lineno, event)``, from
         what is kept once the lines are let go (:meth:`release`), else from its row."""
-        cdef int f
-        cdef PyObject **at
+        cdef int *at
+        cdef PyObject **vals
         if self.kept != NULL:
             at = self.kept + lo * KEPT_FIELDS
-            if lo >= self.nkept or at[KEPT_OP] == NULL:
+            if lo >= self.nkept or at[KEPT_OP] == 0:
                 raise _Fallback()  # (no op of that line: none reads it)
-            return (<object>at[KEPT_OP], <object>at[KEPT_NAME],
-                    f"{<object>at[KEPT_PATH]}:{lo}", <object>at[KEPT_STEP], lo,
-                    <object>at[KEPT_EVENT])
+            vals = PySequence_Fast_ITEMS(self.kept_vals)
+            return (<object>vals[at[KEPT_OP]], <object>vals[at[KEPT_NAME]],
+                    f"{<object>vals[at[KEPT_PATH]]}:{lo}", <object>vals[at[KEPT_STEP]], lo,
+                    <object>vals[at[KEPT_EVENT]])
         ln = self.ln_at(lo)
         return (_l(ln, L_OP), _l(ln, L_NAME), _location(ln), _l(ln, L_STEP),
                 ln.row.lineno, _l(ln, L_EVENT))
@@ -2752,7 +2772,7 @@ cdef class _Run:
             if ln.row == NULL or lo != last_lo:  # (as records(): an action and its op, one line)
                 ln = self.ln_at(lo)
                 last_lo = lo
-                if self.kept[lo * KEPT_FIELDS] == NULL:
+                if self.kept[lo * KEPT_FIELDS] == 0:
                     self.keep_line(lo, ln)
                 path = ln.vals[ln.row.o[RO_PATH]]
                 if c.c.path == NULL:
@@ -2936,6 +2956,13 @@ cdef class Columns:
             (self.c.step != NULL) + (self.c.joins != NULL))
 
     @property
+    def kept_values(self) -> int:
+        """How many objects the run keeps of its lines' values once it lets them go (None
+        first): the kinds, names, paths, steps, events and sites its kept lines name, each once,
+        not the rows' whole table (whose refs' tuples are about one a line)."""
+        return 0 if self.run.kept_vals is None else len(self.run.kept_vals)
+
+    @property
     def access_bytes(self) -> int:
         """The bytes the run holds of its ops' accesses, beside the ``Access`` objects: an int
         an op (its place in the pool), and an int a place's count and each access of it (ops on
@@ -2976,11 +3003,15 @@ cdef class Columns:
         self.c.step_one = self.c.no_joins = NULL
         self.kinds_held = None
         self.c.path = NULL
-        self.c.after = self.c.joins = self.c.kept = NULL
+        self.c.after = self.c.joins = NULL
+        self.c.kept = NULL
         self.c.acc_at = self.c.acc_pool = NULL
         self.c.acc_objs = NULL
         self.c.handles = self.c.from_line = NULL
-        self.c.kept_st = NULL
+        self.c.kept_site = NULL
+        self.c.kept_t = NULL
+        self.c.kept_tnone = NULL
+        self.c.kept_vals = NULL
         return self.run.records(), self.run.notes, set(self.run.agent_obj)
 
     def op(self, Py_ssize_t i):
@@ -3155,10 +3186,12 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             columns = r.columns()
             r.release_lines()
             columns.c.kept, columns.c.nkept = r.kept, r.nkept  # (what its ops read of their
-            columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL  # lines: op_field)
+            columns.c.kept_vals = PySequence_Fast_ITEMS(r.kept_vals)  # lines: op_field)
+            columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL
             columns.c.special = r.special is not None
             columns.c.from_line = <PyObject *>r.from_line if r.from_line_used else NULL
-            columns.c.kept_st = r.kept_st
+            columns.c.kept_site, columns.c.kept_t = r.kept_site, r.kept_t
+            columns.c.kept_tnone = r.kept_tnone
             return columns
         ops = r.records()
     except _Fallback:
