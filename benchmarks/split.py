@@ -132,41 +132,26 @@ def _child(root: str, variant: str, sets: list[str], fix_cost: bool) -> dict[str
         finally:
             costing[0] = False
     pipeline._costs = marked_costs
-    hb_rows = native.hb_rows
 
-    def traced_rows(*a, **k):
-        got = hb_rows(*a, **k)
-        clock.paths.setdefault("fix cost: HB pass of re-runs" if costing[0] else "HB pass",
-                               set()).add("python" if got is None else "native")
-        return got
-    native.hb_rows = traced_rows
-    if hasattr(native, "hb_hazards"):  # (a check's hazards made by the pass: a checkout from
-        hb_hazards = native.hb_hazards  # before has none)
+    def trace_path(attr: str, stage: str, cost_stage: str) -> None:
+        """Note which path ``native.<attr>`` took (None: the reference's) under the stage it
+        ran in, when this checkout has it (an older one may not)."""
+        if not hasattr(native, attr):
+            return
+        compiled = getattr(native, attr)
 
-        def traced_hazards(*a, **k):
-            got = hb_hazards(*a, **k)
-            clock.paths.setdefault("fix cost: HB pass of re-runs" if costing[0] else "HB pass",
-                                   set()).add("python" if got is None else "native")
-            return got
-        native.hb_hazards = traced_hazards
-    if hasattr(native, "hazard_count"):  # (counted, not made: a checkout from before has none)
-        count_of = native.hazard_count
-
-        def traced_count(*a, **k):
-            got = count_of(*a, **k)
-            clock.paths.setdefault("fix cost: HB pass of re-runs", set()).add(
+        def traced(*a, **k):
+            got = compiled(*a, **k)
+            clock.paths.setdefault(cost_stage if costing[0] else stage, set()).add(
                 "python" if got is None else "native")
             return got
-        native.hazard_count = traced_count
-    if hasattr(native, "metrics"):  # (the compiled metrics: a checkout from before has none)
-        metrics_of = native.metrics
+        setattr(native, attr, traced)
 
-        def traced_metrics(*a, **k):
-            got = metrics_of(*a, **k)
-            clock.paths.setdefault("fix cost: metrics of re-runs" if costing[0] else "metrics",
-                                   set()).add("python" if got is None else "native")
-            return got
-        native.metrics = traced_metrics
+    trace_path("hb_rows", "HB pass", "fix cost: HB pass of re-runs")
+    trace_path("hb_hazards", "HB pass", "fix cost: HB pass of re-runs")  # (a check's hazards)
+    trace_path("hazard_count", "fix cost: HB pass of re-runs",  # (counted, not made)
+               "fix cost: HB pass of re-runs")
+    trace_path("metrics", "metrics", "fix cost: metrics of re-runs")
 
     w0, c0 = time.perf_counter(), time.process_time()
     report = pipeline.run_model(os.path.join(root, MODEL), variant, sets, fix_cost=fix_cost)

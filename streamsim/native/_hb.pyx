@@ -35,8 +35,7 @@ from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_nacc, col_acc,
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE, hazard_offsets,
-    check_generic_alloc, new_record, put_slot, N_HAZARD_FIELDS, H_KIND, H_RANK, H_BUFFER,
-    H_RANGE, H_FIRST, H_SECOND, H_FIRST_MODE, H_SECOND_MODE, H_MANIFEST, H_FIX)
+    check_generic_alloc, hazard_record, N_HAZARD_FIELDS)
 from streamsim.strided import block_hits, covers
 from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 
@@ -377,31 +376,13 @@ cdef struct FoundSlot:  # a row's key where the table looks it up (one cache lin
     unsigned char kind
 
 
-@cython.final
-cdef object _hazard_record(type cls, Py_ssize_t *off, kind, rank, buffer, tuple rng, first,
-                           second, first_mode, second_mode, bint manifest):
-    """A ``Hazard`` (``cls``, its slots at ``off``) of these fields, its fix None, made by its
-    slots."""
-    made = new_record(cls)
-    put_slot(made, off[H_KIND], kind)
-    put_slot(made, off[H_RANK], rank)
-    put_slot(made, off[H_BUFFER], buffer)
-    put_slot(made, off[H_RANGE], rng)
-    put_slot(made, off[H_FIRST], first)
-    put_slot(made, off[H_SECOND], second)
-    put_slot(made, off[H_FIRST_MODE], first_mode)
-    put_slot(made, off[H_SECOND_MODE], second_mode)
-    put_slot(made, off[H_MANIFEST], manifest)
-    put_slot(made, off[H_FIX], None)
-    return made
-
-
 cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off):
     """The hazard of a row (``_FoundTable.rows``')."""
-    return _hazard_record(cls, off, r[2], r[3], r[4], (r[5], r[6]), r[7], r[8], r[9], r[10],
-                          r[11])
+    return hazard_record(cls, off, r[2], r[3], r[4], (r[5], r[6]), r[7], r[8], r[9], r[10],
+                         r[11])
 
 
+@cython.final
 cdef class _FoundTable:
     """The hazards being gathered (the reference's ``found``: (first, second, kind, rank,
     buffer) -> its _Found), as rows of C arrays in an open-addressing table: the first and
@@ -551,9 +532,9 @@ cdef class _FoundTable:
                        Py_ssize_t *off):
         """Row ``x``'s hazard (``cls``, its slots at ``off``), no fix."""
         cdef tuple st = <tuple>stores[self.store[x]]
-        return _hazard_record(cls, off, kinds[self.kind[x]], st[0], st[1],
-                              (self.lo[x], self.hi[x]), self.first[x], self.second[x],
-                              self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
+        return hazard_record(cls, off, kinds[self.kind[x]], st[0], st[1],
+                             (self.lo[x], self.hi[x]), self.first[x], self.second[x],
+                             self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
 
     cdef tuple row(self, Py_ssize_t x, const int *position, tuple kinds, list stores):
         cdef tuple st = <tuple>stores[self.store[x]]
@@ -654,52 +635,28 @@ cdef class _Pass:
     cdef long left
 
     def __dealloc__(self):
-        cdef long k
         addrmap_free(&self.by_agent)
         addrmap_free(&self.by_view)
-        if not self.borrowed:
-            PyMem_Free(self.index)
-            PyMem_Free(self.issuer)
-            PyMem_Free(self.agent_of)
-            PyMem_Free(self.after)
-            PyMem_Free(self.joins)
-            PyMem_Free(self.accs)
-        PyMem_Free(self.prev_on)
+        self.free_walk()
         PyMem_Free(self.partner)
         PyMem_Free(self.gen)
         PyMem_Free(self.hist_g)
-        PyMem_Free(self.partner_of)
-        PyMem_Free(self.is_free)
         PyMem_Free(self.may_skip)
-        PyMem_Free(self.is_host)
-        PyMem_Free(self.has_line)
-        PyMem_Free(self.line)
-        PyMem_Free(self.in_order)
-        PyMem_Free(self.ended)
-        PyMem_Free(self.started)
-        PyMem_Free(self.pending)
-        PyMem_Free(self.key)
-        PyMem_Free(self.walk)
-        PyMem_Free(self.stk)
         PyMem_Free(self.posn)
-        if self.dh:
-            for k in range(self.na):
-                PyMem_Free(self.dh[k].e)
-                PyMem_Free(self.dh[k].tag)
-                PyMem_Free(self.dh[k].c)
-        PyMem_Free(self.dh)
-        for k in range(self.nblocks):
-            PyMem_Free(self.blocks[k])
-        PyMem_Free(self.blocks)
-        PyMem_Free(self.dclk)
-        PyMem_Free(self.dseen)
-        PyMem_Free(self.dend)
-        PyMem_Free(self.zero)
 
     cdef void release_walk(self) noexcept:
         """Free what only the walk reads, once it is over and before the hazards are made of
-        the found table and the positions (``posn``), which it keeps: the per-op and per-agent
-        arrays, the clocks and the views' state (of 2,000,000 ops, about 100 MB)."""
+        the found table and the positions (``posn``), which it keeps: the per-op arrays, the
+        clocks and the views' state (of 2,000,000 ops, about 100 MB)."""
+        self.free_walk()
+        self.clocks = self.seen = self.hist_e = self.hist_c = self.end_of = None
+        self.views = None
+        self.stores = self.plain = self.pats = self.hit_memo = self.overlap_memo = None
+        self.freed = None
+
+    cdef void free_walk(self) noexcept:
+        """Free the walk's C arrays (the pass's own, not the columns' it borrowed) and the
+        dense clocks, each left NULL: :meth:`release_walk`'s and the deallocation's."""
         cdef long k
         if not self.borrowed:
             PyMem_Free(self.index); PyMem_Free(self.issuer); PyMem_Free(self.agent_of)
@@ -733,10 +690,6 @@ cdef class _Pass:
         self.dclk = self.zero = NULL
         self.dseen = NULL
         self.dend = NULL
-        self.clocks = self.seen = self.hist_e = self.hist_c = self.end_of = None
-        self.views = None
-        self.stores = self.plain = self.pats = self.hit_memo = self.overlap_memo = None
-        self.freed = None
 
     cdef int alloc(self, long n, long na, OpCols *cols) except -1:
         """The per-op and per-agent arrays; with ``cols``, those the columns have are theirs

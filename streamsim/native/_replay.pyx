@@ -35,8 +35,9 @@ What it keeps in C: the log's lines, as rows (``_lines.pxd``: the compiled reade
 here of the ``Line`` s it is given) that each thread reads by their places; each op's times,
 sequence positions, agent, index and issuer; its accesses, as places in one list of the run's
 ``Access`` objects (each distinct one once); each stream's queue; the heap; the waiters of each
-op. What stays Python: each op's attrs and edges (tuples it hands to the records), the notes, the seeded ``random.Random`` whose draws scale the
-durations (drawn in the reference's order: each op as it is made).
+op. What stays Python: each op's attrs and edges (tuples it hands to the records), the notes,
+the seeded ``random.Random`` whose draws scale the durations (drawn in the reference's order:
+each op as it is made).
 
 :func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
 something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the reference
@@ -386,7 +387,7 @@ cdef class _Run:
     # (Rows.vals) the kept lines name, not the whole table (its refs' tuples, one a line)
     cdef int *kept_at  # while lines are kept: a value's number in the rows' table -> in kept_vals
     # once released, where some host action's attrs are ``from_line``: each line number's site
-    # (its number in ``kept_vals``) and t (NaN-free C double; ``kept_tnone``: 1 where None),
+    # (its number in ``kept_vals``) and t (a C double; ``kept_tnone``: 1 where it is None),
     # what those attrs are made of (line_attrs): a float object a line before
     cdef int *kept_site
     cdef double *kept_t

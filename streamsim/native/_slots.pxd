@@ -199,6 +199,25 @@ cdef inline int fix_offsets(type fix_class, Py_ssize_t *out) except -1:
                                      "event_stream", "wait_stream", "buffer"), out)
 
 
+cdef inline object hazard_record(type hazard_class, Py_ssize_t *off, object kind, object rank,
+                                 object buffer, tuple rng, object first, object second,
+                                 object first_mode, object second_mode, bint manifest):
+    """A new ``Hazard`` (``hazard_class``, its slots' offsets ``off``: hazard_offsets) with
+    these fields and no fix: what its dataclass ``__init__`` makes, without a call per field."""
+    made = new_record(hazard_class)
+    put_slot(made, off[H_KIND], kind)
+    put_slot(made, off[H_RANK], rank)
+    put_slot(made, off[H_BUFFER], buffer)
+    put_slot(made, off[H_RANGE], rng)
+    put_slot(made, off[H_FIRST], first)
+    put_slot(made, off[H_SECOND], second)
+    put_slot(made, off[H_FIRST_MODE], first_mode)
+    put_slot(made, off[H_SECOND_MODE], second_mode)
+    put_slot(made, off[H_MANIFEST], manifest)
+    put_slot(made, off[H_FIX], None)
+    return made
+
+
 cdef inline object fix_record(type fix_class, Py_ssize_t *off, object kind, object text,
                               object before, object handle_op, object record_after,
                               object event_stream, object wait_stream, object buffer):
