@@ -376,9 +376,9 @@ cdef struct FoundSlot:  # a row's key where the table looks it up (one cache lin
     unsigned char kind
 
 
-cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off):
-    """The hazard of a row (``_FoundTable.rows``')."""
-    return hazard_record(cls, off, r[2], r[3], r[4], (r[5], r[6]), r[7], r[8], r[9], r[10],
+cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off, dict ranges):
+    """The hazard of a row (``_FoundTable.rows``'; ``ranges``: as ``hazard_record``'s)."""
+    return hazard_record(cls, off, ranges, r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
                          r[11])
 
 
@@ -502,6 +502,7 @@ cdef class _FoundTable:
             raise MemoryError()
         cdef list out = []
         cdef list tie
+        cdef dict ranges = {}  # (hazard_record)
         try:
             for i in range(n):
                 order[i].key = (<long>position[self.second[i]] << 32) | \
@@ -514,14 +515,15 @@ cdef class _FoundTable:
                 while j < n and order[j].key == order[i].key:
                     j += 1
                 if j - i == 1 and hazard is not None:
-                    out.append(self.hazard(order[i].id, kinds, stores, <type>hazard, off))
+                    out.append(self.hazard(order[i].id, kinds, stores, <type>hazard, off,
+                                           ranges))
                 elif j - i == 1:
                     out.append(self.row(order[i].id, position, kinds, stores))
                 else:
                     tie = [self.row(order[x].id, position, kinds, stores) for x in range(i, j)]
                     tie.sort()
                     if hazard is not None:
-                        tie = [_hazard_of(<tuple>r, <type>hazard, off) for r in tie]
+                        tie = [_hazard_of(<tuple>r, <type>hazard, off, ranges) for r in tie]
                     out.extend(tie)
                 i = j
         finally:
@@ -529,11 +531,12 @@ cdef class _FoundTable:
         return out
 
     cdef object hazard(self, Py_ssize_t x, tuple kinds, list stores, type cls,
-                       Py_ssize_t *off):
-        """Row ``x``'s hazard (``cls``, its slots at ``off``), no fix."""
+                       Py_ssize_t *off, dict ranges):
+        """Row ``x``'s hazard (``cls``, its slots at ``off``; ``ranges``: as
+        ``hazard_record``'s), no fix."""
         cdef tuple st = <tuple>stores[self.store[x]]
-        return hazard_record(cls, off, kinds[self.kind[x]], st[0], st[1],
-                             (self.lo[x], self.hi[x]), self.first[x], self.second[x],
+        return hazard_record(cls, off, ranges, kinds[self.kind[x]], st[0], st[1],
+                             self.lo[x], self.hi[x], self.first[x], self.second[x],
                              self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
 
     cdef tuple row(self, Py_ssize_t x, const int *position, tuple kinds, list stores):
@@ -1358,10 +1361,11 @@ def hazards(list rows, hazard):
     hazard_offsets(<type?>hazard, off)
     check_generic_alloc(<type>hazard)
     cdef list out = []
+    cdef dict ranges = {}  # (hazard_record)
     for row in rows:
         if len(<tuple?>row) != 12:
             raise ValueError(f"a hazard row of {len(row)} fields")
-        out.append(_hazard_of(<tuple>row, <type>hazard, off))
+        out.append(_hazard_of(<tuple>row, <type>hazard, off, ranges))
     return out
 
 

@@ -247,3 +247,22 @@ def test_the_pass_makes_its_hazards_and_a_check_fixes_them_in_place(monkeypatch,
             assert [id(h) for h in got] == ids and got == fixed, f"log {i}"
         compared += len(reference)
     assert compared >= 500, compared
+
+
+def test_a_list_of_hazards_holds_each_distinct_range_once(monkeypatch, tmp_path):
+    """The hazards the compiled pass makes (and those ``native.hazards`` makes of rows) share one
+    ``range`` tuple among equal ranges: a tuple a hazard was 64 bytes of each. The ranges are
+    the reference's, equal value for value."""
+    from streamsim.analysis import hb
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    hazards = shared = 0
+    for i, trace, lean in lean_runs(tmp_path, LOGS):
+        reference = hb._analyse(trace, False, list(trace.agents)).hazards
+        rows = native.hb_rows(trace, None, hb.HAZARD_KINDS, rows_only=True)
+        for made in (native.hb_hazards(lean, hb.HAZARD_KINDS, Hazard),
+                     native.hazards(rows, Hazard)):
+            assert [h.range for h in made] == [h.range for h in reference], f"log {i}"
+            assert len({id(h.range) for h in made}) == len({h.range for h in made}), f"log {i}"
+        hazards += len(reference)
+        shared += len(reference) - len({h.range for h in reference})
+    assert shared >= 100, (shared, hazards)
