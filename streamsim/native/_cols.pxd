@@ -30,10 +30,11 @@ same run would (streamsim/trace.py), ops by id (id == position):
   several): an op's ``location`` is ``f"{path}:{line}"`` (``schema.Line.location``), made only
   where a measure needs it (a fix's sync sits at that line), not kept an op;
 - ``kept``: once the run has let its lines go (``_Run.release_lines``), what its ops read of
-  their line, ``KEPT_FIELDS`` ints a line number in the order of the ``KEPT_`` names below, each
-  the value's number in ``kept_vals`` (the items of the rows' table, ``Rows.vals``, borrowed)
-  (``_Run.kept_line``; NULL before; KEPT_FIELDS objects a line until the twenty-ninth session:
-  20 bytes a line more); ``handles``: op id -> the handle its line names (a dict,
+  their line, an int a line number: its combination's number in ``combos``, which holds
+  ``KEPT_FIELDS`` ints a combination in the order of the ``KEPT_`` names below, each the value's
+  number in ``kept_vals`` (the values the kept lines name, each once, borrowed)
+  (``_Run.kept_line``; NULL before). Lines share few combinations. KEPT_FIELDS objects a line
+  until the twenty-ninth session, then KEPT_FIELDS ints (16 bytes a line more than now); ``handles``: op id -> the handle its line names (a dict,
   borrowed; NULL: none); ``special``: whether some op is a fix's sync (its line 0: its kind and
   name are made of its spec, which these columns do not hold).
 - ``readable``: every op's accesses are ``Access`` objects (exactly that class, their mode
@@ -86,6 +87,7 @@ cdef struct OpCols:
     PyObject *no_joins
     int *kept
     Py_ssize_t nkept
+    int *combos
     PyObject **kept_vals
     PyObject *handles
     bint special
@@ -139,7 +141,7 @@ cdef inline PyObject *col_joins(OpCols *c, Py_ssize_t i) noexcept:
 
 cdef inline PyObject *kept_of(OpCols *c, Py_ssize_t i, int k) noexcept:
     """What op ``i`` reads of its line: the ``k``-th (KEPT_X) kept of it (borrowed)."""
-    return c.kept_vals[c.kept[c.line[i] * KEPT_FIELDS + k]]
+    return c.kept_vals[c.combos[c.kept[c.line[i]] * KEPT_FIELDS + k]]
 
 
 cdef inline dict kept_site_t(const int *site, const double *t, const unsigned char *tnone,

@@ -49,7 +49,7 @@ by op by tests/native/test_replay.py.
 cimport cython
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.math cimport exp, isfinite
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from streamsim.native._slots cimport (F_ID, F_AGENT, F_INDEX, F_KIND, F_NAME, F_ENQUEUED, F_START,
     F_END, F_START_SEQ, F_END_SEQ, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LOCATION, F_STEP,
@@ -379,10 +379,16 @@ cdef class _Run:
     cdef int *row_of  # line number -> its row, -1: no line has the number (_by_lineno)
     cdef Py_ssize_t nlineno  # the numbers row_of has room for: past the greatest
     cdef list host_lines  # per host: its thread's rows (a _RowList), in line order
-    cdef int *kept  # once released, KEPT_FIELDS ints a line number: what its ops read of it
-    # (kept_line), each its number in ``kept_vals`` (0, None: no op of the line; an op's kind is
-    # never None), where KEPT_FIELDS objects were (20 bytes a line less)
+    cdef int *kept  # once released, an int a line number: what its ops read of it (kept_line),
+    # as its number in ``combos`` (0: no op of the line), where KEPT_FIELDS objects a line were
+    # until the twenty-ninth session, then KEPT_FIELDS ints (16 bytes a line more)
     cdef Py_ssize_t nkept
+    cdef int *combos  # KEPT_FIELDS ints a combination of what lines read: each its number in
+    # ``kept_vals`` (0, None; combination 0: all 0, no line; an op's kind is never None). Lines
+    # share few: the random program's 1,000,000 have a few dozen
+    cdef int ncombos, capcombos
+    cdef int *combo_slots  # while lines are kept: the combinations by hash (0: empty)
+    cdef size_t combo_mask
     cdef list kept_vals  # the values kept (None first), each once: those of the rows' table
     # (Rows.vals) the kept lines name, not the whole table (its refs' tuples, one a line)
     cdef int *kept_at  # while lines are kept: a value's number in the rows' table -> in kept_vals
@@ -496,6 +502,9 @@ cdef class _Run:
         free(self.kept_at)
         self.kept_at = NULL
         free(self.kept)
+        free(self.combos)
+        free(self.combo_slots)
+        self.combos = self.combo_slots = NULL
         free(self.kept_site)
         free(self.kept_t)
         free(self.kept_tnone)
@@ -513,11 +522,13 @@ cdef class _Run:
             self.new_kept()
             for i in range(self.nops):
                 lo = self.lineof[i]
-                if self.kept[lo * KEPT_FIELDS] == 0:
+                if self.kept[lo] == 0:
                     self.keep_line(lo, self.ln_at(lo))
         self.rows = None
         free(self.kept_at)  # (no line is kept after this)
         self.kept_at = NULL
+        free(self.combo_slots)
+        self.combo_slots = NULL
         free(self.row_of)
         self.row_of = NULL
 
@@ -571,9 +582,14 @@ cdef class _Run:
         number's room in each."""
         cdef Py_ssize_t n = self.nlineno
         self.drop_kept()
-        self.kept = <int *>calloc(n * KEPT_FIELDS + 1, sizeof(int))
-        if self.kept == NULL:
+        self.kept = <int *>calloc(n + 1, sizeof(int))
+        self.capcombos = 64
+        self.combos = <int *>calloc(self.capcombos * KEPT_FIELDS, sizeof(int))
+        self.combo_mask = 127
+        self.combo_slots = <int *>calloc(self.combo_mask + 1, sizeof(int))
+        if self.kept == NULL or self.combos == NULL or self.combo_slots == NULL:
             raise MemoryError()
+        self.ncombos = 1  # (combination 0: none)
         self.nkept = n
         self.kept_vals = [None]
         self.kept_at = <int *>calloc(len(self.rows.vals) + 1, sizeof(int))  # (0: not yet)
@@ -587,16 +603,65 @@ cdef class _Run:
                 raise MemoryError()
 
     cdef void keep_line(self, int lo, LRef ln) except *:
-        """Keep what the ops of line ``lo`` (``ln``) read of it: KEPT_FIELDS objects, and its
-        site and t where host actions' attrs are made of them (:meth:`release`)."""
+        """Keep what the ops of line ``lo`` (``ln``) read of it: its KEPT_FIELDS values as one
+        combination (:meth:`combo`), and its site and t where host actions' attrs are made of
+        them (:meth:`release`)."""
         cdef int f
-        cdef int *kept = self.kept + lo * KEPT_FIELDS
+        cdef int vals[<int>KEPT_FIELDS]
         for f in range(KEPT_FIELDS):
-            kept[f] = self.kept_value(ln, ln.row.o[_o_of(_KEPT[f])])
+            vals[f] = self.kept_value(ln, ln.row.o[_o_of(_KEPT[f])])
+        self.kept[lo] = self.combo(vals)
         if self.kept_site != NULL:
             self.kept_site[lo] = self.kept_value(ln, ln.row.o[RO_SITE])
             self.kept_t[lo] = ln.row.t
             self.kept_tnone[lo] = (ln.row.flags & NO_T) != 0
+
+    cdef int combo(self, const int *vals) except -1:
+        """The number in ``combos`` of ``vals`` (KEPT_FIELDS ints), added on first use."""
+        cdef unsigned long long h = 0
+        cdef int f, k
+        cdef int *grown
+        for f in range(KEPT_FIELDS):
+            h = (h ^ <unsigned int>vals[f]) * 0x9E3779B97F4A7C15ULL
+        cdef size_t at = <size_t>(h ^ (h >> 31)) & self.combo_mask
+        while True:
+            k = self.combo_slots[at]
+            if k == 0:
+                break
+            if memcmp(self.combos + k * KEPT_FIELDS, vals, KEPT_FIELDS * sizeof(int)) == 0:
+                return k
+            at = (at + 1) & self.combo_mask
+        k = self.ncombos
+        if k == self.capcombos:
+            grown = <int *>realloc(self.combos, 2 * k * KEPT_FIELDS * sizeof(int))
+            if grown == NULL:
+                raise MemoryError()
+            self.combos, self.capcombos = grown, 2 * k
+        memcpy(self.combos + k * KEPT_FIELDS, vals, KEPT_FIELDS * sizeof(int))
+        self.ncombos = k + 1
+        self.combo_slots[at] = k
+        if 2 * <size_t>self.ncombos > self.combo_mask:
+            self.rehash_combos()
+        return k
+
+    cdef void rehash_combos(self) except *:
+        """Double the combinations' hash table (:meth:`combo`)."""
+        cdef size_t mask = 2 * self.combo_mask + 1, at
+        cdef int *slots = <int *>calloc(mask + 1, sizeof(int))
+        cdef int k, f
+        cdef unsigned long long h
+        if slots == NULL:
+            raise MemoryError()
+        for k in range(1, self.ncombos):
+            h = 0
+            for f in range(KEPT_FIELDS):
+                h = (h ^ <unsigned int>self.combos[k * KEPT_FIELDS + f]) * 0x9E3779B97F4A7C15ULL
+            at = <size_t>(h ^ (h >> 31)) & mask
+            while slots[at] != 0:
+                at = (at + 1) & mask
+            slots[at] = k
+        free(self.combo_slots)
+        self.combo_slots, self.combo_mask = slots, mask
 
     cdef int kept_value(self, LRef ln, int v) except -1:
         """The number in ``kept_vals`` of value ``v`` of the rows' table, added on first use."""
@@ -2598,9 +2663,9 @@ cdef class _Run:
         cdef int *at
         cdef PyObject **vals
         if self.kept != NULL:
-            at = self.kept + lo * KEPT_FIELDS
-            if lo >= self.nkept or at[KEPT_OP] == 0:
+            if lo >= self.nkept or self.kept[lo] == 0:
                 raise _Fallback()  # (no op of that line: none reads it)
+            at = self.combos + self.kept[lo] * KEPT_FIELDS
             vals = PySequence_Fast_ITEMS(self.kept_vals)
             return (<object>vals[at[KEPT_OP]], <object>vals[at[KEPT_NAME]],
                     f"{<object>vals[at[KEPT_PATH]]}:{lo}", <object>vals[at[KEPT_STEP]], lo,
@@ -2773,7 +2838,7 @@ cdef class _Run:
             if ln.row == NULL or lo != last_lo:  # (as records(): an action and its op, one line)
                 ln = self.ln_at(lo)
                 last_lo = lo
-                if self.kept[lo * KEPT_FIELDS] == 0:
+                if self.kept[lo] == 0:
                     self.keep_line(lo, ln)
                 path = ln.vals[ln.row.o[RO_PATH]]
                 if c.c.path == NULL:
@@ -2957,6 +3022,13 @@ cdef class Columns:
             (self.c.step != NULL) + (self.c.joins != NULL))
 
     @property
+    def kept_combinations(self) -> int:
+        """How many distinct combinations of those values the run keeps (the first: none), each
+        once (KEPT_FIELDS ints), where each line number has one int, its combination's number:
+        0 before the run lets its lines go."""
+        return 0 if self.run.combos == NULL else self.run.ncombos
+
+    @property
     def kept_values(self) -> int:
         """How many objects the run keeps of its lines' values once it lets them go (None
         first): the kinds, names, paths, steps, events and sites its kept lines name, each once,
@@ -3005,7 +3077,7 @@ cdef class Columns:
         self.kinds_held = None
         self.c.path = NULL
         self.c.after = self.c.joins = NULL
-        self.c.kept = NULL
+        self.c.kept = self.c.combos = NULL
         self.c.acc_at = self.c.acc_pool = NULL
         self.c.acc_objs = NULL
         self.c.handles = self.c.from_line = NULL
@@ -3188,6 +3260,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
             r.release_lines()
             columns.c.kept, columns.c.nkept = r.kept, r.nkept  # (what its ops read of their
             columns.c.kept_vals = PySequence_Fast_ITEMS(r.kept_vals)  # lines: op_field)
+            columns.c.combos = r.combos
             columns.c.handles = <PyObject *>r.ophandle if r.ophandle else NULL
             columns.c.special = r.special is not None
             columns.c.from_line = <PyObject *>r.from_line if r.from_line_used else NULL

@@ -815,7 +815,7 @@ def test_ops_on_the_same_refs_one_after_another_share_their_accesses(monkeypatch
 def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(monkeypatch):
     """Once a run lets its lines go, it keeps what its ops read of each line (kind, name, path,
     step, event; a recorded line's site and t) as numbers into a list of the values kept lines
-    name, each once: not the lines' whole table of values, which holds each line's refs (a tuple
+    name, each once, and each line's five as one number of their combination, each once: not the lines' whole table of values, which holds each line's refs (a tuple
     about every line: keeping it was 12 MiB more at 1,000,000 lines of the random program than
     the objects themselves, five a line, had been). The ops made of the kept numbers are the
     ops the lines make."""
@@ -828,4 +828,7 @@ def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(m
     run = simulate_oplog(log, lean=True)
     # None, the kind, three names, the path, four steps (no event): not the 600 refs' tuples
     assert run.columns.kept_values == 1 + 1 + 3 + 1 + 4
+    # each line one int, its combination of those: none, then the 12 (name, step) pairs
+    # (KEPT_FIELDS ints a line before: 16 MB more at 1,000,000 lines)
+    assert run.columns.kept_combinations == 1 + 12
     assert run.trace().ops == simulate_oplog(log).ops
