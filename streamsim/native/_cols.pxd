@@ -12,14 +12,16 @@ same run would (streamsim/trace.py), ops by id (id == position):
   ``finish.trace_of`` sorts them), which the owner keeps as a Python tuple beside this;
 - ``index``, ``issuer`` (-1: None), ``line`` (0: None; op-log lines count from 1);
 - ``start``, ``end``: the op's times (the floats its ``Op`` would hold);
-- ``attrs``, ``after``: the objects its ``Op`` would hold (``after`` a tuple of op ids),
-  borrowed from the owner;
+- ``attrs``: the object its ``Op`` would hold, borrowed from the owner;
 - ``acc_at``, ``acc_pool``, ``acc_objs``: its accesses as ints. ``acc_pool[acc_at[i]]`` is how
   many op ``i`` has, and the ints after it their places in ``acc_objs`` (the run's ``Access``
   objects, each once; borrowed): read with :func:`col_nacc`, :func:`col_acc`, and as the tuple
   its ``Op`` holds, :func:`col_accesses`. Ops on the same refs share their ints; an op of none
   has place 0 (``acc_pool[0]``: 0). A tuple an op before (the twenty-ninth session): 48 MB at
   1,000,000 lines of the random program;
+- ``aft_at``: its after edges, as its place in the same pool: how many, then each op id, in
+  its ``Op``'s order (0: none): read with :func:`col_naft`, :func:`col_aft`. A tuple an op
+  before (the thirtieth session), ``()`` for most, and an int object an edge;
 - ``kcode``: its kind, as a code into ``kinds`` (each distinct kind once, at most 256): one byte
   an op where a pointer was eight; read with :func:`col_kind`;
 - ``step``, ``joins``: its step and its joins (a tuple of op ids) as ``kind`` was, or NULL where
@@ -82,7 +84,7 @@ cdef struct OpCols:
     int *acc_at
     int *acc_pool
     PyObject **acc_objs
-    PyObject **after
+    int *aft_at
     PyObject **joins
     PyObject *no_joins
     int *kept
@@ -127,6 +129,16 @@ cdef inline tuple col_accesses(OpCols *c, Py_ssize_t i):
     for k in range(n):
         out[k] = <object>col_acc(c, i, k)
     return tuple(out)
+
+
+cdef inline int col_naft(OpCols *c, Py_ssize_t i) noexcept:
+    """How many after edges op ``i`` has."""
+    return c.acc_pool[c.aft_at[i]]
+
+
+cdef inline int col_aft(OpCols *c, Py_ssize_t i, int k) noexcept:
+    """The op id of op ``i``'s ``k``-th after edge, in its ``Op``'s order."""
+    return c.acc_pool[c.aft_at[i] + 1 + k]
 
 
 cdef inline PyObject *col_step(OpCols *c, Py_ssize_t i) noexcept:

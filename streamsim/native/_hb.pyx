@@ -31,7 +31,8 @@ from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses
+from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses,
+                                     col_naft, col_aft)
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE, hazard_offsets,
@@ -704,7 +705,7 @@ cdef class _Pass:
         if cols != NULL:
             self.borrowed = True
             self.index, self.issuer, self.agent_of = cols.index, cols.issuer, cols.agent
-            self.after, self.joins, self.accs = cols.after, cols.joins, NULL
+            self.after, self.joins, self.accs = NULL, cols.joins, NULL
         else:
             self.index = <int *>PyMem_Calloc(m, sizeof(int))
             self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
@@ -1157,8 +1158,8 @@ cdef class _Pass:
             x = self.prev_on[oid] if k == 0 else self.issuer[oid]
             if x >= 0 and not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
-        for xo in <tuple>self.after[oid]:
-            x = xo
+        for k in range(_naft(self, oid)):
+            x = _aft(self, oid, k)
             if not self.ended[x] and (best < 0 or _before(self.key, x, best)):
                 best = x
         return ~best if _njoins(self.joins, best) else best
@@ -1528,9 +1529,9 @@ cdef bint _scan_columns(_Pass P, OpCols *c, list agents, covered) except -1:
         elif c.issuer[oid] < 0:
             all_issued = False
             P.line[oid] = c.line[oid]
-        if not (_is_tuple(c.after[oid]) and (c.joins == NULL or _is_tuple(c.joins[oid])) and
+        if not ((c.joins == NULL or _is_tuple(c.joins[oid])) and
                 (c.readable or _readable_col(c, oid))):
-            return False  # (P.after, P.joins: the columns' own, and the accesses their ints;
+            return False  # (P.joins: the columns' own, and the accesses and after edges ints;
             # these are checked unless the replay that made them says they can be read:
             # OpCols.readable)
         if _njoins(P.joins, oid):
@@ -1556,12 +1557,27 @@ cdef inline PyObject *_acc(_Pass P, long oid, Py_ssize_t k) noexcept:
         _tuple_item(P.accs[oid], k)
 
 
+cdef inline Py_ssize_t _naft(_Pass P, long oid) noexcept:
+    """How many after edges op ``oid`` has: its ``Op``'s tuple's length, or a run's columns'
+    count (``P.after`` NULL: ``_cols.col_naft``)."""
+    return col_naft(P.cols, oid) if P.after == NULL else _ntuple(P.after[oid])
+
+
+cdef inline long _aft(_Pass P, long oid, Py_ssize_t k) except? -1:
+    """The op id of op ``oid``'s ``k``-th after edge, of its ``Op``'s tuple or the columns'
+    ints."""
+    if P.after == NULL:
+        return col_aft(P.cols, oid, <int>k)
+    return <long><object>_tuple_item(P.after[oid], k)
+
+
 cdef object _walk(_Pass P):
     """The walk over the ops in issue order (the pass proper), once a first scan filled P: the
     rows, position and agent_of as :func:`hb_rows` returns them, their count (``only_count``),
     or None (an ordering error: the reference words it)."""
     cdef long n = P.n, na = P.na
     cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
+    cdef Py_ssize_t naft, ka
     cdef Py_ssize_t nacc
     cdef pos_t lo, hi
     cdef dict C
@@ -1691,11 +1707,11 @@ cdef object _walk(_Pass P):
             # an op's start (rules 1, 2 and its after edges first)
             p = P.prev_on[oid]
             r = P.issuer[oid]
-            aft = <tuple>P.after[oid]
+            naft = _naft(P, oid)
             waiting = (p >= 0 and not P.ended[p]) or (r >= 0 and not P.ended[r])
-            if not waiting and _ntuple(P.after[oid]):
-                for xo in aft:
-                    if not P.ended[<long>xo]:
+            if not waiting and naft:
+                for ka in range(naft):
+                    if not P.ended[_aft(P, oid, ka)]:
                         waiting = True
                         break
             if waiting:
@@ -1713,7 +1729,7 @@ cdef object _walk(_Pass P):
             count += 1
             P.started[oid] = 1
             nacc = _nacc(P, oid)
-            if r < 0 and P.may_skip[a] and not nacc and not _ntuple(P.after[oid]) and \
+            if r < 0 and P.may_skip[a] and not nacc and not naft and \
                     not _njoins(P.joins, oid):
                 P.ended[oid] = 1
                 continue
@@ -1739,8 +1755,8 @@ cdef object _walk(_Pass P):
                                     P.gen[a] += 1
                     else:
                         P.djoin(a, D, Sp, tag, r)
-                for xo in aft:
-                    x = xo
+                for ka in range(naft):
+                    x = _aft(P, oid, ka)
                     Sp = P.dend_copy(x, &tag)
                     P.djoin(a, D, Sp, tag, x)
             else:
@@ -1773,8 +1789,9 @@ cdef object _walk(_Pass P):
                 else:
                     P.join(a, C, S, r)
             if not dense:
-                for xo in aft:
-                    P.join(a, C, P.end_copy(xo), xo)
+                for ka in range(naft):
+                    x = _aft(P, oid, ka)
+                    P.join(a, C, P.end_copy(x), x)
             e = P.index[oid] + 1
             if _cget(C, D, a) >= e:
                 return None  # out of program order: the reference raises

@@ -36,7 +36,7 @@ from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_step
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_step, col_naft, col_aft
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython cimport array
 import array
@@ -639,6 +639,7 @@ def memory_columns(columns):
     cdef Pairs times = Pairs()
     cdef list frees = []  # (event index, free op)
     cdef Py_ssize_t i, j, iss
+    cdef int k
     cdef double best, x
     cdef PyObject *pk
     for i in range(c.n):
@@ -666,8 +667,8 @@ def memory_columns(columns):
     for at, i in frees:  # free_time: the issuer's start (else its own), or a later end it waits
         iss = c.issuer[i]
         best = c.start[i] if iss < 0 else c.start[iss]
-        for a in <tuple>c.after[i]:
-            j = a
+        for k in range(col_naft(c, i)):
+            j = col_aft(c, i, k)
             x = c.end[j]
             if x > best:  # max(): the first of equal values
                 best = x

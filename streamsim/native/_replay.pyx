@@ -66,7 +66,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from libc.limits cimport INT_MAX
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
+from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_naft, col_aft, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs, kept_site_t)
 from cpython.pycapsule cimport PyCapsule_New
@@ -330,13 +330,17 @@ cdef class _Run:
     cdef int* issuer
     cdef int* lineof
     cdef unsigned char* kinds  # an op's K_ code
-    cdef list attrs, after
+    cdef list attrs
     # an op's accesses as ints (_cols.pxd: acc_at, acc_pool): acc_pool[acc_at[op]] how many, then
     # their places in ``acc_objs``; a tuple of Access objects an op before (48 MB at 1,000,000
     # lines of the random program)
     cdef int *acc_at
     cdef int *acc_pool
     cdef Py_ssize_t npool, cappool
+    # an op's after edges as ints too: its place in ``acc_pool`` (how many, then each op id; 0:
+    # none), where a list held a tuple an op (``()`` for most), an int object an edge: 8 bytes
+    # an op, and 80 an op with an edge, more
+    cdef int *aft_at
     # waiters: per op a FIFO list of processes (nodes in a pool)
     cdef int* whead
     cdef int* wtail
@@ -494,7 +498,7 @@ cdef class _Run:
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
-        free(self.acc_at); free(self.acc_pool)
+        free(self.acc_at); free(self.acc_pool); free(self.aft_at)
         free(self.fix_rec); free(self.kinds); free(self.row_of)
         self.drop_kept()
 
@@ -697,13 +701,14 @@ cdef class _Run:
         self.kinds = <unsigned char*>malloc(cap)
         if self.kinds == NULL:
             raise MemoryError()
-        self.attrs, self.after = [None] * cap, [None] * cap
+        self.attrs = [None] * cap
         self.acc_at = <int*>malloc(cap * sizeof(int))
+        self.aft_at = <int*>malloc(cap * sizeof(int))
         self.cappool = 1024
         self.acc_pool = <int*>malloc(self.cappool * sizeof(int))
-        if self.acc_at == NULL or self.acc_pool == NULL:
+        if self.acc_at == NULL or self.acc_pool == NULL or self.aft_at == NULL:
             raise MemoryError()
-        self.acc_pool[0] = 0  # (place 0: no access)
+        self.acc_pool[0] = 0  # (place 0: no access, no after edge)
         self.npool = 1
         self.last_acc = 0
         self.nops = 0
@@ -865,13 +870,13 @@ cdef class _Run:
         self.kinds[n] = <unsigned char>kind  # (a K_ code: 0-19)
         self.attrs[n] = attrs
         self.acc_at[n] = acc
-        self.after[n] = ()
+        self.aft_at[n] = 0
         return n
 
     cdef void trim_ops(self) except *:
         """Cut the ops' lists (:meth:`_ops`) to the ops made: the run has ended."""
         cdef int n = self.nops
-        del self.attrs[n:], self.after[n:]
+        del self.attrs[n:]
 
     cdef double scaled(self, double dur) except? -1.0:
         cdef double x, f
@@ -1002,6 +1007,27 @@ cdef class _Run:
         self.acc_pool[at + 1] = self.acc_obj(acc)
         return at
 
+    cdef void set_after(self, int op, object ids) except *:
+        """Op ``op``'s after edges: ``ids``, a sequence of op ids (its place in ``acc_pool``,
+        ``aft_at``; an empty one: none)."""
+        cdef Py_ssize_t n = len(ids), i
+        if n == 0:
+            self.aft_at[op] = 0
+            return
+        cdef int at = self.pool_room(1 + n)
+        self.acc_pool[at] = <int>n
+        for i in range(n):
+            self.acc_pool[at + 1 + i] = <int>ids[i]
+        self.aft_at[op] = at
+
+    cdef tuple after_of(self, int op):
+        """Op ``op``'s after edges as its ``Op`` holds them: a tuple of op ids, made now."""
+        cdef int at = self.aft_at[op], k
+        cdef int n = self.acc_pool[at]
+        if n == 0:
+            return ()
+        return tuple([self.acc_pool[at + 1 + k] for k in range(n)])
+
     cdef int pool_room(self, Py_ssize_t k) except -1:
         """The place of ``k`` ints added to ``acc_pool`` (grown as a list grows)."""
         cdef Py_ssize_t at = self.npool, cap
@@ -1114,7 +1140,7 @@ cdef class _Run:
                                   self.op_attrs(ln, current), acc)
         self.issuer[op] = issue
         if after:
-            self.after[op] = after
+            self.set_after(op, after)
         if self.acc_pool[acc] and self.freed:
             self.note_freed_use(op, ln)
         self.last[s] = op
@@ -1351,7 +1377,7 @@ cdef class _Run:
                     if observed and not finished:  # (seen done: it was done by then)
                         deps = recs
                     elif done:
-                        self.after[op] = recs
+                        self.set_after(op, recs)
                 elif kind == K_SEND_OBJECT or kind == K_RECV_OBJECT:
                     if self.object_go(h, op, kind, self.rows.ref(lines.a[self.pos[h]])):
                         return 0
@@ -1408,7 +1434,7 @@ cdef class _Run:
                             self.state[h] = H_WOKEN
                             return 0
                         j += 1
-                    self.after[op] = tuple(self.host_after[h])
+                    self.set_after(op, self.host_after[h])
                 self.end_blocking(h, op)
                 if self.injk[h] >= 0:  # (a fix's sync: the next one, or the line's action)
                     self.injk[h] += 1
@@ -2333,9 +2359,8 @@ cdef class _Run:
 
     # -- a stream's loop (Engine._stream_loop) --------------------------------------------------
     cdef void stream_go(self, int s) except *:
-        cdef int op, j, d, kind
+        cdef int op, j, d, kind, deps_at
         cdef double dur
-        cdef tuple deps
         cdef int st
         while True:
             st = self.state[s]
@@ -2353,12 +2378,12 @@ cdef class _Run:
                     return
             elif st == S_ENQUEUED or st == S_DEP:
                 op = self.cur[s]
-                deps = self.after[op]
+                deps_at = self.aft_at[op]
                 j = self.depj[s]
                 if st == S_DEP:
                     j += 1
-                while j < len(deps):
-                    d = <int>deps[j]
+                while j < self.acc_pool[deps_at]:
+                    d = self.acc_pool[deps_at + 1 + j]
                     if self.eseq[d] < 0:
                         self.depj[s] = j
                         self.state[s] = S_DEP
@@ -2503,7 +2528,7 @@ cdef class _Run:
         time and their dependencies waited for, then each op run by a lane of its own (a process
         each, started together), the stream going on when every lane has ended. True when the
         stream waits."""
-        cdef int i, j, d, op, n, lane
+        cdef int i, j, d, op, n, lane, deps_at
         cdef double latest
         if at == S_TOP:
             n = self.attrs[first]["batch_size"]
@@ -2533,9 +2558,9 @@ cdef class _Run:
         if at == S_BATCH_ENQUEUED or at == S_BATCH_DEP:
             i, j = state[1], state[2]
             while i < len(members):  # (the loop already waited for the first's)
-                deps = self.after[<int>members[i]]
-                while j < len(deps):
-                    d = deps[j]
+                deps_at = self.aft_at[<int>members[i]]
+                while j < self.acc_pool[deps_at]:
+                    d = self.acc_pool[deps_at + 1 + j]
                     if self.eseq[d] < 0:
                         state[1], state[2] = i, j
                         self.state[s] = S_BATCH_DEP
@@ -2722,7 +2747,7 @@ cdef class _Run:
         _put(r, F_ACCESSES, self.accesses_of(i))
         iss = self.issuer[i]
         _put(r, F_ISSUER, _id(ids, nids, iss) if iss >= 0 else None)
-        _put(r, F_AFTER, _ids(ids, self.after[i]))
+        _put(r, F_AFTER, _ids(ids, self.after_of(i)))
         _put(r, F_JOINS, _ids(ids, opjoins.get(i, ())) if opjoins else ())
         _put(r, F_LOCATION, ln[2])
         _put(r, F_STEP, ln[3] if not opstep or i not in opstep else opstep[i])
@@ -2807,15 +2832,14 @@ cdef class _Run:
         c.c.path = NULL
         c.c.step = NULL  # (made once two ops' steps differ: col_step)
         c.c.step_one = NULL
-        # an op's attrs and after: the items of the run's lists themselves, which nothing
-        # appends to once it is over (arrays of their own were 24 bytes an op); its accesses:
-        # the run's ints, and the items of its list of Access objects
-        if not len(self.attrs) == len(self.after) == n:
+        # an op's attrs: the items of the run's list itself, which nothing appends to once it
+        # is over (an array of its own was 8 bytes an op); its accesses and after edges: the
+        # run's ints, and the items of its list of Access objects
+        if not len(self.attrs) == n:
             raise _Fallback()  # (not reached: one item an op)
         c.c.attrs = PySequence_Fast_ITEMS(self.attrs)
-        c.c.acc_at, c.c.acc_pool = self.acc_at, self.acc_pool
+        c.c.acc_at, c.c.acc_pool, c.c.aft_at = self.acc_at, self.acc_pool, self.aft_at
         c.c.acc_objs = PySequence_Fast_ITEMS(self.acc_objs)
-        c.c.after = PySequence_Fast_ITEMS(self.after)
         c.c.joins = c.objects(n) if self.opjoins else NULL  # (none: col_joins)
         c.c.no_joins = <PyObject *>_NO_JOINS
         c.c.readable = not self.odd_view  # (every access made here: access(), an alloc's)
@@ -3076,7 +3100,8 @@ cdef class Columns:
         self.c.step_one = self.c.no_joins = NULL
         self.kinds_held = None
         self.c.path = NULL
-        self.c.after = self.c.joins = NULL
+        self.c.aft_at = NULL
+        self.c.joins = NULL
         self.c.kept = self.c.combos = NULL
         self.c.acc_at = self.c.acc_pool = NULL
         self.c.acc_objs = NULL
@@ -3134,11 +3159,13 @@ cdef class Columns:
             return []
         self.alive()
         cdef Py_ssize_t i
+        cdef int k
         waited = set()
         for i in range(self.c.n):
             kind = <object>col_kind(&self.c, i)
             if kind == "wait" or kind == "query":
-                waited.update(<object>self.c.after[i])
+                for k in range(col_naft(&self.c, i)):
+                    waited.add(col_aft(&self.c, i, k))
                 pending = (<object>self.c.attrs[i]).get("waiting_for")
                 if pending:
                     waited.update(pending)

@@ -22,6 +22,7 @@ import pytest
 from streamsim import native
 from streamsim.oplog import load_oplog
 from streamsim.oplog import replay as replay_mod
+from streamsim.oplog.leanrun import LeanTrace
 from streamsim.oplog.replay import simulate_oplog
 from streamsim.trace import Trace
 
@@ -810,6 +811,38 @@ def test_ops_on_the_same_refs_one_after_another_share_their_accesses(monkeypatch
     assert by_name["fill_"].accesses is by_name["add_"].accesses
     assert by_name["mul_"].accesses is not by_name["add_"].accesses
     assert by_name["mul_"].accesses == by_name["add_"].accesses
+
+
+def test_a_runs_after_edges_are_ints_in_its_pool(monkeypatch):
+    """An op's after edges (the ops it waits for before it starts) are ints in the run's pool,
+    as its accesses are: an int an op (its place; 0, none) and, for an op with edges, how many
+    and each op id; a tuple an op before (``()`` for most), an int object an edge. Made as
+    ``Op`` s, they are the reference's tuples, and the HB pass on the columns finds what it finds
+    on the ops."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    from streamsim.analysis import hb
+    text = "\n".join([
+        '{"op": "launch", "name": "k", "writes": ["x"], "dur": 5.0}',
+        '{"op": "isend", "peer": 1, "tensors": ["x"], "handle": "s", "dur": 3.0}',
+        '{"op": "irecv", "rank": 1, "peer": 0, "tensors": ["y"], "handle": "r", "dur": 3.0}',
+        '{"op": "wait", "rank": 1, "handle": "r"}',
+        '{"op": "launch", "rank": 1, "name": "use", "reads": ["y"], "dur": 1.0}',
+        '{"op": "launch", "name": "k2", "writes": ["x"], "dur": 1.0}',
+    ])
+    log = load_oplog_text(text)
+    run = simulate_oplog(log, lean=True)
+    n = len(run.columns)
+    reference = simulate_oplog(log).ops
+    # the send waits for the compute stream's last op (k), the wait's stream op for the recv
+    assert [(op.name, op.after) for op in reference if op.after] == [("isend", (1,)),
+                                                                     ("wait", (7,))]
+    # the pool: none (0); five accesses on other refs than the op before's (1 + 1 each); the
+    # two ops' edges (1 + 1 each)
+    assert run.columns.access_bytes == 4 * n + 4 * (1 + 5 * 2 + 2 * 2)
+    assert run.trace().ops == reference
+    lean = simulate_oplog(log, lean=True)
+    assert native.hb_rows(LeanTrace(lean), None, hb.HAZARD_KINDS, rows_only=True) == \
+        native.hb_rows(simulate_oplog(log), None, hb.HAZARD_KINDS, rows_only=True)
 
 
 def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(monkeypatch):
