@@ -10,7 +10,9 @@ same run would (streamsim/trace.py), ops by id (id == position):
 
 - ``agent``: the op's agent as its place in the trace's ``agents`` (sorted, as
   ``finish.trace_of`` sorts them), which the owner keeps as a Python tuple beside this;
-- ``index``, ``issuer`` (-1: None), ``line`` (0: None; op-log lines count from 1);
+- ``issuer`` (-1: None), ``line`` (0: None; op-log lines count from 1); not its ``index``
+  (its place among its agent's ops), which a reader counts from ``agent`` (an int an op until
+  the thirtieth session);
 - ``start``, ``end``: the op's times (the floats its ``Op`` would hold);
 - ``attrs``: the object its ``Op`` would hold, borrowed from the owner;
 - ``acc_at``, ``acc_pool``, ``acc_objs``: its accesses as ints. ``acc_pool[acc_at[i]]`` is how
@@ -70,7 +72,6 @@ cdef enum:  # what ``kept`` holds of a line, in this order
 cdef struct OpCols:
     Py_ssize_t n
     int *agent
-    int *index
     int *issuer
     int *line
     double *start

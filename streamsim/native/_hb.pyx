@@ -662,8 +662,9 @@ cdef class _Pass:
         """Free the walk's C arrays (the pass's own, not the columns' it borrowed) and the
         dense clocks, each left NULL: :meth:`release_walk`'s and the deallocation's."""
         cdef long k
+        PyMem_Free(self.index)  # (the pass's own, a run's columns' too: they hold none)
         if not self.borrowed:
-            PyMem_Free(self.index); PyMem_Free(self.issuer); PyMem_Free(self.agent_of)
+            PyMem_Free(self.issuer); PyMem_Free(self.agent_of)
             PyMem_Free(self.after); PyMem_Free(self.joins); PyMem_Free(self.accs)
         self.index = self.issuer = self.agent_of = NULL
         self.after = self.joins = self.accs = NULL
@@ -702,10 +703,21 @@ cdef class _Pass:
             raise OverflowError("more ops than a C int counts")
         cdef long m = n if n > 0 else 1
         cdef long ma = na if na > 0 else 1
+        cdef long i
+        cdef int *counts
         if cols != NULL:
             self.borrowed = True
-            self.index, self.issuer, self.agent_of = cols.index, cols.issuer, cols.agent
+            self.issuer, self.agent_of = cols.issuer, cols.agent
             self.after, self.joins, self.accs = NULL, cols.joins, NULL
+            self.index = <int *>PyMem_Calloc(m, sizeof(int))
+            counts = <int *>PyMem_Calloc(ma, sizeof(int))
+            if self.index == NULL or counts == NULL:
+                PyMem_Free(counts)
+                raise MemoryError()
+            for i in range(n):  # (an op's index among its agent's ops: the columns keep none)
+                self.index[i] = counts[cols.agent[i]]
+                counts[cols.agent[i]] += 1
+            PyMem_Free(counts)
         else:
             self.index = <int *>PyMem_Calloc(m, sizeof(int))
             self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
@@ -733,8 +745,8 @@ cdef class _Pass:
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
                 and self.is_host and self.has_line and self.line and self.in_order):
             raise MemoryError()
-        if not self.borrowed and not (self.index and self.issuer and self.agent_of and
-                                      self.after and self.joins and self.accs):
+        if not (self.index and (self.borrowed or (self.issuer and self.agent_of and self.after
+                                                  and self.joins and self.accs))):
             raise MemoryError()  # (the columns' own may be NULL: a run of no op, empty lists)
         return 0
 

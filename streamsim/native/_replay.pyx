@@ -326,7 +326,10 @@ cdef class _Run:
     cdef int* sseq  # (positions in the run's sequence: at most 2 an op, so an int each until a
     cdef int* eseq  # run past INT_MAX of them, which replay() leaves to the engine)
     cdef int* agent
-    cdef int* index
+    # (an op's index among its agent's ops, Op.index, is not kept: counted when an op is made,
+    # index_of; an int an op until the thirtieth session)
+    cdef int *idx_ck  # index_of's counts: each agent's ops before every ck_every-th op
+    cdef int ck_every, ck_nag
     cdef int* issuer
     cdef int* lineof
     cdef unsigned char* kinds  # an op's K_ code
@@ -468,7 +471,8 @@ cdef class _Run:
         self.heap = NULL
         self.enq = self.start = self.end = NULL
         self.sseq = self.eseq = NULL
-        self.agent = self.index = self.issuer = self.lineof = NULL
+        self.agent = self.issuer = self.lineof = NULL
+        self.idx_ck = NULL
         self.whead = self.wtail = self.wproc = self.wnext = NULL
         self.is_host = self.lend = self.wake = NULL
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
@@ -491,7 +495,7 @@ cdef class _Run:
             for i in range(self.nag):
                 free(self.queue[i])
         free(self.heap); free(self.enq); free(self.start); free(self.end)
-        free(self.sseq); free(self.eseq); free(self.agent); free(self.index)
+        free(self.sseq); free(self.eseq); free(self.agent); free(self.idx_ck)
         free(self.issuer); free(self.lineof); free(self.whead); free(self.wtail)
         free(self.wproc); free(self.wnext); free(self.is_host); free(self.lend)
         free(self.wake); free(self.count); free(self.state); free(self.cur)
@@ -685,13 +689,12 @@ cdef class _Run:
         self.sseq = <int*>malloc(cap * sizeof(int))
         self.eseq = <int*>malloc(cap * sizeof(int))
         self.agent = <int*>malloc(cap * sizeof(int))
-        self.index = <int*>malloc(cap * sizeof(int))
         self.issuer = <int*>malloc(cap * sizeof(int))
         self.lineof = <int*>malloc(cap * sizeof(int))
         self.whead = <int*>malloc(cap * sizeof(int))
         self.wtail = <int*>malloc(cap * sizeof(int))
         if (self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
-                self.eseq == NULL or self.agent == NULL or self.index == NULL or
+                self.eseq == NULL or self.agent == NULL or
                 self.issuer == NULL or self.lineof == NULL or self.whead == NULL or
                 self.wtail == NULL):
             raise MemoryError()
@@ -856,7 +859,6 @@ cdef class _Run:
             raise _Fallback()
         self.nops = n + 1
         self.agent[n] = a
-        self.index[n] = self.count[a]
         self.count[a] += 1
         self.enq[n] = enqueued
         self.start[n] = 0.0
@@ -2718,25 +2720,76 @@ cdef class _Run:
         cdef list ids = list(range(nids))
         cdef list floats = [None] * FLOAT_CACHE
         cdef tuple ln = None
-        for i in range(self.nops):
-            lo = self.lineof[i]
-            if ln is None or lo != last_lo:  # (an action and the op it enqueued: one line, looked up once)
-                ln = self.kept_line(lo)
-                last_lo = lo
-            out.append(self.record(i, ids, nids, floats, ln))
+        cdef int *counts = <int *>calloc(self.agents_named() + 1, sizeof(int))  # (Op.index)
+        if counts == NULL:
+            raise MemoryError()
+        try:
+            for i in range(self.nops):
+                lo = self.lineof[i]
+                if ln is None or lo != last_lo:  # (an action and the op it enqueued: one line,
+                    ln = self.kept_line(lo)  # looked up once)
+                    last_lo = lo
+                out.append(self.record(i, ids, nids, floats, ln, counts[self.agent[i]]))
+                counts[self.agent[i]] += 1
+        finally:
+            free(counts)
         return out
 
-    cdef inline object record(self, int i, list ids, Py_ssize_t nids, list floats, tuple ln):
+    cdef int agents_named(self) noexcept:
+        """How many agent numbers the ops' ``agent`` names: past the greatest (the run's own
+        numbering, or once :meth:`columns` wrote it over, the places of the trace's agents)."""
+        cdef int i, m = 0
+        for i in range(self.nops):
+            if self.agent[i] >= m:
+                m = self.agent[i] + 1
+        return m
+
+    cdef int index_of(self, int i) except -1:
+        """Op ``i``'s index among its agent's ops (``Op.index``; the engine's count of them when
+        it was made, in id order): counted from the checkpoint before it (``idx_ck``: each
+        agent's count at every ``ck_every``-th op, made on first use, a few KB; an array of an
+        int an op until the thirtieth session, 8 MB at 1,000,000 lines of the random
+        program)."""
+        cdef int j, a, b, k, m, every
+        cdef Py_ssize_t nb
+        cdef int *counts
+        if self.idx_ck == NULL:
+            m = self.agents_named()
+            every = max(4096, 64 * m)  # (the table: at most an int every 64 ops)
+            nb = self.nops // every + 1
+            self.idx_ck = <int *>malloc((nb * m + 1) * sizeof(int))
+            counts = <int *>calloc(m + 1, sizeof(int))
+            if self.idx_ck == NULL or counts == NULL:
+                free(counts)
+                free(self.idx_ck)
+                self.idx_ck = NULL
+                raise MemoryError()
+            for j in range(self.nops):
+                if j % every == 0:  # (each agent's ops before op j)
+                    memcpy(self.idx_ck + (j // every) * m, counts, m * sizeof(int))
+                counts[self.agent[j]] += 1
+            free(counts)
+            self.ck_nag, self.ck_every = m, every
+        a = self.agent[i]
+        b = i // self.ck_every
+        k = self.idx_ck[b * self.ck_nag + a]
+        for j in range(b * self.ck_every, i):
+            if self.agent[j] == a:
+                k += 1
+        return k
+
+    cdef inline object record(self, int i, list ids, Py_ssize_t nids, list floats, tuple ln,
+                              int index):
         """Op ``i`` of :meth:`records` (``ln``: what it reads of its line, :meth:`kept_line`;
-        ``ids``: the id objects it shares, or None; ``floats``: the cache of the floats it
-        shares)."""
+        ``index``: its index among its agent's ops; ``ids``: the id objects it shares, or None;
+        ``floats``: the cache of the floats it shares)."""
         cdef int iss
         r = new_record(<type>Op)  # (every slot is set below, in order; frozen once made)
         special, opjoins, ophandle, opstep = self.special, self.opjoins, self.ophandle, self.opstep
         sp = special[i] if special is not None else None
         _put(r, F_ID, _id(ids, nids, i))
         _put(r, F_AGENT, self.agent_obj[self.agent[i]])
-        _put(r, F_INDEX, _id(ids, nids, self.index[i]))
+        _put(r, F_INDEX, _id(ids, nids, index))
         _put(r, F_KIND, ln[0] if sp is None else _special_kind(sp))
         _put(r, F_NAME, ln[1] if sp is None else _special_name(sp))
         _put(r, F_ENQUEUED, _shared_float(floats, self.enq[i]))
@@ -2799,7 +2852,9 @@ cdef class _Run:
         c.run = self
         c.agents = agents
         c.c.n = n
-        c.c.index, c.c.issuer, c.c.start, c.c.end = self.index, self.issuer, self.start, self.end
+        c.c.issuer, c.c.start, c.c.end = self.issuer, self.start, self.end
+        free(self.idx_ck)  # (counted by the agents' numbers, which are written over below)
+        self.idx_ck = NULL
         # An op's agent: its place in ``agents``, written over the run's own numbering (the
         # ops made after, records(), read the agents and their roles by place too); its line:
         # the run's own where no op is a fix's sync (whose line is 0 here: OpCols.line).
@@ -3130,7 +3185,8 @@ cdef class Columns:
             if not 0 <= i < self.c.n:
                 raise IndexError(f"op {i} of {self.c.n}")
             out.append(self.run.record(i, None, 0, self.floats,
-                                       self.run.kept_line(self.run.lineof[i])))
+                                       self.run.kept_line(self.run.lineof[i]),
+                                       self.run.index_of(<int>i)))
         return out
 
     def ids_of(self, str kind):

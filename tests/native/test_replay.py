@@ -845,6 +845,27 @@ def test_a_runs_after_edges_are_ints_in_its_pool(monkeypatch):
         native.hb_rows(simulate_oplog(log), None, hb.HAZARD_KINDS, rows_only=True)
 
 
+def test_an_ops_index_is_counted_not_kept(monkeypatch):
+    """A run keeps no op's index among its agent's ops (an int an op, 8 MB at 1,000,000 lines):
+    an op made alone counts it from a checkpoint of every agent's count (one every 4,096 ops or
+    more), the ops made together count as they go, and the HB pass counts its own. Past several
+    checkpoints, on ops of several agents, each is the reference's."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    rng = random.Random(7)
+    text = "\n".join(json.dumps({"op": "launch", "name": "k", "stream": f"s{rng.randrange(3)}",
+                                  "writes": [f"b{i % 50}"], "dur": 1.0}) for i in range(6000))
+    log = load_oplog_text(text)
+    reference = simulate_oplog(log).ops
+    run = simulate_oplog(log, lean=True)
+    picks = sorted(rng.sample(range(len(reference)), 300)) + [0, 4095, 4096, 4097,
+                                                              len(reference) - 1]
+    assert [run.columns.op(i).index for i in picks] == [reference[i].index for i in picks]
+    from streamsim.analysis import hb
+    assert native.hb_rows(LeanTrace(run), None, hb.HAZARD_KINDS, rows_only=True) == \
+        native.hb_rows(simulate_oplog(log), None, hb.HAZARD_KINDS, rows_only=True)
+    assert run.trace().ops == reference
+
+
 def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(monkeypatch):
     """Once a run lets its lines go, it keeps what its ops read of each line (kind, name, path,
     step, event; a recorded line's site and t) as numbers into a list of the values kept lines
