@@ -31,7 +31,8 @@ from streamsim.native._slots cimport (slot_set, put_slot, new_record, check_gene
                                       fix_record, op_offsets, hazard_offsets, fix_offsets, N_FIELDS,
                                       F_ID, F_AGENT, F_KIND, F_NAME, F_ISSUER, F_HANDLE,
                                       F_LOCATION, F_STEP, F_ATTRS, H_KIND, H_BUFFER, H_FIRST,
-                                      H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS)
+                                      H_SECOND, H_MANIFEST, H_FIX, N_HAZARD_FIELDS, N_FIX_FIELDS,
+                                      IdInts, ids_init, ids_clear, same_int)
 
 cdef object Op = None, Agent = None, Fix = None, Hazard = None
 cdef object _propose_fix = None, _current_stream = None
@@ -78,6 +79,13 @@ cdef class _Proposer:
     cdef OpSource src  # the ops the hazards name (a LeanTrace's columns, or made in a block)
     cdef list held  # (what ``src`` points into)
     cdef dict agents  # id(agent) -> _Agent
+    cdef IdInts ids  # the fixes' places' ints (_slots.pxd: one object for an op named again)
+
+    def __cinit__(self):
+        ids_init(&self.ids)
+
+    def __dealloc__(self):
+        ids_clear(&self.ids)
 
     def __init__(self, trace, hazards, columns):
         self.trace = trace
@@ -145,7 +153,7 @@ cdef class _Proposer:
             return None  # (_used_after_its_free: no sync makes it safe)
         if xa.host:
             return _propose_fix(self.trace, h)  # (a hand-off, or none: rare)
-        yissuer = self.field(y, F_ISSUER)
+        yissuer = same_int(&self.ids, self.field(y, F_ISSUER))
         before = self.field(y, F_ID) if ya.host or yissuer is None else yissuer  # (issue_point)
         handle = self.field(x, F_HANDLE)
         if kind == USE_AFTER_FREE and self.field(y, F_KIND) == "free" and handle is None:
@@ -163,10 +171,10 @@ cdef class _Proposer:
                            self.field(x, F_ID), None, None, wait_stream)
         if ya.host:
             return _fix_of("event_sync", self.words(W_EVENT_SYNC, x, y, None), before, None,
-                           self.field(x, F_ISSUER), xa.agent, None)
+                           same_int(&self.ids, self.field(x, F_ISSUER)), xa.agent, None)
         wait_stream = ya.agent if not ya.comm else self.current_stream(y)
         return _fix_of("event", self.words(W_EVENT, x, y, wait_stream), before, None,
-                       self.field(x, F_ISSUER), xa.agent, wait_stream)
+                       same_int(&self.ids, self.field(x, F_ISSUER)), xa.agent, wait_stream)
 
     cdef Words words(self, int kind, object x, object y, object extra):
         """The words of a fix of ``kind`` between ops ``x`` and ``y``, to be made when read."""

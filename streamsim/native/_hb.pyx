@@ -36,7 +36,8 @@ from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_nacc, col_acc
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE, hazard_offsets,
-    check_generic_alloc, hazard_record, N_HAZARD_FIELDS)
+    check_generic_alloc, hazard_record, N_HAZARD_FIELDS, IdInts, ids_init, ids_clear, id_int,
+    same_int)
 from streamsim.strided import block_hits, covers
 from streamsim.trace import HOST, READ, WRITE, Access, Op, View
 
@@ -377,10 +378,11 @@ cdef struct FoundSlot:  # a row's key where the table looks it up (one cache lin
     unsigned char kind
 
 
-cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off, dict ranges):
-    """The hazard of a row (``_FoundTable.rows``'; ``ranges``: as ``hazard_record``'s)."""
-    return hazard_record(cls, off, ranges, r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
-                         r[11])
+cdef object _hazard_of(tuple r, type cls, Py_ssize_t *off, dict ranges, IdInts *ids):
+    """The hazard of a row (``_FoundTable.rows``'; ``ranges``: as ``hazard_record``'s; its two
+    ops' ints: ``ids``')."""
+    return hazard_record(cls, off, ranges, r[2], r[3], r[4], r[5], r[6], same_int(ids, r[7]),
+                         same_int(ids, r[8]), r[9], r[10], r[11])
 
 
 @cython.final
@@ -504,6 +506,8 @@ cdef class _FoundTable:
         cdef list out = []
         cdef list tie
         cdef dict ranges = {}  # (hazard_record)
+        cdef IdInts ids  # (the hazards' ops' ints)
+        ids_init(&ids)
         try:
             for i in range(n):
                 order[i].key = (<long>position[self.second[i]] << 32) | \
@@ -517,27 +521,29 @@ cdef class _FoundTable:
                     j += 1
                 if j - i == 1 and hazard is not None:
                     out.append(self.hazard(order[i].id, kinds, stores, <type>hazard, off,
-                                           ranges))
+                                           ranges, &ids))
                 elif j - i == 1:
                     out.append(self.row(order[i].id, position, kinds, stores))
                 else:
                     tie = [self.row(order[x].id, position, kinds, stores) for x in range(i, j)]
                     tie.sort()
                     if hazard is not None:
-                        tie = [_hazard_of(<tuple>r, <type>hazard, off, ranges) for r in tie]
+                        tie = [_hazard_of(<tuple>r, <type>hazard, off, ranges, &ids) for r in tie]
                     out.extend(tie)
                 i = j
         finally:
             PyMem_Free(order)
+            ids_clear(&ids)
         return out
 
     cdef object hazard(self, Py_ssize_t x, tuple kinds, list stores, type cls,
-                       Py_ssize_t *off, dict ranges):
+                       Py_ssize_t *off, dict ranges, IdInts *ids):
         """Row ``x``'s hazard (``cls``, its slots at ``off``; ``ranges``: as
-        ``hazard_record``'s), no fix."""
+        ``hazard_record``'s; its two ops' ints: ``ids``'), no fix."""
         cdef tuple st = <tuple>stores[self.store[x]]
         return hazard_record(cls, off, ranges, kinds[self.kind[x]], st[0], st[1],
-                             self.lo[x], self.hi[x], self.first[x], self.second[x],
+                             self.lo[x], self.hi[x], id_int(ids, self.first[x]),
+                             id_int(ids, self.second[x]),
                              self.modes[2 * x], self.modes[2 * x + 1], self.manifest[x] != 0)
 
     cdef tuple row(self, Py_ssize_t x, const int *position, tuple kinds, list stores):
@@ -1375,10 +1381,15 @@ def hazards(list rows, hazard):
     check_generic_alloc(<type>hazard)
     cdef list out = []
     cdef dict ranges = {}  # (hazard_record)
-    for row in rows:
-        if len(<tuple?>row) != 12:
-            raise ValueError(f"a hazard row of {len(row)} fields")
-        out.append(_hazard_of(<tuple>row, <type>hazard, off, ranges))
+    cdef IdInts ids
+    ids_init(&ids)
+    try:
+        for row in rows:
+            if len(<tuple?>row) != 12:
+                raise ValueError(f"a hazard row of {len(row)} fields")
+            out.append(_hazard_of(<tuple>row, <type>hazard, off, ranges, &ids))
+    finally:
+        ids_clear(&ids)
     return out
 
 
