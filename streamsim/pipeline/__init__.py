@@ -97,8 +97,8 @@ def _analysed(trace: Trace, rerun, info: dict, fix_cost: bool, apply_fixes: bool
     fixes (``rerun(keyed_fixes)``, :data:`~.fixcost.Rerun`; in ``jobs`` processes), report
     (``info``: the report's fields that name the input)."""
     progress("analyse")
-    findings = analyse(trace)
-    metrics = compute_metrics(trace)
+    metrics = compute_metrics(trace)  # (first: what it makes and frees is not held beside the
+    findings = analyse(trace)  # findings, which are most of a check's memory at its peak)
     if apply_fixes:
         return _applied(trace, findings, metrics, rerun, info, progress)
     costs = _costs(trace, findings, metrics, rerun, fix_cost, progress, jobs)
