@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -289,12 +290,17 @@ def hb_hazards(trace: Any, names: tuple[str, str, str, str], hazard: type) -> li
     if not available():
         return None
     columns = _columns_of(trace)
-    try:
+    heap = sys.modules.get(f"{__name__}._heap")  # (imported where the heap policy was asked)
+    mapped = heap is not None and heap.map_large_blocks(True)  # (the walk's arrays handed
+    try:  # back as it ends: _heap.map_large_blocks)
         if columns is not None:
             return _compiled.hb_columns(columns, names, COVERED_KINDS, False, True, hazard)
         return _compiled.hb_rows(trace, None, names, COVERED_KINDS, False, True, hazard)
     except OverflowError:  # (as hb_rows)
         return None
+    finally:
+        if mapped:
+            heap.map_large_blocks(False)
 
 
 def hazard_count(trace: Any, names: tuple[str, str, str, str]) -> int | None:

@@ -47,11 +47,18 @@ cdef extern from *:
         int trimmed = mallopt(M_TRIM_THRESHOLD, INT_MAX);
         return mapped == 1 && trimmed == 1;
     }
+    /* Blocks of ``bytes`` and more mapped on their own (freed: handed back to the system); 1
+       when it took. */
+    static int streamsim_map_blocks_from(size_t bytes) {
+        return mallopt(M_MMAP_THRESHOLD, (int)bytes) == 1;
+    }
     #else
     static int streamsim_keep_glibc_heap(void) { return 0; }  /* (another C library: as is) */
+    static int streamsim_map_blocks_from(size_t bytes) { return 0; }
     #endif
     """
     int streamsim_keep_glibc_heap()
+    int streamsim_map_blocks_from(size_t bytes)
 
 cdef PyObjectArenaAllocator _system  # the allocator the interpreter had: maps and unmaps
 cdef void **_kept = NULL  # freed arenas, handed out again last in, first out
@@ -189,6 +196,28 @@ def keep_freed_memory() -> bool:
         PyObject_SetArenaAllocator(&mine)
         _installed = True
     return _glibc
+
+
+DEF KEPT_BLOCKS_UP_TO = 32 * 1024 * 1024  # the policy's M_MMAP_THRESHOLD (streamsim_keep_glibc_heap)
+DEF MAPPED_FROM = 1536 * 1024  # map_large_blocks's: past pymalloc's arenas (1 MiB), which stay
+
+
+def map_large_blocks(bint on) -> bool:
+    """While ``on``, blocks of 1.5 MiB and more are mapped on their own and handed back to the
+    system when freed, as glibc does by default, rather than served from the kept heap;
+    pymalloc's arenas (1 MiB) are still served from it. Off: the policy's 32 MB again. True
+    when it took (the policy installed, on glibc); else nothing is done.
+
+    For a stage whose large arrays all die before it ends, while what it makes lives on: the
+    first analysis's HB pass (``native.hb_hazards``). Its per-op arrays (about 100 MB at
+    1,000,000 lines of the random program) did not fit the holes the replay left in the heap,
+    so they were placed at its top, and the heap kept that much more for good once they were
+    freed: the hazards, fixes and root causes made after filled little of it. Mapped, they
+    are handed back as the walk ends (that check's peak: 330 -> 315 MB). A fix costing re-run's
+    count keeps the heap: it would fault those pages in again each time."""
+    if not (_installed and _glibc):
+        return False
+    return streamsim_map_blocks_from(MAPPED_FROM if on else KEPT_BLOCKS_UP_TO) == 1
 
 
 def kept() -> tuple:

@@ -109,6 +109,42 @@ def test_memory_objects_free_is_reused_by_blocks_and_back():
         (kept_blocks, blocks, kept_objects, objects)
 
 
+MAPPED = textwrap.dedent("""
+    import resource, sys
+    from streamsim.native import _heap
+    _heap.keep_freed_memory()
+
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    def blocks():  # 48 MB in blocks of 4 MB, each page written
+        made = [bytearray(4 << 20) for _ in range(12)]
+        del made
+
+    took = _heap.map_large_blocks(True)
+    a = faults(); blocks(); b = faults(); blocks(); c = faults()
+    back = _heap.map_large_blocks(False)
+    blocks(); d = faults(); blocks(); e = faults()
+    print(int(took), int(back), b - a, c - b, e - d)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap, Linux's counts")
+def test_large_blocks_made_while_mapped_are_handed_back_when_freed():
+    """``map_large_blocks(True)`` (the first analysis's HB pass, ``native.hb_hazards``): blocks of
+    1.5 MiB and more are mapped on their own, so freed they go back to the system and made again
+    they are faulted in again (the heap does not keep them: it would hold their memory to the
+    end of the command, beside what the analysis makes next). Off again, the heap keeps blocks
+    as before: made a second time, they are not faulted in."""
+    got = subprocess.run([sys.executable, "-c", MAPPED], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONMALLOC": "pymalloc"})
+    assert got.returncode == 0, got.stderr
+    took, back, first, second, kept = map(int, got.stdout.split())
+    assert took == 1 and back == 1
+    assert first > 8000 and second > first // 2, (first, second)  # (mapped: fresh each time)
+    assert kept < first // 10, (kept, first)  # (kept by the heap once off)
+
+
 RUN_CHECK = textwrap.dedent("""
     import sys
     from streamsim.cli.main import main
