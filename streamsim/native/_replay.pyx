@@ -290,6 +290,18 @@ cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "put": K_PUT, "get": K_GET}
 
 
+cdef struct Waiting:  # an op that processes wait for: its first and last waiter (_Run.wait_for)
+    int op
+    int head
+    int tail
+
+
+cdef inline unsigned int _wslot(int op, unsigned int mask) noexcept:
+    """Where op ``op`` goes in a table of ``mask + 1`` entries (``_Run.waiting``)."""
+    return <unsigned int>((<unsigned long long><unsigned int>op * 0x9E3779B97F4A7C15ULL)
+                          >> 40) & mask
+
+
 cdef struct Entry:
     double t
     int prio
@@ -344,9 +356,11 @@ cdef class _Run:
     # none), where a list held a tuple an op (``()`` for most), an int object an edge: 8 bytes
     # an op, and 80 an op with an edge, more
     cdef int *aft_at
-    # waiters: per op a FIFO list of processes (nodes in a pool)
-    cdef int* whead
-    cdef int* wtail
+    # waiters: per op a FIFO list of processes (nodes in a pool), its first and last node kept
+    # in a table of the ops that have waiters now (an array each an op until the thirtieth
+    # session: 16 MB at 1,000,000 lines of the random program, at the replay's peak)
+    cdef Waiting *wtab  # by the op's hash, open addressing (op -1: empty); at most half full
+    cdef int wmask, nwaiting
     cdef int* wproc
     cdef int* wnext
     cdef int nw, capw
@@ -473,7 +487,8 @@ cdef class _Run:
         self.sseq = self.eseq = NULL
         self.agent = self.issuer = self.lineof = NULL
         self.idx_ck = NULL
-        self.whead = self.wtail = self.wproc = self.wnext = NULL
+        self.wtab = NULL
+        self.wproc = self.wnext = NULL
         self.is_host = self.lend = self.wake = NULL
         self.count = self.state = self.cur = self.pos = self.depj = self.last = NULL
         self.clock = NULL
@@ -496,7 +511,7 @@ cdef class _Run:
                 free(self.queue[i])
         free(self.heap); free(self.enq); free(self.start); free(self.end)
         free(self.sseq); free(self.eseq); free(self.agent); free(self.idx_ck)
-        free(self.issuer); free(self.lineof); free(self.whead); free(self.wtail)
+        free(self.issuer); free(self.lineof); free(self.wtab)
         free(self.wproc); free(self.wnext); free(self.is_host); free(self.lend)
         free(self.wake); free(self.count); free(self.state); free(self.cur)
         free(self.pos); free(self.depj); free(self.last); free(self.clock)
@@ -558,10 +573,11 @@ cdef class _Run:
         if self.queue != NULL:
             for i in range(self.nag):
                 free(self.queue[i])
-        free(self.heap); free(self.whead); free(self.wtail); free(self.wproc); free(self.wnext)
+        free(self.heap); free(self.wtab); free(self.wproc); free(self.wnext)
         free(self.queue)
         self.heap = NULL
-        self.whead = self.wtail = self.wproc = self.wnext = NULL
+        self.wtab = NULL
+        self.wproc = self.wnext = NULL
         self.queue = NULL
         free(self.kinds)
         self.kinds = NULL
@@ -682,6 +698,7 @@ cdef class _Run:
 
     # -- set-up ----------------------------------------------------------------------------------
     cdef void _ops(self, int cap) except *:
+        cdef int i
         self.capops = cap
         self.enq = <double*>malloc(cap * sizeof(double))
         self.start = <double*>malloc(cap * sizeof(double))
@@ -691,13 +708,14 @@ cdef class _Run:
         self.agent = <int*>malloc(cap * sizeof(int))
         self.issuer = <int*>malloc(cap * sizeof(int))
         self.lineof = <int*>malloc(cap * sizeof(int))
-        self.whead = <int*>malloc(cap * sizeof(int))
-        self.wtail = <int*>malloc(cap * sizeof(int))
+        self.wmask, self.nwaiting = 63, 0
+        self.wtab = <Waiting *>malloc(64 * sizeof(Waiting))
         if (self.enq == NULL or self.start == NULL or self.end == NULL or self.sseq == NULL or
                 self.eseq == NULL or self.agent == NULL or
-                self.issuer == NULL or self.lineof == NULL or self.whead == NULL or
-                self.wtail == NULL):
+                self.issuer == NULL or self.lineof == NULL or self.wtab == NULL):
             raise MemoryError()
+        for i in range(64):
+            self.wtab[i].op = -1
         # (made at their full size and cut to the ops made once the run ends, trim_ops: grown an
         # append at a time, each list moved as it grew, and the holes those moves left in the
         # heap made a 1,000,000-line check's peak 805 MB where it is now 766)
@@ -867,8 +885,6 @@ cdef class _Run:
         self.eseq[n] = -1
         self.issuer[n] = -1
         self.lineof[n] = line
-        self.whead[n] = -1
-        self.wtail[n] = -1
         self.kinds[n] = <unsigned char>kind  # (a K_ code: 0-19)
         self.attrs[n] = attrs
         self.acc_at[n] = acc
@@ -906,19 +922,75 @@ cdef class _Run:
         self.nw = w + 1
         self.wproc[w] = proc
         self.wnext[w] = -1
-        if self.whead[op] < 0:
-            self.whead[op] = w
+        cdef Waiting *at = self.waiting(op, True)
+        if at.head < 0:
+            at.head = w
         else:
-            self.wnext[self.wtail[op]] = w
-        self.wtail[op] = w
+            self.wnext[at.tail] = w
+        at.tail = w
 
     cdef void ended(self, int op) except *:
         """Engine._wake_waiters: each waiter of ``op`` resumes, in the order they began waiting."""
-        cdef int w = self.whead[op]
+        cdef Waiting *at = self.waiting(op, False)
+        if at == NULL:
+            return
+        cdef int w = at.head
+        self.unwait(at)
         while w >= 0:
             self.push(0.0, NORMAL, self.wproc[w])
             w = self.wnext[w]
-        self.whead[op] = -1
+
+    cdef Waiting *waiting(self, int op, bint add) except? NULL:
+        """``op``'s entry in the table of ops with waiters (added, with none, where ``add``);
+        NULL: none."""
+        cdef unsigned int i = _wslot(op, self.wmask)
+        while self.wtab[i].op != op:
+            if self.wtab[i].op < 0:
+                if not add:
+                    return NULL
+                if 2 * (self.nwaiting + 1) > self.wmask + 1:
+                    self.regrow_waiting()
+                    return self.waiting(op, True)
+                self.wtab[i].op, self.wtab[i].head, self.wtab[i].tail = op, -1, -1
+                self.nwaiting += 1
+                return &self.wtab[i]
+            i = (i + 1) & self.wmask
+        return &self.wtab[i]
+
+    cdef void unwait(self, Waiting *at) noexcept:
+        """Take ``at`` out of the table (a backward shift: each later entry of its run moves up
+        where its home allows)."""
+        cdef unsigned int i = at - self.wtab, j = i, k, mask = self.wmask
+        self.wtab[i].op = -1
+        self.nwaiting -= 1
+        while True:
+            j = (j + 1) & mask
+            if self.wtab[j].op < 0:
+                return
+            k = _wslot(self.wtab[j].op, mask)
+            if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
+                self.wtab[i] = self.wtab[j]
+                self.wtab[j].op = -1
+                i = j
+
+    cdef void regrow_waiting(self) except *:
+        """Double the table of ops with waiters."""
+        cdef Waiting *old = self.wtab
+        cdef int oldcap = self.wmask + 1, x
+        cdef unsigned int i
+        cdef Waiting *grown = <Waiting *>malloc(2 * oldcap * sizeof(Waiting))
+        if grown == NULL:
+            raise MemoryError()
+        for x in range(2 * oldcap):
+            grown[x].op = -1
+        self.wtab, self.wmask = grown, 2 * oldcap - 1
+        for x in range(oldcap):
+            if old[x].op >= 0:
+                i = _wslot(old[x].op, self.wmask)
+                while grown[i].op >= 0:
+                    i = (i + 1) & self.wmask
+                grown[i] = old[x]
+        free(old)
 
     # -- a line's labels (replay._Replay.origin, sim.origins.tag) -------------------------------
     cdef dict host_attrs(self, LRef ln):

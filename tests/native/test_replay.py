@@ -866,6 +866,30 @@ def test_an_ops_index_is_counted_not_kept(monkeypatch):
     assert run.trace().ops == reference
 
 
+def test_many_ops_waited_for_at_once(monkeypatch):
+    """The processes waiting for an op to end are kept in a table of the ops that have waiters
+    now (two ints an op before): with 150 streams each waiting for another event of one slow
+    stream at once, the table grows past its first 64 entries and each op leaves it as it ends,
+    and the run is the reference's, op for op."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    lines = []
+    for i in range(150):
+        lines.append({"op": "launch", "stream": "slow", "name": "k", "writes": [f"a{i}"],
+                      "dur": 10.0})
+        lines.append({"op": "record", "stream": "slow", "event": f"e{i}"})
+    for i in range(150):
+        lines.append({"op": "wait_event", "stream": f"t{i}", "event": f"e{i}"})
+        lines.append({"op": "launch", "stream": f"t{i}", "name": "use", "reads": [f"a{i}"],
+                      "dur": 1.0})
+    log = load_oplog_text("\n".join(json.dumps(x) for x in lines))
+    run = simulate_oplog(log, lean=True)
+    assert run is not None and run.columns is not None  # (the compiled replay ran)
+    reference = simulate_oplog(log).ops
+    assert run.trace().ops == reference
+    waits = [op for op in reference if op.kind == "wait_event" and op.agent.kind == "stream"]
+    assert len(waits) == 150 and sum(op.end > op.enqueued for op in waits) >= 100
+
+
 def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(monkeypatch):
     """Once a run lets its lines go, it keeps what its ops read of each line (kind, name, path,
     step, event; a recorded line's site and t) as numbers into a list of the values kept lines
