@@ -14,7 +14,9 @@ same run would (streamsim/trace.py), ops by id (id == position):
   (its place among its agent's ops), which a reader counts from ``agent`` (an int an op until
   the thirtieth session);
 - ``start``, ``end``: the op's times (the floats its ``Op`` would hold);
-- ``attrs``: the object its ``Op`` would hold, borrowed from the owner;
+- ``attr_at``, ``attr_objs``: its attrs, the object its ``Op`` would hold (borrowed from the
+  owner), as its place among the run's attrs dicts (each once: the few most ops share, then
+  each op's own); read with :func:`col_attrs`. A pointer an op before (the thirtieth session);
 - ``acc_at``, ``acc_pool``, ``acc_objs``: its accesses as ints. ``acc_pool[acc_at[i]]`` is how
   many op ``i`` has, and the ints after it their places in ``acc_objs`` (the run's ``Access``
   objects, each once; borrowed): read with :func:`col_nacc`, :func:`col_acc`, and as the tuple
@@ -81,7 +83,8 @@ cdef struct OpCols:
     PyObject *path
     PyObject **step
     PyObject *step_one
-    PyObject **attrs
+    int *attr_at
+    PyObject **attr_objs
     int *acc_at
     int *acc_pool
     PyObject **acc_objs
@@ -130,6 +133,11 @@ cdef inline tuple col_accesses(OpCols *c, Py_ssize_t i):
     for k in range(n):
         out[k] = <object>col_acc(c, i, k)
     return tuple(out)
+
+
+cdef inline PyObject *col_attrs(OpCols *c, Py_ssize_t i) noexcept:
+    """Op ``i``'s attrs (borrowed)."""
+    return c.attr_objs[c.attr_at[i]]
 
 
 cdef inline int col_naft(OpCols *c, Py_ssize_t i) noexcept:
@@ -211,9 +219,9 @@ cdef inline object op_field(OpCols *c, tuple agents, object op_id, int field):
     if field == F_LINE:
         return c.line[i]
     if field == F_ATTRS:
-        if c.attrs[i] == c.from_line and c.from_line != NULL:
+        if col_attrs(c, i) == c.from_line and c.from_line != NULL:
             return kept_site_t(c.kept_site, c.kept_t, c.kept_tnone, c.kept_vals, c.line[i])
-        return <object>c.attrs[i]
+        return <object>col_attrs(c, i)
     raise ValueError(f"op_field: field {field} is not read from columns")
 
 

@@ -36,7 +36,7 @@ from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_step, col_naft, col_aft
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_step, col_naft, col_aft, col_attrs
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython cimport array
 import array
@@ -373,7 +373,8 @@ def timing_columns(columns):
         start, end = c.start[i], c.end[i]
         if start != start or end != end:
             return None  # (a NaN: as timing)
-        if _busy(f, slot, start, end, col_step(c, i), c.attrs[i], ivs, moving, spans, step_at) < 0:
+        if _busy(f, slot, start, end, col_step(c, i), col_attrs(c, i), ivs, moving, spans,
+                 step_at) < 0:
             return None
     return _timing_of(makespan, ivs, moving, spans, slot_agents, nslots, agents)
 
@@ -651,7 +652,7 @@ def memory_columns(columns):
         if <object>pk == "alloc":
             if c.start[i] != c.start[i]:
                 return None  # (a NaN: as memory)
-            attrs = <object>c.attrs[i]
+            attrs = <object>col_attrs(c, i)
             times.push(c.start[i], 0.0, 2 * i)
             kinds.append(1)
             ranks.append(ag.rank)
@@ -662,7 +663,7 @@ def memory_columns(columns):
             times.push(0.0, 0.0, 0)  # (filled in below)
             kinds.append(0)
             ranks.append(ag.rank)
-            bufs.append((<object>c.attrs[i]).get("buffer"))
+            bufs.append((<object>col_attrs(c, i)).get("buffer"))
             nbytes.append(0)
     for at, i in frees:  # free_time: the issuer's start (else its own), or a later end it waits
         iss = c.issuer[i]
@@ -1132,7 +1133,7 @@ cdef class _ColumnsReader(_Reader):
         got = self.freed_by.get(before) if PyLong_CheckExact(before) else None
         if got is None:
             return None
-        attrs = <object>self.c.attrs[<Py_ssize_t>got]
+        attrs = <object>col_attrs(self.c, <Py_ssize_t>got)
         if type(attrs) is not dict:
             raise _Decline()
         return str((<dict>attrs).get("buffer"))
@@ -1216,9 +1217,9 @@ cdef class _ColumnsReader(_Reader):
             okind = col_kind(c, i)
             if not <object>okind in kinds:
                 continue
-            if type(<object>c.attrs[i]) is not dict:
+            if type(<object>col_attrs(c, i)) is not dict:
                 raise _Decline()
-            if (<dict>c.attrs[i]).get("injected"):
+            if (<dict>col_attrs(c, i)).get("injected"):
                 continue
             if count[line] == 0:
                 first[line], kind_of[line] = a, okind

@@ -66,7 +66,8 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uintptr_t
 from libc.limits cimport INT_MAX
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_naft, col_aft, KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
+from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_naft, col_aft, col_attrs,
+                                     KEPT_OP, KEPT_NAME, KEPT_PATH, KEPT_STEP,
                                      KEPT_EVENT, KEPT_FIELDS,
                                      site_t_attrs, kept_site_t)
 from cpython.pycapsule cimport PyCapsule_New
@@ -345,7 +346,14 @@ cdef class _Run:
     cdef int* issuer
     cdef int* lineof
     cdef unsigned char* kinds  # an op's K_ code
-    cdef list attrs
+    # an op's attrs: its place in ``attr_objs``, each dict there once (the few most ops share,
+    # then each op's own: own_attrs), where a list held a pointer an op (8 bytes an op)
+    cdef int *attr_at
+    cdef list attr_objs
+    cdef dict attr_place  # id() of a shared dict -> its place
+    cdef object last_attrs  # (attr_place_of's last shared dict, and its place)
+    cdef int last_place
+    cdef bint attrs_frozen  # the columns point into attr_objs: no place may be added
     # an op's accesses as ints (_cols.pxd: acc_at, acc_pool): acc_pool[acc_at[op]] how many, then
     # their places in ``acc_objs``; a tuple of Access objects an op before (48 MB at 1,000,000
     # lines of the random program)
@@ -518,6 +526,7 @@ cdef class _Run:
         free(self.queue); free(self.qlen); free(self.qcap); free(self.injk)
         free(self.shared); free(self.gatej); free(self.key_at); free(self.taken)
         free(self.acc_at); free(self.acc_pool); free(self.aft_at)
+        free(self.attr_at)
         free(self.fix_rec); free(self.kinds); free(self.row_of)
         self.drop_kept()
 
@@ -722,7 +731,10 @@ cdef class _Run:
         self.kinds = <unsigned char*>malloc(cap)
         if self.kinds == NULL:
             raise MemoryError()
-        self.attrs = [None] * cap
+        self.attr_at = <int*>malloc(cap * sizeof(int))
+        if self.attr_at == NULL:
+            raise MemoryError()
+        self.attr_objs, self.attr_place, self.last_attrs = [], {}, None
         self.acc_at = <int*>malloc(cap * sizeof(int))
         self.aft_at = <int*>malloc(cap * sizeof(int))
         self.cappool = 1024
@@ -886,15 +898,44 @@ cdef class _Run:
         self.issuer[n] = -1
         self.lineof[n] = line
         self.kinds[n] = <unsigned char>kind  # (a K_ code: 0-19)
-        self.attrs[n] = attrs
+        self.attr_at[n] = self.attr_place_of(attrs)
         self.acc_at[n] = acc
         self.aft_at[n] = 0
         return n
 
     cdef void trim_ops(self) except *:
-        """Cut the ops' lists (:meth:`_ops`) to the ops made: the run has ended."""
-        cdef int n = self.nops
-        del self.attrs[n:]
+        """The run has ended (its ops' arrays were made at their full size, :meth:`_ops`)."""
+        pass
+
+    cdef int attr_place_of(self, dict d) except -1:
+        """The place in ``attr_objs`` of the attrs ``d`` a new op is given: a shared dict's one
+        place (the run's empty, ``injected``, ``from_line`` and current-stream dicts,
+        :meth:`host_attrs`, :meth:`op_attrs`), a dict of the op's own a new place."""
+        if d is self.last_attrs:
+            return self.last_place
+        cdef int k
+        if d is self.empty or d is self.injected or d is self.from_line or (
+                len(d) == 1 and self.of_stream.get(d.get("current_stream")) is d):
+            got = self.attr_place.get(id(d))
+            if got is None:
+                k = self.new_place(d)
+                self.attr_place[id(d)] = k
+            else:
+                k = got
+            self.last_attrs, self.last_place = d, k
+            return k
+        return self.new_place(d)
+
+    cdef int new_place(self, dict d) except -1:
+        """A new place in ``attr_objs``, holding ``d``."""
+        if self.attrs_frozen:
+            raise RuntimeError("an op's attrs changed after the run's columns were made")
+        self.attr_objs.append(d)
+        return <int>len(self.attr_objs) - 1
+
+    cdef inline dict attrs_of(self, int op):
+        """Op ``op``'s attrs (shared with other ops, or its own: :meth:`own_attrs`)."""
+        return <dict>self.attr_objs[self.attr_at[op]]
 
     cdef double scaled(self, double dur) except? -1.0:
         cdef double x, f
@@ -1034,13 +1075,15 @@ cdef class _Run:
         True}``, 184 bytes a sync less), made of its line where it is ``from_line``. Every
         change to an op's attrs goes through here (the ops' records share what is left shared:
         trace.Op's attrs are read-only)."""
-        d = self.attrs[op]
+        d = self.attrs_of(op)
         if d is self.from_line:
-            d = self.attrs[op] = self.line_attrs(self.lineof[op])
+            d = self.line_attrs(self.lineof[op])
+            self.attr_at[op] = self.new_place(d)
             return d
         if d is self.empty or d is self.injected or (len(<dict>d) == 1 and
                                self.of_stream.get((<dict>d).get("current_stream")) is d):
-            d = self.attrs[op] = dict(<dict>d)
+            d = dict(<dict>d)
+            self.attr_at[op] = self.new_place(d)
         return d
 
     cdef dict line_attrs(self, int lo):
@@ -1524,7 +1567,7 @@ cdef class _Run:
                     self.seq_holes = True
                 self.sseq[op] = self.seq
                 self.seq += 1
-                self.host_deps[h] = (self.ch_puts[(rank, self.attrs[op]["channel"])][
+                self.host_deps[h] = (self.ch_puts[(rank, self.attrs_of(op)["channel"])][
                     self.wait_target[h]],)
                 self.host_after[h] = []
                 self.depj[h] = 0
@@ -2465,7 +2508,7 @@ cdef class _Run:
                         return
                     j += 1
                 kind = self.kinds[op]
-                if (kind == K_ISEND or kind == K_IRECV) and "batch" in self.attrs[op]:
+                if (kind == K_ISEND or kind == K_IRECV) and "batch" in self.attrs_of(op):
                     if self.batch_go(s, op, S_TOP):
                         return
                     continue
@@ -2510,7 +2553,7 @@ cdef class _Run:
         if at == K_ISEND:  # (an isend or an isend_object: gloo's tensor send is a rendezvous)
             m = self.opmatch[op]
             cfg = self.opgroup[op]
-            if (self.attrs[op]["nbytes"] > cfg.eager_bytes or (
+            if (self.attrs_of(op)["nbytes"] > cfg.eager_bytes or (
                     self.kinds[op] == K_ISEND and cfg.backend == "gloo")) and \
                     not self.m_started[m]:
                 self.m_started_waiter[m] = s  # (a rendezvous: waits for the receive to start)
@@ -2542,7 +2585,7 @@ cdef class _Run:
             m = self.opmatch[op]
             x = self.m_send[m]
             self.opjoins[op] = (x,)
-            self.transfer_from(op, self.attrs[x].get(_TRANSFER_START, self.start[x]))
+            self.transfer_from(op, self.attrs_of(x).get(_TRANSFER_START, self.start[x]))
             self.mark_end(op)
             self.next_op(s)
             return False
@@ -2552,8 +2595,8 @@ cdef class _Run:
             if members:  # (the k-th collective of the group: the same op, the same root)
                 first = _l(self.ln_at(self.lineof[<int>members[0]]), L_OP)
                 mine = _l(self.ln_at(self.lineof[op]), L_OP)
-                if (first in _MATCHED or mine in _MATCHED) and (first, self.attrs[
-                        <int>members[0]].get("root")) != (mine, self.attrs[op].get("root")):
+                if (first in _MATCHED or mine in _MATCHED) and (first, self.attrs_of(
+                        <int>members[0]).get("root")) != (mine, self.attrs_of(op).get("root")):
                     raise _Fallback()  # (the reference's ModelError says which)
             members.append(op)
             if len(members) == self.c_expected[c]:
@@ -2582,7 +2625,7 @@ cdef class _Run:
         c = self.opmatch[op]
         kind_name = _l(self.ln_at(self.lineof[op]), L_OP)
         if kind_name in _TO_ROOT or kind_name == "scatter":
-            root = self.attrs[op]["root"]
+            root = self.attrs_of(op)["root"]
             if self.agent_rank[self.agent[op]] == root:
                 joins = [x for x in self.c_members[c] if x != op] if kind_name in _TO_ROOT \
                     else []
@@ -2605,13 +2648,13 @@ cdef class _Run:
         cdef int i, j, d, op, n, lane, deps_at
         cdef double latest
         if at == S_TOP:
-            n = self.attrs[first]["batch_size"]
+            n = self.attrs_of(first)["batch_size"]
             members = [first]
             while len(members) < n:
                 if self.pos[s] >= self.qlen[s]:
                     raise _Fallback()  # (its ops not all enqueued: another thread's, the engine's)
                 op = self.queue[s][self.pos[s]]
-                if self.attrs[op].get("batch") != self.attrs[first]["batch"]:
+                if self.attrs_of(op).get("batch") != self.attrs_of(first)["batch"]:
                     raise _Fallback()  # (the reference's ModelError)
                 self.pos[s] += 1
                 members.append(op)
@@ -2878,7 +2921,7 @@ cdef class _Run:
         _put(r, F_STEP, ln[3] if not opstep or i not in opstep else opstep[i])
         _put(r, F_LINE, ln[4] if sp is None else None)
         _put(r, F_HANDLE, ophandle.get(i) if ophandle else None)
-        attrs = self.attrs[i]
+        attrs = self.attrs_of(i)
         if self.is_host[self.agent[i]]:
             if attrs is self.from_line:
                 attrs = self.line_attrs(self.lineof[i])
@@ -2959,12 +3002,11 @@ cdef class _Run:
         c.c.path = NULL
         c.c.step = NULL  # (made once two ops' steps differ: col_step)
         c.c.step_one = NULL
-        # an op's attrs: the items of the run's list itself, which nothing appends to once it
-        # is over (an array of its own was 8 bytes an op); its accesses and after edges: the
+        # an op's attrs: the run's ints, and the items of its list of dicts, to which nothing
+        # is added once the columns are made (attrs_frozen); its accesses and after edges: the
         # run's ints, and the items of its list of Access objects
-        if not len(self.attrs) == n:
-            raise _Fallback()  # (not reached: one item an op)
-        c.c.attrs = PySequence_Fast_ITEMS(self.attrs)
+        self.attrs_frozen = True
+        c.c.attr_at, c.c.attr_objs = self.attr_at, PySequence_Fast_ITEMS(self.attr_objs)
         c.c.acc_at, c.c.acc_pool, c.c.aft_at = self.acc_at, self.acc_pool, self.aft_at
         c.c.acc_objs = PySequence_Fast_ITEMS(self.acc_objs)
         c.c.joins = c.objects(n) if self.opjoins else NULL  # (none: col_joins)
@@ -3173,6 +3215,13 @@ cdef class Columns:
             (self.c.step != NULL) + (self.c.joins != NULL))
 
     @property
+    def attr_dicts(self) -> int:
+        """How many attrs dicts the run holds for its ops, each once: the few most ops share
+        (none; a current stream's), then each op's own (an op's attrs is its place among them:
+        ``OpCols.attr_at``)."""
+        return len(self.run.attr_objs)
+
+    @property
     def kept_combinations(self) -> int:
         """How many distinct combinations of those values the run keeps (the first: none), each
         once (KEPT_FIELDS ints), where each line number has one int, its combination's number:
@@ -3223,7 +3272,8 @@ cdef class Columns:
         self.own_line = False
         self.c.agent = self.c.line = NULL
         self.c.kcode = NULL
-        self.c.kinds = self.c.step = self.c.attrs = NULL
+        self.c.kinds = self.c.step = self.c.attr_objs = NULL
+        self.c.attr_at = NULL
         self.c.step_one = self.c.no_joins = NULL
         self.kinds_held = None
         self.c.path = NULL
@@ -3294,7 +3344,7 @@ cdef class Columns:
             if kind == "wait" or kind == "query":
                 for k in range(col_naft(&self.c, i)):
                     waited.add(col_aft(&self.c, i, k))
-                pending = (<object>self.c.attrs[i]).get("waiting_for")
+                pending = (<object>col_attrs(&self.c, i)).get("waiting_for")
                 if pending:
                     waited.update(pending)
         return [i for i in sorted(ophandle) if ophandle[i] is not None and i not in waited]

@@ -909,4 +909,7 @@ def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(m
     # each line one int, its combination of those: none, then the 12 (name, step) pairs
     # (KEPT_FIELDS ints a line before: 16 MB more at 1,000,000 lines)
     assert run.columns.kept_combinations == 1 + 12
+    # and each op's attrs an int, its place among two dicts: the host actions' (none), the
+    # kernels' (their current stream, compute) (a pointer an op before: 16 MB at 1,000,000)
+    assert run.columns.attr_dicts == 2
     assert run.trace().ops == simulate_oplog(log).ops
