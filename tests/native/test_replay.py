@@ -890,6 +890,22 @@ def test_many_ops_waited_for_at_once(monkeypatch):
     assert len(waits) == 150 and sum(op.end > op.enqueued for op in waits) >= 100
 
 
+def test_enqueued_times_kept_as_rules_and_exceptions(monkeypatch, tmp_path):
+    """Once a run is kept as columns, an op's enqueued time is a rule (its own start, or its
+    issuer's) where one gives it and kept as it is where none does (a blocking call's, a
+    batch member's...): on generated logs, some with such ops, the ops made of the run (their
+    enqueued times read from the rules and the exceptions) are the reference's."""
+    from .test_metrics import lean_runs
+    monkeypatch.setenv("STREAMSIM_NATIVE", "1")
+    with_exceptions = 0
+    for i, trace, lean in lean_runs(tmp_path, 150):
+        kept = lean.columns.enq_kept
+        assert kept >= 0, f"log {i}"
+        with_exceptions += kept > 0
+        assert lean.ops == trace.ops, f"log {i}"
+    assert with_exceptions >= 10, with_exceptions
+
+
 def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(monkeypatch):
     """Once a run lets its lines go, it keeps what its ops read of each line (kind, name, path,
     step, event; a recorded line's site and t) as numbers into a list of the values kept lines
@@ -912,4 +928,7 @@ def test_a_run_keeps_what_its_ops_read_of_their_lines_as_numbers_of_few_values(m
     # and each op's attrs an int, its place among two dicts: the host actions' (none), the
     # kernels' (their current stream, compute) (a pointer an op before: 16 MB at 1,000,000)
     assert run.columns.attr_dicts == 2
+    # and no op's enqueued time: a host action is enqueued as it starts, a kernel as the host
+    # action that issued it starts (a double an op before); made as Ops, the reference's
+    assert run.columns.enq_kept == 0
     assert run.trace().ops == simulate_oplog(log).ops
