@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 # The op kinds the compiled HB pass was written and tested for (streamsim.kinds.OP_KINDS when it
@@ -451,3 +451,27 @@ def hazard_op_ids(hazards: Sequence, nops: int) -> list[int] | None:
     class, an id that is not an op's position)."""
     m = _used("_jsonv4") if _on() else None
     return None if m is None else m.hazard_op_ids(hazards, nops)
+
+
+def hazard_op_id_blocks(hazards: Sequence, nops: int, others: Sequence[int], block: int
+                        ) -> Iterator[list[int]] | None:
+    """:func:`hazard_op_ids` and ``others`` (ops a warning or the deadlock names) together,
+    ascending, in lists of at most ``block`` ids, made a block at a time from a flag an op
+    (``_jsonv4.hazard_op_flags``); None as :func:`hazard_op_ids`, or where one of ``others`` is
+    not an int in ``[0, nops)``."""
+    m = _used("_jsonv4") if _on() else None
+    if m is None or any(type(o) is not int or not 0 <= o < nops for o in others):
+        return None
+    flags = m.hazard_op_flags(hazards, nops)
+    if flags is None:
+        return None
+    for o in others:
+        flags[o] = 1
+
+    def blocks() -> Iterator[list[int]]:
+        start = 0
+        while start < nops:
+            ids, start = m.flagged_ids(flags, start, block)
+            if ids:
+                yield ids
+    return blocks()

@@ -539,16 +539,41 @@ def hazard_op_ids(hazards, Py_ssize_t nops):
     (``jsonv4.named_ops``' loop over the hazards, its ``sorted``): a flag per op id instead of a
     set; None when the reference must collect them (a hazard or fix of another class or with a
     field never set, an id that is not an int in ``[0, nops)``)."""
+    flags = hazard_op_flags(hazards, nops)
+    if flags is None:
+        return None
+    got, _ = flagged_ids(flags, 0, nops)
+    return got
+
+
+def hazard_op_flags(hazards, Py_ssize_t nops):
+    """:func:`hazard_op_ids` as a flag an op (a ``bytearray`` of ``nops``, 1 where named), which
+    :func:`flagged_ids` reads a block at a time: the JSON writer's ids of a large report are
+    never a list of them all (at 1,000,000 lines of the random program 742,258 int objects and
+    their list, 27 MB, and a set of them, 32 MB, to add a warning's ops); None as there."""
     try:
-        return _hazard_op_ids(hazards, nops)
+        return _hazard_op_flags(hazards, nops)
     except AttributeError:  # (slot_set: a field never set, which the reference may not read)
         return None
 
 
-cdef object _hazard_op_ids(hazards, Py_ssize_t nops):
+def flagged_ids(bytearray flags, Py_ssize_t start, Py_ssize_t most):
+    """``(ids, next)``: the ids flagged in ``flags`` from ``start``, ascending, at most ``most``
+    of them, and where the next block starts (``len(flags)``: none left)."""
+    cdef const unsigned char *flag = flags
+    cdef Py_ssize_t n = len(flags), i = start
+    cdef list out = []
+    while i < n and len(out) < most:
+        if flag[i]:
+            out.append(i)
+        i += 1
+    return out, i
+
+
+cdef object _hazard_op_flags(hazards, Py_ssize_t nops):
     cdef bytearray seen = bytearray(nops)
     cdef unsigned char *flag = seen
-    cdef Py_ssize_t i, count = 0
+    cdef Py_ssize_t i
     cdef int f
     for h in hazards:
         if type(h) is not Hazard:
@@ -557,7 +582,6 @@ cdef object _hazard_op_ids(hazards, Py_ssize_t nops):
             i = _op_id(slot_set(h, _hz[f]), nops, True)
             if i < 0:
                 return None
-            count += 1 - flag[i]
             flag[i] = 1
         fix = slot_set(h, _hz[H_FIX])
         if fix is None:
@@ -569,15 +593,8 @@ cdef object _hazard_op_ids(hazards, Py_ssize_t nops):
             if i == -2:
                 return None
             if i >= 0:
-                count += 1 - flag[i]
                 flag[i] = 1
-    cdef list out = [None] * count
-    cdef Py_ssize_t k = 0
-    for i in range(nops):
-        if flag[i]:
-            out[k] = i
-            k += 1
-    return out
+    return seen
 
 
 cdef Py_ssize_t _op_id(object x, Py_ssize_t nops, bint always) except -3:

@@ -140,21 +140,32 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
         else:
             yield dumps_indented(value).replace("\n", "\n  ") + ","
     yield "\n  \"ops\": {\n    \"columns\": " + encode_compact(list(OP_COLUMNS)).decode()
-    ids = named_ops(r.findings, len(r.trace))
-    if not ids:
-        yield ",\n    \"rows\": {}\n  }\n}\n"
-        return
-    yield ",\n    \"rows\": {"
     trace = r.trace
-    for lo in range(0, len(ids), BLOCK):
-        block = ids[lo:lo + BLOCK]
+    first = True
+    for block in _named_op_blocks(r.findings, len(trace)):
+        if first:
+            yield ",\n    \"rows\": {"
         text = native.op_rows_of(trace, block)  # (compiled: the same text; a run kept as
         # columns written from them)
         if text is None:
             text = repaired(b",".join(b'\n      "%d":%s' % (i, encode_compact(op_row(trace.op(i))))
                                       for i in block))
-        yield ("," if lo else "") + text
-    yield "\n    }\n  }\n}\n"
+        yield ("" if first else ",") + text
+        first = False
+    yield ",\n    \"rows\": {}\n  }\n}\n" if first else "\n    }\n  }\n}\n"
+
+
+def _named_op_blocks(f: Findings, nops: int) -> Iterator[list[int]]:
+    """:func:`named_ops` in lists of at most :data:`BLOCK` ids: made a block at a time where
+    compiled (``native.hazard_op_id_blocks``: never a list of every id), else sliced."""
+    others = [w.op for w in f.warnings if w.op is not None]
+    if f.deadlock is not None:
+        others += [b.op for b in f.deadlock.blocked if b.op is not None]
+    got = native.hazard_op_id_blocks(f.hazards, nops, others, BLOCK)
+    if got is not None:
+        return got
+    ids = named_ops(f, nops)
+    return (ids[lo:lo + BLOCK] for lo in range(0, len(ids), BLOCK))
 
 
 def _hazard_entries(hazards: list[Hazard]) -> Iterator[str]:
