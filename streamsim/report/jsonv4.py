@@ -41,7 +41,7 @@ JSON_V4 = 4
 # An op's fields, in the order of its row (version 3's op object, whose ``id`` is the row's key).
 OP_COLUMNS = ("name", "kind", "agent", "rank", "step", "location", "start", "end", "microbatch",
               "line")
-BLOCK = 8192  # table entries encoded at a time (the chunks of the text)
+BLOCK = 2048  # table entries encoded at a time (the chunks of the text)
 TABLES = ("root_causes", "hazards", "warnings")  # lists written an entry a line (and ops.rows)
 
 
