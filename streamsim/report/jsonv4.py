@@ -82,9 +82,7 @@ def warning_v4(w: Warning) -> dict[str, Any]:
 def named_ops(f: Findings, nops: int | None = None) -> list[int]:
     """The ids of every op the findings name, ascending: the keys of ``ops.rows``. ``nops``:
     how many ops the trace has (ids are positions below it), for the compiled collection."""
-    others = [w.op for w in f.warnings if w.op is not None]
-    if f.deadlock is not None:
-        others += [b.op for b in f.deadlock.blocked if b.op is not None]
+    others = _others_named(f)
     named = native.hazard_op_ids(f.hazards, nops) if nops is not None else None
     if named is not None:  # (the hazards' ids, compiled: a flag per op; tests/native)
         return sorted(set(named).union(others)) if others else named
@@ -97,6 +95,14 @@ def named_ops(f: Findings, nops: int | None = None) -> list[int]:
                        if isinstance(p, int))
     ids.update(others)
     return sorted(ids)
+
+
+def _others_named(f: Findings) -> list[int]:
+    """The ops the findings name beside the hazards: the warnings' and the deadlock's."""
+    others = [w.op for w in f.warnings if w.op is not None]
+    if f.deadlock is not None:
+        others += [b.op for b in f.deadlock.blocked if b.op is not None]
+    return others
 
 
 def ops_table(trace: Trace, ids: list[int]) -> dict[str, Any]:
@@ -158,10 +164,7 @@ def json_v4_chunks(r: Report) -> Iterator[str]:
 def _named_op_blocks(f: Findings, nops: int) -> Iterator[list[int]]:
     """:func:`named_ops` in lists of at most :data:`BLOCK` ids: made a block at a time where
     compiled (``native.hazard_op_id_blocks``: never a list of every id), else sliced."""
-    others = [w.op for w in f.warnings if w.op is not None]
-    if f.deadlock is not None:
-        others += [b.op for b in f.deadlock.blocked if b.op is not None]
-    got = native.hazard_op_id_blocks(f.hazards, nops, others, BLOCK)
+    got = native.hazard_op_id_blocks(f.hazards, nops, _others_named(f), BLOCK)
     if got is not None:
         return got
     ids = named_ops(f, nops)
