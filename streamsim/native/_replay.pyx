@@ -928,6 +928,8 @@ cdef class _Run:
         are not). Read only to make an op's ``Op`` once the run is over (:meth:`enq_of`): a
         double an op was 16 MB at 1,000,000 lines of the random program. Compared by bits (a
         -0.0 stays one)."""
+        if self.enq == NULL:  # (kept so already)
+            return
         cdef Py_ssize_t n = self.nops, i, k = 0
         cdef int iss
         cdef unsigned char *rule = <unsigned char *>malloc(n + 1)

@@ -228,17 +228,26 @@ cdef inline void ids_clear(IdInts *c) noexcept:
         c.slot[k] = NULL
 
 
-cdef inline object id_int(IdInts *c, long v):
-    """Op id ``v`` as an int object: the one ``c`` remembers for it, else a new one, remembered."""
-    cdef PyObject **at = &c.slot[v & (ID_INTS - 1)]
+cdef inline bint _holds(PyObject *o, long v) noexcept:
+    """Whether ``o``, an int an IdInts remembers (or NULL), is op id ``v``."""
     cdef int overflow
-    if at[0] != NULL and PyLong_AsLongAndOverflow(<object>at[0], &overflow) == v:
-        return <object>at[0]
-    cdef object x = v  # (an object: an untyped ``x = v`` is a C long)
+    return o != NULL and PyLong_AsLongAndOverflow(<object>o, &overflow) == v
+
+
+cdef inline object _remembered(PyObject **at, object x):
+    """``x``, remembered in slot ``at`` in place of what it held."""
     Py_INCREF(x)
     Py_XDECREF(at[0])
     at[0] = <PyObject *>x
     return x
+
+
+cdef inline object id_int(IdInts *c, long v):
+    """Op id ``v`` as an int object: the one ``c`` remembers for it, else a new one, remembered."""
+    cdef PyObject **at = &c.slot[v & (ID_INTS - 1)]
+    if _holds(at[0], v):
+        return <object>at[0]
+    return _remembered(at, v)
 
 
 cdef inline object same_int(IdInts *c, object x):
@@ -246,6 +255,14 @@ cdef inline object same_int(IdInts *c, object x):
     where none)."""
     if type(x) is not int:
         return x
+    cdef int overflow
+    cdef long v = PyLong_AsLongAndOverflow(x, &overflow)
+    if overflow:
+        return x
+    cdef PyObject **at = &c.slot[v & (ID_INTS - 1)]
+    if _holds(at[0], v):
+        return <object>at[0]
+    return _remembered(at, x)
     cdef int overflow
     cdef long v = PyLong_AsLongAndOverflow(x, &overflow)
     if overflow:
