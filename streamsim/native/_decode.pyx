@@ -48,12 +48,13 @@ from streamsim.native._slots cimport (L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_
 
 from streamsim.trace import View
 from streamsim.native._lines cimport Rows
-from streamsim.native._row cimport LRow, RO_RANK, RO_HOST
+from streamsim.native._row cimport LRow, RO_RANK, RO_HOST, NO_DUR, NO_T
 from streamsim.native import _lines
 
 include "_lex.pxi"
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memchr
 
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
@@ -308,13 +309,14 @@ cdef _State _state(parser):
     return st
 
 
-cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple reads, tuple writes, event,
-                  peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
-                  inferred, result, root, bint any_source=False):
+cdef object _line(_State parser, op, r, host, stream, name, double dur, bint no_dur, step,
+                  tuple reads, tuple writes, event, peer, group, handle, nbytes, blocking, buffer,
+                  target, batch, site, t, label, inferred, result, root, bint any_source=False):
     """The row of the Line the reference's ``build`` makes of this line's spec (its names
     interned), filled with the values that Line would hold (no Line made): returns its place
-    in ``parser.rows``."""
+    in ``parser.rows``. Its duration as a C value (``no_dur``: None), never made a float."""
     cdef Rows rows = parser.rows
+    cdef unsigned char flags = NO_DUR if no_dur else 0
     cdef Py_ssize_t k = rows.reserve()
     if not blocking and batch is None and label is None and root is None and \
             not any_source and inferred is None:  # (as Line() keeps it: RARE_FIELDS all equal to
@@ -323,9 +325,11 @@ cdef object _line(_State parser, op, r, host, stream, name, dur, step, tuple rea
         rare = (None, blocking, batch, label, None, root, any_source, inferred)
         rare = parser.rares.setdefault(rare, rare)
     # (its names as they are: the rows keep one object of equal strings, as ``strings`` would)
+    if t is None:
+        flags |= NO_T
     rows.put_values(k, parser.lineno, op, parser.path, r, host, stream, name, dur, step, reads,
-                    writes, event, peer, group, handle, nbytes, buffer, target, site, t, result,
-                    rare)
+                    writes, event, peer, group, handle, nbytes, buffer, target, site,
+                    0.0 if t is None else <double>t, result, rare, flags)
     return k
 
 
@@ -338,10 +342,10 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
     cdef dict lives = parser.lives
     cdef dict implicit = parser.implicit
     cdef dict interned = parser.interned
-    cdef list out = []
-    cdef Py_ssize_t slot
-    cdef bint single = len(items) == 1
+    cdef Py_ssize_t slot, n = len(items), at = 0
+    cdef bint single = n == 1
     cdef PyObject *got
+    cdef tuple out = None if single else PyTuple_New(n)  # (filled in place: no list made)
     for x in items:
         if type(x) is str:  # (offset 0, no size: never an error)
             if lexed and parser.memo.cap:
@@ -350,7 +354,8 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
                 if got != NULL:
                     if single:  # (the one tuple of this Ref alone: lines share it)
                         return <tuple>got
-                    out.append((<tuple>got)[0])
+                    _put(out, at, (<tuple>got)[0])
+                    at += 1
                     continue
             k = (r, x)
             life = lives.get(k)
@@ -365,7 +370,10 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
                 memo_put(&parser.memo, rank, <PyObject *>x, alone)
                 if single:
                     return alone
-            out.append(ref)
+            if single:
+                return (ref,)
+            _put(out, at, ref)
+            at += 1
             continue
         # (a ref object _ref_quotes checked: what the reference's ``ref`` records of it, and
         # the Ref its ``resolve`` makes of what it returns, without its dict or _RawRef)
@@ -386,13 +394,23 @@ cdef tuple _resolved(_State parser, list items, r, long rank, dict pending, bint
             if extent > implicit.get(k, 0):
                 implicit[k] = extent
         if nbytes is not None:  # (a strided ref's too: its hull's)
-            out.append(_interned(interned, r, buf, offset, nbytes, window, pattern))
+            ref = _interned(interned, r, buf, offset, nbytes, window, pattern)
         elif size is not None:
-            n = size - offset
-            out.append(_interned(interned, r, buf, offset, n if n > 0 else 0, window))
+            left = size - offset
+            ref = _interned(interned, r, buf, offset, left if left > 0 else 0, window)
         else:
-            out.append(_pending(pending, implicit, r, buf, offset, window))
-    return tuple(out)
+            ref = _pending(pending, implicit, r, buf, offset, window)
+        if single:
+            return (ref,)
+        _put(out, at, ref)
+        at += 1
+    return out
+
+
+cdef inline void _put(tuple t, Py_ssize_t i, object v) noexcept:
+    """Item ``i`` of the new tuple ``t`` (being filled) set to ``v``."""
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
 
 
 cdef object _interned(dict interned, rank, buffer, offset, nbytes, window, pattern=None):
@@ -615,6 +633,7 @@ cdef class _Fields:
     cdef object rank, host, stream, name, dur, step, site, t, reads, writes, event, buffer
     cdef object nbytes, label, handle, blocking, inferred, tensors, peer, group, batch, inputs
     cdef object outputs, result, root, any_source
+    cdef double dur_c  # the lexer's duration, where ``dur`` is _C_DUR
 
     cdef void clear(self) noexcept:
         self.rank = self.host = self.stream = self.name = self.dur = self.step = UNSET
@@ -624,26 +643,7 @@ cdef class _Fields:
         self.result = self.root = self.any_source = UNSET
 
 
-DEF DUR_CACHE = 65536  # durations shared (a power of 2: 1 MB of cache, 16 bits of hash)
-cdef uint64_t _dur_bits[DUR_CACHE]
-cdef list _dur_objs = [None] * DUR_CACHE  # (it owns the floats)
-
-
-cdef object _shared_dur(double x):
-    """A float of ``x``'s bits: the one made for an earlier line's equal ``dur``, else a new one,
-    remembered (durations repeat: a program's kernels and a generator's rounded values). A row
-    keeps a duration as a C double, so this no longer saves memory; it saves making and freeing
-    a float for most lexed lines, and a spec's equal durations share one. Compared by bits:
-    -0.0 and 0.0 stay two."""
-    cdef uint64_t bits = (<uint64_t *>&x)[0]
-    cdef Py_ssize_t i = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 48) & (DUR_CACHE - 1))
-    got = _dur_objs[i]
-    if got is not None and _dur_bits[i] == bits:
-        return got
-    got = PyFloat_FromDouble(x)
-    _dur_objs[i] = got
-    _dur_bits[i] = bits
-    return got
+cdef object _C_DUR = object()  # a _Fields' dur: the lexer's, a C double in its dur_c
 
 
 cdef inline object _lex_value(Lex *lx, int k):
@@ -655,8 +655,6 @@ cdef inline object _lex_value(Lex *lx, int k):
     if t == T_INT:
         return PyLong_FromLongLong(lx.num[k])
     if t == T_FLOAT:
-        if k == K_DUR:
-            return _shared_dur(lx.real[k])
         return PyFloat_FromDouble(lx.real[k])
     if t == T_BOOL:
         return lx.num[k] != 0
@@ -667,7 +665,11 @@ cdef void _lexed(Lex *lx, _Fields f) except *:
     """Fill ``f`` with the line the lexer took."""
     f.rank, f.host = _lex_value(lx, K_RANK), _lex_value(lx, K_HOST)
     f.stream = _lex_value(lx, K_STREAM)
-    f.name, f.dur, f.step = _lex_value(lx, K_NAME), _lex_value(lx, K_DUR), _lex_value(lx, K_STEP)
+    f.name, f.step = _lex_value(lx, K_NAME), _lex_value(lx, K_STEP)
+    if lx.seen & (1u << K_DUR):  # (kept a C double: a row holds it so, and most lines are rows)
+        f.dur, f.dur_c = _C_DUR, lx.real[K_DUR]
+    else:
+        f.dur = UNSET
     f.site, f.t = _lex_value(lx, K_SITE), _lex_value(lx, K_T)
     f.reads, f.writes = _lex_value(lx, K_READS), _lex_value(lx, K_WRITES)
     f.event, f.buffer = _lex_value(lx, K_EVENT), _lex_value(lx, K_BUFFER)
@@ -731,7 +733,8 @@ cdef void _decoded(obj, _Fields f) except *:
 
 
 cdef tuple _values(str op, _Fields f):
-    return (op, f.rank, f.host, f.stream, f.name, f.dur, f.step, f.site, f.t, f.reads, f.writes,
+    return (op, f.rank, f.host, f.stream, f.name,
+            PyFloat_FromDouble(f.dur_c) if f.dur is _C_DUR else f.dur, f.step, f.site, f.t, f.reads, f.writes,
             f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
             f.peer, f.group, f.batch, f.inputs, f.outputs, f.result, f.root, f.any_source)
 
@@ -793,6 +796,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
     cdef bint has_label = False, is_wait = False, has_inferred = False, inferred_name = False
     cdef bint is_query = False, any_source = False, has_any_source = False
     cdef bint is_comm = False, explicit = True
+    cdef double dur_c = 1.0
     quotes = 4  # "op": "<op>"
     r, host, stream, name = obj.rank, obj.host, obj.stream, obj.name
     dur, step = obj.dur, obj.step
@@ -817,6 +821,7 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         dur = 1.0
     else:
         quotes += 2
+        dur_c = obj.dur_c if dur is _C_DUR else <double>dur
     if step is UNSET:
         step = None
     else:
@@ -1035,9 +1040,11 @@ cdef object _take(_State parser, _Fields obj, str op, str s, dict pending):
         rd = _resolved(parser, reads, r, rank, pending, s is None) if reads else ()
         wr = rd if writes is reads else \
             _resolved(parser, writes, r, rank, pending, s is None) if writes else ()
-        return _line(parser, op, r, host, stream, name, dur, step, rd, wr, event, peer, group,
-                     handle, nbytes, blocking, buffer, target, batch, site, t, label, inferred,
-                     result, root, any_source)
+        return _line(parser, op, r, host, stream, name, dur_c, dur is None, step, rd, wr, event,
+                     peer, group, handle, nbytes, blocking, buffer, target, batch, site, t, label,
+                     inferred, result, root, any_source)
+    if dur is _C_DUR:
+        dur = PyFloat_FromDouble(dur_c)
     spec = {"op": op, "rank": r, "host": host, "stream": stream, "name": name, "dur": dur,
             "step": step}
     if event is not None:

@@ -25,10 +25,11 @@ cdef class Rows:
     cdef int add(self, object line) except -1
     cdef int put(self, Py_ssize_t i, object line) except -1
     cdef int put_values(self, Py_ssize_t i, object lineno, object op, object path, object rank,
-                        object host, object stream, object name, object dur, object step,
+                        object host, object stream, object name, double dur, object step,
                         object reads, object writes, object event, object peer, object group,
                         object handle, object nbytes, object buffer, object target,
-                        object site, object t, object result, object rare) except -1
+                        object site, double t, object result, object rare,
+                        unsigned char flags) except -1
     cdef int replace_refs(self, dict replace) except -1
     cdef int value(self, object v, int field) except -1
     cdef int freeze(self) except -1

@@ -15,6 +15,7 @@ that is not a ``float``, a ``result`` that is not a ``bool``, a slot never set) 
 Tests: tests/native/test_lines.py.
 """
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_REFCNT
 from cpython.list cimport PyList_GET_SIZE
 from libc.limits cimport INT_MAX
 from libc.stdlib cimport free, realloc
@@ -32,11 +33,13 @@ cdef object Line = None  # streamsim.oplog.schema.Line (bind)
 cdef Py_ssize_t _off[<int>N_LINE]  # its slots' offsets (L_X)
 
 
-cdef inline double _float_field(object x, unsigned char none, LRow *row, str name) except? -1.0:
-    """A row's ``dur`` or ``t`` (``name``): a float's value, or for None the flag ``none`` set
-    in the row and 0.0; TypeError for anything else (a row holds no other type exactly)."""
+cdef inline double _float_field(object x, unsigned char none, unsigned char *flags,
+                                str name) except? -1.0:
+    """A row's ``dur`` or ``t`` (``name``) given as an object: a float's value, or for None the
+    flag ``none`` set in ``flags`` and 0.0; TypeError for anything else (a row holds no other
+    type exactly)."""
     if x is None:
-        row.flags |= none
+        flags[0] |= none
         return 0.0
     if type(x) is not float:
         raise TypeError(f"a {name} a row does not hold")
@@ -81,6 +84,18 @@ cdef class Rows:
             return 0
         if p == self.last[field]:
             return self.last_at[field]
+        # A tuple only the caller holds is not in vals: it is added without a lookup in ``at``
+        # (a cache miss each, in a map as large as the log's distinct ref tuples) and not kept
+        # there. Most ref tuples come so, made for their line. Should the same tuple come again
+        # later, it is added once more: its rows read the same object from two places.
+        if type(v) is tuple and Py_REFCNT(v) == 1:
+            k = PyList_GET_SIZE(self.vals)
+            if k >= INT_MAX:
+                raise MemoryError()
+            self.vals.append(v)
+            self.last[field] = p
+            self.last_at[field] = <int>k
+            return <int>k
         k = addrmap_get(&self.at, <size_t>p)
         if k < 0:
             t = type(v)
@@ -127,32 +142,37 @@ cdef class Rows:
         """Fill row ``i`` (:meth:`reserve`) with ``line``, exactly a ``Line``."""
         cdef PyObject *o = <PyObject *>line
         cdef int f
+        cdef unsigned char flags = 0
+        cdef double dur, t
         if type(line) is not Line or Line is None:
             raise TypeError("not a Line")
         for f in range(N_LINE):
             if slot(o, _off[f]) == NULL:
                 raise TypeError("a Line field never set")
+        dur = _float_field(<object>slot(o, _off[L_DUR]), NO_DUR, &flags, "dur")
+        t = _float_field(<object>slot(o, _off[L_T]), NO_T, &flags, "t")
         return self.put_values(
             i, <object>slot(o, _off[L_LINENO]), <object>slot(o, _off[L_OP]),
             <object>slot(o, _off[L_PATH]), <object>slot(o, _off[L_RANK]),
             <object>slot(o, _off[L_HOST]), <object>slot(o, _off[L_STREAM]),
-            <object>slot(o, _off[L_NAME]), <object>slot(o, _off[L_DUR]),
-            <object>slot(o, _off[L_STEP]), <object>slot(o, _off[L_READS]),
+            <object>slot(o, _off[L_NAME]), dur, <object>slot(o, _off[L_STEP]), <object>slot(o, _off[L_READS]),
             <object>slot(o, _off[L_WRITES]), <object>slot(o, _off[L_EVENT]),
             <object>slot(o, _off[L_PEER]), <object>slot(o, _off[L_GROUP]),
             <object>slot(o, _off[L_HANDLE]), <object>slot(o, _off[L_NBYTES]),
             <object>slot(o, _off[L_BUFFER]), <object>slot(o, _off[L_TARGET]),
-            <object>slot(o, _off[L_SITE]), <object>slot(o, _off[L_T]),
-            <object>slot(o, _off[L_RESULT]), <object>slot(o, _off[L_RARE]))
+            <object>slot(o, _off[L_SITE]), t, <object>slot(o, _off[L_RESULT]),
+            <object>slot(o, _off[L_RARE]), flags)
 
     cdef int put_values(self, Py_ssize_t i, object lineno, object op, object path, object rank,
-                        object host, object stream, object name, object dur, object step,
+                        object host, object stream, object name, double dur, object step,
                         object reads, object writes, object event, object peer, object group,
                         object handle, object nbytes, object buffer, object target,
-                        object site, object t, object result, object rare) except -1:
+                        object site, double t, object result, object rare,
+                        unsigned char flags) except -1:
         """Fill row ``i`` (:meth:`reserve`) with a line's field values, as its ``Line`` would
-        hold them (the compiled reader's pass 1 makes no ``Line``); TypeError where a row cannot
-        hold one as it is."""
+        hold them (the compiled reader's pass 1 makes no ``Line``): its ``dur`` and ``t`` as C
+        values, None where ``flags`` has NO_DUR, NO_T (then the value is not read); TypeError
+        where a row cannot hold a value as it is."""
         cdef LRow *row = self.rows + i
         if type(lineno) is not int or not 1 <= lineno < INT_MAX:
             raise TypeError("a line number a row does not hold")
@@ -162,9 +182,9 @@ cdef class Rows:
             raise TypeError("a target a row does not hold")
         else:
             row.target = <int>target
-        row.flags = 0
-        row.dur = _float_field(dur, NO_DUR, row, "dur")
-        row.t = _float_field(t, NO_T, row, "t")
+        row.flags = flags & (NO_DUR | NO_T)
+        row.dur = 0.0 if flags & NO_DUR else dur
+        row.t = 0.0 if flags & NO_T else t
         if result is None:
             row.result = -1
         elif result is True or result is False:
