@@ -83,8 +83,8 @@ def built() -> bool:
 
 def _load_decoder() -> Any:
     """The compiled reader (``_decode``), or None when it was not built. Imported on first use,
-    not with this package: it imports msgspec (~10 ms of a process's start), which a small op log
-    never needs (streamsim.oplog.read, ``SMALL_LOG``)."""
+    not with this package: a small op log never needs it (streamsim.oplog.read, ``SMALL_LOG``).
+    It imports msgspec only when a line needs it (``_decode.pyx``, ``_fast_loaded``)."""
     global _decoder
     if _decoder is _UNLOADED:
         try:
@@ -139,8 +139,9 @@ def decoder() -> Any:
 
 def bind_decoder(**objects: Any) -> None:
     """Hand the reader's objects to the compiled reader (which imports nothing above it): its
-    Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec decoder, op sets and ref object
-    Struct, a wait's inferred values and name, and the schema's limits, which the lexer checks
+    Line and Ref classes, DEFAULT_SIZE, a loader of the fast path's msgspec objects (its
+    decoder, ref object Struct and errors, taken when a line first needs them), the op sets, a
+    wait's inferred values and name, and the schema's limits, which the lexer checks
     (streamsim/native/_decode.pyx, ``bind``; _lex.pxi)."""
     decoder = _load_decoder()
     if decoder is not None:

@@ -39,7 +39,6 @@ and the name's one object, instead of three dict lookups keyed by new tuples a r
 lines: the parse 0.49 -> 0.29 s CPU.
 Tests: tests/native/test_decode.py (the checker's OpLogs and errors, on both fast paths).
 """
-from msgspec import UNSET, DecodeError, ValidationError
 
 from streamsim.native._slots cimport (L_LINENO, L_OP, L_PATH, L_RANK, L_HOST, L_STREAM,
     L_NAME, L_DUR, L_STEP, L_READS, L_WRITES, L_EVENT, L_PEER, L_GROUP, L_HANDLE, L_NBYTES,
@@ -58,14 +57,12 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memchr
 
 # The reader's own objects, handed over by :func:`bind` (the compiled core sits below the reader
-# and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the fast path's msgspec
-# decoder, the ops whose ``event`` or ``buffer`` it reads, a wait's ``inferred`` values and name,
-# each comm op's default group, the collectives it reads, a ref object as the checker's dict,
-# the fields whose strings pass 2 interns.
+# and imports nothing of it): its Line and Ref classes, DEFAULT_SIZE, the ops whose ``event`` or
+# ``buffer`` it reads, a wait's ``inferred`` values and name, each comm op's default group, the
+# collectives it reads, the fields whose strings pass 2 interns.
 cdef object Line = None
 cdef object Ref = None
 cdef object DEFAULT_SIZE = None
-cdef object _decode = None
 cdef object _EVENT_OPS = None
 cdef object _BUFFER_OPS = None
 cdef object _INFERRED_BY = None
@@ -74,25 +71,37 @@ cdef object _ANY_SOURCE_NAME = None
 cdef object _DEFAULT_GROUP = None
 cdef object _COLLECTIVE_OPS = None
 cdef object _ROOTED_OPS = None
+cdef object _extent = None
+# The fast path's msgspec objects, taken on first need (:func:`_fast_loaded`): msgspec's decoder
+# of the lines the lexer hands over, its UNSET and errors, the ref object Struct the lexer makes,
+# a ref object as the checker's dict, a strided ref's hull. A log whose every line the lexer
+# takes, with no ref object, never imports msgspec (~15 ms of a process). Until then UNSET is a
+# sentinel of this module's, which no line has: it is read only of the line being read, so the
+# switch to msgspec's (between two lines, or inside the lexing of one) is never seen half done.
+cdef object _load_fast = None  # () -> those objects (streamsim.oplog.read)
+cdef object UNSET = object()
+cdef object DecodeError = None
+cdef object ValidationError = None
+cdef object _decode = None
+cdef object _REF_STRUCT = None
 cdef object _REF_OBJECT = None
 cdef object _strided_hull = None
-cdef object _extent = None
-cdef object _REF_STRUCT = None
 cdef tuple _NAME_FIELDS = ()
 
 
-def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, inferred_name,
-         any_source_name, default_group, collective_ops, rooted_ops, ref_object, ref_struct, strided_hull, extent,
-         name_fields, limits, max_dur, max_dims):
-    """Take the reader's objects (streamsim/oplog/read.py calls this once, at import)."""
-    global Line, Ref, DEFAULT_SIZE, _decode, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME
-    global _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT, _REF_STRUCT, _NAME_FIELDS, _strided_hull
-    global _extent, _ROOTED_OPS, _ANY_SOURCE_NAME
-    Line, Ref, DEFAULT_SIZE, _decode = line, ref, default_size, decoder.decode
+def bind(line, ref, default_size, load_fast, event_ops, buffer_ops, inferred_by, inferred_name,
+         any_source_name, default_group, collective_ops, rooted_ops, extent, name_fields, limits,
+         max_dur, max_dims):
+    """Take the reader's objects (streamsim/oplog/read.py calls this once, on its first large
+    log). ``load_fast()``: the fast path's msgspec objects, asked for on first need
+    (:func:`_fast_loaded`)."""
+    global Line, Ref, DEFAULT_SIZE, _load_fast, _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY
+    global _INFERRED_NAME, _DEFAULT_GROUP, _COLLECTIVE_OPS, _NAME_FIELDS, _extent, _ROOTED_OPS
+    global _ANY_SOURCE_NAME
+    Line, Ref, DEFAULT_SIZE, _load_fast = line, ref, default_size, load_fast
     _EVENT_OPS, _BUFFER_OPS, _INFERRED_BY, _INFERRED_NAME = (event_ops, buffer_ops, inferred_by,
                                                              inferred_name)
-    _DEFAULT_GROUP, _COLLECTIVE_OPS, _REF_OBJECT = default_group, collective_ops, ref_object
-    _REF_STRUCT, _strided_hull, _extent = ref_struct, strided_hull, extent
+    _DEFAULT_GROUP, _COLLECTIVE_OPS, _extent = default_group, collective_ops, extent
     _ROOTED_OPS, _ANY_SOURCE_NAME = rooted_ops, any_source_name
     lex_limits(limits, max_dur, max_dims)
     _NAME_FIELDS = name_fields
@@ -102,6 +111,28 @@ def bind(line, ref, default_size, decoder, event_ops, buffer_ops, inferred_by, i
     class_offsets(Ref, ("view", "window"), _ref_offset)
     check_generic_alloc(View)
     check_generic_alloc(Ref)
+
+
+cdef int _fast_loaded() except -1:
+    """msgspec's objects taken from the fast path (imported now, once): its UNSET, its errors,
+    the decoder of the lines the lexer hands over, the ref object Struct the lexer makes and
+    the fast path's functions of one."""
+    global UNSET, DecodeError, ValidationError, _decode, _REF_STRUCT, _REF_OBJECT, _strided_hull
+    if _decode is not None:
+        return 0
+    got = _load_fast()
+    UNSET, DecodeError = got["unset"], got["decode_error"]
+    ValidationError, _REF_STRUCT = got["validation_error"], got["ref_struct"]
+    _REF_OBJECT, _strided_hull = got["ref_object"], got["strided_hull"]
+    _decode = got["decoder"].decode
+    return 0
+
+
+def _ref_struct(**fields):
+    """A ref object the lexer read, as the fast path's Struct (msgspec loaded on the first)."""
+    if _REF_STRUCT is None:
+        _fast_loaded()
+    return _REF_STRUCT(**fields)
 
 
 cdef tuple _FULL = (0.0, 1.0)
@@ -538,14 +569,14 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
             end = <const char *>memchr(base + start, 10, size - start)
             length = (end - (base + start)) if end != NULL else size - start
             chunk = None  # (made only for a line handed to the reference)
-            lexed = lex_line(lx, base + start, length, _REF_STRUCT)
+            lexed = lex_line(lx, base + start, length, _ref_struct)
             at = start + length + 1
             n = i + 1
         else:
             if i >= n:
                 break
             chunk = chunks[i]
-            lexed = lex_chunk(lx, chunk, _REF_STRUCT)
+            lexed = lex_chunk(lx, chunk, _ref_struct)
         if lexed:
             st.lineno = i + 1
             _lexed_lines += 1
@@ -583,7 +614,9 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
                 _reserve_specs(st, raw)
                 continue
             st.lineno = i + 1  # (a t names its line: the next t of its thread is checked by it)
-            spec = _scan(st, s, pending)
+            # (msgspec refuses an op none of its Structs has: the lexer saw one, so msgspec
+            # is neither asked nor imported for a declaration)
+            spec = None if lx.foreign_op else _scan(st, s, pending)
         if spec is None:
             st.flush()
             take(i + 1, chunk, raw, False)  # (its fast path would refuse it again)
@@ -744,6 +777,7 @@ def lex_fields(line):
     None where it refuses the line (tests/native/test_lex.py holds it to :func:`msgspec_fields`)."""
     cdef Lex lx
     cdef _Fields f = _Fields.__new__(_Fields)
+    _fast_loaded()  # (the same UNSET as msgspec_fields')
     lex_init(&lx)
     try:
         if not lex_chunk(&lx, line, _REF_STRUCT):
@@ -758,6 +792,7 @@ def msgspec_fields(str line):
     """msgspec's reading of ``line`` (stripped), as :func:`lex_fields` gives it, or None where it
     refuses the line."""
     cdef _Fields f = _Fields.__new__(_Fields)
+    _fast_loaded()
     try:
         obj = _decode(line)
     except (ValidationError, DecodeError, UnicodeError):
@@ -771,6 +806,8 @@ cdef object _scan(_State parser, str s, dict pending):
     itself (:func:`_take`), of the line ``s`` decoded by msgspec; None: the checker reads it."""
     if "\\" in s:
         return None
+    if _decode is None:
+        _fast_loaded()
     try:
         obj = _decode(s)
     except (ValidationError, DecodeError, UnicodeError):  # (lone surrogates)

@@ -138,6 +138,9 @@ cdef struct Lex:
     # a string (borrowed from the table), a list (owned), an int, a float, a bool
     int op
     unsigned int seen
+    # the last line refused had an op none of OP_NAMES (a declaration, an op only the checker
+    # reads): msgspec's fast path refuses it too, so it goes to the checker without it
+    bint foreign_op
     PyObject *obj[N_KEYS]
     long long num[N_KEYS]
     double real[N_KEYS]
@@ -150,6 +153,7 @@ cdef int lex_init(Lex *lx) except -1:
     lx.hashes = <uint64_t *>PyMem_Malloc(lx.cap * sizeof(uint64_t))
     lx.strs = <PyObject **>PyMem_Malloc(lx.cap * sizeof(PyObject *))
     lx.seen = 0
+    lx.foreign_op = False
     for i in range(N_KEYS):
         lx.obj[i] = NULL
     if lx.hashes == NULL or lx.strs == NULL:
@@ -619,6 +623,15 @@ cdef int lex_chunk(Lex *lx, object chunk, object refobj) except -1:
     return lex_line(lx, p, n, refobj)
 
 
+cdef inline bint _lex_is_op(PyObject *s) noexcept:
+    """``s`` (a string of the table) is one of OP_NAMES (their objects: put in first)."""
+    cdef int o
+    for o in range(N_OPS):
+        if OP_NAMES[o] is <object>s:
+            return True
+    return False
+
+
 cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1:
     """Lex the line ``p[:n]`` into ``lx`` (its op, keys and values): 1, or 0 where it is not a
     line this lexer takes (then ``lx`` holds nothing)."""
@@ -627,6 +640,7 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
     cdef bint integer
     cdef PyObject *s
     lex_clear(lx)
+    lx.foreign_op = False
     i = _lex_ws(p, 0, n)
     if i >= n or p[i] != 123:  # {
         return 0
@@ -664,6 +678,10 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
             if lx.obj[k] == NULL:
                 lex_clear(lx)
                 return 0
+            if k == K_OP and not _lex_is_op(lx.obj[k]):
+                lex_clear(lx)
+                lx.foreign_op = True
+                return 0  # (another op: the checker's)
         elif t == T_INT:
             end = _lex_int(p, i, n, LIMIT_OF[k], &lx.num[k])
         elif t == T_FLOAT:

@@ -26,10 +26,11 @@ from ..sim.groups import P2P_STREAMS, declare_group
 from ..strided import Strided, extent
 from ..trace import View
 from .batches import BatchRule
-from .schema import (ANY_SOURCE_NAME, BUFFER_OPS, COMMON, DECLARATIONS, DEFAULT_GROUP,
-                     DEFAULT_SIZE, FIELDS, GLOO_OPS, HANDLE_OPS, INFERRED_BY, INFERRED_NAME,
-                     LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, MAX_RANK, NCCL_OPS, REQUIRED, GroupSpec,
-                     Line, OpLog, shown_number, shown_window)
+from .schema import (ANY_SOURCE_NAME, BUFFER_OPS, COLLECTIVE_OPS, COMMON, DECLARATIONS,
+                     DEFAULT_GROUP, DEFAULT_SIZE, EVENT_OPS, FIELDS, GLOO_OPS, HANDLE_OPS,
+                     INFERRED_BY, INFERRED_NAME, LIMITS, MAX_BYTES, MAX_DIMS, MAX_DUR, MAX_RANK,
+                     NCCL_OPS, REQUIRED, ROOTED_OPS, GroupSpec, Line, OpLog, shown_number,
+                     shown_window)
 from .. import native
 from .source import hides_ops, read_oplog_bytes, split_lines
 from .strictjson import DECODER as _DECODER, SURROGATE as _SURROGATE, type_name as _type_name
@@ -69,20 +70,34 @@ _BOUND: list[bool] = []  # (the compiled reader bound: once a process)
 
 
 def _fast_paths() -> tuple[Any, Any]:
-    """``(fast_spec, compiled)`` for a log of :data:`SMALL_LOG` or more: the Python fast path, and
-    the compiled reader where it runs (else None), imported and bound on first use."""
-    from .fastpath import (BUFFER_OPS, COLLECTIVE_OPS, EVENT_OPS, FAST_DECODER, ROOTED_OPS,
-                           RefObj, fast_spec, ref_object, strided_hull)
+    """``(fast_spec, compiled)`` for a log of :data:`SMALL_LOG` or more: the compiled reader
+    where it runs (bound on first use; fast_spec None), else the Python fast path (compiled
+    None). The compiled reader imports msgspec and the Python fast path only when a line needs
+    them (a line its lexer hands over, a ref object): ``_fast_objects``."""
+    compiled = native.decoder()
+    if compiled is None:
+        from .fastpath import fast_spec
+        return fast_spec, None
     if not _BOUND:  # what the compiled reader (streamsim/native/_decode.pyx) takes of this reader's
-        native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE, decoder=FAST_DECODER,
-                            event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS, inferred_by=INFERRED_BY,
-                            inferred_name=INFERRED_NAME, any_source_name=ANY_SOURCE_NAME, default_group=DEFAULT_GROUP,
-                            collective_ops=COLLECTIVE_OPS, rooted_ops=ROOTED_OPS,
-                            ref_object=ref_object, ref_struct=RefObj,
-                            strided_hull=strided_hull, extent=extent, name_fields=_NAME_FIELDS,
-                            limits=LIMITS, max_dur=MAX_DUR, max_dims=MAX_DIMS)
+        native.bind_decoder(line=Line, ref=Ref, default_size=DEFAULT_SIZE,
+                            load_fast=_fast_objects, event_ops=EVENT_OPS, buffer_ops=BUFFER_OPS,
+                            inferred_by=INFERRED_BY, inferred_name=INFERRED_NAME,
+                            any_source_name=ANY_SOURCE_NAME, default_group=DEFAULT_GROUP,
+                            collective_ops=COLLECTIVE_OPS, rooted_ops=ROOTED_OPS, extent=extent,
+                            name_fields=_NAME_FIELDS, limits=LIMITS, max_dur=MAX_DUR,
+                            max_dims=MAX_DIMS)
         _BOUND.append(True)
-    return fast_spec, native.decoder()
+    return None, compiled
+
+
+def _fast_objects() -> dict[str, Any]:
+    """What the compiled reader takes of msgspec and the Python fast path, on its first need."""
+    import msgspec
+
+    from .fastpath import FAST_DECODER, RefObj, ref_object, strided_hull
+    return dict(unset=msgspec.UNSET, decode_error=msgspec.DecodeError,
+                validation_error=msgspec.ValidationError, decoder=FAST_DECODER,
+                ref_struct=RefObj, ref_object=ref_object, strided_hull=strided_hull)
 
 
 def _checker_only(parser: Any, s: str) -> None:
