@@ -17,6 +17,7 @@ that decision and the binding it reads.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -283,25 +284,38 @@ def hb_rows(trace: Any, keys: list[int] | None, names: tuple[str, str, str, str]
         return None  # reference's Python ints hold it
 
 
+@contextlib.contextmanager
+def large_blocks_mapped(wanted: bool = True) -> Iterator[None]:
+    """The body's large blocks mapped on their own and handed back when freed
+    (``_heap.map_large_blocks``), where the command line's heap policy is installed and
+    ``wanted``; elsewhere nothing changes. For a stage that runs once a check (the first
+    replay, the first HB pass), not for fix costing's re-runs, which would fault those pages
+    in again each time."""
+    heap = sys.modules.get(f"{__name__}._heap")  # (imported where the heap policy was asked)
+    mapped = wanted and heap is not None and heap.map_large_blocks(True)
+    try:
+        yield
+    finally:
+        if mapped:
+            heap.map_large_blocks(False)
+
+
 def hb_hazards(trace: Any, names: tuple[str, str, str, str], hazard: type) -> list | None:
     """The hazards of :func:`hb_rows`' rows, in their order, each a ``hazard`` (the findings'
     ``Hazard``) with no fix, made by the compiled pass itself once its walk's state is freed:
     no row made (at 1,000,000 lines of the random program, 301,502 rows of 12 items were
-    about 70 MB beside the hazards). None as :func:`hb_rows`."""
+    about 70 MB beside the hazards). None as :func:`hb_rows`. The walk's arrays are handed
+    back as it ends (:func:`large_blocks_mapped`)."""
     if not available():
         return None
     columns = _columns_of(trace)
-    heap = sys.modules.get(f"{__name__}._heap")  # (imported where the heap policy was asked)
-    mapped = heap is not None and heap.map_large_blocks(True)  # (the walk's arrays handed
-    try:  # back as it ends: _heap.map_large_blocks)
-        if columns is not None:
-            return _compiled.hb_columns(columns, names, COVERED_KINDS, False, True, hazard)
-        return _compiled.hb_rows(trace, None, names, COVERED_KINDS, False, True, hazard)
-    except OverflowError:  # (as hb_rows)
-        return None
-    finally:
-        if mapped:
-            heap.map_large_blocks(False)
+    with large_blocks_mapped():
+        try:
+            if columns is not None:
+                return _compiled.hb_columns(columns, names, COVERED_KINDS, False, True, hazard)
+            return _compiled.hb_rows(trace, None, names, COVERED_KINDS, False, True, hazard)
+        except OverflowError:  # (as hb_rows)
+            return None
 
 
 def hazard_count(trace: Any, names: tuple[str, str, str, str]) -> int | None:

@@ -170,3 +170,45 @@ def test_only_the_command_lines_own_process_keeps_freed_memory(tmp_path, as_prog
                          capture_output=True, text=True, timeout=120, env=env)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split()[-2:] == ["0", str(kept)]
+
+
+def test_a_check_maps_the_large_blocks_of_its_run_not_of_its_fix_reruns(monkeypatch, tmp_path):
+    """The run's own replay and its HB pass map their large blocks while they run
+    (``native.large_blocks_mapped``: arrays freed as each ends go back to the system instead of
+    staying as holes in the kept heap, which lowered a check's peak); fix costing's re-runs
+    keep the heap, which would fault those pages in again each time. (The policy's switch is
+    replaced here by a recorder: a test's process has no policy installed.) Where the compiled
+    stages do not run, nothing is mapped."""
+    from streamsim import native
+    from streamsim.native import _heap
+    from streamsim.pipeline import check_oplog
+    mapping = [False]
+    switched = []
+
+    def switch(on: bool) -> bool:
+        mapping[0] = on
+        switched.append(on)
+        return True
+
+    monkeypatch.setattr(_heap, "map_large_blocks", switch)
+    seen = []  # (stage, mapped while it ran)
+    replayer = native.replayer()
+    if replayer is not None:
+        replay = replayer.replay
+        monkeypatch.setattr(replayer, "replay",
+                            lambda *a, **k: seen.append(("replay", mapping[0])) or replay(*a, **k))
+        hb = native._compiled.hb_columns
+        monkeypatch.setattr(native._compiled, "hb_columns",
+                            lambda *a: seen.append(("hb", mapping[0])) or hb(*a))
+    log = tmp_path / "war.jsonl"
+    log.write_text('{"op":"launch","stream":"side","name":"r","reads":["x"]}\n'
+                   '{"op":"launch","name":"w","writes":["x"]}\n')
+    report = check_oplog(str(log), fix_cost=True, jobs=1)
+    assert report.findings.hazards
+    if replayer is None:
+        assert switched == [] and seen == []
+        return
+    assert seen[:2] == [("replay", True), ("hb", True)], seen
+    reruns = [mapped for stage, mapped in seen[2:] if stage == "replay"]
+    assert reruns and not any(reruns), seen
+    assert mapping[0] is False  # (switched back after each)
