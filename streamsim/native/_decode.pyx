@@ -129,7 +129,8 @@ cdef int _fast_loaded() except -1:
 
 
 def _ref_struct(**fields):
-    """A ref object the lexer read, as the fast path's Struct (msgspec loaded on the first)."""
+    """A ref object the lexer read, as the fast path's Struct: what the lexer is handed until
+    msgspec is loaded (the first loads it); then the Struct itself."""
     if _REF_STRUCT is None:
         _fast_loaded()
     return _REF_STRUCT(**fields)
@@ -569,14 +570,15 @@ cdef Py_ssize_t _first_pass(_State st, object lines, list raw, dict pending, Lex
             end = <const char *>memchr(base + start, 10, size - start)
             length = (end - (base + start)) if end != NULL else size - start
             chunk = None  # (made only for a line handed to the reference)
-            lexed = lex_line(lx, base + start, length, _ref_struct)
+            lexed = lex_line(lx, base + start, length,
+                             _ref_struct if _REF_STRUCT is None else _REF_STRUCT)
             at = start + length + 1
             n = i + 1
         else:
             if i >= n:
                 break
             chunk = chunks[i]
-            lexed = lex_chunk(lx, chunk, _ref_struct)
+            lexed = lex_chunk(lx, chunk, _ref_struct if _REF_STRUCT is None else _REF_STRUCT)
         if lexed:
             st.lineno = i + 1
             _lexed_lines += 1
@@ -767,8 +769,8 @@ cdef void _decoded(obj, _Fields f) except *:
 
 cdef tuple _values(str op, _Fields f):
     return (op, f.rank, f.host, f.stream, f.name,
-            PyFloat_FromDouble(f.dur_c) if f.dur is _C_DUR else f.dur, f.step, f.site, f.t, f.reads, f.writes,
-            f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
+            PyFloat_FromDouble(f.dur_c) if f.dur is _C_DUR else f.dur, f.step, f.site, f.t,
+            f.reads, f.writes, f.event, f.buffer, f.nbytes, f.label, f.handle, f.blocking, f.inferred, f.tensors,
             f.peer, f.group, f.batch, f.inputs, f.outputs, f.result, f.root, f.any_source)
 
 

@@ -623,22 +623,22 @@ cdef int lex_chunk(Lex *lx, object chunk, object refobj) except -1:
     return lex_line(lx, p, n, refobj)
 
 
-cdef inline bint _lex_is_op(PyObject *s) noexcept:
-    """``s`` (a string of the table) is one of OP_NAMES (their objects: put in first)."""
+cdef inline int _lex_op(PyObject *s) noexcept:
+    """Which of OP_NAMES ``s`` (a string of the table) is (their objects: put in first); -1:
+    none."""
     cdef int o
     for o in range(N_OPS):
         if OP_NAMES[o] is <object>s:
-            return True
-    return False
+            return o
+    return -1
 
 
 cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1:
     """Lex the line ``p[:n]`` into ``lx`` (its op, keys and values): 1, or 0 where it is not a
     line this lexer takes (then ``lx`` holds nothing)."""
     cdef Py_ssize_t i, end, start
-    cdef int k, t, o
+    cdef int k, t, o = -1
     cdef bint integer
-    cdef PyObject *s
     lex_clear(lx)
     lx.foreign_op = False
     i = _lex_ws(p, 0, n)
@@ -678,10 +678,12 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
             if lx.obj[k] == NULL:
                 lex_clear(lx)
                 return 0
-            if k == K_OP and not _lex_is_op(lx.obj[k]):
-                lex_clear(lx)
-                lx.foreign_op = True
-                return 0  # (another op: the checker's)
+            if k == K_OP:
+                o = _lex_op(lx.obj[k])
+                if o < 0:
+                    lex_clear(lx)
+                    lx.foreign_op = True
+                    return 0  # (another op: the checker's)
         elif t == T_INT:
             end = _lex_int(p, i, n, LIMIT_OF[k], &lx.num[k])
         elif t == T_FLOAT:
@@ -719,13 +721,7 @@ cdef int lex_line(Lex *lx, const char *p, Py_ssize_t n, object refobj) except -1
     if _lex_ws(p, i + 1, n) != n or not lx.seen & (1u << K_OP):
         lex_clear(lx)
         return 0  # (something after the object; no op)
-    s = lx.obj[K_OP]
-    for o in range(N_OPS):
-        if OP_NAMES[o] is <object>s:
-            break
-    else:
-        lex_clear(lx)
-        return 0  # (another op: the checker's)
+    # (o: the op's place in OP_NAMES, found when its value was read)
     if lx.seen & ~KEYS_OF[o] or REQUIRED_OF[o] & ~lx.seen:
         lex_clear(lx)
         return 0  # (a key its op does not take; a key it needs is missing)
