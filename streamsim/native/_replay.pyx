@@ -303,6 +303,15 @@ cdef dict _KIND_CODE = {"launch": K_LAUNCH, "host": K_HOST, "record": K_RECORD,
                         "put": K_PUT, "get": K_GET}
 
 
+cdef inline size_t _combo_hash(const int *vals) noexcept:
+    """The hash of a combination of what lines read (KEPT_FIELDS ints: ``_Run.combo``)."""
+    cdef unsigned long long h = 0
+    cdef int f
+    for f in range(KEPT_FIELDS):
+        h = (h ^ <unsigned int>vals[f]) * 0x9E3779B97F4A7C15ULL
+    return <size_t>(h ^ (h >> 31))
+
+
 cdef struct Waiting:  # an op that processes wait for: its first and last waiter (_Run.wait_for)
     int op
     int head
@@ -669,12 +678,9 @@ cdef class _Run:
 
     cdef int combo(self, const int *vals) except -1:
         """The number in ``combos`` of ``vals`` (KEPT_FIELDS ints), added on first use."""
-        cdef unsigned long long h = 0
-        cdef int f, k
+        cdef int k
         cdef int *grown
-        for f in range(KEPT_FIELDS):
-            h = (h ^ <unsigned int>vals[f]) * 0x9E3779B97F4A7C15ULL
-        cdef size_t at = <size_t>(h ^ (h >> 31)) & self.combo_mask
+        cdef size_t at = _combo_hash(vals) & self.combo_mask
         while True:
             k = self.combo_slots[at]
             if k == 0:
@@ -699,15 +705,11 @@ cdef class _Run:
         """Double the combinations' hash table (:meth:`combo`)."""
         cdef size_t mask = 2 * self.combo_mask + 1, at
         cdef int *slots = <int *>calloc(mask + 1, sizeof(int))
-        cdef int k, f
-        cdef unsigned long long h
+        cdef int k
         if slots == NULL:
             raise MemoryError()
         for k in range(1, self.ncombos):
-            h = 0
-            for f in range(KEPT_FIELDS):
-                h = (h ^ <unsigned int>self.combos[k * KEPT_FIELDS + f]) * 0x9E3779B97F4A7C15ULL
-            at = <size_t>(h ^ (h >> 31)) & mask
+            at = _combo_hash(self.combos + k * KEPT_FIELDS) & mask
             while slots[at] != 0:
                 at = (at + 1) & mask
             slots[at] = k
@@ -743,9 +745,9 @@ cdef class _Run:
             raise MemoryError()
         for i in range(64):
             self.wtab[i].op = -1
-        # (made at their full size and cut to the ops made once the run ends, trim_ops: grown an
-        # append at a time, each list moved as it grew, and the holes those moves left in the
-        # heap made a 1,000,000-line check's peak 805 MB where it is now 766)
+        # (made at their full size: grown an append at a time, each list, as they were, moved
+        # as it grew, and the holes those moves left in the heap made a 1,000,000-line check's
+        # peak 805 MB where it was then 766)
         self.kinds = <unsigned char*>malloc(cap)
         if self.kinds == NULL:
             raise MemoryError()
@@ -978,10 +980,6 @@ cdef class _Run:
         if lo >= self.nenqx or self.enq_xid[lo] != i:
             raise RuntimeError(f"op {i}'s enqueued time was not kept")
         return self.enq_xval[lo]
-
-    cdef void trim_ops(self) except *:
-        """The run has ended (its ops' arrays were made at their full size, :meth:`_ops`)."""
-        pass
 
     cdef int attr_place_of(self, dict d) except -1:
         """The place in ``attr_objs`` of the attrs ``d`` a new op is given: a shared dict's one
@@ -3540,7 +3538,6 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
         r.run()
         if r.seq > INT_MAX:  # (a position past an int: sseq and eseq cut it, and decisions
             raise _Fallback()  # read them; below it, every one stored was exact)
-        r.trim_ops()
         r.unmatched_notes()
         if lean:  # (the columns keep the run: not its schedule's state)
             r.release_schedule()
