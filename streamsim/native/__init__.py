@@ -34,6 +34,19 @@ COVERED_KINDS = frozenset({
     "reduce", "gather", "scatter", "barrier", "put", "get",
 })
 
+class BoundPassed(Exception):
+    """The compiled replay passed a bound where the reference's run would: ``bound``
+    (``"max_ops"`` or ``"max_time"``), the line whose call passed it (``lineno``; None: a
+    thread's wait before its line's call, or the run's next event) and the host thread whose
+    clock did (``agent``; None: the run's next event). Its caller words it as the engine's
+    error (``oplog.replay``); here, not in the compiled module, so that the caller can name it
+    whatever :func:`replayer` hands it."""
+
+    def __init__(self, bound: str, lineno: int | None, agent: Any) -> None:
+        super().__init__(bound, lineno, agent)
+        self.bound, self.lineno, self.agent = bound, lineno, agent
+
+
 try:
     from . import _hb as _compiled  # type: ignore[attr-defined]
 except ImportError:  # not built (no compiler at install time): pure Python

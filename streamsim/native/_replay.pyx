@@ -40,11 +40,14 @@ the seeded ``random.Random`` whose draws scale the durations (drawn in the refer
 each op as it is made).
 
 :func:`replay` returns None, having made nothing the caller sees, whenever the reference would do
-something this module does not: a bound passed (``max_ops``, ``max_time``), a duration the reference
-refuses or that jitter overflows, a ref that is not a plain ``Ref``, a kind or a stream it does not
-cover, a run that stalls (a process still waiting when no entry is left: the reference's deadlock
-report). The caller then runs the reference, which words the error. Held equal to the reference op
-by op by tests/native/test_replay.py.
+something this module does not: a duration the reference refuses or that jitter overflows, a ref
+that is not a plain ``Ref``, a kind or a stream it does not cover, a run that stalls (a process
+still waiting when no entry is left: the reference's deadlock report), a fix re-run's syncs that
+pass a bound. The caller then runs the reference, which words the error. A bound passed
+(``max_ops``, ``max_time``) it raises itself, where the reference would, as a
+``streamsim.native.BoundPassed`` that the caller words: the reference would take as long as
+the run to say so (at 10,000,000 lines and the default ``max_ops``, 58 s and 6.4 GiB). Held
+equal to the reference op by op, and bound by bound, by tests/native/test_replay.py.
 """
 cimport cython
 from libc.stdlib cimport malloc, calloc, realloc, free
@@ -215,6 +218,7 @@ class _Fallback(Exception):
     """The reference must run instead (see the module's docstring)."""
 
 
+
 cdef enum:
     URGENT = 0
     NORMAL = 1
@@ -354,6 +358,7 @@ cdef class _Run:
     cdef double now
     # ops
     cdef int nops, capops, max_ops
+    cdef int going  # the host thread whose program runs (host_go), -1 between them
     cdef double* enq  # NULL once the columns are made: then enq_rule and its exceptions
     # (compact_enq; an op's enqueued time is read only to make its Op by then)
     cdef unsigned char *enq_rule  # ENQ_START, ENQ_ISSUER_START or ENQ_OWN, an op
@@ -905,7 +910,9 @@ cdef class _Run:
     cdef int new_op(self, int a, int kind, double dur, double enqueued, int line, dict attrs,
                     int acc) except -1:
         cdef int n = self.nops
-        if n >= self.max_ops or n >= self.capops:
+        if n >= self.max_ops:
+            raise self.passed("max_ops", self.going, True)
+        if n >= self.capops:
             raise _Fallback()
         self.nops = n + 1
         self.agent[n] = a
@@ -1303,7 +1310,7 @@ cdef class _Run:
         self.sseq[op] = self.seq
         self.clock[h] += self.end[op]
         if self.clock[h] > self.max_time:
-            raise _Fallback()
+            raise self.passed("max_time", h, True)
         self.end[op] = self.clock[h]
         self.eseq[op] = self.seq + 1
         if self.acc_pool[acc] and self.freed:
@@ -1400,8 +1407,8 @@ cdef class _Run:
                 if self.shared[h] and self.gates:  # (in_line_order: Host.settle, its gates)
                     self.state[h] = H_SETTLED
                     if self.clock[h] > self.now:  # (Engine.sync_clock)
-                        if self.clock[h] > self.max_time:
-                            raise _Fallback()  # (the reference's TimeBoundExceeded)
+                        if self.clock[h] > self.max_time:  # (before the line's call)
+                            raise self.passed("max_time", h, False)
                         self.push(self.clock[h] - self.now, NORMAL, h)
                         return 0
                     continue
@@ -1470,7 +1477,7 @@ cdef class _Run:
                     self.state[h] = H_CALL_SETTLED
                     if self.clock[h] > self.now:
                         if self.clock[h] > self.max_time:
-                            raise _Fallback()
+                            raise self.passed("max_time", h, True)
                         self.push(self.clock[h] - self.now, NORMAL, h)
                         return 0
                     continue
@@ -1706,7 +1713,7 @@ cdef class _Run:
         self.state[h] = H_CLOCKED
         if self.clock[h] > self.now:
             if self.clock[h] > self.max_time:
-                raise _Fallback()
+                raise self.passed("max_time", h, True)
             self.push(self.clock[h] - self.now, NORMAL, h)
             return True
         return False
@@ -1849,7 +1856,7 @@ cdef class _Run:
         a comm op's own) waits: ``got``, what the call read before it, is kept for the action's
         resumption (H_SETTLED2). True: the host waits."""
         if self.clock[h] > self.max_time:
-            raise _Fallback()  # (the reference's TimeBoundExceeded)
+            raise self.passed("max_time", h, True)
         self.host_s2[h] = got
         self.state[h] = H_SETTLED2
         self.push(self.clock[h] - self.now, NORMAL, h)
@@ -2843,26 +2850,46 @@ cdef class _Run:
         self.qlen[s] = n
         self.pos[s] = 0
 
+    cdef object passed(self, str bound, int h, bint in_call):
+        """What to raise where the reference raises ``bound``'s error: a :class:`BoundPassed` of
+        host thread ``h`` (-1: the run's next event), of the line its program is at when
+        ``in_call`` (inside the line's call: replay._Replay.program names that line; before
+        it, or in the run's loop, the caller names the file alone). A re-run with a fix's syncs,
+        or an op made outside a host's program, is the reference's to word (_Fallback): its syncs
+        run in places its line does not name (after a thread's last line, before a wait)."""
+        if self.injecting or h < 0 and bound == "max_ops":
+            return _Fallback()
+        from streamsim.native import BoundPassed  # (the caller's too: a rare path)
+        lineno = None
+        if in_call:
+            lineno = self.rows.ref((<_RowList>self.host_lines[h]).a[self.pos[h]]).row.lineno
+        return BoundPassed(bound, lineno, None if bound == "max_ops" or h < 0 else
+                           self.agent_obj[h])
+
     # -- the run (Engine._run) ------------------------------------------------------------------
     cdef run(self):
         cdef Entry e
         cdef int h
         while self.nheap > 0:
             if self.heap[0].t > self.max_time:
-                raise _Fallback()  # (the reference's TimeBoundExceeded)
+                raise self.passed("max_time", -1, False)
             e = self.pop()
             self.now = e.t
             if e.proc < 0:  # a line's Signal set: its waiters resume, in order, in one step
                 for h in self.sig_waiters.pop(-1 - e.proc):
                     if self.now > self.clock[h]:
                         self.clock[h] = self.now  # (Engine.block, after the switch back)
+                    self.going = h
                     if self.host_go(h):
                         self.state[h] = H_DONE
+                    self.going = -1
             elif self.is_host[e.proc]:
                 if self.now > self.clock[e.proc]:  # (Engine.block; a start is at 0, no later)
                     self.clock[e.proc] = self.now
+                self.going = e.proc
                 if self.host_go(e.proc):
                     self.state[e.proc] = H_DONE
+                self.going = -1
             elif self.lane_parent and e.proc in self.lane_parent:
                 self.lane_go(e.proc)
             else:
@@ -3469,6 +3496,7 @@ def replay(lines, threads, double launch_overhead, seed, double jitter, int max_
     except _Fallback:
         return None
     r.max_ops, r.max_time, r.jitter = max_ops, max_time, jitter
+    r.going = -1
     r.launch_overhead = launch_overhead
     r.rng, r.rng_random = rng, rng.random
     r.agent_obj, r.agent_rank, r.agent_name = [], [], []

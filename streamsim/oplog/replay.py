@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .. import native
 from ..kinds import COMM_ROLES, HANDLE_KINDS, OP_KINDS, OpKind, stream_role
 from ..sim.groups import cost_model, declare_group
-from ..sim.errors import InternalError, ModelError
+from ..sim.errors import (BoundExceeded, InternalError, ModelError, OpsBoundExceeded,
+                          TimeBoundExceeded)
 from ..sim.finish import trace_of
 from ..sim.handles import P2POp
 from ..sim.memory import Buffer, Ref
@@ -132,8 +133,23 @@ def _replayed_natively(oplog: OpLog, seed: int | None, jitter: float, max_ops: i
             return LeanRun(got, oplog.path, meta)
         ops, notes, agents = got
         return trace_of(tuple(ops), None, notes, agents, oplog.path, meta)
+    except native.BoundPassed as e:  # (worded as the engine's, named as the program names it)
+        raise _bound_error(e, oplog.path, max_ops, max_time) from None
     except Exception as e:  # (what the log could get wrong, the replay gave up on: ours)
         raise InternalError(f"replaying {oplog.path}", e) from e
+
+
+def _bound_error(passed: native.BoundPassed, path: str, max_ops: int,
+                 max_time: float) -> BoundExceeded:
+    """The error of a bound the compiled replay passed (``passed``): the engine's, named as
+    :meth:`_Replay.program` and :func:`simulate_oplog` name it (the line whose call passed it,
+    else the file)."""
+    if passed.bound == "max_ops":
+        e: BoundExceeded = OpsBoundExceeded.passed(max_ops)
+    else:
+        e = TimeBoundExceeded.passed(max_time, passed.agent)
+    where = path if passed.lineno is None else f"{path}:{passed.lineno}"
+    return type(e)(f"{where}: {e}")
 
 
 def _group_configs(oplog: OpLog) -> dict | None:

@@ -120,8 +120,7 @@ class Engine(CommMixin):
 
     def _too_many_ops(self) -> None:
         """Stop a runaway model (new_rec checks the bound)."""
-        raise OpsBoundExceeded(f"the model issued more than {self.max_ops} ops (max_ops); "
-                               "a runaway loop?")
+        raise OpsBoundExceeded.passed(self.max_ops)
 
     def scaled(self, dur: float, rec: Rec) -> float:
         """Apply seeded multiplicative jitter (and any strategy's perturbation) to a duration."""
@@ -197,7 +196,12 @@ class Engine(CommMixin):
                 self.current = h
                 request = g.switch()
         except BaseException as e:  # (simpy passes on a copy, made with type(e)(*e.args): an
-            self.failed = e  # exception class whose constructor takes other arguments breaks it)
+            # exception class whose constructor takes other arguments breaks it). The first
+            # thread's to fail is the run's error: a thread already due at the same step runs
+            # before simpy stops the run, and may fail too (a bound passed once is passed by
+            # every thread after it), but what it says is not where the run went wrong.
+            if self.failed is None:
+                self.failed = e
             raise
         if self.post_injections:
             self.current = h
@@ -230,8 +234,7 @@ class Engine(CommMixin):
         """Bring simpy's time up to the host's clock, so the host can observe device state."""
         if h.clock > self.env.now:
             if h.clock > self.max_time:
-                raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                        f"on {h.agent}")
+                raise TimeBoundExceeded.passed(self.max_time, h.agent)
             self.block(h, self.env.timeout(h.clock - self.env.now))
 
     def host_op(self, h: HostState, kind: str, name: str, dur: float = 0.0,
@@ -251,8 +254,7 @@ class Engine(CommMixin):
         rec.start_seq = seq = self.seq
         h.clock += rec.end  # (the duration, until it is replaced by the end time just below)
         if h.clock > self.max_time:  # a host that never blocks must still stop at the bound
-            raise TimeBoundExceeded(f"simulated time passed max_time={self.max_time:g} us "
-                                    f"on {h.agent}")
+            raise TimeBoundExceeded.passed(self.max_time, h.agent)
         rec.end = float(h.clock)
         rec.end_seq = seq + 1  # done: nothing can wait for an op that is created finished
         if accesses and self.freed:
@@ -473,8 +475,7 @@ class Engine(CommMixin):
                 if t > limit:
                     if t == float("inf"):
                         break
-                    raise TimeBoundExceeded(f"simulated time passed max_time={limit:g} us; "
-                                            "a runaway model?")
+                    raise TimeBoundExceeded.passed(limit)
                 step()
         except self._empty_schedule:
             pass

@@ -44,11 +44,26 @@ class OpsBoundExceeded(BoundExceeded):
 
     bound = "max_ops"
 
+    @classmethod
+    def passed(cls, max_ops: int) -> "OpsBoundExceeded":
+        """The error of a run as it makes op ``max_ops + 1`` (the engine's and the compiled
+        replay's: one wording)."""
+        return cls(f"the model issued more than {max_ops} ops (max_ops); a runaway loop?")
+
 
 class TimeBoundExceeded(BoundExceeded):
     """The simulated time passed ``max_time``."""
 
     bound = "max_time"
+
+    @classmethod
+    def passed(cls, max_time: float, agent: object = None) -> "TimeBoundExceeded":
+        """The error of a run whose time passes ``max_time``: a host thread's own clock
+        (``agent``, the thread: an action that ends past it, or a wait for its clock), or the
+        run's next event (``agent`` None)."""
+        if agent is None:
+            return cls(f"simulated time passed max_time={max_time:g} us; a runaway model?")
+        return cls(f"simulated time passed max_time={max_time:g} us on {agent}")
 
 
 class InternalError(Exception):

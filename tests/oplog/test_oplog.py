@@ -197,6 +197,19 @@ def test_error_at_replay_names_the_line():
         run(log({"op": "launch"}, {"op": "launch"}), "r.jsonl", max_ops=3)
 
 
+@pytest.mark.parametrize("path", ("0", "1"))
+def test_a_bound_passed_by_several_ranks_names_the_line_that_passed_it_first(monkeypatch, path):
+    """Rank 0 runs first: line 3 makes the fourth op. Rank 1, due at the same step, passes the
+    bound too at line 2, but the error is where the run first went past it (the engine named
+    line 2 while the last thread to fail overwrote the first one's error). Both paths: the
+    engine's (``STREAMSIM_NATIVE=0``) and the compiled replay's, which words it itself."""
+    monkeypatch.setenv("STREAMSIM_NATIVE", path)
+    text = log({"op": "launch", "stream": "s"}, {"op": "launch", "rank": 1, "stream": "s"},
+               {"op": "launch", "stream": "s"})
+    with pytest.raises(ModelError, match=r"^r\.jsonl:3: the model issued more than 3 ops"):
+        run(text, "r.jsonl", max_ops=3)
+
+
 def test_crlf_and_bom_and_comments_keep_physical_line_numbers():
     text = '\ufeff# c\r\n\r\n{"op":"launch","writes":["x"]}\r\n  # indented comment\n{"op":"launch","writes":["x"],"stream":"s"}\r\n'
     trace = run(text)

@@ -205,6 +205,23 @@ def test_runaway_model_names_the_model_and_the_bound(tmp_path):
     assert one_line(err).startswith(f"{path}: the model issued more than 1000 ops (max_ops)")
 
 
+def test_the_first_thread_to_fail_is_the_one_named(tmp_path):
+    """Two ranks' programs fail at the same simulated time: rank 0's runs first, and its
+    mistake is the run's error, not rank 1's, which ran after it in the same step."""
+    path = write(tmp_path, '''\
+        def build(sim, p, variant):
+            def first(host):
+                host.launch("k", dur=-1)
+            def second(host):
+                host.launch("k", dur=float("nan"))
+            sim.spawn(0, first)
+            sim.spawn(1, second)
+        ''')
+    with pytest.raises(ModelError) as err:
+        simulate(path)
+    assert one_line(err) == f"{path}:3: negative duration -1 for k"
+
+
 LOOP_IN_BUILD = '''\
 def build(sim, p, variant):
     while True:
