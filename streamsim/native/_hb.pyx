@@ -348,7 +348,6 @@ cdef class ViewState:
     cdef Seg seg
     cdef pos_t lo
     cdef pos_t hi
-    cdef list starts
     cdef list segs
     cdef object rank
     cdef object buffer
@@ -607,7 +606,7 @@ cdef class _Pass:
     cdef list hist_c
     cdef list end_of
     cdef _FoundTable found
-    cdef dict stores  # (rank, buffer) -> (starts, segs, touched, its number in store_keys)
+    cdef dict stores  # (rank, buffer) -> (segs, touched, its number in store_keys)
     cdef list store_keys  # each storage's (rank, buffer), by its number (ViewState.store)
     cdef dict plain  # (rank, buffer, offset, nbytes) of a plain view -> its place in ``views``
     # What a mixed segment asks of strided views, remembered by their patterns' numbers (pats:
@@ -1015,17 +1014,16 @@ cdef class _Pass:
         sk = (rank, buffer)
         st = self.stores.get(sk)
         if st is None:
-            st = self.stores[sk] = ([], [], {} if sk in self.freed else None,
+            st = self.stores[sk] = ([], {} if sk in self.freed else None,
                                     len(self.store_keys))
             self.store_keys.append(sk)
         cdef ViewState ent = ViewState.__new__(ViewState)
         ent.seg = _DEAD
         ent.lo = offset
         ent.hi = offset + nbytes
-        ent.starts = <list>st[0]
-        ent.segs = <list>st[1]
-        ent.touched = st[2]
-        ent.store = st[3]
+        ent.segs = <list>st[0]
+        ent.touched = st[1]
+        ent.store = st[2]
         ent.rank = rank
         ent.buffer = buffer
         ent.view = v
@@ -1227,17 +1225,32 @@ cdef double _window_at(double start, double end, object acc, int side):
     return start + <double>acc.window[side] * d
 
 
-cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
-    """Make segs[i:j] tile [lo, hi) exactly (the reference's _cover)."""
-    cdef long i = bisect_right(starts, lo) - 1
-    cdef long j
-    cdef pos_t pos, end
+cdef inline Py_ssize_t _seg_at(list segs, pos_t lo) noexcept:
+    """The place of the last segment of ``segs`` (in order, tiling) that starts at or before
+    ``lo``, -1 if none does: ``bisect_right`` of their starts, minus one, on their C fields
+    (a list of their starts as ints was kept beside them for ``bisect``, and each search
+    made an int of ``lo``)."""
+    cdef Py_ssize_t a = 0, b = len(segs), m
+    while a < b:
+        m = (a + b) >> 1
+        if lo < (<Seg>segs[m]).lo:
+            b = m
+        else:
+            a = m + 1
+    return a - 1
+
+
+cdef Py_ssize_t _cover(list segs, pos_t lo, pos_t hi, Py_ssize_t *end) except -1:
+    """Make segs[i:j] tile [lo, hi) exactly (the reference's _cover): i, and j in ``end``."""
+    cdef Py_ssize_t i = _seg_at(segs, lo)
+    cdef Py_ssize_t j
+    cdef pos_t pos, stop
     cdef Seg s
     if i >= 0 and (<Seg>segs[i]).hi > lo:
         s = <Seg>segs[i]
         if s.lo < lo:
-            segs[i:i + 1] = [_seg_copy(s.lo, lo, s), _seg_copy(lo, s.hi, s)]
-            starts.insert(i + 1, lo)
+            segs[i] = _seg_copy(s.lo, lo, s)
+            segs.insert(i + 1, _seg_copy(lo, s.hi, s))
             s.live = False
             i += 1
     else:
@@ -1248,18 +1261,18 @@ cdef tuple _cover(list starts, list segs, pos_t lo, pos_t hi):
         if j < len(segs) and (<Seg>segs[j]).lo == pos:
             s = <Seg>segs[j]
             if s.hi > hi:
-                segs[j:j + 1] = [_seg_copy(s.lo, hi, s), _seg_copy(hi, s.hi, s)]
-                starts.insert(j + 1, hi)
+                segs[j] = _seg_copy(s.lo, hi, s)
+                segs.insert(j + 1, _seg_copy(hi, s.hi, s))
                 s.live = False
                 s = <Seg>segs[j]
             pos = s.hi
         else:
-            end = (<Seg>segs[j]).lo if j < len(segs) and (<Seg>segs[j]).lo < hi else hi
-            segs.insert(j, _seg_empty(pos, end))
-            starts.insert(j, pos)
-            pos = end
+            stop = (<Seg>segs[j]).lo if j < len(segs) and (<Seg>segs[j]).lo < hi else hi
+            segs.insert(j, _seg_empty(pos, stop))
+            pos = stop
         j += 1
-    return i, j
+    end[0] = j
+    return i
 
 
 cdef void _issue_keys(_Pass P, list agents, list used, bint any_line, bint all_issued):
@@ -1599,7 +1612,8 @@ cdef object _walk(_Pass P):
     rows, position and agent_of as :func:`hb_rows` returns them, their count (``only_count``),
     or None (an ordering error: the reference words it)."""
     cdef long n = P.n, na = P.na
-    cdef long i, a, oid, p, r, o, v, q, e, k, count, j2, root, x
+    cdef long i, a, oid, p, r, o, v, q, e, k, count, root, x
+    cdef Py_ssize_t j2
     cdef Py_ssize_t naft, ka
     cdef Py_ssize_t nacc
     cdef pos_t lo, hi
@@ -1611,7 +1625,7 @@ cdef object _walk(_Pass P):
     cdef object rec
     cdef Seg s
     cdef ViewState ent
-    cdef list segs, starts
+    cdef list segs
     cdef long njoin = P.njoin
     cdef bint only_count = P.only_count
     # the walk: op ids by issue key (ties by id: Python's stable sort of range(n) by key), then
@@ -1847,8 +1861,7 @@ cdef object _walk(_Pass P):
                     if ent.hi > ent.lo:
                         rec = _mark_once(rec, oid, a, e)
                         segs = ent.segs
-                        ij = _cover(ent.starts, segs, ent.lo, ent.hi)
-                        i, j2 = ij
+                        i = _cover(segs, ent.lo, ent.hi, &j2)
                         for k in range(i, j2):
                             P.mixed(segs, k, oid, acc, a, <Mark>rec, C, D, ent)
                     continue
@@ -1863,8 +1876,7 @@ cdef object _walk(_Pass P):
                     if hi <= lo:
                         continue
                     segs = ent.segs
-                    ij = _cover(ent.starts, segs, lo, hi)
-                    i, j2 = ij
+                    i = _cover(segs, lo, hi, &j2)
                     if j2 - i == 1 and (<Seg>segs[i]).mixed is None:
                         ent.seg = <Seg>segs[i]
                     for k in range(i, j2):
@@ -1888,9 +1900,8 @@ cdef object _walk(_Pass P):
                 lo, hi = ent.lo, ent.hi
                 if hi <= lo:
                     continue
-                starts, segs = ent.starts, ent.segs
-                ij = _cover(starts, segs, lo, hi)
-                i, j2 = ij
+                segs = ent.segs
+                i = _cover(segs, lo, hi, &j2)
                 for k in range(i, j2):
                     s = <Seg>segs[k]
                     if s.mixed is not None:  # checked as mixed, then replaced as the others
@@ -1904,8 +1915,10 @@ cdef object _walk(_Pass P):
                     s.live = False
                 s = _seg_written(lo, hi, oid, a, e)
                 ent.seg = s
-                segs[i:j2] = [s]
-                starts[i:j2] = [lo]
+                if j2 == i + 1:
+                    segs[i] = s
+                else:
+                    segs[i:j2] = [s]
 
     if only_count:
         return P.found.n
