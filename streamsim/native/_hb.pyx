@@ -587,13 +587,19 @@ cdef class _Pass:
     cdef unsigned char *started
     cdef unsigned char *pending
     # per op, borrowed from it (``ops`` holds the ops for the pass, and an op's fields never
-    # change): its after, joins and accesses tuples, so that the walk reads them without
-    # touching the op object again (a cache miss per op at 400,000 ops: a fifth of the walk)
-    cdef PyObject **after
+    # change): its joins and accesses tuples, so that the walk reads them without touching
+    # the op object again (a cache miss per op at 400,000 ops: a fifth of the walk)
     cdef PyObject **joins
     cdef PyObject **accs  # (NULL for a run's columns: their ints, read with _nacc and _acc)
-    # index, issuer, agent_of, after and joins are the arrays of the run's columns (hb_columns:
-    # the same values, by op id), not the pass's own: 28 bytes an op not copied
+    # per op, its after edges as C ints: ``aft_at[op]`` its place in ``aft_pool``, which holds
+    # how many, then each op id (place 0: none); a run's columns' own (their ``aft_at`` in
+    # their ``acc_pool``), else made by the first scan of the ``Op`` s' tuples, whose items the
+    # walk read as Python ints two or three times an edge (in the waiting test, the join, the
+    # blocker): a model's trace of 269,072 ops has 257,000 of them
+    cdef int *aft_at
+    cdef int *aft_pool
+    # index, issuer, agent_of, after edges and joins are the arrays of the run's columns
+    # (hb_columns: the same values, by op id), not the pass's own: 28 bytes an op not copied
     cdef bint borrowed
     cdef long *key  # per op: its issue key (trace.issue_keys)
     cdef int *walk  # the op ids in issue order, then ~id of each op that joins (hb_rows)
@@ -670,9 +676,11 @@ cdef class _Pass:
         PyMem_Free(self.index)  # (the pass's own, a run's columns' too: they hold none)
         if not self.borrowed:
             PyMem_Free(self.issuer); PyMem_Free(self.agent_of)
-            PyMem_Free(self.after); PyMem_Free(self.joins); PyMem_Free(self.accs)
+            PyMem_Free(self.aft_at); PyMem_Free(self.aft_pool)
+            PyMem_Free(self.joins); PyMem_Free(self.accs)
         self.index = self.issuer = self.agent_of = NULL
-        self.after = self.joins = self.accs = NULL
+        self.aft_at = self.aft_pool = NULL
+        self.joins = self.accs = NULL
         self.borrowed = False
         PyMem_Free(self.prev_on); PyMem_Free(self.partner_of); PyMem_Free(self.is_free)
         PyMem_Free(self.is_host); PyMem_Free(self.has_line); PyMem_Free(self.line)
@@ -713,7 +721,8 @@ cdef class _Pass:
         if cols != NULL:
             self.borrowed = True
             self.issuer, self.agent_of = cols.issuer, cols.agent
-            self.after, self.joins, self.accs = NULL, cols.joins, NULL
+            self.aft_at, self.aft_pool = cols.aft_at, cols.acc_pool
+            self.joins, self.accs = cols.joins, NULL
             self.index = <int *>PyMem_Calloc(m, sizeof(int))
             counts = <int *>PyMem_Calloc(ma, sizeof(int))
             if self.index == NULL or counts == NULL:
@@ -727,7 +736,8 @@ cdef class _Pass:
             self.index = <int *>PyMem_Calloc(m, sizeof(int))
             self.issuer = <int *>PyMem_Calloc(m, sizeof(int))
             self.agent_of = <int *>PyMem_Calloc(m, sizeof(int))
-            self.after = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
+            self.aft_at = <int *>PyMem_Calloc(m, sizeof(int))
+            self.aft_pool = <int *>PyMem_Calloc(m + 1, sizeof(int))  # (grown by the scan)
             self.joins = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
             self.accs = <PyObject **>PyMem_Calloc(m, sizeof(PyObject *))
         self.prev_on = <int *>PyMem_Calloc(m, sizeof(int))
@@ -750,8 +760,9 @@ cdef class _Pass:
                 self.pending and self.partner and self.gen and self.hist_g and self.may_skip
                 and self.is_host and self.has_line and self.line and self.in_order):
             raise MemoryError()
-        if not (self.index and (self.borrowed or (self.issuer and self.agent_of and self.after
-                                                  and self.joins and self.accs))):
+        if not (self.index and (self.borrowed or (self.issuer and self.agent_of and self.aft_at
+                                                  and self.aft_pool and self.joins
+                                                  and self.accs))):
             raise MemoryError()  # (the columns' own may be NULL: a run of no op, empty lists)
         return 0
 
@@ -1459,10 +1470,36 @@ cdef _Pass _start(list agents, long n, tuple names, bint only_count, OpCols *col
     return P
 
 
+cdef int _put_after(_Pass P, long oid, object after, Py_ssize_t *used, Py_ssize_t *cap
+                    ) except -1:
+    """Op ``oid``'s after edges (``after``, its ``Op``'s tuple of op ids) into ``P.aft_pool``
+    (``used`` of ``cap`` places taken; grown as needed); none: place 0. An id that is not an
+    int raises as the walk's reading of it did; one that is no op's, OverflowError (the
+    reference runs, and says what is wrong)."""
+    cdef Py_ssize_t k, m = len(<tuple?>after), at = used[0]
+    cdef long x
+    if m == 0:
+        P.aft_at[oid] = 0
+        return 0
+    if at + 1 + m > cap[0]:
+        cap[0] = 2 * cap[0] + 1 + m
+        P.aft_pool = <int *>_grown(P.aft_pool, cap[0] * sizeof(int))
+    P.aft_at[oid] = <int>at
+    P.aft_pool[at] = <int>m
+    for k in range(m):
+        x = <long>(<tuple>after)[k]
+        if not 0 <= x < P.n:  # (the walk indexes its arrays by it)
+            raise OverflowError("an after edge past the ops")
+        P.aft_pool[at + 1 + k] = <int>x
+    used[0] = at + 1 + m
+    return 0
+
+
 cdef bint _scan_ops(_Pass P, list ops, list agents, list keys, covered) except -1:
     """The first scan, of the trace's ``Op`` objects: each op's fields into P's arrays, and its
     issue keys (``keys``, or computed as ``issue_keys`` does). False: the reference must run."""
     cdef long n = P.n, na = P.na, a, oid
+    cdef Py_ssize_t nafter = 1, capafter = n + 1  # (P.aft_pool's: place 0 holds 0, none)
     by_eq = {ag: i for i, ag in enumerate(agents)}
     cdef list last_on = [-1] * na
     host_agent = [ag.kind == HOST for ag in agents]
@@ -1512,7 +1549,7 @@ cdef bint _scan_ops(_Pass P, list ops, list agents, list keys, covered) except -
                 ln = <object>slot(po, OFF[F_LINE])
                 if ln:
                     P.line[oid] = ln
-        P.after[oid] = slot(po, OFF[F_AFTER])
+        _put_after(P, oid, <object>slot(po, OFF[F_AFTER]), &nafter, &capafter)
         P.joins[oid] = slot(po, OFF[F_JOINS])
         P.accs[oid] = slot(po, OFF[F_ACCESSES])
         if _njoins(P.joins, oid):
@@ -1594,17 +1631,13 @@ cdef inline PyObject *_acc(_Pass P, long oid, Py_ssize_t k) noexcept:
 
 
 cdef inline Py_ssize_t _naft(_Pass P, long oid) noexcept:
-    """How many after edges op ``oid`` has: its ``Op``'s tuple's length, or a run's columns'
-    count (``P.after`` NULL: ``_cols.col_naft``)."""
-    return col_naft(P.cols, oid) if P.after == NULL else _ntuple(P.after[oid])
+    """How many after edges op ``oid`` has (``P.aft_pool``)."""
+    return P.aft_pool[P.aft_at[oid]]
 
 
-cdef inline long _aft(_Pass P, long oid, Py_ssize_t k) except? -1:
-    """The op id of op ``oid``'s ``k``-th after edge, of its ``Op``'s tuple or the columns'
-    ints."""
-    if P.after == NULL:
-        return col_aft(P.cols, oid, <int>k)
-    return <long><object>_tuple_item(P.after[oid], k)
+cdef inline long _aft(_Pass P, long oid, Py_ssize_t k) noexcept:
+    """The op id of op ``oid``'s ``k``-th after edge, in its ``Op``'s order."""
+    return P.aft_pool[P.aft_at[oid] + 1 + k]
 
 
 cdef object _walk(_Pass P):
