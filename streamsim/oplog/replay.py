@@ -19,6 +19,11 @@ optional ``step`` labels its ops (and the stream ops it enqueues) with that step
 action of its own (``Host.alloc``: kind ``alloc``, no access, ``attrs`` naming buffer, size and
 allocation stream) so that it has a place in reports; it enqueues nothing (allocation is host
 work), so it changes no stream's order.
+
+One module because it is one replay: the engine's path and the compiled one
+(:func:`_replayed_natively`) take the same log, groups, gates and bounds, and each error the
+compiled path meets (a bound passed, a failure of its own) is worded here as the engine's path
+words it; split, the two halves would each need the other's wording.
 """
 from __future__ import annotations
 
