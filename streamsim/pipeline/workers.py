@@ -131,14 +131,28 @@ def _fresh_streams() -> None:
                                 buffering=1))  # (line-buffered, as a terminal's stderr)
 
 
-def _claim(claimed, index: int) -> bool:
+CLAIM_PATIENCE = 0.1  # seconds this process waits for the flags' lock before it looks for a
+# worker that died holding it
+
+
+def _claim(claimed, index: int, died: Callable[[], None] | None = None) -> bool:
     """Take task ``index`` for this process, unless another took it first (``claimed``: a shared
-    array of flags, one per task, made before the fork)."""
-    with claimed.get_lock():
+    array of flags, one per task, made before the fork). ``died``: called each time the flags'
+    lock is not had within ``CLAIM_PATIENCE``; it raises when a worker died. A worker killed
+    while it holds the lock (the OOM killer, a kill from outside, between two of its tasks)
+    never releases it: without ``died``, this process waited for it forever, the command hung.
+    A worker waits without it: the command's process, which has ``died``, kills it then."""
+    lock = claimed.get_lock()
+    while not lock.acquire(timeout=CLAIM_PATIENCE):
+        if died is not None:
+            died()
+    try:
         if claimed[index]:
             return False
         claimed[index] = 1
         return True
+    finally:
+        lock.release()
 
 
 def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "running tasks"
@@ -191,8 +205,13 @@ def run_indexed(task: Callable[[int], T], n: int, jobs: int, what: str = "runnin
         finally:
             _ctrl_c_released(held)
         got: dict[int, tuple[str, object]] = {}
+
+        def died() -> None:  # (a worker that died holding the flags' lock: see _claim)
+            for proc, _ in procs:
+                if proc.exitcode not in (None, 0):
+                    raise _died(what, jobs, proc)
         for i in (0, *reversed(range(1, n))):  # this process's share: tasks no worker took
-            if _claim(claimed, i):
+            if _claim(claimed, i, died):
                 got[i] = _outcome(task, i)
                 if got[i][0] != "ok":
                     break  # (an error: it is raised below once the earlier tasks are in)
@@ -238,13 +257,19 @@ def _receive_some(live: dict, got: dict, what: str, jobs: int) -> None:
             del live[proc]
             proc.join()
             if proc.exitcode != 0:
-                from concurrent.futures.process import BrokenProcessPool
-                cause = BrokenProcessPool(f"worker {proc.pid} ended with exit code "
-                                          f"{proc.exitcode}")
-                raise InternalError(f"{what} in {jobs} processes, when a worker process died",
-                                    cause) from cause
+                raise _died(what, jobs, proc)
             continue
         got[i] = outcome
+
+
+def _died(what: str, jobs: int, proc) -> InternalError:
+    """The error of worker ``proc``'s death (ended with a non-zero exit code: killed, a
+    segfault), while this process was ``what`` in ``jobs`` processes."""
+    from concurrent.futures.process import BrokenProcessPool
+    cause = BrokenProcessPool(f"worker {proc.pid} ended with exit code {proc.exitcode}")
+    e = InternalError(f"{what} in {jobs} processes, when a worker process died", cause)
+    e.__cause__ = cause
+    return e
 
 
 def _worker(task: Callable[[int], T], n: int, claimed, send, parent: int) -> None:

@@ -315,3 +315,42 @@ def test_the_first_error_in_task_order_is_raised_without_waiting_for_later_tasks
         workers.run_indexed(task, 4, 2)
     assert time.monotonic() - t0 < 15
     assert multiprocessing.active_children() == []  # (killed and reaped)
+
+
+WORKER_DIES_HOLDING_THE_LOCK = """
+import os, signal, sys, time
+from streamsim.pipeline import workers
+from streamsim.sim.errors import InternalError
+parent, real = os.getpid(), workers._claim
+def claim(claimed, index, died=None):
+    if os.getpid() != parent:  # (a worker: killed from outside as it holds the flags' lock)
+        claimed.get_lock().acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(claimed, index) if died is None else real(claimed, index, died)
+workers._claim = claim
+def task(i):
+    time.sleep(0.3)
+    return i
+try:
+    workers.run_indexed(task, 3, 2, "testing")
+except InternalError as e:
+    print(e)
+"""
+
+
+def test_a_worker_killed_while_it_holds_the_tasks_lock_is_an_internal_error_not_a_hang():
+    """A worker killed between two of its tasks, as it holds the lock of the flags that say
+    which tasks are taken (a kill from outside at that moment: the command of
+    tests/cli/test_fix_cost_workers.py hung so once, in CI): this process, which takes tasks
+    too, does not wait for that lock forever; it finds the worker dead and raises the internal
+    error of a worker's death, as when the worker's pipe ends. In a child process with a time
+    bound, since what this guards against is a hang."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", WORKER_DIES_HOLDING_THE_LOCK],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("internal error in streamsim while testing in 2 processes, "
+                                  "when a worker process died (BrokenProcessPool: worker "), \
+        done.stdout + done.stderr
+    assert "ended with exit code -9" in done.stdout
