@@ -31,8 +31,7 @@ from libc.stdint cimport uintptr_t
 from libc.string cimport memcpy, memset
 
 from streamsim.native._addrmap cimport AddrMap, addrmap_free, addrmap_get, addrmap_init, addrmap_put
-from streamsim.native._cols cimport (OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses,
-                                     col_naft, col_aft)
+from streamsim.native._cols cimport OpCols, OPCOLS, col_kind, col_nacc, col_acc, col_accesses
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from streamsim.native._slots cimport (Py_TYPE, slot, slot_offset, op_offsets, N_FIELDS, F_ID,
     F_AGENT, F_INDEX, F_KIND, F_ACCESSES, F_ISSUER, F_AFTER, F_JOINS, F_LINE, hazard_offsets,

@@ -218,7 +218,6 @@ class _Fallback(Exception):
     """The reference must run instead (see the module's docstring)."""
 
 
-
 cdef enum:
     URGENT = 0
     NORMAL = 1
